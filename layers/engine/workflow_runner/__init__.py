@@ -1,0 +1,54 @@
+"""workflow-runner: a durable, event-sourced workflow engine on PostgreSQL.
+
+Public API::
+
+    from workflow_runner import define_workflow, on_event, on_cron, run_id_for
+"""
+
+from __future__ import annotations
+
+from .clock import Clock, ManualClock, SystemClock
+from .dsl import (
+    DomainEvent,
+    StepContext,
+    WorkflowDefinition,
+    WorkflowInfo,
+    define_workflow,
+    on_cron,
+    on_event,
+    run_id_for,
+)
+from .errors import (
+    InvalidInput,
+    RunNotFound,
+    StoreError,
+    TransientStoreError,
+    UnknownWorkflow,
+    WorkflowDefinitionError,
+    WorkflowRunnerError,
+)
+from .registry import WorkflowRegistry, default_registry, load_workflow_modules
+
+__all__ = [
+    "Clock",
+    "DomainEvent",
+    "InvalidInput",
+    "ManualClock",
+    "RunNotFound",
+    "StepContext",
+    "StoreError",
+    "SystemClock",
+    "TransientStoreError",
+    "UnknownWorkflow",
+    "WorkflowDefinition",
+    "WorkflowDefinitionError",
+    "WorkflowInfo",
+    "WorkflowRegistry",
+    "WorkflowRunnerError",
+    "default_registry",
+    "define_workflow",
+    "load_workflow_modules",
+    "on_cron",
+    "on_event",
+    "run_id_for",
+]

@@ -1,0 +1,515 @@
+"""The workflow definition language: triggers, the step vocabulary and define_workflow."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, TypeAlias
+
+from .errors import WorkflowDefinitionError
+
+# Frozen: changing it would re-key every existing run stream (seeds, aggregate-id.ts).
+RUN_ID_NAMESPACE = uuid.UUID("1f8a6c3e-7d2b-4a91-9e3f-5c8b2a41d6f0")
+
+
+def run_id_for(name: str, key: str) -> str:
+    """Return the run id of workflow `name` for idempotency key `key` (uuid v5, no tenant)."""
+    return str(uuid.uuid5(RUN_ID_NAMESPACE, f"{name}|{key}"))
+
+
+@dataclass(frozen=True)
+class DomainEvent:
+    """A domain event as a workflow sees it (`ctx.event`)."""
+
+    id: str
+    type: str
+    payload: Any
+    tenant_id: str
+    time: datetime | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class WorkflowInfo:
+    """What a step knows about the run it belongs to (`ctx.workflow`)."""
+
+    run_id: str
+    workflow_name: str
+    step_index: int
+    retry_attempt: int
+    definition_fingerprint: str
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """The argument every resolver receives."""
+
+    event: DomainEvent
+    steps: dict[str, Any]
+    scope: dict[str, Any]
+    workflow: WorkflowInfo
+    now: datetime
+
+
+Resolver: TypeAlias = Any  # a value, or a callable taking StepContext
+
+
+def resolve(value: Resolver, ctx: StepContext) -> Any:
+    """Return `value(ctx)` for a callable, else `value` itself."""
+    return value(ctx) if callable(value) else value
+
+
+# --- triggers ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EventTrigger:
+    event_type: str
+    filter: Callable[[DomainEvent], bool] | None = None
+    kind: Literal["event"] = "event"
+
+
+@dataclass(frozen=True)
+class CronTrigger:
+    schedule: str
+    kind: Literal["cron"] = "cron"
+
+
+Trigger: TypeAlias = EventTrigger | CronTrigger
+
+
+def on_event(event_type: str, filter: Callable[[DomainEvent], bool] | None = None) -> EventTrigger:
+    """Trigger a run for each domain event of `event_type` that passes `filter`."""
+    if not isinstance(event_type, str) or not event_type.strip():
+        raise WorkflowDefinitionError("on_event: event_type must be a non-empty string")
+    if filter is not None and not callable(filter):
+        raise WorkflowDefinitionError("on_event: filter must be a function of the event")
+    return EventTrigger(event_type=event_type, filter=filter)
+
+
+def on_cron(schedule: str) -> CronTrigger:
+    """Trigger a run per tenant at each instant of a 5-field UTC cron schedule."""
+    from .cron import CronSchedule
+
+    CronSchedule.parse(schedule)
+    return CronTrigger(schedule=schedule)
+
+
+# --- steps ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Compute:
+    key: str
+    fn: Callable[[StepContext], Any]
+    kind: str = "compute"
+
+
+@dataclass(frozen=True)
+class Branch:
+    if_: Resolver
+    on_true: tuple[Step, ...]
+    on_false: tuple[Step, ...]
+    kind: str = "branch"
+
+
+@dataclass(frozen=True)
+class ForEach:
+    over: Resolver
+    as_: str
+    do: tuple[Step, ...]
+    kind: str = "for_each"
+
+
+@dataclass(frozen=True)
+class Wait:
+    for_: Resolver = None
+    until: Resolver = None
+    kind: str = "wait"
+
+
+@dataclass(frozen=True)
+class WaitForEvent:
+    event: str
+    match: Resolver
+    timeout: Resolver
+    lookback: Resolver
+    result_key: str
+    kind: str = "wait_for_event"
+
+
+BackoffKind: TypeAlias = Literal["linear", "exponential", "fixed"]
+JitterKind: TypeAlias = Literal["none", "full", "equal"]
+
+
+@dataclass(frozen=True)
+class Retry:
+    times: int
+    backoff: BackoffKind
+    base: str
+    cap: str
+    jitter: JitterKind
+    do: tuple[Step, ...]
+    kind: str = "retry"
+
+
+@dataclass(frozen=True)
+class MailSend:
+    to: Resolver
+    subject: Resolver
+    body: Resolver
+    from_: Resolver = None
+    key: str | None = None
+    kind: str = "mail.send"
+
+
+@dataclass(frozen=True)
+class WebhookSend:
+    url: Resolver
+    method: Resolver = "POST"
+    headers: Resolver = None
+    body: Resolver = None
+    auth: Resolver = None
+    key: str | None = None
+    kind: str = "webhook.send"
+
+
+@dataclass(frozen=True)
+class Return:
+    value: Resolver
+    kind: str = "return"
+
+
+Step: TypeAlias = (
+    Compute | Branch | ForEach | Wait | WaitForEvent | Retry | MailSend | WebhookSend | Return
+)
+
+SUSPENDING_KINDS = frozenset({"wait", "wait_for_event", "retry"})
+
+
+def _steps(value: object, where: str) -> tuple[Step, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise WorkflowDefinitionError(f"{where} must be a list of steps")
+    steps = tuple(value)
+    for i, step in enumerate(steps):
+        if not isinstance(step, _STEP_TYPES):
+            raise WorkflowDefinitionError(
+                f"{where}[{i}] is not a step (got {type(step).__name__}); "
+                "build steps with the builder passed to steps=lambda s: [...]"
+            )
+    return steps
+
+
+class StepBuilder:
+    """The `s` in `steps=lambda s: [...]`: one method per step kind."""
+
+    def __init__(self, awaits: Mapping[str, str]) -> None:
+        self._awaits = dict(awaits)
+
+    def compute(self, key: str, fn: Callable[[StepContext], Any]) -> Compute:
+        """Run `fn(ctx)` and store its (JSON-serialisable) result under `key`."""
+        if not isinstance(key, str) or not key:
+            raise WorkflowDefinitionError("compute: key must be a non-empty string")
+        if not callable(fn):
+            raise WorkflowDefinitionError(f"compute({key!r}): fn must be a function of ctx")
+        return Compute(key=key, fn=fn)
+
+    def branch(
+        self,
+        if_: Resolver,
+        on_true: Sequence[Step],
+        on_false: Sequence[Step] | None = None,
+    ) -> Branch:
+        """Run `on_true` when `if_` is truthy, else `on_false`."""
+        return Branch(
+            if_=if_,
+            on_true=_steps(on_true, "branch.on_true"),
+            on_false=_steps(on_false, "branch.on_false"),
+        )
+
+    def for_each(self, over: Resolver, as_: str, do: Sequence[Step]) -> ForEach:
+        """Run `do` once per item of `over`, in order, with `ctx.scope[as_]` set to the item."""
+        if not isinstance(as_, str) or not as_:
+            raise WorkflowDefinitionError("for_each: as_ must be a non-empty string")
+        return ForEach(over=over, as_=as_, do=_steps(do, "for_each.do"))
+
+    def wait(self, for_: Resolver = None, until: Resolver = None) -> Wait:
+        """Suspend for a duration (`for_`, ISO-8601) or until an instant (`until`)."""
+        if (for_ is None) == (until is None):
+            raise WorkflowDefinitionError("wait: give exactly one of for_= or until=")
+        if isinstance(for_, str):
+            from .durations import parse_duration
+
+            parse_duration(for_)
+        return Wait(for_=for_, until=until)
+
+    def wait_for_event(
+        self,
+        event: str,
+        match: Resolver = None,
+        timeout: Resolver = "P7D",
+        lookback: Resolver = None,
+        result_key: str | None = None,
+    ) -> WaitForEvent:
+        """Suspend until an awaited event that satisfies `match` arrives, or `timeout` passes.
+
+        `event` is an event type named in the workflow's `awaits` (or one of its keys).
+        `lookback`: None (default) also accepts matching events stored since the run
+        started; an ISO-8601 duration accepts those stored that long before the wait
+        step was reached ("PT0S": only events after it).
+        The matched event's payload (None on timeout) is stored under `result_key`
+        (default: the event type).
+        """
+        event_type = self._awaits.get(event, event)
+        if event_type not in self._awaits.values():
+            raise WorkflowDefinitionError(
+                f"wait_for_event: {event!r} is not declared in awaits "
+                f"(declared: {sorted(self._awaits.values())}); add it to awaits={{...}}"
+            )
+        if isinstance(timeout, str):
+            from .durations import parse_duration
+
+            if timeout.startswith("P"):
+                parse_duration(timeout)
+        if isinstance(lookback, str):
+            from .durations import parse_duration
+
+            parse_duration(lookback)
+        if isinstance(match, Mapping):
+            from .match import validate_event_match
+
+            validate_event_match(match)
+        return WaitForEvent(
+            event=event_type,
+            match=match,
+            timeout=timeout,
+            lookback=lookback,
+            result_key=result_key or event_type,
+        )
+
+    def retry(
+        self,
+        times: int,
+        do: Sequence[Step],
+        backoff: BackoffKind = "exponential",
+        base: str = "PT10S",
+        cap: str = "PT1H",
+        jitter: JitterKind = "none",
+    ) -> Retry:
+        """Run `do`; when it raises, run it again from its first step after a backoff.
+
+        `times` counts all attempts. Delay before attempt n+1: `base * n` (linear),
+        `base * 2**(n-1)` (exponential) or `base` (fixed), at most `cap`; `jitter="full"`
+        draws uniformly from [0, delay], `"equal"` from [delay/2, delay].
+        """
+        from .durations import parse_duration
+
+        if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+            raise WorkflowDefinitionError("retry: times must be an integer >= 1")
+        if backoff not in ("linear", "exponential", "fixed"):
+            raise WorkflowDefinitionError(
+                f"retry: backoff must be linear, exponential or fixed, not {backoff!r}"
+            )
+        if jitter not in ("none", "full", "equal"):
+            raise WorkflowDefinitionError(
+                f"retry: jitter must be none, full or equal, not {jitter!r}"
+            )
+        parse_duration(base)
+        parse_duration(cap)
+        return Retry(
+            times=times,
+            backoff=backoff,
+            base=base,
+            cap=cap,
+            jitter=jitter,
+            do=_steps(do, "retry.do"),
+        )
+
+    def mail_send(
+        self,
+        to: Resolver,
+        subject: Resolver,
+        body: Resolver,
+        from_: Resolver = None,
+        key: str | None = None,
+    ) -> MailSend:
+        """Request a mail; the step dispatcher sends it after the pass commits."""
+        return MailSend(to=to, subject=subject, body=body, from_=from_, key=key)
+
+    def webhook_send(
+        self,
+        url: Resolver,
+        body: Resolver = None,
+        method: Resolver = "POST",
+        headers: Resolver = None,
+        auth: Resolver = None,
+        key: str | None = None,
+    ) -> WebhookSend:
+        """Request an HTTPS call; the step dispatcher delivers it after the pass commits."""
+        if isinstance(method, str) and method not in ("POST", "PUT", "PATCH"):
+            raise WorkflowDefinitionError(
+                f"webhook_send: method must be POST, PUT or PATCH, not {method!r}"
+            )
+        return WebhookSend(url=url, method=method, headers=headers, body=body, auth=auth, key=key)
+
+    def return_(self, value: Resolver = None) -> Return:
+        """End the run. `{"isSuccess": False, ...}` ends it as failed (reason returned_failure)."""
+        return Return(value=value)
+
+
+_STEP_TYPES = (Compute, Branch, ForEach, Wait, WaitForEvent, Retry, MailSend, WebhookSend, Return)
+
+
+@dataclass(frozen=True)
+class WorkflowDefinition:
+    """A registered workflow: name, trigger, step tree and its fingerprint."""
+
+    name: str
+    trigger: Trigger
+    steps: tuple[Step, ...]
+    idempotency_key: Callable[[DomainEvent], Any] | str | None
+    awaits: Mapping[str, str]
+    version: int
+    fingerprint: str = field(default="")
+    description: str = ""
+
+    def key_for(self, event: DomainEvent) -> str | None:
+        """Return the idempotency key for a trigger event (None when the workflow has none)."""
+        if self.idempotency_key is None:
+            return None
+        if callable(self.idempotency_key):
+            key = self.idempotency_key(event)
+        else:
+            key = self.idempotency_key
+        if key is None:
+            return None
+        if isinstance(key, bool) or not isinstance(key, (str, int)):
+            raise WorkflowDefinitionError(
+                f"workflow {self.name!r}: idempotency_key returned {type(key).__name__}, "
+                "expected a string"
+            )
+        return str(key)
+
+
+def define_workflow(
+    name: str,
+    trigger: Trigger,
+    steps: Callable[[StepBuilder], Sequence[Step]],
+    idempotency_key: Callable[[DomainEvent], Any] | str | None = None,
+    awaits: Mapping[str, str] | None = None,
+    version: int = 1,
+    description: str = "",
+    register: bool = True,
+) -> WorkflowDefinition:
+    """Define a workflow and register it in the default registry.
+
+    Args:
+        name: unique workflow name (also part of the run id).
+        trigger: `on_event(...)` or `on_cron(...)`.
+        steps: a function of the step builder returning the step list; it runs once,
+            here, so the list's shape never depends on a payload (use resolvers).
+        idempotency_key: function of the trigger event, a static string, or None
+            (then the run id derives from the trigger event's id).
+        awaits: key -> event type for every type `wait_for_event` may wait for.
+        version: keep older versions registered next to newer ones and runs that
+            started on them keep resuming on them; new runs start on the highest.
+    Raises:
+        WorkflowDefinitionError: the definition is malformed.
+    """
+    if not isinstance(name, str) or not name.strip() or "|" in name:
+        raise WorkflowDefinitionError(
+            "define_workflow: name must be a non-empty string without '|'"
+        )
+    if not isinstance(trigger, (EventTrigger, CronTrigger)):
+        raise WorkflowDefinitionError(
+            f"workflow {name!r}: trigger must be on_event(...) or on_cron(...)"
+        )
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise WorkflowDefinitionError(f"workflow {name!r}: version must be an integer >= 1")
+    awaits_map = dict(awaits or {})
+    for key, value in awaits_map.items():
+        if not isinstance(key, str) or not isinstance(value, str) or not value:
+            raise WorkflowDefinitionError(
+                f"workflow {name!r}: awaits must map names to event types"
+            )
+    if not callable(steps):
+        raise WorkflowDefinitionError(
+            f"workflow {name!r}: steps must be a function lambda s: [...]"
+        )
+    try:
+        built = _steps(steps(StepBuilder(awaits_map)), "steps")
+    except WorkflowDefinitionError as error:
+        raise WorkflowDefinitionError(f"workflow {name!r}: {error}") from None
+    if not built:
+        raise WorkflowDefinitionError(f"workflow {name!r}: needs at least one step")
+    definition = WorkflowDefinition(
+        name=name,
+        trigger=trigger,
+        steps=built,
+        idempotency_key=idempotency_key,
+        awaits=awaits_map,
+        version=version,
+        description=description,
+    )
+    fingerprint = compute_fingerprint(definition, steps)
+    definition = WorkflowDefinition(**{**definition.__dict__, "fingerprint": fingerprint})
+    if register:
+        from .registry import default_registry
+
+        default_registry().register(definition)
+    return definition
+
+
+# --- fingerprint --------------------------------------------------------------
+
+
+def _source_of(fn: Callable[..., Any]) -> str:
+    """Whitespace-normalised source of a callable; its bytecode shape when no source exists."""
+    try:
+        lines = inspect.getsource(fn).splitlines()
+        return "\n".join(line.strip() for line in lines if line.strip())
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return repr(type(fn))
+        return f"{code.co_name}:{code.co_code.hex()}:{code.co_consts!r}"
+
+
+def _describe(value: Any) -> Any:
+    if isinstance(value, _STEP_TYPES):
+        return {name: _describe(getattr(value, name)) for name in value.__dataclass_fields__}
+    if isinstance(value, tuple):
+        return [_describe(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(k): _describe(v) for k, v in value.items()}
+    if callable(value):
+        return {"source": _source_of(value)}
+    return value
+
+
+def compute_fingerprint(definition: WorkflowDefinition, builder: Callable[..., Any] | None) -> str:
+    """sha256 over name, version, trigger, awaits, the builder's source and the step tree."""
+    trigger: dict[str, Any]
+    if isinstance(definition.trigger, EventTrigger):
+        trigger = {"kind": "event", "eventType": definition.trigger.event_type}
+        if definition.trigger.filter is not None:
+            trigger["filter"] = _source_of(definition.trigger.filter)
+    else:
+        trigger = {"kind": "cron", "schedule": definition.trigger.schedule}
+    document = {
+        "name": definition.name,
+        "version": definition.version,
+        "trigger": trigger,
+        "awaits": dict(sorted(definition.awaits.items())),
+        "builder": _source_of(builder) if builder is not None else None,
+        "steps": _describe(definition.steps),
+    }
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,243 @@
+"""ISO-8601 durations and instants: parsing, formatting, and resolving wake-up times.
+
+The accepted duration grammar is deliberately small (whole numbers of years, months,
+days, hours, minutes and seconds) so that every stored value means the same thing to
+every reader; calendar units are fixed lengths, not calendar arithmetic.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta, timezone
+
+from workflow_runner.errors import InvalidDuration
+
+__all__ = [
+    "format_duration",
+    "format_instant",
+    "parse_duration",
+    "parse_instant",
+    "resolve_wake_at",
+]
+
+_DAYS_PER_YEAR = 365
+_DAYS_PER_MONTH = 30
+
+# [0-9] rather than \d: \d would also accept non-ASCII digits such as "٣".
+_DURATION_RE = re.compile(
+    r"P(?:(?P<years>[0-9]+)Y)?(?:(?P<months>[0-9]+)M)?(?:(?P<days>[0-9]+)D)?"
+    r"(?:T(?P<time>(?:(?P<hours>[0-9]+)H)?(?:(?P<minutes>[0-9]+)M)?(?:(?P<seconds>[0-9]+)S)?))?"
+)
+
+_INSTANT_RE = re.compile(
+    r"(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})"
+    r"T(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2})"
+    r"(?::(?P<second>[0-9]{2})(?:\.(?P<fraction>[0-9]{1,9}))?)?"
+    r"(?:(?P<zulu>Z)|(?P<sign>[+-])(?P<off_hour>[0-9]{2}):?(?P<off_minute>[0-9]{2}))"
+)
+
+
+def _duration_error(text: object) -> InvalidDuration:
+    shown = text if isinstance(text, str) else repr(text)
+    return InvalidDuration(
+        f'Invalid ISO-8601 duration "{shown}" — expected format like "PT1H", "P1D", "P7D"'
+    )
+
+
+def _instant_error(text: object) -> InvalidDuration:
+    shown = text if isinstance(text, str) else repr(text)
+    return InvalidDuration(
+        f'Invalid ISO-8601 instant "{shown}" — expected a timestamp with an offset like '
+        '"2026-01-31T09:00:00Z"'
+    )
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse an ISO-8601 duration such as ``PT1H``, ``P1D`` or ``P1Y2M3DT4H5M6S``.
+
+    Years count as 365 days and months as 30 days. Weeks, fractions, signs, lowercase
+    letters and whitespace are rejected, as are ``P``, ``PT`` and a trailing ``T``.
+
+    Args:
+        text: The duration text.
+
+    Returns:
+        The duration as a non-negative timedelta.
+
+    Raises:
+        InvalidDuration: If ``text`` is not a string or not a duration of that form.
+    """
+    if not isinstance(text, str):
+        raise _duration_error(text)
+    found = _DURATION_RE.fullmatch(text)
+    if found is None:
+        raise _duration_error(text)
+    parts = found.groupdict()
+    time_part = parts.pop("time")
+    # The regex alone would accept "P", "PT" and "P1DT"; ISO-8601 requires at least one
+    # component overall and at least one after a "T".
+    if time_part == "" or all(value is None for value in parts.values()):
+        raise _duration_error(text)
+    numbers = {name: int(value) if value is not None else 0 for name, value in parts.items()}
+    try:
+        return timedelta(
+            days=numbers["years"] * _DAYS_PER_YEAR
+            + numbers["months"] * _DAYS_PER_MONTH
+            + numbers["days"],
+            hours=numbers["hours"],
+            minutes=numbers["minutes"],
+            seconds=numbers["seconds"],
+        )
+    except OverflowError:
+        raise _duration_error(text) from None
+
+
+def parse_instant(text: str) -> datetime:
+    """Parse an ISO-8601 timestamp that carries ``Z`` or an explicit UTC offset.
+
+    Seconds may be omitted; a fraction of up to nine digits is truncated to microseconds.
+
+    Args:
+        text: The timestamp, e.g. ``2026-11-29T10:00:00Z`` or ``2026-11-29T10:00:00.1+02:00``.
+
+    Returns:
+        The same instant as a timezone-aware datetime in UTC.
+
+    Raises:
+        InvalidDuration: If ``text`` is not a string, has no offset, or is not a valid date
+            and time.
+    """
+    if not isinstance(text, str):
+        raise _instant_error(text)
+    found = _INSTANT_RE.fullmatch(text)
+    if found is None:
+        raise _instant_error(text)
+    fields = found.groupdict()
+    fraction = (fields["fraction"] or "").ljust(6, "0")[:6]
+    try:
+        zone: timezone = UTC
+        if not fields["zulu"]:
+            off_hour, off_minute = int(fields["off_hour"]), int(fields["off_minute"])
+            if off_minute >= 60:
+                raise ValueError("offset minutes out of range")
+            offset = timedelta(hours=off_hour, minutes=off_minute)
+            zone = timezone(-offset if fields["sign"] == "-" else offset)
+        local = datetime(
+            int(fields["year"]),
+            int(fields["month"]),
+            int(fields["day"]),
+            int(fields["hour"]),
+            int(fields["minute"]),
+            int(fields["second"] or 0),
+            int(fraction),
+            tzinfo=zone,
+        )
+        return local.astimezone(UTC)
+    except (ValueError, OverflowError):
+        # Out-of-range parts (month 13, offset +24:00) and instants that fall outside
+        # datetime's range once shifted to UTC.
+        raise _instant_error(text) from None
+
+
+def resolve_wake_at(value: object, now: datetime) -> datetime:
+    """Turn a wake-up specification into an absolute UTC instant.
+
+    Args:
+        value: A duration string starting with ``P`` (relative to ``now``), an instant
+            string with an offset, a timezone-aware datetime, or a timedelta (relative to
+            ``now``).
+        now: The current time; must be timezone-aware.
+
+    Returns:
+        The wake-up instant as a timezone-aware datetime in UTC.
+
+    Raises:
+        InvalidDuration: If ``value`` is of another type, is a naive datetime, or is a
+            string that is neither a valid duration nor a valid instant.
+        ValueError: If ``now`` is naive.
+    """
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise ValueError("now must be a timezone-aware datetime")
+    if isinstance(value, str):
+        if value.startswith("P"):
+            return _shift(now, parse_duration(value), value)
+        return parse_instant(value)
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise InvalidDuration(
+                f"Invalid wake-up time {value!r} — a datetime must be timezone-aware"
+            )
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            raise InvalidDuration(
+                f"Invalid wake-up time {value!r} — it is outside the representable range"
+            ) from None
+    if isinstance(value, timedelta):
+        return _shift(now, value, value)
+    raise InvalidDuration(
+        f'Invalid wake-up time {value!r} — expected an ISO-8601 duration such as "PT1H", '
+        'an ISO-8601 instant with an offset such as "2026-01-31T09:00:00Z", '
+        "a timezone-aware datetime, or a timedelta"
+    )
+
+
+def _shift(now: datetime, delta: timedelta, original: object) -> datetime:
+    try:
+        return (now + delta).astimezone(UTC)
+    except OverflowError:
+        raise InvalidDuration(
+            f"Invalid wake-up time {original!r} — it lies outside the representable range"
+        ) from None
+
+
+def format_instant(dt: datetime) -> str:
+    """Format an aware datetime as UTC ISO-8601 with microseconds, e.g. ``...T10:00:00.000000Z``.
+
+    Args:
+        dt: A timezone-aware datetime.
+
+    Returns:
+        The instant in UTC, always with six fractional digits and a ``Z`` suffix.
+
+    Raises:
+        ValueError: If ``dt`` is naive.
+    """
+    if dt.tzinfo is None or dt.utcoffset() is None:
+        raise ValueError(f"cannot format naive datetime {dt!r} as an instant")
+    utc = dt.astimezone(UTC)
+    # Built by hand because strftime("%Y") does not zero-pad years below 1000 on glibc.
+    return (
+        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T"
+        f"{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}.{utc.microsecond:06d}Z"
+    )
+
+
+def format_duration(td: timedelta) -> str:
+    """Format a timedelta as an ISO-8601 duration using only D, H, M and S, e.g. ``PT1M30S``.
+
+    Args:
+        td: A non-negative timedelta of whole seconds.
+
+    Returns:
+        The duration text, ``PT0S`` for zero; ``parse_duration`` reads it back unchanged.
+
+    Raises:
+        ValueError: If ``td`` is negative or has a fractional second, which the duration
+            grammar cannot express.
+    """
+    if td < timedelta(0):
+        raise ValueError(f"cannot format negative duration {td!r}")
+    if td.microseconds:
+        raise ValueError(f"cannot format duration {td!r} with a fractional second")
+    hours, remainder = divmod(td.seconds, 3600)
+    minutes, seconds = divmod(remainder, 60)
+    date_part = f"{td.days}D" if td.days else ""
+    time_part = "".join(
+        f"{amount}{unit}"
+        for amount, unit in ((hours, "H"), (minutes, "M"), (seconds, "S"))
+        if amount
+    )
+    if not date_part and not time_part:
+        return "PT0S"
+    return f"P{date_part}" + (f"T{time_part}" if time_part else "")

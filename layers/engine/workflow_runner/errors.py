@@ -1,0 +1,63 @@
+"""The engine's exception hierarchy: one root, a few branches callers can catch."""
+
+from __future__ import annotations
+
+
+class WorkflowRunnerError(Exception):
+    """Root of every error the engine raises on purpose."""
+
+
+class InvalidInput(WorkflowRunnerError):
+    """Input from outside (an event, a command, a file) is malformed.
+
+    The message says what is wrong and where; nothing has been written.
+    """
+
+
+class InvalidDuration(InvalidInput):
+    """An ISO-8601 duration or instant could not be parsed."""
+
+
+class InvalidEventMatch(InvalidInput):
+    """An EventMatch expression does not follow the grammar."""
+
+
+class InvalidCronExpression(InvalidInput):
+    """A cron expression could not be parsed."""
+
+
+class WorkflowDefinitionError(WorkflowRunnerError):
+    """A workflow definition is malformed (raised when it is defined)."""
+
+
+class UnknownWorkflow(WorkflowRunnerError):
+    """No registered workflow has this name (or this definition fingerprint)."""
+
+
+class StoreError(WorkflowRunnerError):
+    """The database failed; the wrapped driver error is the cause."""
+
+
+class TransientStoreError(StoreError):
+    """A database failure worth retrying (connection lost, serialization, deadlock)."""
+
+
+class VersionConflict(WorkflowRunnerError):
+    """An append lost the optimistic-concurrency race on a stream."""
+
+    def __init__(self, tenant_id: str, stream_id: str, expected_version: int) -> None:
+        super().__init__(
+            f"stream {stream_id} of tenant {tenant_id} is no longer at version {expected_version}"
+        )
+        self.tenant_id = tenant_id
+        self.stream_id = stream_id
+        self.expected_version = expected_version
+
+
+class RunNotFound(WorkflowRunnerError):
+    """No run with this id exists for this tenant."""
+
+    def __init__(self, tenant_id: str, run_id: str) -> None:
+        super().__init__(f"run {run_id} not found for tenant {tenant_id}")
+        self.tenant_id = tenant_id
+        self.run_id = run_id

@@ -1,0 +1,123 @@
+-- 0001: the initial schema.
+
+-- All run streams and dispatch streams. The stream is the truth (ARCHITECTURE §2.1);
+-- every other table except inbox is a projection that can be rebuilt from it.
+CREATE TABLE wf_events (
+    position     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    -- Writing transaction, for commit-order catch-up reads (see queries.sql, read_events_after).
+    xid          xid8        NOT NULL DEFAULT pg_current_xact_id(),
+    tenant_id    uuid        NOT NULL,
+    stream_id    uuid        NOT NULL,
+    stream_type  text        NOT NULL CHECK (stream_type IN ('workflow-run', 'step-dispatch')),
+    version      integer     NOT NULL CHECK (version > 0),
+    type         text        NOT NULL,
+    payload      jsonb       NOT NULL,
+    metadata     jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    recorded_at  timestamptz NOT NULL,
+    CONSTRAINT wf_events_stream_version_key UNIQUE (tenant_id, stream_id, version)
+);
+CREATE INDEX wf_events_commit_order_idx ON wf_events (xid, position);
+
+-- Domain events as received from EventBridge. A redelivery is a no-op on the key.
+CREATE TABLE inbox (
+    position      bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+    tenant_id     uuid        NOT NULL,
+    event_id      text        NOT NULL,
+    source        text        NOT NULL,
+    type          text        NOT NULL,
+    detail        jsonb,                  -- NULL once erased
+    event_time    timestamptz,
+    received_at   timestamptz NOT NULL,
+    -- Set when TriggerProjection has started the runs this event triggers, so a
+    -- redelivery never starts them again even for workflows without an idempotency key.
+    triggered_at  timestamptz,
+    -- Set when EventWakeup has matched it against waiting runs (same reason).
+    woken_at      timestamptz,
+    erased_at     timestamptz,
+    PRIMARY KEY (tenant_id, event_id)
+);
+CREATE INDEX inbox_tenant_type_received_idx ON inbox (tenant_id, type, received_at);
+
+-- Tenants seen by the engine; the due scan starts cron workflows for each of them.
+CREATE TABLE tenants (
+    tenant_id   uuid        PRIMARY KEY,
+    first_seen  timestamptz NOT NULL
+);
+
+-- One row per run, written in the same transaction as the stream events it
+-- summarises (an inline projection: rebuildable from wf_events).
+CREATE TABLE workflow_runs (
+    tenant_id               uuid        NOT NULL,
+    run_id                  uuid        NOT NULL,
+    workflow_name           text        NOT NULL,
+    status                  text        NOT NULL
+        CHECK (status IN ('running', 'waiting', 'completed', 'failed', 'cancelled')),
+    version                 integer     NOT NULL,
+    definition_fingerprint  text        NOT NULL,
+    trigger_event_type      text        NOT NULL,
+    started_at              timestamptz NOT NULL,
+    updated_at              timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, run_id)
+);
+CREATE INDEX workflow_runs_tenant_status_idx ON workflow_runs (tenant_id, status, updated_at);
+
+-- The seeds' pending set, one row per suspended run (D1), kept by the pending
+-- projection. trigger_event_type/trigger_payload keep the seeds' names: the first
+-- holds the matched awaited event's type; the second stays NULL because this engine
+-- stores a reference (awaited_event_id), never a copy, of the awaited event.
+CREATE TABLE workflow_run_pending (
+    tenant_id               uuid        NOT NULL,
+    run_id                  uuid        NOT NULL,
+    step_index              integer     NOT NULL,
+    workflow_name           text        NOT NULL,
+    suspension_event_type   text        NOT NULL,
+    wake_at                 timestamptz NOT NULL,
+    retry_attempt           integer,
+    definition_fingerprint  text,
+    wait_event_type         text,
+    match_expr              jsonb,
+    trigger_event_type      text,
+    trigger_payload         jsonb,
+    -- Beyond the seeds:
+    suspension_version      integer     NOT NULL,   -- stream version of the suspension event
+    awaited_event_id        text,                   -- inbox reference of the matched event
+    lookback_from           timestamptz,            -- earliest inbox time an awaited event may have
+    leased_until            timestamptz,            -- due scan handed it to the queue until then
+    CONSTRAINT workflow_run_pending_pkey PRIMARY KEY (tenant_id, run_id, step_index)
+);
+CREATE INDEX workflow_run_pending_tenant_wake_at_idx ON workflow_run_pending (tenant_id, wake_at);
+CREATE INDEX workflow_run_pending_wait_event_type_idx ON workflow_run_pending (wait_event_type);
+
+-- Catch-up position of each asynchronous projection: last applied (xid, position).
+CREATE TABLE projection_checkpoints (
+    name           text        PRIMARY KEY,
+    last_xid       xid8        NOT NULL,
+    last_position  bigint      NOT NULL,
+    updated_at     timestamptz NOT NULL
+);
+
+-- Transactional outbox for mail and webhook steps: written in the pass that
+-- requested them, delivered after commit by the step dispatcher.
+CREATE TABLE dispatch_outbox (
+    tenant_id        uuid        NOT NULL,
+    request_id       uuid        NOT NULL,
+    run_id           uuid        NOT NULL,
+    step_kind        text        NOT NULL CHECK (step_kind IN ('mail.send', 'webhook.send')),
+    request          jsonb,               -- NULL once delivered or failed for good
+    status           text        NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'dispatched', 'failed')),
+    attempts         integer     NOT NULL DEFAULT 0,
+    next_attempt_at  timestamptz NOT NULL,
+    leased_until     timestamptz,
+    created_at       timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, request_id)
+);
+CREATE INDEX dispatch_outbox_due_idx ON dispatch_outbox (next_attempt_at) WHERE status = 'pending';
+
+-- Cron triggers: the last scheduled instant started per tenant and workflow.
+CREATE TABLE cron_state (
+    tenant_id      uuid        NOT NULL,
+    workflow_name  text        NOT NULL,
+    last_fire_at   timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, workflow_name)
+);

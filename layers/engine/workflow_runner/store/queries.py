@@ -1,0 +1,35 @@
+"""Loads the named queries of queries.sql once."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+@cache
+def queries() -> dict[str, str]:
+    """Map query name -> SQL text, from queries.sql and every queries_<area>.sql beside it."""
+    found: dict[str, str] = {}
+    files = sorted(
+        (
+            entry
+            for entry in resources.files(__package__).iterdir()
+            if entry.name.startswith("queries") and entry.name.endswith(".sql")
+        ),
+        key=lambda entry: entry.name,
+    )
+    for entry in files:
+        parts = _NAME.split(entry.read_text())
+        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+            if name in found:
+                raise RuntimeError(f"{entry.name} defines query {name!r} again")
+            found[name] = body.strip()
+    return found
+
+
+def query(name: str) -> str:
+    """The SQL of one named query."""
+    return queries()[name]

@@ -1,0 +1,20 @@
+"""The sample workflows: importing this package registers all of them.
+
+Set WORKFLOW_MODULES=sample_workflows (the default) to load them in the functions.
+"""
+
+from __future__ import annotations
+
+from .daily_report import daily_report
+from .inventory_sync import inventory_sync
+from .order_approval import order_approval
+from .user_onboarding import user_onboarding
+from .webhook_delivery import webhook_delivery
+
+__all__ = [
+    "daily_report",
+    "inventory_sync",
+    "order_approval",
+    "user_onboarding",
+    "webhook_delivery",
+]

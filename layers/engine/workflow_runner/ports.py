@@ -1,0 +1,107 @@
+"""The engine's outside world, as small interfaces.
+
+The Lambda handlers reach AWS (SQS, Lambda async invoke, SES, HTTPS) and the
+database only through a `Runtime`. In AWS it is built from the environment on first
+use; the local runtime and tests install their own with `set_runtime` (an in-process
+queue, a manual clock, captured mail) and call the very same handlers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from .clock import Clock
+from .store import Store
+
+
+@dataclass(frozen=True)
+class ResumeRequest:
+    """Ask ResumeRun to resume one suspension, `delay_seconds` from now (0–900)."""
+
+    tenant_id: str
+    run_id: str
+    step_index: int
+    delay_seconds: int = 0
+    wake_at: datetime | None = None
+    force: bool = False
+
+
+class ResumeQueue(Protocol):
+    def send(self, requests: Sequence[ResumeRequest]) -> list[ResumeRequest]:
+        """Enqueue requests; return those that could not be enqueued."""
+        ...
+
+
+class Nudger(Protocol):
+    def nudge_projection(self) -> None:
+        """Ask PendingProjection to catch up soon (fire and forget)."""
+        ...
+
+    def nudge_dispatcher(self) -> None:
+        """Ask StepDispatcher to deliver pending dispatch requests soon."""
+        ...
+
+
+class Mailer(Protocol):
+    def send_mail(
+        self, request_id: str, sender: str, to: Sequence[str], subject: str, body: str
+    ) -> str:
+        """Send one mail; return the provider's message id. Raise on failure."""
+        ...
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class HttpSender(Protocol):
+    def send(
+        self, method: str, url: str, headers: dict[str, str], body: bytes, timeout: float
+    ) -> HttpResponse:
+        """One HTTP request, no redirects followed. Raise OSError on network failure."""
+        ...
+
+
+@dataclass
+class Runtime:
+    """Everything a handler needs besides its input."""
+
+    clock: Clock
+    store: Callable[[], Store]  # a warm, healthy connection (re-established when broken)
+    resume_queue: ResumeQueue
+    nudger: Nudger
+    mailer: Mailer
+    http: HttpSender
+    settings: Any = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+_runtime: Runtime | None = None
+_factory: Callable[[], Runtime] | None = None
+
+
+def set_runtime(runtime: Runtime | None) -> None:
+    """Install the runtime handlers use (None: rebuild from the environment on next use)."""
+    global _runtime
+    _runtime = runtime
+
+
+def set_runtime_factory(factory: Callable[[], Runtime]) -> None:
+    """Register how to build the default runtime (the AWS one) lazily."""
+    global _factory
+    _factory = factory
+
+
+def get_runtime() -> Runtime:
+    """The installed runtime, building the default one on first use."""
+    global _runtime
+    if _runtime is None:
+        if _factory is None:
+            raise RuntimeError("no runtime installed: call set_runtime() or set_runtime_factory()")
+        _runtime = _factory()
+    return _runtime

@@ -29,13 +29,14 @@ WHERE tenant_id = %(tenant_id)s AND stream_id = %(stream_id)s;
 -- always has an xid >= the current snapshot's xmin, so it is read on a later call and
 -- never skipped, even though its position is lower than events already read. Ordering
 -- by (xid, position) is a total order that no future commit can insert into behind
--- the checkpoint.
+-- the checkpoint. (ORDER BY names the table's columns: the text alias of xid would
+-- sort "1000" before "995".)
 SELECT position, xid::text AS xid, tenant_id::text AS tenant_id, stream_id::text AS stream_id,
        stream_type, version, type, payload, metadata, recorded_at
 FROM wf_events
 WHERE (xid, position) > (%(after_xid)s::xid8, %(after_position)s)
   AND xid < pg_snapshot_xmin(pg_current_snapshot())
-ORDER BY xid, position
+ORDER BY wf_events.xid, wf_events.position
 LIMIT %(limit)s;
 
 -- name: lock_checkpoint

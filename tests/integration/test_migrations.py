@@ -1,0 +1,70 @@
+"""The schema that the migrations build equals the declared fresh-install schema."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from workflow_runner.embedded import database_url
+from workflow_runner.store import apply_migrations, pending_migrations, schema_sql
+
+CATALOG_QUERIES = {
+    "columns": """
+        SELECT table_name, column_name, data_type, is_nullable, column_default
+        FROM information_schema.columns
+        WHERE table_schema = 'public' AND table_name <> 'schema_migrations'
+        ORDER BY table_name, column_name""",
+    "indexes": """
+        SELECT tablename, indexname, indexdef FROM pg_indexes
+        WHERE schemaname = 'public' AND tablename <> 'schema_migrations'
+        ORDER BY tablename, indexname""",
+    "constraints": """
+        SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid)
+        FROM pg_constraint
+        WHERE connamespace = 'public'::regnamespace
+          AND conrelid::regclass::text <> 'schema_migrations'
+        ORDER BY 1, 2""",
+}
+
+
+@pytest.fixture
+def empty_db(pg_server_url: str) -> Iterator[str]:
+    name = f"wfr_empty_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield database_url(pg_server_url, name)
+    finally:
+        with psycopg.connect(pg_server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _catalog(url: str) -> dict[str, list[Any]]:
+    with psycopg.connect(url) as conn:
+        return {key: conn.execute(sql).fetchall() for key, sql in CATALOG_QUERIES.items()}  # type: ignore[arg-type]
+
+
+def test_migrations_produce_exactly_the_declared_schema(db_url: str, empty_db: str) -> None:
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        conn.execute(schema_sql().encode())  # type: ignore[arg-type]
+    migrated, declared = _catalog(db_url), _catalog(empty_db)
+    for key in CATALOG_QUERIES:
+        assert migrated[key] == declared[key], f"{key} differ between migrations and schema.sql"
+    assert len(declared["columns"]) > 50
+
+
+def test_applying_migrations_again_is_a_no_op(db_url: str) -> None:
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        assert pending_migrations(conn) == []  # type: ignore[arg-type]
+        assert apply_migrations(conn) == []  # type: ignore[arg-type]
+
+
+def test_migrations_record_their_versions(empty_db: str) -> None:
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        applied = apply_migrations(conn)  # type: ignore[arg-type]
+        versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
+    assert [m.version for m in applied] == versions
+    assert versions[0] == 1

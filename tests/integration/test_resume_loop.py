@@ -1,0 +1,184 @@
+"""Counterparts of the seeds' resume-loop integration test (seeds/001) on real PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from workflow_runner import ManualClock, define_workflow, on_event, run_id_for
+from workflow_runner import events as ev
+from workflow_runner import operations as ops
+from workflow_runner.registry import WorkflowRegistry
+from workflow_runner.store import Store
+
+from tests.support import TENANT_A, pending_rows, resume_due, stream, stream_types, trigger
+
+
+@pytest.fixture
+def wait_wf(registry: WorkflowRegistry):  # type: ignore[no-untyped-def]
+    wf = define_workflow(
+        name="rl-wait",
+        trigger=on_event("rl-test.wait"),
+        idempotency_key=lambda e: e.payload["runKey"],
+        steps=lambda s: [
+            s.wait(for_=lambda ctx: ctx.event.payload["forIso"]),
+            s.return_({"isSuccess": True}),
+        ],
+        register=False,
+    )
+    registry.register(wf)
+    return wf
+
+
+@pytest.fixture
+def retry_wf(registry: WorkflowRegistry):  # type: ignore[no-untyped-def]
+    def gate(ctx):  # type: ignore[no-untyped-def]
+        if ctx.workflow.retry_attempt == 1:
+            raise RuntimeError("first-attempt-fails")
+        return ctx.workflow.retry_attempt
+
+    wf = define_workflow(
+        name="rl-retry",
+        trigger=on_event("rl-test.retry"),
+        idempotency_key=lambda e: e.payload["runKey"],
+        steps=lambda s: [
+            s.retry(times=2, backoff="linear", do=[s.compute("gate", gate)]),
+            s.return_({"isSuccess": True}),
+        ],
+        register=False,
+    )
+    registry.register(wf)
+    return wf
+
+
+def test_due_wait_resumes_to_completion_and_its_pending_row_is_deleted(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, wait_wf
+) -> None:
+    key = str(uuid.uuid4())
+    run_id = run_id_for(wait_wf.name, key)
+    past = (clock.now() - timedelta(hours=1)).isoformat()
+    trigger(store, registry, "rl-test.wait", {"runKey": key, "forIso": past}, clock.now())
+    assert [r["run_id"] for r in pending_rows(store)] == [run_id]
+
+    resume_due(store, registry, clock.now())
+
+    assert stream_types(store, run_id) == [
+        ev.RUN_STARTED,
+        ev.STEP_WAITING,
+        ev.STEP_RESUMED,
+        ev.RUN_COMPLETED,
+    ]
+    completed = stream(store, run_id)[3].payload
+    assert completed["workflowName"] == "rl-wait" and completed["stepIndex"] == 2
+    assert pending_rows(store) == []
+
+
+def test_not_yet_due_wait_leaves_the_row_and_run_untouched(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, wait_wf
+) -> None:
+    key = str(uuid.uuid4())
+    run_id = run_id_for(wait_wf.name, key)
+    future = (clock.now() + timedelta(hours=1)).isoformat()
+    trigger(store, registry, "rl-test.wait", {"runKey": key, "forIso": future}, clock.now())
+
+    assert resume_due(store, registry, clock.now()) == []
+    direct = ops.resume_run(store, TENANT_A, run_id, 0, clock.now(), registry=registry)
+
+    assert direct.outcome == "not-due"
+    assert stream_types(store, run_id) == [ev.RUN_STARTED, ev.STEP_WAITING]
+    assert len(pending_rows(store)) == 1
+
+
+def test_changed_definition_fails_loud_with_workflow_definition_changed(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, wait_wf
+) -> None:
+    key = str(uuid.uuid4())
+    run_id = run_id_for(wait_wf.name, key)
+    past = (clock.now() - timedelta(hours=1)).isoformat()
+    trigger(store, registry, "rl-test.wait", {"runKey": key, "forIso": past}, clock.now())
+    changed = define_workflow(
+        name="rl-wait",
+        trigger=on_event("rl-test.wait"),
+        steps=lambda s: [s.wait(for_="PT1M"), s.compute("new", lambda c: 1)],
+        register=False,
+    )
+    registry.unregister("rl-wait")
+    registry.register(changed)
+
+    results = resume_due(store, registry, clock.now())
+
+    assert [r.outcome for r in results] == ["failed"]
+    assert stream_types(store, run_id) == [ev.RUN_STARTED, ev.STEP_WAITING, ev.RUN_FAILED]
+    failed = stream(store, run_id)[2].payload
+    assert failed["reason"] == "workflow_definition_changed"
+    assert failed["stepIndex"] == 0 and failed["workflowName"] == "rl-wait"
+    assert "definition changed" in failed["error"]
+    assert pending_rows(store) == []
+
+
+def test_unregistered_workflow_fails_loud_naming_workflow_and_run(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, wait_wf
+) -> None:
+    key = str(uuid.uuid4())
+    run_id = run_id_for(wait_wf.name, key)
+    trigger(store, registry, "rl-test.wait", {"runKey": key, "forIso": "PT1M"}, clock.now())
+    registry.unregister("rl-wait")
+
+    result = ops.resume_run(
+        store, TENANT_A, run_id, 0, clock.now() + timedelta(minutes=2), registry=registry
+    )
+
+    assert result.outcome == "failed" and result.reason == "workflow_definition_changed"
+    error = stream(store, run_id)[-1].payload["error"]
+    assert '"rl-wait" is not registered' in error and run_id in error
+
+
+def test_retry_resumes_at_the_same_step_with_the_attempt_threaded(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, retry_wf
+) -> None:
+    key = str(uuid.uuid4())
+    run_id = run_id_for(retry_wf.name, key)
+    trigger(store, registry, "rl-test.retry", {"runKey": key}, clock.now())
+
+    assert stream_types(store, run_id) == [ev.RUN_STARTED, ev.RETRY_SCHEDULED]
+    scheduled = stream(store, run_id)[1].payload
+    assert scheduled["stepIndex"] == 0 and scheduled["attempt"] == 1
+    assert pending_rows(store)[0]["retry_attempt"] == 1
+
+    resume_due(store, registry, clock.now() + timedelta(seconds=10))
+
+    types = stream_types(store, run_id)
+    assert types == [ev.RUN_STARTED, ev.RETRY_SCHEDULED, ev.STEP_RESUMED, ev.RUN_COMPLETED]
+    assert types.count(ev.RETRY_SCHEDULED) == 1
+
+
+def test_resuming_a_settled_run_appends_nothing(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, wait_wf
+) -> None:
+    key = str(uuid.uuid4())
+    run_id = run_id_for(wait_wf.name, key)
+    trigger(store, registry, "rl-test.wait", {"runKey": key, "forIso": "PT1M"}, clock.now())
+    later = clock.now() + timedelta(minutes=5)
+    assert (
+        ops.resume_run(store, TENANT_A, run_id, 0, later, registry=registry).outcome == "completed"
+    )
+    registry.unregister("rl-wait")  # even a vanished definition must not add run-failed
+
+    again = ops.resume_run(store, TENANT_A, run_id, 0, later, registry=registry)
+
+    assert again.outcome == "already-resumed"
+    assert stream_types(store, run_id)[-1] == ev.RUN_COMPLETED
+
+
+def test_force_resumes_a_wait_before_its_time(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, wait_wf
+) -> None:
+    key = str(uuid.uuid4())
+    run_id = run_id_for(wait_wf.name, key)
+    trigger(store, registry, "rl-test.wait", {"runKey": key, "forIso": "P30D"}, clock.now())
+
+    result = ops.resume_run(store, TENANT_A, run_id, 0, clock.now(), force=True, registry=registry)
+
+    assert result.outcome == "completed"
+    assert stream(store, run_id)[2].payload["resumedBy"] == "forced"

@@ -611,19 +611,20 @@ def load_run(store: Store, tenant_id: str, run_id: str) -> ev.RunState:
 
 
 def _restore_results(
-    store: Store, tenant_id: str, suspension: dict[str, Any]
+    store: Store, tenant_id: str, results: dict[str, Any] | None, refs: dict[str, str | None]
 ) -> tuple[dict[str, Any], dict[str, str | None]] | None:
-    results = dict(suspension.get("results") or {})
-    refs: dict[str, str | None] = dict(suspension.get("awaitedRefs") or {})
+    """Results carried on a suspension plus the awaited payloads it references by id
+    (None when one of them is no longer stored)."""
+    restored = dict(results or {})
     for key, event_id in refs.items():
         if event_id is None:
-            results[key] = None
+            restored[key] = None
             continue
         row = store.get_inbox_event(tenant_id, event_id)
         if row is None or row["detail"] is None:
             return None
-        results[key] = row["detail"]
-    return results, refs
+        restored[key] = row["detail"]
+    return restored, refs
 
 
 def resume_run(
@@ -735,105 +736,46 @@ def _continue_run(
     matched: str | None,
     version: int,
     now: datetime,
+    dispatch_seed: str | None = None,
 ) -> RunOutcome:
-    """Re-enter the step tree after a claimed suspension and persist the pass."""
+    """Re-enter the step tree after a claimed suspension and persist the pass.
+
+    `dispatch_seed` (default: derived from `version`) lets a redrive repeat a failed
+    pass with that pass's seed, so dispatches it already requested keep their ids.
+    """
     tenant_id, run_id = state.tenant_id, state.run_id
     step_index = int(suspension["stepIndex"])
+
+    def fail(reason: str, error: str) -> RunOutcome:
+        _fail_run(store, tenant_id, run_id, state, version, step_index, reason, error, now)
+        return RunOutcome(
+            tenant_id, run_id, state.workflow_name, "failed", step_index, reason=reason
+        )
+
     trigger = _load_trigger(store, state, state.started_payload)
     if trigger is None:
-        _fail_run(
-            store,
-            tenant_id,
-            run_id,
-            state,
-            version,
-            step_index,
-            "trigger_event_unavailable",
-            f"the trigger event of run {run_id} is no longer stored",
-            now,
+        return fail(
+            "trigger_event_unavailable", f"the trigger event of run {run_id} is no longer stored"
         )
-        return RunOutcome(
-            tenant_id,
-            run_id,
-            state.workflow_name,
-            "failed",
-            step_index,
-            reason="trigger_event_unavailable",
-        )
-    restored = _restore_results(store, tenant_id, suspension)
+    refs_to_load = dict(suspension.get("awaitedRefs") or {})
+    if state.suspension_type == ev.STEP_WAITING_FOR_EVENT:
+        refs_to_load[suspension.get("resultKey") or suspension["eventType"]] = matched
+    restored = _restore_results(store, tenant_id, suspension.get("results"), refs_to_load)
     if restored is None:
-        _fail_run(
-            store,
-            tenant_id,
-            run_id,
-            state,
-            version,
-            step_index,
-            "awaited_event_unavailable",
-            f"an awaited event of run {run_id} is no longer stored",
-            now,
-        )
-        return RunOutcome(
-            tenant_id,
-            run_id,
-            state.workflow_name,
-            "failed",
-            step_index,
-            reason="awaited_event_unavailable",
+        return fail(
+            "awaited_event_unavailable", f"an awaited event of run {run_id} is no longer stored"
         )
     results, refs = restored
     consumed = list(state.consumed_event_ids)
-    if state.suspension_type == ev.STEP_WAITING_FOR_EVENT:
-        key = suspension.get("resultKey") or suspension["eventType"]
-        payload = None
-        if matched is not None:
-            row = store.get_inbox_event(tenant_id, matched)
-            if row is None or row["detail"] is None:
-                _fail_run(
-                    store,
-                    tenant_id,
-                    run_id,
-                    state,
-                    version,
-                    step_index,
-                    "awaited_event_unavailable",
-                    f"the awaited event of run {run_id} is no longer stored",
-                    now,
-                )
-                return RunOutcome(
-                    tenant_id,
-                    run_id,
-                    state.workflow_name,
-                    "failed",
-                    step_index,
-                    reason="awaited_event_unavailable",
-                )
-            payload = row["detail"]
-            consumed.append(matched)
-        results[key] = payload
-        refs[key] = matched
+    if matched is not None:
+        consumed.append(matched)
     path = suspension.get("path") or [{"i": step_index}]
     try:
         step_at(definition.steps, path)
     except WorkflowStepError:
-        _fail_run(
-            store,
-            tenant_id,
-            run_id,
-            state,
-            version,
-            step_index,
+        return fail(
             "workflow_definition_changed",
             f"run {run_id} is suspended at a step its definition does not have",
-            now,
-        )
-        return RunOutcome(
-            tenant_id,
-            run_id,
-            state.workflow_name,
-            "failed",
-            step_index,
-            reason="workflow_definition_changed",
         )
     assert state.started_at is not None
     result = Interpreter(
@@ -843,7 +785,7 @@ def _continue_run(
         now,
         results=results,
         awaited_refs=refs,
-        dispatch_seed=f"{tenant_id}|{version + 1}",
+        dispatch_seed=dispatch_seed or f"{tenant_id}|{version + 1}",
         run_started_at=state.started_at,
         consumed_event_ids=consumed,
     ).run(path)

@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check layers functions tests
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy --strict layers/engine/workflow_runner
 
 test: lint
@@ -24,6 +24,9 @@ unit: $(STAMP)
 
 integration: $(STAMP)
 	$(PY) -m pytest -n 2 tests/integration
+
+demo: $(STAMP)
+	$(VENV)/bin/wfr demo
 
 clean:
 	rm -rf $(VENV) build .mypy_cache .ruff_cache .aws-sam
@@ -41,3 +44,19 @@ $(SAM_STAMP):
 sam-check: $(SAM_STAMP)
 	SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-eu-central-1} $(SAM_VENV)/bin/sam validate --lint
 	SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-eu-central-1} $(SAM_VENV)/bin/sam build
+
+# Benchmarks (issue 6): DBOS and matplotlib live in their own venv, next to this project.
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+$(BENCH_STAMP): pyproject.toml bench/requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e . -r bench/requirements.txt
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python -m bench.run
+
+bench-quick: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python -m bench.run --quick

@@ -10,10 +10,18 @@ from datetime import UTC, datetime
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, settings
 from workflow_runner.clock import ManualClock
 from workflow_runner.embedded import database_url, start_embedded_postgres
 from workflow_runner.registry import WorkflowRegistry
 from workflow_runner.store import Store, apply_migrations, connect
+
+# The machine is shared and has two cores: timing-based health checks would make
+# property tests fail for reasons that have nothing to do with the property.
+settings.register_profile(
+    "shared-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("shared-machine")
 
 
 @pytest.fixture(scope="session")

@@ -182,3 +182,24 @@ def test_force_resumes_a_wait_before_its_time(
 
     assert result.outcome == "completed"
     assert stream(store, run_id)[2].payload["resumedBy"] == "forced"
+
+
+def test_resume_runs_batches_passes_in_one_transaction_and_isolates_failures(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, wait_wf
+) -> None:
+    keys = ["a", "b"]
+    for key in keys:
+        trigger(store, registry, "rl-test.wait", {"runKey": key, "forIso": "PT1M"}, clock.now())
+    later = clock.now() + timedelta(minutes=1)
+    items = [
+        ops.ResumeRequestItem(TENANT_A, run_id_for("rl-wait", "a"), 0),
+        ops.ResumeRequestItem(TENANT_A, str(uuid.uuid4()), 0),  # no such run
+        ops.ResumeRequestItem(TENANT_A, run_id_for("rl-wait", "b"), 0),
+    ]
+
+    results = ops.resume_runs(store, items, later, registry)
+
+    assert isinstance(results[1], ops.RunNotFound)
+    assert [getattr(r, "outcome", None) for r in results] == ["completed", None, "completed"]
+    for key in keys:
+        assert stream_types(store, run_id_for("rl-wait", key))[-1] == ev.RUN_COMPLETED

@@ -216,7 +216,7 @@ def test_an_unevaluable_stored_match_is_skipped_without_blocking_other_rows(
         (run_id_for("approval", "o8"),),
     )
     store.conn.execute(
-        "UPDATE workflow_run_pending SET match_expr = NULL WHERE run_id = %s",
+        "UPDATE workflow_run_pending SET match_expr = NULL, match_key = NULL WHERE run_id = %s",
         (run_id_for("approval", "o9"),),
     )
     woken = _approve(store, "o8", clock.now())
@@ -271,3 +271,21 @@ def test_erased_awaited_event_fails_the_run_instead_of_resuming_on_missing_data(
         store, TENANT_A, run_id_for("approval", "o10"), 0, clock.now(), registry=registry
     )
     assert (result.outcome, result.reason) == ("failed", "awaited_event_unavailable")
+
+
+def test_wakeup_looks_waits_up_by_the_key_the_event_offers(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    """Hundreds of waits of one type: the event's key finds its wait, others are not read."""
+    _approval(registry)
+    for i in range(300):
+        ops.ingest_domain_event(
+            store, event("order.placed", {"orderId": f"k{i}"}), clock.now(), registry
+        )
+    ops.project_pending(store, clock.now())
+    rows = store.waiting_rows_for_event(
+        TENANT_A, "order.approved", clock.now(), ['[["orderId"],"k7"]']
+    )
+    assert [r["run_id"] for r in rows] == [run_id_for("approval", "k7")]
+    woken = _approve(store, "k7", clock.now())
+    assert [w.run_id for w in woken] == [run_id_for("approval", "k7")]

@@ -13,8 +13,10 @@ from workflow_runner.errors import InvalidEventMatch
 from workflow_runner.match import (
     MAX_DEPTH,
     MAX_NODES,
+    equality_key,
     evaluate_event_match,
     matches_safely,
+    payload_keys,
     validate_event_match,
 )
 
@@ -512,3 +514,61 @@ def test_and_or_agree_with_pythons_all_and_any(expr: Any, payload: Any) -> None:
     results = [evaluate_event_match(match(child), payload) for child in children]
     assert evaluate_event_match(match({"kind": "and", "nodes": children}), payload) is all(results)
     assert evaluate_event_match(match({"kind": "or", "nodes": children}), payload) is any(results)
+
+
+# --- equality keys (wakeup index) --------------------------------------------------
+
+
+
+def _atom(path: list[str], kind: str, value: object) -> dict[str, object]:
+    return {"kind": "atom", "path": path, "op": {"kind": kind, "value": value}}
+
+
+def test_equality_key_of_an_eq_atom_and_of_an_and_member() -> None:
+    atom = {"version": 1, "expr": _atom(["orderId"], "eq", "o1")}
+    both = {
+        "version": 1,
+        "expr": {"kind": "and", "nodes": [_atom(["n"], "gt", 1), _atom(["a", "b"], "eq", 2)]},
+    }
+    assert equality_key(atom) == '[["orderId"],"o1"]'
+    assert equality_key(both) == '[["a","b"],2]'
+
+
+def test_no_equality_key_when_no_eq_atom_is_required() -> None:
+    either = {"version": 1, "expr": {"kind": "or", "nodes": [_atom(["a"], "eq", 1)]}}
+    assert equality_key(either) is None
+    assert equality_key({"version": 1, "expr": _atom(["a"], "ne", 1)}) is None
+    assert equality_key(None) is None
+
+
+def test_payload_keys_offer_every_scalar_leaf_and_equal_numbers_share_a_key() -> None:
+    keys = payload_keys(
+        {"orderId": "o1", "n": 2.0, "flag": True, "nested": {"x": None}, "list": [1]}
+    )
+    assert keys is not None
+    assert set(keys) == {
+        '[["orderId"],"o1"]',
+        '[["n"],2]',
+        '[["flag"],true]',
+        '[["nested","x"],null]',
+    }
+    assert equality_key({"version": 1, "expr": _atom(["n"], "eq", 2)}) in keys
+    assert equality_key({"version": 1, "expr": _atom(["flag"], "eq", 1)}) not in keys
+
+
+def test_payload_keys_give_up_on_huge_payloads() -> None:
+    assert payload_keys({f"k{i}": i for i in range(600)}, limit=512) is None
+
+
+@given(
+    payload=st.dictionaries(
+        st.text(max_size=3),
+        st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=3)),
+        max_size=5,
+    )
+)
+def test_an_eq_match_is_true_only_if_the_payload_offers_its_key(payload: dict[str, object]) -> None:
+    for k, v in payload.items():
+        match = {"version": 1, "expr": _atom([k], "eq", v)}
+        offered = payload_keys(payload) or []
+        assert evaluate_event_match(match, payload) == (equality_key(match) in offered)

@@ -13,6 +13,7 @@ event, so evaluation trusts nothing it has not checked and never recurses.
 
 from __future__ import annotations
 
+import json
 import math
 import operator
 from collections.abc import Callable, Mapping
@@ -25,8 +26,10 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_NODES",
     "SUPPORTED_VERSION",
+    "equality_key",
     "evaluate_event_match",
     "matches_safely",
+    "payload_keys",
     "validate_event_match",
 ]
 
@@ -333,3 +336,57 @@ def matches_safely(match: Mapping[str, Any] | None, payload: object) -> bool:
         # A corrupt stored expression must not stop delivery of other events; the caller
         # sees False and logs it.
         return False
+
+
+# --- equality keys ------------------------------------------------------------------
+# A wait whose expression requires `path == value` can only be woken by an event whose
+# payload has exactly that leaf. Storing that requirement as text next to the waiting row
+# lets the wakeup look rows up by the keys an event offers instead of evaluating every
+# waiting expression of the type (which made wakeups slow down with the number of waits).
+
+
+def _key(path: list[str], value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # 1 and 1.0 are equal under eq, so they share a key
+    return json.dumps([path, value], separators=(",", ":"), ensure_ascii=False)
+
+
+def equality_key(match: Mapping[str, Any] | None) -> str | None:
+    """The key of one `eq` atom the expression requires, or None when it requires none.
+
+    Only atoms that must hold for any match count: the top-level atom itself, or a
+    direct member of a top-level `and`.
+    """
+    if match is None:
+        return None
+    try:
+        expr = match["expr"]
+        nodes = [expr] if expr.get("kind") == "atom" else []
+        if expr.get("kind") == "and":
+            nodes = list(expr.get("nodes") or [])
+        for node in nodes:
+            op = node.get("op") or {}
+            required = node.get("kind") == "atom" and op.get("kind") == "eq"
+            if required and _is_scalar(op.get("value")):
+                return _key(list(node["path"]), op["value"])
+    except (AttributeError, KeyError, TypeError):
+        return None
+    return None
+
+
+def payload_keys(payload: object, limit: int = 512) -> list[str] | None:
+    """The keys of every scalar leaf reachable through objects, or None past `limit` leaves.
+
+    None means "too many to enumerate": the caller then considers every waiting row.
+    """
+    keys: list[str] = []
+    stack: list[tuple[list[str], object]] = [([], payload)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, Mapping):
+            stack.extend(([*path, str(k)], v) for k, v in value.items())
+        elif path and (value is None or isinstance(value, str | bool | int | float)):
+            keys.append(_key(path, value))
+            if len(keys) > limit:
+                return None
+    return keys

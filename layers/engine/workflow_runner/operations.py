@@ -4,6 +4,7 @@ handlers, the local runtime and the CLI alike."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -11,9 +12,9 @@ from typing import Any, Literal
 from . import events as ev
 from .dsl import DomainEvent, EventTrigger, WorkflowDefinition, run_id_for
 from .durations import format_instant, parse_instant
-from .errors import RunNotFound
+from .errors import RunNotFound, TransientStoreError
 from .interpreter import Interpreter, PassResult, WorkflowStepError, describe_step_error, step_at
-from .match import matches_safely
+from .match import equality_key, matches_safely, payload_keys
 from .registry import WorkflowRegistry, default_registry
 from .store import NewEvent, Store
 
@@ -129,6 +130,21 @@ def _cron_event(tenant_id: str, workflow_name: str, scheduled_at: str) -> Domain
     )
 
 
+def _store_inbox(store: Store, event: DomainEvent, now: datetime) -> None:
+    """Store a domain event (a redelivery changes nothing) and remember its tenant."""
+    store.insert_inbox(
+        event.tenant_id,
+        event.id,
+        event.source,
+        event.type,
+        event.payload,
+        event.time,
+        now,
+        read=False,
+    )
+    store.register_tenant(event.tenant_id, now)
+
+
 def _run_event(type: str, payload: dict[str, Any]) -> NewEvent:
     return NewEvent(type=type, payload=payload)
 
@@ -144,30 +160,6 @@ def _persist_pass(
     now: datetime,
 ) -> RunOutcome:
     """Append a pass's outcome after stream version `version` (held by this pass)."""
-    for dispatch in result.dispatches:
-        store.append(
-            tenant_id,
-            dispatch.request_id,
-            ev.DISPATCH_STREAM,
-            0,
-            [
-                _run_event(
-                    ev.DISPATCH_REQUESTED,
-                    {
-                        "requestId": dispatch.request_id,
-                        "runId": run_id,
-                        "workflowName": definition.name,
-                        "stepKind": dispatch.step_kind,
-                        "stepIndex": dispatch.step_index,
-                        "path": dispatch.path,
-                    },
-                )
-            ],
-            now,
-        )
-        store.insert_outbox(
-            tenant_id, dispatch.request_id, run_id, dispatch.step_kind, dispatch.request, now
-        )
     common = {"workflowName": definition.name, "triggerEventType": trigger_event_type}
     outcome = RunOutcome(tenant_id, run_id, definition.name, result.outcome)
     if result.outcome == "suspended":
@@ -227,18 +219,45 @@ def _persist_pass(
             step_index=failed_index,
             reason=result.reason,
         )
-    if not store.append(tenant_id, run_id, ev.RUN_STREAM, version, [event], now):
-        raise RuntimeError(f"run {run_id} changed while its pass held version {version}")
-    store.upsert_run(
-        tenant_id,
-        run_id,
-        definition.name,
-        status,
-        version + 1,
-        definition.fingerprint,
-        trigger_event_type,
-        now,
-    )
+    # Every write of the pass goes out in one round trip: the claim (or the start)
+    # already holds `version`, so none of these appends can lose a race.
+    with store.pipeline():
+        for dispatch in result.dispatches:
+            store.append(
+                tenant_id,
+                dispatch.request_id,
+                ev.DISPATCH_STREAM,
+                0,
+                [
+                    _run_event(
+                        ev.DISPATCH_REQUESTED,
+                        {
+                            "requestId": dispatch.request_id,
+                            "runId": run_id,
+                            "workflowName": definition.name,
+                            "stepKind": dispatch.step_kind,
+                            "stepIndex": dispatch.step_index,
+                            "path": dispatch.path,
+                        },
+                    )
+                ],
+                now,
+                check=False,
+            )
+            store.insert_outbox(
+                tenant_id, dispatch.request_id, run_id, dispatch.step_kind, dispatch.request, now
+            )
+        store.append(tenant_id, run_id, ev.RUN_STREAM, version, [event], now, check=False)
+        store.upsert_run(
+            tenant_id,
+            run_id,
+            definition.name,
+            status,
+            version + 1,
+            definition.fingerprint,
+            trigger_event_type,
+            now,
+        )
     return outcome
 
 
@@ -370,11 +389,10 @@ def ingest_domain_event(
     """
     registry = registry or default_registry()
     with store.transaction():
-        store.insert_inbox(
-            event.tenant_id, event.id, event.source, event.type, event.payload, event.time, now
-        )
-        store.register_tenant(event.tenant_id, now)
-        if not store.claim_inbox_trigger(event.tenant_id, event.id, now):
+        with store.pipeline():
+            _store_inbox(store, event, now)
+            claimed = store.claim_inbox_trigger(event.tenant_id, event.id, now)
+        if not claimed:
             return IngestResult(event.id, stored=False)
         started: list[RunOutcome] = []
         skipped: list[str] = []
@@ -461,18 +479,17 @@ def wake_on_event(store: Store, event: DomainEvent, now: datetime) -> list[Woken
     caller sends the woken rows to the resume queue. A redelivery wakes nothing more.
     """
     with store.transaction():
-        store.insert_inbox(
-            event.tenant_id, event.id, event.source, event.type, event.payload, event.time, now
-        )
-        store.register_tenant(event.tenant_id, now)
-        received_at = store.claim_inbox_wakeup(event.tenant_id, event.id, now)
+        with store.pipeline():
+            _store_inbox(store, event, now)
+            received_at = store.claim_inbox_wakeup(event.tenant_id, event.id, now)
         if received_at is None:
             return []
         # The same lock is taken where the projection creates a waiting row and looks
         # back into the inbox: whichever of the two runs second sees the other's rows.
         store.lock_event_type(event.tenant_id, event.type)
         woken: list[WokenRun] = []
-        for row in store.waiting_rows_for_event(event.tenant_id, event.type, received_at):
+        keys = payload_keys(event.payload)
+        for row in store.waiting_rows_for_event(event.tenant_id, event.type, received_at, keys):
             if not matches_safely(row["match_expr"], event.payload):
                 continue
             if _record_match(
@@ -518,8 +535,36 @@ def _look_back(store: Store, e: Any, now: datetime) -> WokenRun | None:
         after = rows[-1]["position"]
 
 
-def _apply_pending(store: Store, e: Any, now: datetime) -> WokenRun | None:
+class _PendingDeletes:
+    """Deletes of the pending projection, sent as one statement.
+
+    A delete only has to happen before a later write of the same run, so deletes are
+    collected and flushed when such a write comes, and at the end of the batch.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.runs: dict[tuple[str, str], None] = {}
+
+    def add(self, tenant_id: str, run_id: str) -> None:
+        self.runs[(tenant_id, run_id)] = None
+
+    def before_write(self, tenant_id: str, run_id: str) -> None:
+        if (tenant_id, run_id) in self.runs:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.runs:
+            self.store.delete_runs_pending(list(self.runs))
+            self.runs.clear()
+
+
+def _apply_pending(
+    store: Store, e: Any, now: datetime, deletes: _PendingDeletes
+) -> WokenRun | None:
     p = e.payload
+    if e.type in ev.SUSPENSION_TYPES or e.type == ev.STEP_EVENT_MATCHED:
+        deletes.before_write(e.tenant_id, e.stream_id)
     if e.type in ev.SUSPENSION_TYPES:
         waits_for_event = e.type == ev.STEP_WAITING_FOR_EVENT
         if waits_for_event:
@@ -540,6 +585,7 @@ def _apply_pending(store: Store, e: Any, now: datetime) -> WokenRun | None:
                 "lookback_from": parse_instant(p["lookbackFrom"])
                 if p.get("lookbackFrom")
                 else None,
+                "match_key": equality_key(p.get("match")) if waits_for_event else None,
             }
         )
         if waits_for_event:
@@ -554,7 +600,7 @@ def _apply_pending(store: Store, e: Any, now: datetime) -> WokenRun | None:
             e.recorded_at,
         )
     elif e.type in (ev.STEP_RESUMED, *ev.TERMINAL_TYPES):
-        store.delete_run_pending(e.tenant_id, e.stream_id)
+        deletes.add(e.tenant_id, e.stream_id)
     return None
 
 
@@ -574,13 +620,18 @@ def project_pending(
         with store.transaction():
             xid, position = store.lock_checkpoint(PENDING_PROJECTION, now)
             events = store.read_events_after(xid, position, batch_size)
-            for e in events:
-                if e.stream_type == ev.RUN_STREAM:
-                    hit = _apply_pending(store, e, now)
-                    if hit is not None:
-                        woken.append(hit)
-            if events:
-                store.save_checkpoint(PENDING_PROJECTION, events[-1].xid, events[-1].position, now)
+            # Writes whose results are not read travel together; reads sync the pipeline.
+            with store.pipeline():
+                deletes = _PendingDeletes(store)
+                for e in events:
+                    if e.stream_type == ev.RUN_STREAM:
+                        hit = _apply_pending(store, e, now, deletes)
+                        if hit is not None:
+                            woken.append(hit)
+                deletes.flush()
+                if events:
+                    last = events[-1]
+                    store.save_checkpoint(PENDING_PROJECTION, last.xid, last.position, now)
         applied += len(events)
         if len(events) < batch_size:
             break
@@ -708,6 +759,51 @@ def resume_run(
             reason=outcome.reason,
             wake_at=wake_at,
         )
+
+
+@dataclass(frozen=True)
+class ResumeRequestItem:
+    """One suspension to resume in `resume_runs`."""
+
+    tenant_id: str
+    run_id: str
+    step_index: int
+    force: bool = False
+
+
+def resume_runs(
+    store: Store,
+    requests: Sequence[ResumeRequestItem],
+    now: datetime,
+    registry: WorkflowRegistry | None = None,
+) -> list[ResumeResult | Exception]:
+    """Resume several suspensions in one transaction, each pass in its own savepoint.
+
+    Every pass stays atomic (a pass that raises rolls back to its savepoint and is
+    reported as that item's exception, the others go on), while the batch pays for one
+    commit instead of one per run. A database failure of the transaction itself raises:
+    then none of the batch happened and all of it may be retried.
+    """
+    results: list[ResumeResult | Exception] = []
+    with store.transaction():
+        for item in requests:
+            try:
+                results.append(
+                    resume_run(
+                        store,
+                        item.tenant_id,
+                        item.run_id,
+                        item.step_index,
+                        now,
+                        force=item.force,
+                        registry=registry,
+                    )
+                )
+            except TransientStoreError:
+                raise
+            except Exception as error:  # one bad item must not sink the batch
+                results.append(error)
+    return results
 
 
 def _current_fingerprint(registry: WorkflowRegistry, name: str) -> str | None:

@@ -100,6 +100,19 @@ class Store:
         except psycopg.Error as error:
             raise _wrap(error) from error
 
+    @contextmanager
+    def pipeline(self) -> Iterator[None]:
+        """Send the statements inside without waiting for each result: one round trip.
+
+        Only for statements whose results are not read inside the block (a fetch forces
+        a round trip); errors surface when the block ends.
+        """
+        try:
+            with self.conn.pipeline():
+                yield
+        except psycopg.Error as error:
+            raise _wrap(error) from error
+
     def fetch_all(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Run a named query (queries*.sql) and return all rows as dicts."""
         try:
@@ -138,27 +151,31 @@ class Store:
         expected_version: int,
         events: Sequence[NewEvent],
         recorded_at: datetime,
+        check: bool = True,
     ) -> bool:
         """Append events after `expected_version`; False when that version is taken.
 
         Only the first event can conflict: a concurrent writer that took it blocks us
         on the unique index until it commits, then ON CONFLICT reports the loss. Later
         events are safe because no other writer can see our uncommitted first one.
+        `check=False` sends without reading the result (for pipelines): only for an
+        append after a version this transaction already holds.
         """
         for offset, event in enumerate(events):
-            row = self.fetch_one(
-                "append_event",
-                {
-                    "tenant_id": tenant_id,
-                    "stream_id": stream_id,
-                    "stream_type": stream_type,
-                    "version": expected_version + offset + 1,
-                    "type": event.type,
-                    "payload": Jsonb(event.payload),
-                    "metadata": Jsonb(event.metadata or {}),
-                    "recorded_at": recorded_at,
-                },
-            )
+            params = {
+                "tenant_id": tenant_id,
+                "stream_id": stream_id,
+                "stream_type": stream_type,
+                "version": expected_version + offset + 1,
+                "type": event.type,
+                "payload": Jsonb(event.payload),
+                "metadata": Jsonb(event.metadata or {}),
+                "recorded_at": recorded_at,
+            }
+            if not check:
+                self.execute("append_event", params)
+                continue
+            row = self.fetch_one("append_event", params)
             if row is None:
                 if offset == 0:
                     return False
@@ -218,20 +235,25 @@ class Store:
         detail: Any,
         event_time: datetime | None,
         received_at: datetime,
+        read: bool = True,
     ) -> bool:
-        """Store a domain event; False when it was stored before."""
-        row = self.fetch_one(
-            "insert_inbox",
-            {
-                "tenant_id": tenant_id,
-                "event_id": event_id,
-                "source": source,
-                "type": type,
-                "detail": Jsonb(detail),
-                "event_time": event_time,
-                "received_at": received_at,
-            },
-        )
+        """Store a domain event; False when it was stored before.
+
+        `read=False` sends without reading the outcome (for pipelines) and returns True.
+        """
+        params = {
+            "tenant_id": tenant_id,
+            "event_id": event_id,
+            "source": source,
+            "type": type,
+            "detail": Jsonb(detail),
+            "event_time": event_time,
+            "received_at": received_at,
+        }
+        if not read:
+            self.execute("insert_inbox", params)
+            return True
+        row = self.fetch_one("insert_inbox", params)
         return row is not None
 
     def get_inbox_event(self, tenant_id: str, event_id: str) -> dict[str, Any] | None:
@@ -339,6 +361,13 @@ class Store:
     def delete_run_pending(self, tenant_id: str, run_id: str) -> None:
         self.execute("delete_run_pending", {"tenant_id": tenant_id, "run_id": run_id})
 
+    def delete_runs_pending(self, runs: Sequence[tuple[str, str]]) -> None:
+        """Drop the pending rows of many (tenant_id, run_id) pairs in one statement."""
+        self.execute(
+            "delete_runs_pending",
+            {"tenant_ids": [t for t, _ in runs], "run_ids": [r for _, r in runs]},
+        )
+
     def mark_pending_matched(
         self,
         tenant_id: str,
@@ -361,11 +390,21 @@ class Store:
         )
 
     def waiting_rows_for_event(
-        self, tenant_id: str, type: str, received_at: datetime
+        self,
+        tenant_id: str,
+        type: str,
+        received_at: datetime,
+        keys: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
+        """Unmatched waits an event may wake; `keys` (match.payload_keys) narrows by index."""
         return self.fetch_all(
             "waiting_rows_for_event",
-            {"tenant_id": tenant_id, "type": type, "received_at": received_at},
+            {
+                "tenant_id": tenant_id,
+                "type": type,
+                "received_at": received_at,
+                "keys": None if keys is None else list(keys),
+            },
         )
 
     def due_pending(self, tenant_id: str, now: datetime, limit: int) -> list[dict[str, Any]]:

@@ -146,22 +146,29 @@ LIMIT %(limit)s;
 -- A suspension's pending row (D1: one per run; a new suspension replaces the old).
 INSERT INTO workflow_run_pending (tenant_id, run_id, step_index, workflow_name,
     suspension_event_type, wake_at, retry_attempt, definition_fingerprint, wait_event_type,
-    match_expr, suspension_version, lookback_from)
+    match_expr, suspension_version, lookback_from, match_key)
 VALUES (%(tenant_id)s, %(run_id)s, %(step_index)s, %(workflow_name)s, %(suspension_event_type)s,
         %(wake_at)s, %(retry_attempt)s, %(definition_fingerprint)s, %(wait_event_type)s,
-        %(match_expr)s, %(suspension_version)s, %(lookback_from)s)
+        %(match_expr)s, %(suspension_version)s, %(lookback_from)s, %(match_key)s)
 ON CONFLICT (tenant_id, run_id, step_index) DO UPDATE
 SET workflow_name = excluded.workflow_name, suspension_event_type = excluded.suspension_event_type,
     wake_at = excluded.wake_at, retry_attempt = excluded.retry_attempt,
     definition_fingerprint = excluded.definition_fingerprint,
     wait_event_type = excluded.wait_event_type, match_expr = excluded.match_expr,
     suspension_version = excluded.suspension_version, lookback_from = excluded.lookback_from,
+    match_key = excluded.match_key,
     trigger_event_type = NULL, trigger_payload = NULL, awaited_event_id = NULL, leased_until = NULL
 WHERE workflow_run_pending.suspension_version <= excluded.suspension_version;
 
 -- name: delete_run_pending
 -- A run left its suspension (resumed or settled): drop its rows.
 DELETE FROM workflow_run_pending WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s;
+
+-- name: delete_runs_pending
+-- Drop the rows of many runs at once (the projection's batched deletes).
+DELETE FROM workflow_run_pending p
+USING unnest(%(tenant_ids)s::uuid[], %(run_ids)s::uuid[]) AS d(tenant_id, run_id)
+WHERE p.tenant_id = d.tenant_id AND p.run_id = d.run_id;
 
 -- name: mark_pending_matched
 -- Record the awaited event on a waiting row and make it due now.
@@ -171,10 +178,13 @@ SET trigger_event_type = %(event_type)s, awaited_event_id = %(event_id)s,
 WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s AND suspension_version = %(suspension_version)s;
 
 -- name: waiting_rows_for_event
--- A tenant's unmatched waits for one event type that may take an event stored at %(received_at)s.
+-- A tenant's unmatched waits for one event type that may take an event stored at
+-- %(received_at)s: those without an equality key, and those whose key the event offers
+-- (all of them when %(keys)s is NULL).
 SELECT run_id::text AS run_id, step_index, match_expr, suspension_version
 FROM workflow_run_pending
 WHERE tenant_id = %(tenant_id)s AND wait_event_type = %(type)s AND awaited_event_id IS NULL
+  AND (%(keys)s::text[] IS NULL OR match_key IS NULL OR match_key = ANY(%(keys)s::text[]))
   AND (lookback_from IS NULL OR lookback_from <= %(received_at)s)
 ORDER BY suspension_version, run_id;
 

@@ -83,10 +83,14 @@ CREATE TABLE workflow_run_pending (
     awaited_event_id        text,                   -- inbox reference of the matched event
     lookback_from           timestamptz,            -- earliest inbox time an awaited event may have
     leased_until            timestamptz,            -- due scan handed it to the queue until then
+    match_key               text,                   -- an eq atom the match requires (match.py)
     CONSTRAINT workflow_run_pending_pkey PRIMARY KEY (tenant_id, run_id, step_index)
 );
 CREATE INDEX workflow_run_pending_tenant_wake_at_idx ON workflow_run_pending (tenant_id, wake_at);
 CREATE INDEX workflow_run_pending_wait_event_type_idx ON workflow_run_pending (wait_event_type);
+-- Wakeup lookup: a tenant's unmatched waits of a type by the key the event offers.
+CREATE INDEX workflow_run_pending_wakeup_idx ON workflow_run_pending
+    (tenant_id, wait_event_type, match_key) WHERE awaited_event_id IS NULL;
 
 -- Catch-up position of each asynchronous projection: last applied (xid, position).
 CREATE TABLE projection_checkpoints (

@@ -1,0 +1,55 @@
+"""DueScan: every minute, start cron runs and hand due suspensions to the resume queue.
+
+It keeps scanning until nothing is due or its budget (DUE_SCAN_BUDGET_SECONDS, and
+never past the function's own remaining time) ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from workflow_runner.aws import lambda_support as support
+from workflow_runner.aws.lambda_support import logger, metrics, tracer
+from workflow_runner.aws.models import ScheduledInput
+from workflow_runner.due_scan import due_scan
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    support.parse_model(event or {}, ScheduledInput, "due scan input")
+    rt, cfg = support.runtime(), support.settings()
+    # Leave 10 s of the function's timeout to finish sending and flush metrics.
+    budget = min(cfg.due_scan_budget_seconds, context.get_remaining_time_in_millis() / 1000 - 10)
+    result = support.with_store(
+        lambda store: due_scan(
+            store,
+            rt.resume_queue,
+            rt.clock.now(),
+            budget_seconds=max(1.0, budget),
+            horizon_seconds=cfg.due_scan_horizon_seconds,
+            batch=cfg.due_scan_batch,
+            lease_seconds=cfg.resume_lease_seconds,
+            registry=support.registry(),
+        )
+    )
+    support.count("DueRows", result.leased)
+    support.count("DueTenants", result.tenants)
+    support.count("ResumeEnqueueRefused", result.refused)
+    support.count("DueBacklogLeft", 0 if result.drained else 1)
+    support.count("DueLagSeconds", result.max_lag_seconds, MetricUnit.Seconds)
+    if support.record_outcomes(result.cron_started):
+        rt.nudger.nudge_projection()
+        rt.nudger.nudge_dispatcher()
+    logger.info("due scan done", extra={"leased": result.leased, "drained": result.drained})
+    return {
+        "tenants": result.tenants,
+        "leased": result.leased,
+        "enqueued": result.enqueued,
+        "refused": result.refused,
+        "drained": result.drained,
+        "cronStarted": [o.run_id for o in result.cron_started],
+    }

@@ -1,0 +1,36 @@
+"""PendingProjection: catch workflow_run_pending up with the run streams.
+
+Invoked asynchronously (a nudge after appends) and by a schedule as a safety net; the
+input is ignored: the projection always continues from its checkpoint. Waits that an
+already-stored event satisfies are sent to the resume queue at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from workflow_runner.aws import lambda_support as support
+from workflow_runner.aws.lambda_support import logger, metrics, tracer
+from workflow_runner.aws.models import ScheduledInput
+from workflow_runner.due_scan import enqueue_woken
+from workflow_runner.operations import project_pending
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    support.parse_model(event or {}, ScheduledInput, "pending projection input")
+    rt = support.runtime()
+    now = rt.clock.now()
+    result = support.with_store(lambda store: project_pending(store, now))
+    sent, _ = support.with_store(
+        lambda store: enqueue_woken(
+            store, rt.resume_queue, result.woken, now, support.settings().resume_lease_seconds
+        )
+    )
+    support.count("ProjectionEventsApplied", result.applied)
+    support.count("Wakeups", len(result.woken))
+    logger.info("pending projection caught up", extra={"applied": result.applied})
+    return {"applied": result.applied, "woken": len(result.woken), "enqueued": sent}

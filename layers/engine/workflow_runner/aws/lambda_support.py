@@ -1,0 +1,251 @@
+"""What every Lambda handler shares: telemetry, runtime access, input parsing and the
+small pieces of glue between an engine result and its metrics.
+
+Handlers in ``functions/<name>/app.py`` stay thin: parse the input with the models
+here, make one engine call, report. Nothing in this module reads the environment at
+import time; settings, the registry and the runtime are built on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.request
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.parser import parse
+from pydantic import BaseModel, ValidationError
+
+from ..dsl import DomainEvent
+from ..envelope import EventBridgeEvent, parse_envelope, to_domain_event
+from ..errors import InvalidInput, RunNotFound, TransientStoreError
+from ..operations import ResumeResult, RunOutcome, resume_run
+from ..ports import ResumeRequest, Runtime, get_runtime
+from ..registry import WorkflowRegistry, load_workflow_modules
+from ..store import Store
+from . import runtime as aws_runtime
+from .models import ResumeMessage
+from .settings import Settings, get_settings
+
+logger = Logger(service="workflow-runner")
+metrics = Metrics(namespace="WorkflowRunner", service="workflow-runner")
+tracer = Tracer(service="workflow-runner")
+
+aws_runtime.install()  # registers the factory only; nothing is built before first use
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+_registry: WorkflowRegistry | None = None
+
+
+def runtime() -> Runtime:
+    """The installed runtime (AWS in Lambda; the in-process one in tests and locally)."""
+    return get_runtime()
+
+
+def settings() -> Settings:
+    """The runtime's settings, or the environment's."""
+    configured = runtime().settings
+    return configured if isinstance(configured, Settings) else get_settings()
+
+
+def registry() -> WorkflowRegistry:
+    """The workflow registry, filled from WORKFLOW_MODULES on first use."""
+    global _registry
+    override = runtime().extras.get("registry")
+    if isinstance(override, WorkflowRegistry):
+        return override
+    if _registry is None:
+        _registry = load_workflow_modules({"WORKFLOW_MODULES": settings().workflow_modules})
+    return _registry
+
+
+def count(name: str, value: float = 1, unit: MetricUnit = MetricUnit.Count) -> None:
+    """Add to an EMF metric of namespace WorkflowRunner."""
+    metrics.add_metric(name=name, unit=unit, value=value)
+
+
+def reject(error: InvalidInput, what: str) -> InvalidInput:
+    """Log and count invalid input; return it for the caller to raise (never swallowed:
+    for EventBridge and SQS sources the failure is what routes it to a DLQ)."""
+    logger.error(f"invalid {what}: {error}", extra={"invalid_input": what})
+    count("InvalidInput")
+    return error
+
+
+def parse_model(event: Any, model: type[M], what: str) -> M:
+    """Parse an input with the Powertools parser.
+
+    Raises:
+        InvalidInput: the input does not fit the model; the message names the fields.
+    """
+    try:
+        return parse(event=event, model=model)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in error.errors()
+        )
+        raise reject(InvalidInput(f"{what}: {problems}"), what) from error
+    except Exception as error:  # not an object at all, or not JSON
+        raise reject(InvalidInput(f"{what}: {error}"), what) from error
+
+
+def parse_eventbridge(event: Any) -> EventBridgeEvent:
+    """Validate an EventBridge event's structure (size, fields, not our own source).
+
+    Raises:
+        InvalidInput: logged and counted.
+    """
+    try:
+        return parse_envelope(event)
+    except InvalidInput as error:
+        raise reject(error, "EventBridge event") from error
+
+
+def domain_event(envelope: EventBridgeEvent) -> DomainEvent:
+    """The envelope as a DomainEvent, tenant from TENANT_ID_PATH; correlation keys set.
+
+    Raises:
+        InvalidInput: missing or invalid tenant id (logged and counted).
+    """
+    try:
+        event = to_domain_event(envelope, settings().tenant_id_path)
+    except InvalidInput as error:
+        raise reject(error, "EventBridge event") from error
+    logger.append_keys(tenant_id=event.tenant_id, event_id=event.id, event_type=event.type)
+    return event
+
+
+def ignore(envelope: EventBridgeEvent, why: str) -> dict[str, Any]:
+    """Answer for an event no registered workflow uses (nothing stored)."""
+    logger.info(f"ignored event {envelope.id} of type {envelope.detail_type!r}: {why}")
+    count("IgnoredEvents")
+    return {"eventId": envelope.id, "ignored": True, "reason": why}
+
+
+def with_store(operation: Callable[[Store], T]) -> T:
+    """Run one engine operation on the cached connection, once more on a fresh
+    connection after a transient failure (a failover drops every connection; the
+    operations are single transactions, so a retry is safe)."""
+    rt = runtime()
+    try:
+        return operation(rt.store())
+    except TransientStoreError as error:
+        logger.warning(f"transient database error, reconnecting: {error}")
+        connections = rt.extras.get("connections")
+        if connections is not None:
+            connections.invalidate()
+        return operation(rt.store())
+
+
+def record_outcomes(outcomes: Iterable[RunOutcome]) -> int:
+    """Count started runs and where their first pass left them; return how many."""
+    n = 0
+    for outcome in outcomes:
+        n += 1
+        count("RunsStarted")
+        if outcome.outcome == "completed":
+            count("RunsCompleted")
+        elif outcome.outcome == "failed":
+            count("RunsFailed")
+    return n
+
+
+def resume(message: ResumeMessage) -> ResumeResult:
+    """Resume one run; a request that arrived early goes back to the queue, delayed.
+
+    Raises:
+        RunNotFound: the tenant has no such run.
+    """
+    rt = runtime()
+    logger.append_keys(tenant_id=message.tenant_id, run_id=message.run_id)
+    now = rt.clock.now()
+    try:
+        result = with_store(
+            lambda store: resume_run(
+                store,
+                message.tenant_id,
+                message.run_id,
+                message.step_index,
+                now,
+                force=message.force,
+                registry=registry(),
+            )
+        )
+    except RunNotFound as error:
+        # Unknown run, or another tenant's: nothing was written; say so and fail loud.
+        logger.error(str(error))
+        count("RunNotFound")
+        raise
+    if result.outcome == "not-due" and result.wake_at is not None:
+        delay = min(900, max(1, math.ceil((result.wake_at - now).total_seconds())))
+        rt.resume_queue.send(
+            [ResumeRequest(message.tenant_id, message.run_id, message.step_index, delay)]
+        )
+        count("ResumesRequeued")
+    elif result.outcome in ("suspended", "completed", "failed"):
+        count("RunsResumed")
+        if result.wake_at is not None:
+            lag = max(0.0, (now - result.wake_at).total_seconds())
+            count("ResumeLagSeconds", lag, MetricUnit.Seconds)
+        if result.outcome == "completed":
+            count("RunsCompleted")
+        elif result.outcome == "failed":
+            count("RunsFailed")
+        rt.nudger.nudge_projection()
+        rt.nudger.nudge_dispatcher()
+    logger.info(f"resume {result.outcome}", extra={"outcome": result.outcome})
+    return result
+
+
+def resume_result_json(result: ResumeResult) -> dict[str, Any]:
+    """A ResumeResult as the direct invoke's answer."""
+
+    def stamp(value: datetime | None) -> str | None:
+        return value.isoformat() if value is not None else None
+
+    return {
+        "outcome": result.outcome,
+        "tenantId": result.tenant_id,
+        "runId": result.run_id,
+        "stepIndex": result.step_index,
+        "wakeAt": stamp(result.wake_at),
+        "suspendedAt": result.suspended_at,
+        "nextWakeAt": stamp(result.resumed_wake_at),
+        "reason": result.reason,
+    }
+
+
+def send_cfn_response(
+    event: dict[str, Any],
+    status: str,
+    physical_id: str,
+    reason: str = "",
+    data: dict[str, Any] | None = None,
+    timeout: float = 10.0,
+) -> None:
+    """PUT a custom resource response to its pre-signed ResponseURL (urllib, no SDK)."""
+    body = json.dumps(
+        {
+            "Status": status,
+            "Reason": (reason or f"See CloudWatch log stream for {physical_id}")[:3000],
+            "PhysicalResourceId": physical_id,
+            "StackId": event["StackId"],
+            "RequestId": event["RequestId"],
+            "LogicalResourceId": event["LogicalResourceId"],
+            "Data": data or {},
+        }
+    ).encode()
+    request = urllib.request.Request(
+        event["ResponseURL"],
+        data=body,
+        method="PUT",
+        headers={"content-type": "", "content-length": str(len(body))},
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as reply:
+        reply.read()

@@ -1,0 +1,60 @@
+"""Pydantic models of the functions' inputs (parsed with the Powertools parser)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+def _uuid(value: str, what: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError) as error:
+        raise ValueError(f"{what} must be a UUID") from error
+
+
+class ResumeMessage(BaseModel):
+    """A resume request: the SQS message body and the direct-invoke payload alike."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    tenant_id: str = Field(alias="tenantId")
+    run_id: str = Field(alias="runId")
+    step_index: int = Field(alias="stepIndex", ge=0, strict=True)
+    force: bool = False
+
+    @field_validator("tenant_id")
+    @classmethod
+    def _tenant(cls, value: str) -> str:
+        return _uuid(value, "tenantId")
+
+    @field_validator("run_id")
+    @classmethod
+    def _run(cls, value: str) -> str:
+        return _uuid(value, "runId")
+
+
+class ScheduledInput(BaseModel):
+    """A schedule tick or a nudge: nothing in it is needed, anything is accepted."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    id: str | None = None
+    source: str | None = None
+    detail_type: str | None = Field(default=None, alias="detail-type")
+
+
+class CustomResourceEvent(BaseModel):
+    """A CloudFormation custom resource request."""
+
+    model_config = ConfigDict(extra="allow")
+
+    RequestType: Literal["Create", "Update", "Delete"]
+    ResponseURL: str = Field(pattern=r"^https?://")
+    StackId: str
+    RequestId: str
+    LogicalResourceId: str
+    PhysicalResourceId: str | None = None
+    ResourceProperties: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,58 @@
+"""The AWS runtime: ports built from the function's settings on first use."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..clock import SystemClock
+from ..dispatcher import WebhookGuard
+from ..errors import InvalidInput
+from ..ports import ResumeRequest, Runtime, set_runtime_factory
+from .connection import ConnectionCache, fetch_secret_string
+from .ports import LambdaNudger, PinnedHttpSender, SesMailer, SqsResumeQueue
+from .settings import Settings, get_settings
+
+
+class UnconfiguredQueue:
+    """Stands in when RESUME_QUEUE_URL is not set: using it is a configuration error."""
+
+    def send(self, requests: Sequence[ResumeRequest]) -> list[ResumeRequest]:
+        raise InvalidInput("RESUME_QUEUE_URL is not set: this function cannot enqueue resumes")
+
+
+def build_aws_runtime(settings: Settings | None = None) -> Runtime:
+    """The runtime of a Lambda function: SQS, Lambda, SES, pinned HTTPS, cached DB."""
+    # Only in Lambda (and tests with moto); the local runtime never needs it.
+    import boto3  # type: ignore[import-untyped]
+
+    settings = settings or get_settings()
+    session = boto3.session.Session(region_name=settings.aws_region)
+    fetch = None
+    if not settings.database_url:
+        fetch = fetch_secret_string(session.client("secretsmanager"))
+    connections = ConnectionCache(settings, fetch)
+    guard = WebhookGuard(settings.webhook_allow_hosts)
+    queue = (
+        SqsResumeQueue(session.client("sqs"), settings.resume_queue_url)
+        if settings.resume_queue_url
+        else UnconfiguredQueue()
+    )
+    return Runtime(
+        clock=SystemClock(),
+        store=connections.store,
+        resume_queue=queue,
+        nudger=LambdaNudger(
+            session.client("lambda"),
+            settings.pending_projection_function,
+            settings.step_dispatcher_function,
+        ),
+        mailer=SesMailer(session.client("ses")),
+        http=PinnedHttpSender(guard),
+        settings=settings,
+        extras={"connections": connections, "webhook_guard": guard},
+    )
+
+
+def install() -> None:
+    """Make the AWS runtime the default (built lazily by get_runtime())."""
+    set_runtime_factory(build_aws_runtime)

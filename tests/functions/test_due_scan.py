@@ -1,0 +1,252 @@
+"""The due scan: leasing, delays to the second, batches without a cap, the budget,
+refused requests, and cron runs exactly once per scheduled instant."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from workflow_runner import DomainEvent, ManualClock, define_workflow, on_cron, on_event
+from workflow_runner.aws.inprocess import InMemoryResumeQueue
+from workflow_runner.due_scan import delay_for, due_scan, enqueue_woken
+from workflow_runner.operations import WokenRun, ingest_domain_event, project_pending
+from workflow_runner.registry import WorkflowRegistry
+from workflow_runner.store import Store
+
+A = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
+B = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
+
+
+@pytest.fixture
+def sleepy(registry: WorkflowRegistry) -> WorkflowRegistry:
+    registry.register(
+        define_workflow(
+            name="sleepy",
+            trigger=on_event("nap.requested"),
+            steps=lambda s: [s.wait(for_=lambda ctx: ctx.event.payload["wait"]), s.return_(None)],
+            register=False,
+        )
+    )
+    return registry
+
+
+def nap(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, wait: str, tenant: str = A
+) -> str:
+    event = DomainEvent(
+        str(uuid.uuid4()), "nap.requested", {"wait": wait}, tenant, clock.now(), "t"
+    )
+    (outcome,) = ingest_domain_event(store, event, clock.now(), registry).started
+    return outcome.run_id
+
+
+def pending(store: Store, tenant: str = A) -> dict[str, dict[str, Any]]:
+    return {r["run_id"]: r for r in store.list_pending(tenant)}
+
+
+def test_delay_rounds_up_and_clamps() -> None:
+    now = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    assert delay_for(now + timedelta(seconds=10.2), now) == 11
+    assert delay_for(now - timedelta(hours=1), now) == 0
+    assert delay_for(now + timedelta(hours=1), now) == 900
+
+
+def test_rows_due_within_the_horizon_are_leased_and_delayed_to_the_second(
+    store: Store, sleepy: WorkflowRegistry, clock: ManualClock
+) -> None:
+    soon = nap(store, sleepy, clock, "PT10S")
+    later = nap(store, sleepy, clock, "PT45S")
+    beyond = nap(store, sleepy, clock, "PT5M")
+    project_pending(store, clock.now())
+    queue = InMemoryResumeQueue(clock)
+
+    result = due_scan(store, queue, clock.now(), horizon_seconds=60, registry=sleepy)
+
+    assert {(r.run_id, r.delay_seconds) for r in queue.sent} == {(soon, 10), (later, 45)}
+    assert (result.tenants, result.leased, result.enqueued, result.drained) == (1, 2, 2, True)
+    rows = pending(store)
+    # Business time advances with the scan's own (real) duration: allow for it.
+    lease_end = clock.now() + timedelta(seconds=1200)
+    assert lease_end <= rows[soon]["leased_until"] < lease_end + timedelta(seconds=5)
+    assert rows[beyond]["leased_until"] is None
+    # A row in flight is not handed out again...
+    assert due_scan(store, queue, clock.now(), registry=sleepy).leased == 0
+    # ...until its lease ends (the message was lost or failed for good).
+    clock.advance(timedelta(seconds=1201))
+    again = due_scan(store, queue, clock.now(), registry=sleepy)
+    assert again.leased == 3
+    assert {r.delay_seconds for r in queue.sent[2:]} == {0}
+
+
+def test_overdue_rows_go_without_delay_and_report_their_lag(
+    store: Store, sleepy: WorkflowRegistry, clock: ManualClock
+) -> None:
+    nap(store, sleepy, clock, "PT1M")
+    project_pending(store, clock.now())
+    clock.advance(timedelta(minutes=3))
+    queue = InMemoryResumeQueue(clock)
+    result = due_scan(store, queue, clock.now(), registry=sleepy)
+    assert [r.delay_seconds for r in queue.sent] == [0]
+    assert result.max_lag_seconds == pytest.approx(120, abs=1)
+
+
+def test_refused_requests_release_their_lease(
+    store: Store, sleepy: WorkflowRegistry, clock: ManualClock
+) -> None:
+    refused_run = nap(store, sleepy, clock, "PT1S")
+    ok_run = nap(store, sleepy, clock, "PT2S")
+    project_pending(store, clock.now())
+    queue = InMemoryResumeQueue(clock, refuse=lambda r: r.run_id == refused_run)
+    result = due_scan(store, queue, clock.now(), registry=sleepy)
+    assert (result.enqueued, result.refused, result.drained) == (1, 1, False)
+    rows = pending(store)
+    assert rows[refused_run]["leased_until"] is None
+    assert rows[ok_run]["leased_until"] is not None
+    # The next scan offers the released row again.
+    retry = InMemoryResumeQueue(clock)
+    assert due_scan(store, retry, clock.now(), registry=sleepy).leased == 1
+    assert [r.run_id for r in retry.sent] == [refused_run]
+
+
+def test_backlog_drains_in_batches_round_robin_across_tenants(
+    store: Store, sleepy: WorkflowRegistry, clock: ManualClock
+) -> None:
+    runs_a = [nap(store, sleepy, clock, f"PT{i}S", A) for i in range(1, 6)]
+    run_b = nap(store, sleepy, clock, "PT3S", B)
+    project_pending(store, clock.now())
+    clock.advance(timedelta(minutes=1))
+    queue = InMemoryResumeQueue(clock)
+    result = due_scan(store, queue, clock.now(), batch=2, registry=sleepy)
+    assert result.leased == 6 and result.drained
+    assert result.batches == 4  # A(2) B(1) A(2) A(1): no per-tick cap
+    order = [(r.tenant_id, r.run_id) for r in queue.sent]
+    assert order == [
+        (A, runs_a[0]),
+        (A, runs_a[1]),
+        (B, run_b),
+        (A, runs_a[2]),
+        (A, runs_a[3]),
+        (A, runs_a[4]),
+    ]
+
+
+def test_budget_ends_the_scan_with_rows_left(
+    store: Store, sleepy: WorkflowRegistry, clock: ManualClock
+) -> None:
+    for i in range(5):
+        nap(store, sleepy, clock, f"PT{i + 1}S")
+    project_pending(store, clock.now())
+    clock.advance(timedelta(minutes=1))
+    ticks = itertools.count()
+    queue = InMemoryResumeQueue(clock)
+    # Each monotonic() call is one second later; a 6 s budget allows a couple of batches.
+    result = due_scan(
+        store,
+        queue,
+        clock.now(),
+        budget_seconds=6,
+        batch=1,
+        registry=sleepy,
+        monotonic=lambda: float(next(ticks)),
+    )
+    assert result.drained is False
+    assert 0 < result.leased < 5
+    assert len(queue.sent) == result.leased
+
+
+def test_enqueue_woken_leases_so_the_scan_does_not_send_again(
+    store: Store, sleepy: WorkflowRegistry, clock: ManualClock
+) -> None:
+    run_id = nap(store, sleepy, clock, "PT0S")
+    project_pending(store, clock.now())
+    queue = InMemoryResumeQueue(clock)
+    woken = [WokenRun(A, run_id, 0, "evt", clock.now())]
+    assert enqueue_woken(store, queue, woken, clock.now()) == (1, 0)
+    assert enqueue_woken(store, queue, woken, clock.now()) == (0, 0)  # lease taken
+    assert due_scan(store, queue, clock.now(), registry=sleepy).leased == 0
+    assert [r.delay_seconds for r in queue.sent] == [0]
+
+
+# --- cron ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def hourly(registry: WorkflowRegistry) -> WorkflowRegistry:
+    registry.register(
+        define_workflow(
+            name="hourly",
+            trigger=on_cron("0 * * * *"),
+            steps=lambda s: [s.return_(lambda ctx: ctx.event.payload["scheduledAt"])],
+            register=False,
+        )
+    )
+    return registry
+
+
+def cron_runs(store: Store, tenant: str) -> list[str]:
+    return sorted(
+        e.payload["cronScheduledAt"]
+        for r in store.list_runs(tenant, "hourly")
+        for e in store.load_stream(tenant, r["run_id"])[:1]
+    )
+
+
+def test_cron_runs_start_once_per_instant_and_tenant(
+    store: Store, hourly: WorkflowRegistry, clock: ManualClock
+) -> None:
+    queue = InMemoryResumeQueue(clock)
+    for tenant in (A, B):
+        store.register_tenant(tenant, clock.now())
+    clock.set(datetime(2026, 1, 5, 9, 0, 30, tzinfo=UTC))
+    first = due_scan(store, queue, clock.now(), registry=hourly)
+    assert first.cron_started == [] and first.cron_checked == 2  # first sight: no backfill
+
+    clock.set(datetime(2026, 1, 5, 10, 0, 5, tzinfo=UTC))
+    second = due_scan(store, queue, clock.now(), registry=hourly)
+    assert sorted(o.tenant_id for o in second.cron_started) == [A, B]
+    assert all(o.outcome == "completed" for o in second.cron_started)
+    assert due_scan(store, queue, clock.now(), registry=hourly).cron_started == []
+
+    clock.set(datetime(2026, 1, 5, 13, 0, 0, tzinfo=UTC))  # the scanner was down for a while
+    third = due_scan(store, queue, clock.now(), registry=hourly)
+    assert len(third.cron_started) == 6
+    expected = [
+        "2026-01-05T10:00:00.000000Z",
+        "2026-01-05T11:00:00.000000Z",
+        "2026-01-05T12:00:00.000000Z",
+        "2026-01-05T13:00:00.000000Z",
+    ]
+    assert cron_runs(store, A) == expected and cron_runs(store, B) == expected
+
+
+def test_a_lost_cron_position_never_starts_an_instant_twice(
+    store: Store, hourly: WorkflowRegistry, clock: ManualClock
+) -> None:
+    store.register_tenant(A, clock.now())
+    queue = InMemoryResumeQueue(clock)
+    due_scan(store, queue, clock.now(), registry=hourly)
+    clock.advance(timedelta(hours=1, seconds=1))
+    assert len(due_scan(store, queue, clock.now(), registry=hourly).cron_started) == 1
+    # A scan that read the old position (overlapping scans, a restored row) repeats
+    # the instant: the run id derives from it, so nothing starts twice.
+    store.execute(
+        "advance_cron_state",
+        {
+            "tenant_id": A,
+            "workflow_name": "hourly",
+            "last_fire_at": clock.now() - timedelta(hours=1),
+        },
+    )
+    assert due_scan(store, queue, clock.now(), registry=hourly).cron_started == []
+    assert len(cron_runs(store, A)) == 1
+
+
+def test_scan_argument_checks(store: Store, clock: ManualClock) -> None:
+    queue = InMemoryResumeQueue(clock)
+    with pytest.raises(ValueError, match="horizon_seconds"):
+        due_scan(store, queue, clock.now(), horizon_seconds=901)
+    with pytest.raises(ValueError, match="lease_seconds"):
+        due_scan(store, queue, clock.now(), horizon_seconds=60, lease_seconds=60)

@@ -1,0 +1,358 @@
+"""Local runtime commands: `wfr local put-events | tick | clock | mail` and `wfr demo`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from .. import events as ev
+from ..durations import parse_duration
+from ..errors import InvalidInput
+from ..local import routes as r
+from ..local.runtime import Activity, LocalRuntime, to_eventbridge_event
+from ..local.state import LocalResumeQueue, captured_mail, local_clock
+from ..store import Store
+from .app import Context, UsageError, parse_now
+from .render import Output, instant
+
+
+def _template(ctx: Context) -> Path:
+    given = getattr(ctx.args, "template", None)
+    if given:
+        path = Path(given)
+        if not path.is_file():
+            raise UsageError(f"--template {given}: no such file")
+        return path
+    found = r.find_template()
+    if found is None:
+        raise UsageError("no template.yaml found: run from the project root or pass --template")
+    return found
+
+
+def read_entries(source: str, stdin: Any = None) -> list[dict[str, Any]]:
+    """The events of a put-events file: a list of entries or events, {"Entries": [...]},
+    or one entry or event.
+
+    Raises:
+        InvalidInput: the file is missing or not JSON of one of those shapes.
+    """
+    try:
+        text = (stdin or sys.stdin).read() if source == "-" else Path(source).read_text()
+    except OSError as error:
+        raise UsageError(f"cannot read {source}: {error.strerror or error}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(
+            f"{source}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+        ) from None
+    if isinstance(data, dict) and isinstance(data.get("Entries"), list):
+        data = data["Entries"]
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list) or not data:
+        raise UsageError(f"{source}: expected a non-empty list of put-events entries or events")
+    return data
+
+
+def prepare_events(
+    entries: Sequence[Any], now: datetime, tenant_path: str, source: str
+) -> list[dict[str, Any]]:
+    """Full EventBridge events, each validated the way the functions will validate it,
+    so a bad entry stops the whole file before anything is sent.
+
+    Raises:
+        InvalidInput: an entry is malformed; the message names it (1-based).
+    """
+    from ..envelope import parse_envelope, to_domain_event
+
+    events = []
+    for number, entry in enumerate(entries, start=1):
+        try:
+            event = to_eventbridge_event(entry, now)
+            to_domain_event(parse_envelope(event), tenant_path)
+        except InvalidInput as error:
+            raise UsageError(f"{source}: entry {number}: {error}") from None
+        events.append(event)
+    return events
+
+
+def _move_clock(ctx: Context, runtime_now: datetime | None, target: datetime) -> None:
+    if runtime_now is not None and target < runtime_now:
+        raise UsageError(
+            f"--now {instant(target)} is before the local clock ({instant(runtime_now)}): "
+            "local time only moves forward"
+        )
+
+
+def _workflow_of(store: Store, tenant: str, run_id: str, cache: dict[str, str]) -> str:
+    if run_id not in cache:
+        row = store.get_run(tenant, run_id)
+        cache[run_id] = row["workflow_name"] if row else "?"
+    return cache[run_id]
+
+
+def activity_rows(store: Store, activity: Activity) -> list[list[str]]:
+    """One table row per stream event an activity appended."""
+    from .operate import describe_event
+
+    names: dict[str, str] = {}
+    rows = []
+    for e in activity.events:
+        if e.stream_type == ev.RUN_STREAM:
+            workflow = e.payload.get("workflowName") or _workflow_of(
+                store, e.tenant_id, e.stream_id, names
+            )
+            rows.append(
+                [
+                    instant(e.recorded_at),
+                    e.stream_id[:8],
+                    workflow,
+                    e.type.removeprefix("workflow."),
+                    describe_event(e),
+                ]
+            )
+        elif e.type != ev.DISPATCH_REQUESTED:
+            first = store.load_stream(e.tenant_id, e.stream_id)[:1]
+            origin = first[0].payload if first else {}
+            detail = (
+                f"HTTP {e.payload.get('status')}"
+                if e.type == ev.DISPATCHED and e.payload.get("stepKind") == "webhook.send"
+                else str(e.payload.get("error") or "")
+            )
+            rows.append(
+                [
+                    instant(e.recorded_at),
+                    str(origin.get("runId", ""))[:8],
+                    str(origin.get("workflowName", "")),
+                    f"{e.payload.get('stepKind')} {e.type.removeprefix('step.')}",
+                    detail,
+                ]
+            )
+    return rows
+
+
+def activity_json(activity: Activity) -> dict[str, Any]:
+    return {
+        "now": activity.now,
+        "functions": [{"function": name, "response": answer} for name, answer in activity.answers],
+        "events": [
+            {
+                "tenantId": e.tenant_id,
+                "streamId": e.stream_id,
+                "streamType": e.stream_type,
+                "version": e.version,
+                "type": e.type,
+                "payload": e.payload,
+                "recordedAt": e.recorded_at,
+            }
+            for e in activity.events
+        ],
+        "mail": [mail_json(m) for m in activity.mail],
+    }
+
+
+def mail_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "requestId": row["request_id"],
+        "from": row["sender"],
+        "to": row["recipients"],
+        "subject": row["subject"],
+        "body": row["body"],
+        "sentAt": row["sent_at"],
+    }
+
+
+def print_activity(out: Output, store: Store, activity: Activity) -> None:
+    rows = activity_rows(store, activity)
+    if rows:
+        out.table(["TIME", "RUN", "WORKFLOW", "EVENT", "DETAIL"], rows)
+    if activity.mail:
+        for m in activity.mail:
+            out.line(
+                out.paint("  mail ", "cyan") + f"to {', '.join(m['recipients'])}: {m['subject']}"
+            )
+
+
+def _answer_summary(folder: str, answer: Any) -> str:
+    if not isinstance(answer, dict):
+        return folder
+    if answer.get("ignored"):
+        return f"{folder}: ignored ({answer.get('reason')})"
+    if folder == r.TRIGGER_PROJECTION:
+        started = answer.get("started") or []
+        if not answer.get("stored", True):
+            return f"{folder}: already received (redelivery), nothing started"
+        if not started:
+            return f"{folder}: started nothing"
+        return f"{folder}: started " + ", ".join(
+            f"{s['workflow']} {s['runId']} ({s['outcome']})" for s in started
+        )
+    if folder == r.EVENT_WAKEUP:
+        woken = answer.get("woken") or []
+        if not woken:
+            return f"{folder}: woke no waiting run"
+        return f"{folder}: woke " + ", ".join(
+            f"{w['runId']} at step {w['stepIndex']}" for w in woken
+        )
+    return folder
+
+
+def cmd_put_events(ctx: Context) -> int:
+    """Send events through the template's routes and run everything that follows."""
+    target = parse_now(ctx.args.now, "--now") if ctx.args.now else None
+    template = _template(ctx)
+    entries = read_entries(ctx.args.file)
+    store = ctx.store()
+    current = local_clock(store)
+    if target is not None:
+        _move_clock(ctx, current, target)
+    from ..aws.settings import Settings
+
+    tenant_path = Settings.model_fields["tenant_id_path"].default
+    events = prepare_events(entries, target or current or ctx.now(), tenant_path, ctx.args.file)
+    runtime = LocalRuntime(
+        store, ctx.registry(), template, start=target or current, environ=ctx.environ
+    )
+    if target is not None:
+        runtime.set_now(target)
+    results = []
+    for event in events:
+        targets = runtime.routing.targets(event)
+        activity = runtime.put_event(event)
+        results.append((event, targets, activity))
+    out = ctx.output
+    if out.as_json:
+        out.json(
+            {
+                "now": runtime.now(),
+                "events": [
+                    {
+                        "id": event["id"],
+                        "detailType": event["detail-type"],
+                        "routedTo": targets,
+                        **activity_json(activity),
+                    }
+                    for event, targets, activity in results
+                ],
+            }
+        )
+        return 0
+    out.line(out.paint(f"local time {instant(runtime.now())}", "dim"))
+    for event, targets, activity in results:
+        out.heading(f"event {event['id']}  {event['detail-type']}")
+        if not targets:
+            out.line("  routed to no function (no rule of the template matches it)")
+        for folder, answer in activity.answers:
+            if folder in (r.TRIGGER_PROJECTION, r.EVENT_WAKEUP):
+                out.line("  " + _answer_summary(folder, answer))
+        print_activity(out, store, activity)
+    return 0
+
+
+def cmd_tick(ctx: Context) -> int:
+    """One scheduled cycle, or a series of them to fast-forward."""
+    target = parse_now(ctx.args.now, "--now") if ctx.args.now else None
+    until = parse_now(ctx.args.until, "--until") if ctx.args.until else None
+    if (until is None) != (ctx.args.every is None):
+        raise UsageError("--until and --every go together")
+    every: timedelta | None = None
+    if ctx.args.every is not None:
+        try:
+            every = parse_duration(ctx.args.every)
+        except InvalidInput as error:
+            raise UsageError(f"--every: {error}") from None
+        if every <= timedelta(0):
+            raise UsageError("--every must be longer than zero")
+    template = _template(ctx)
+    store = ctx.store()
+    current = local_clock(store)
+    if target is not None:
+        _move_clock(ctx, current, target)
+    start = target or current or ctx.now()
+    if until is not None and until < start:
+        raise UsageError(f"--until {instant(until)} is before the local clock ({instant(start)})")
+    assert every is None or until is not None
+    if until is not None and every is not None and (until - start) / every > 100_000:
+        raise UsageError("--until/--every would run more than 100000 cycles; use a longer --every")
+    runtime = LocalRuntime(store, ctx.registry(), template, start=start, environ=ctx.environ)
+    runtime.set_now(start)
+    out = ctx.output
+    if until is None or every is None:
+        cycles = [runtime.tick()]
+    else:
+        cycles = []
+        for activity in runtime.travel(until, every):
+            cycles.append(activity)
+            if not out.as_json:
+                out.progress(f"tick {len(cycles)} at {instant(activity.now)}")
+        if not out.as_json:
+            out.progress(f"{len(cycles)} ticks up to {instant(runtime.now())}", final=True)
+    for activity in cycles:
+        if not out.as_json and (activity.events or activity.mail):
+            out.heading(f"── {instant(activity.now)}")
+            print_activity(out, store, activity)
+    if out.as_json:
+        out.json({"now": runtime.now(), "cycles": [activity_json(a) for a in cycles]})
+    elif not any(a.events or a.mail for a in cycles):
+        out.line(f"local time {instant(runtime.now())}: nothing was due")
+    else:
+        out.line(out.paint(f"local time {instant(runtime.now())}", "dim"))
+    return 0
+
+
+def cmd_clock(ctx: Context) -> int:
+    """The local clock and the queued resume requests."""
+    store = ctx.store()
+    now = local_clock(store)
+    queued = LocalResumeQueue(store, lambda: now).pending()
+    out = ctx.output
+    if out.as_json:
+        out.json(
+            {
+                "now": now,
+                "queue": [
+                    {
+                        "tenantId": q["tenant_id"],
+                        "runId": q["run_id"],
+                        "stepIndex": q["step_index"],
+                        "visibleAt": q["visible_at"],
+                    }
+                    for q in queued
+                ],
+            }
+        )
+        return 0
+    out.line(f"local time {instant(now)}" if now else "no local clock yet (run `wfr local tick`)")
+    out.table(
+        ["RUN ID", "STEP", "VISIBLE AT"],
+        [[q["run_id"], q["step_index"], instant(q["visible_at"])] for q in queued],
+        empty="resume queue empty",
+    )
+    return 0
+
+
+def cmd_mail(ctx: Context) -> int:
+    """The mail the local step dispatcher captured."""
+    rows = captured_mail(ctx.store())
+    out = ctx.output
+    if out.as_json:
+        out.json([mail_json(m) for m in rows])
+        return 0
+    out.table(
+        ["SENT", "TO", "SUBJECT"],
+        [[instant(m["sent_at"]), ", ".join(m["recipients"]), m["subject"]] for m in rows],
+        empty="no mail captured",
+    )
+    return 0
+
+
+def cmd_demo(ctx: Context) -> int:
+    """Play the sample workflows end to end."""
+    from ..local.demo import run_demo
+
+    return run_demo(ctx.output, ctx.environ, getattr(ctx.args, "database_url", None))

@@ -1,0 +1,243 @@
+"""`wfr doctor`: check the invariants of ARCHITECTURE.md §2 on a live database.
+
+Each check reports ok, warning (worth a look, not broken: e.g. a projection that is
+a few events behind) or problem (an invariant is broken, or will break), with the
+runs or types concerned and how to fix it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from .registry import WorkflowRegistry
+from .store import Store
+
+Status = Literal["ok", "warning", "problem"]
+
+# More unapplied events than this means PendingProjection is not keeping up.
+LAG_PROBLEM = 1000
+
+
+@dataclass
+class Check:
+    """The result of one check."""
+
+    name: str
+    status: Status
+    summary: str
+    fix: str = ""
+    items: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "summary": self.summary,
+            "fix": self.fix,
+            "items": self.items,
+        }
+
+
+@dataclass
+class DoctorReport:
+    checks: list[Check]
+
+    @property
+    def problems(self) -> int:
+        return sum(1 for c in self.checks if c.status == "problem")
+
+    @property
+    def ok(self) -> bool:
+        return self.problems == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "problems": self.problems,
+            "checks": [c.to_json() for c in self.checks],
+        }
+
+
+def check_unsettled_runs(store: Store, tenant: str | None) -> Check:
+    """Invariant 4: every run neither completed, failed nor cancelled has a pending row
+    (or is about to get one: its suspension is not projected yet)."""
+    rows = store.fetch_all("doctor_unsettled_without_pending", {"tenant_id": tenant})
+    stranded = [r for r in rows if not r["unprojected"]]
+    lagging = [r for r in rows if r["unprojected"]]
+    name = "every unsettled run has a pending row"
+    if stranded:
+        return Check(
+            name,
+            "problem",
+            f"{len(stranded)} run(s) are {stranded[0]['status']} without a pending row "
+            "and nothing left to project: they are stranded",
+            "resume each one now (`wfr resume RUN_ID --tenant T --force`) or cancel it "
+            "(`wfr cancel RUN_ID --tenant T`); then look for the pass that ended without "
+            "a suspension event",
+            [
+                f"{r['tenant_id']} {r['run_id']} {r['workflow_name']} ({r['status']})"
+                for r in stranded
+            ],
+        )
+    if lagging:
+        return Check(
+            name,
+            "warning",
+            f"{len(lagging)} waiting run(s) are not projected yet (projection lag)",
+            "let PendingProjection catch up (locally: `wfr local tick`)",
+            [f"{r['tenant_id']} {r['run_id']} {r['workflow_name']}" for r in lagging],
+        )
+    return Check(name, "ok", "no unsettled run lacks a pending row")
+
+
+def check_settled_pending(store: Store, tenant: str | None) -> Check:
+    """No pending row belongs to a completed, failed or cancelled run."""
+    rows = store.fetch_all("doctor_settled_with_pending", {"tenant_id": tenant})
+    stale = [r for r in rows if not r["unprojected"]]
+    lagging = [r for r in rows if r["unprojected"]]
+    name = "no pending row for a settled run"
+    if stale:
+        return Check(
+            name,
+            "problem",
+            f"{len(stale)} pending row(s) belong to settled runs although their terminal "
+            "event was projected",
+            "the rows are harmless to resume (ResumeRun answers already-resumed) but wrong: "
+            "rebuild the pending projection (truncate workflow_run_pending and reset the "
+            "'workflow_run_pending' checkpoint, then let PendingProjection replay)",
+            [
+                f"{r['tenant_id']} {r['run_id']} step {r['step_index']} ({r['status']})"
+                for r in stale
+            ],
+        )
+    if lagging:
+        return Check(
+            name,
+            "warning",
+            f"{len(lagging)} settled run(s) still have pending rows (projection lag)",
+            "let PendingProjection catch up (locally: `wfr local tick`)",
+            [f"{r['tenant_id']} {r['run_id']} ({r['status']})" for r in lagging],
+        )
+    return Check(name, "ok", "no settled run has a pending row")
+
+
+def check_projection_lag(store: Store) -> Check:
+    """How far the pending projection is behind the run streams."""
+    row = store.fetch_one("doctor_projection_state", {}) or {}
+    behind = int(row.get("behind") or 0)
+    at: datetime | None = row.get("checkpoint_at")
+    name = "pending projection lag"
+    where = f" (checkpoint written {at.isoformat()})" if at else " (it has never run)"
+    if behind >= LAG_PROBLEM:
+        return Check(
+            name,
+            "problem",
+            f"{behind} events not applied{where}",
+            "PendingProjection is not keeping up or not running: check its errors and "
+            "schedule, then let it catch up",
+        )
+    if behind:
+        return Check(
+            name,
+            "warning",
+            f"{behind} event(s) not applied yet{where}",
+            "normally transient; PendingProjection applies them on its next nudge "
+            "or schedule (locally: `wfr local tick`)",
+        )
+    return Check(name, "ok", "the pending projection is up to date")
+
+
+def check_fingerprints(store: Store, registry: WorkflowRegistry, tenant: str | None) -> Check:
+    """Invariant 7: every waiting run's definition is still registered."""
+    rows = store.fetch_all("doctor_waiting_fingerprints", {"tenant_id": tenant})
+    missing = []
+    for r in rows:
+        fingerprint = r["definition_fingerprint"] or ""
+        if registry.find(r["workflow_name"], fingerprint) is None:
+            try:
+                current = registry.latest(r["workflow_name"])
+                now_registered = f"registered now: v{current.version} {current.fingerprint[:12]}…"
+            except Exception:
+                now_registered = "no version is registered"
+            missing.append(
+                f"{r['runs']} waiting run(s) of {r['workflow_name']} on definition "
+                f"{fingerprint[:12]}… ({now_registered}; e.g. run {r['example_run_id']} "
+                f"of tenant {r['example_tenant_id']})"
+            )
+    name = "waiting runs' definitions are registered"
+    if missing:
+        return Check(
+            name,
+            "problem",
+            f"{len(missing)} definition(s) that waiting runs are pinned to are not "
+            "registered: they will fail with workflow_definition_changed when they resume",
+            "keep the old definition registered next to the new one (define the new one "
+            "with version=N+1 and leave the old module in WORKFLOW_MODULES), or let them "
+            "fail and `wfr redrive` them on the new definition",
+            missing,
+        )
+    return Check(name, "ok", f"{len(rows)} definition(s) in use by waiting runs, all registered")
+
+
+def check_template(path: Path | None, registry: WorkflowRegistry) -> Check:
+    """Template EventPatterns route every trigger type to TriggerProjection and every
+    awaited type to EventWakeup."""
+    from .local.routes import RoutingError, find_template, load_routes, unrouted_types
+
+    name = "template routes every trigger and awaited event type"
+    template = path or find_template()
+    if template is None:
+        return Check(
+            name,
+            "warning",
+            "no template.yaml found; routing not checked",
+            "run from the project root or pass --template FILE",
+        )
+    try:
+        routes = load_routes(template)
+        missing = unrouted_types(routes, registry)
+    except (RoutingError, ValueError) as error:
+        return Check(name, "problem", str(error), "fix the template")
+    if missing:
+        return Check(
+            name,
+            "problem",
+            f"{len(missing)} event type(s) of the registered workflows reach no function",
+            "add the types to the EventPattern of the rule (TriggerProjection for "
+            "triggers, EventWakeup for awaited types) in template.yaml and deploy",
+            missing,
+        )
+    return Check(
+        name,
+        "ok",
+        f"{len(registry.trigger_types())} trigger and {len(registry.awaited_types())} awaited "
+        f"type(s) routed by {template}",
+    )
+
+
+def run_doctor(
+    store: Store,
+    registry: WorkflowRegistry,
+    tenant: str | None = None,
+    template: Path | None = None,
+) -> DoctorReport:
+    """Run every check.
+
+    Args:
+        store: the database.
+        registry: the registered workflows (what the functions would load).
+        tenant: restrict the run checks to one tenant (default: all).
+        template: the SAM template (default: ./template.yaml or the project's).
+    """
+    return DoctorReport(
+        [
+            check_unsettled_runs(store, tenant),
+            check_settled_pending(store, tenant),
+            check_projection_lag(store),
+            check_fingerprints(store, registry, tenant),
+            check_template(template, registry),
+        ]
+    )

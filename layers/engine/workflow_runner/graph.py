@@ -1,0 +1,392 @@
+"""A workflow's step tree as a flowchart (Mermaid), optionally with a run's path on it.
+
+The step tree becomes nodes and edges: a sequence is a chain, a branch a diamond with
+a `true` and a `false` arm that join again, a for_each and a retry a node with a loop
+edge back from the end of their body, waits and wait_for_event rounded and hexagonal
+nodes. With a run, the nodes its recorded paths went through are marked `visited`
+and the step it is at (waiting) or failed at is marked `current` / `failed`.
+
+A run's stream records paths where something happened: suspensions, resumes,
+failures, redrives and dispatch requests. Steps before such a point in the same list
+are visited too; a branch arm that neither suspended nor dispatched anything leaves
+no trace, so only its diamond is marked.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import events as ev
+from .dsl import (
+    Branch,
+    Compute,
+    CronTrigger,
+    ForEach,
+    MailSend,
+    Retry,
+    Return,
+    Step,
+    Wait,
+    WaitForEvent,
+    WebhookSend,
+    WorkflowDefinition,
+)
+
+# Structural key of a step: one (index, arm) pair per level; for_each items and retry
+# attempts do not change which node a step is.
+StepKey = tuple[tuple[int, str], ...]
+
+
+@dataclass
+class Node:
+    id: str
+    label: str
+    shape: str  # rect | round | diamond | hexagon | subroutine | circle | stadium
+    key: StepKey | None = None
+
+
+@dataclass
+class Edge:
+    source: str
+    target: str
+    label: str = ""
+    dotted: bool = False
+
+
+@dataclass
+class Flowchart:
+    """Nodes and edges of one workflow, plus the marks of a run (node id -> class)."""
+
+    title: str
+    nodes: list[Node] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
+    marks: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def node_for_id(self, node_id: str) -> Node | None:
+        return next((node for node in self.nodes if node.id == node_id), None)
+
+    def node_for(self, key: StepKey) -> Node | None:
+        for node in self.nodes:
+            if node.key == key:
+                return node
+        return None
+
+
+def _node_id(key: StepKey) -> str:
+    return "s" + "_".join(f"{i}{arm}" for i, arm in key)
+
+
+def _static(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _label(step: Step) -> tuple[str, str]:
+    """(label, shape) of a step node."""
+    if isinstance(step, Compute):
+        return f"compute {step.key}", "rect"
+    if isinstance(step, MailSend):
+        subject = _static(step.subject)
+        return ("mail.send" + (f": {subject}" if subject else "")), "subroutine"
+    if isinstance(step, WebhookSend):
+        url = _static(step.url)
+        return ("webhook.send" + (f" {url}" if url else "")), "subroutine"
+    if isinstance(step, Wait):
+        amount = _static(step.for_) or _static(step.until) or "(computed)"
+        return f"wait {amount}", "stadium"
+    if isinstance(step, WaitForEvent):
+        timeout = _static(step.timeout) or "(computed)"
+        return f"wait for {step.event}, timeout {timeout}", "hexagon"
+    if isinstance(step, Return):
+        value = step.value
+        failed = isinstance(value, dict) and value.get("isSuccess") is False
+        return ("return failure" if failed else "return"), "round"
+    if isinstance(step, Branch):
+        return "branch", "diamond"
+    if isinstance(step, ForEach):
+        return f"for each {step.as_}", "hexagon"
+    if isinstance(step, Retry):
+        return f"retry ×{step.times} ({step.backoff}, base {step.base}, cap {step.cap})", "rect"
+    return type(step).__name__, "rect"  # pragma: no cover - every step kind is above
+
+
+class _Builder:
+    def __init__(self, chart: Flowchart) -> None:
+        self.chart = chart
+
+    def add(self, step: Step, key: StepKey) -> Node:
+        label, shape = _label(step)
+        node = Node(_node_id(key), label, shape, key)
+        self.chart.nodes.append(node)
+        return node
+
+    def link(self, exits: Iterable[tuple[str, str]], target: str) -> None:
+        for source, label in exits:
+            self.chart.edges.append(Edge(source, target, label))
+
+    def sequence(
+        self, steps: Sequence[Step], prefix: StepKey, entry_exits: list[tuple[str, str]]
+    ) -> list[tuple[str, str]]:
+        """Chain `steps` after `entry_exits`; return the open exits (node id, edge label)."""
+        exits = entry_exits
+        for index, step in enumerate(steps):
+            key = (*prefix, (index, ""))
+            exits = self.step(step, key, exits)
+        return exits
+
+    def step(self, step: Step, key: StepKey, exits: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        node = self.add(step, key)
+        self.link(exits, node.id)
+        head = key[:-1]
+        index = key[-1][0]
+        if isinstance(step, Return):
+            self.chart.edges.append(Edge(node.id, "finish"))
+            return []
+        if isinstance(step, Branch):
+            true_exits = self.sequence(step.on_true, (*head, (index, "t")), [(node.id, "true")])
+            false_exits = self.sequence(step.on_false, (*head, (index, "f")), [(node.id, "false")])
+            return true_exits + false_exits
+        if isinstance(step, ForEach):
+            body = self.sequence(step.do, (*head, (index, "")), [(node.id, "item")])
+            for source, label in body:
+                self.chart.edges.append(Edge(source, node.id, label or "next item", dotted=True))
+            return [(node.id, "done")]
+        if isinstance(step, Retry):
+            body = self.sequence(step.do, (*head, (index, "")), [(node.id, "attempt")])
+            self.chart.edges.append(
+                Edge(node.id, node.id, "step fails: back off, try again", dotted=True)
+            )
+            return body
+        return [(node.id, "")]
+
+
+def flowchart(definition: WorkflowDefinition) -> Flowchart:
+    """The flowchart of a workflow's step tree."""
+    trigger = definition.trigger
+    if isinstance(trigger, CronTrigger):
+        start = f"cron {trigger.schedule}"
+    else:
+        start = f"on {trigger.event_type}"
+    chart = Flowchart(title=f"{definition.name} v{definition.version}")
+    chart.nodes.append(Node("start", start, "circle"))
+    builder = _Builder(chart)
+    exits = builder.sequence(definition.steps, (), [("start", "")])
+    chart.nodes.append(Node("finish", "end", "circle"))
+    builder.link(exits, "finish")
+    return chart
+
+
+def _key_of(path: Sequence[dict[str, Any]]) -> StepKey:
+    key: list[tuple[int, str]] = []
+    for frame in path:
+        arm = frame.get("arm")
+        key.append((int(frame["i"]), "t" if arm == "true" else "f" if arm == "false" else ""))
+    return tuple(key)
+
+
+def _visit(chart: Flowchart, key: StepKey) -> None:
+    """Mark the node at `key`, its ancestors, and the earlier siblings at every level."""
+    for depth in range(len(key)):
+        for earlier in range(key[depth][0] + 1):
+            node = chart.node_for((*key[:depth], (earlier, "")))
+            if node is not None:
+                chart.marks.setdefault(node.id, "visited")
+
+
+def mark_run(
+    chart: Flowchart,
+    definition: WorkflowDefinition,
+    run_events: Sequence[Any],
+    dispatch_paths: Iterable[Sequence[dict[str, Any]]] = (),
+) -> None:
+    """Mark a run's path and position on the flowchart (in place).
+
+    Args:
+        chart: the workflow's flowchart.
+        definition: the definition the chart was drawn from.
+        run_events: the run's stored stream events, oldest first.
+        dispatch_paths: paths of the run's dispatch requests (mail, webhooks).
+    """
+    chart.marks["start"] = "visited"
+    position: tuple[StepKey, str, str] | None = None
+    for path in dispatch_paths:
+        _visit(chart, _key_of(path))
+    for e in run_events:
+        p = e.payload
+        path = p.get("path")
+        if e.type in ev.SUSPENSION_TYPES:
+            key = _key_of(path or [{"i": p["stepIndex"]}])
+            _visit(chart, key)
+            note = "waiting"
+            if e.type == ev.RETRY_SCHEDULED:
+                note = f"retry {p.get('attempt')}/{p.get('maxAttempts')} failed, next at"
+                note += f" {p.get('wakeAt')}"
+            elif p.get("wakeAt"):
+                note = f"waiting until {p['wakeAt']}"
+            elif p.get("timeoutAt"):
+                note = f"waiting for {p.get('eventType')} until {p['timeoutAt']}"
+            position = (key, "current", note)
+        elif e.type == ev.STEP_RESUMED:
+            position = None
+        elif e.type == ev.RUN_FAILED and p.get("reason") == "returned_failure":
+            _visit(chart, ((len(definition.steps) - 1, ""),))
+            position = ((), "failed", "returned a failure")
+        elif e.type == ev.RUN_FAILED:
+            key = _key_of(path or [{"i": min(p.get("stepIndex", 0), len(definition.steps) - 1)}])
+            _visit(chart, key)
+            position = (key, "failed", f"failed: {p.get('error', '')}")
+        elif e.type == ev.RUN_COMPLETED:
+            for index in range(len(definition.steps)):
+                node = chart.node_for(((index, ""),))
+                if node is not None:
+                    chart.marks.setdefault(node.id, "visited")
+            chart.marks["finish"] = "visited"
+            position = None
+        elif e.type == ev.RUN_CANCELLED:
+            if position is not None:
+                position = (position[0], "failed", "cancelled here")
+        elif e.type == ev.RUN_REDRIVEN:
+            position = None
+    if position is not None:
+        key, mark, note = position
+        node = chart.node_for(key) if key else chart.node_for_id("finish")
+        if node is not None:
+            chart.marks[node.id] = mark
+            chart.notes[node.id] = note
+
+
+_SHAPES = {
+    "rect": ("[", "]"),
+    "round": ("(", ")"),
+    "stadium": ("([", "])"),
+    "diamond": ("{", "}"),
+    "hexagon": ("{{", "}}"),
+    "subroutine": ("[[", "]]"),
+    "circle": ("((", "))"),
+}
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', "#quot;") + '"'
+
+
+def to_mermaid(chart: Flowchart) -> str:
+    """Mermaid `flowchart TD` source of a chart, with classes for a run's marks."""
+    lines = ["---", f"title: {chart.title}", "---", "flowchart TD"]
+    for node in chart.nodes:
+        left, right = _SHAPES[node.shape]
+        label = node.label
+        if node.id in chart.notes:
+            label = f"{label}<br/><i>{chart.notes[node.id]}</i>"
+        lines.append(f"    {node.id}{left}{_quote(label)}{right}")
+    for edge in chart.edges:
+        arrow = "-.->" if edge.dotted else "-->"
+        if edge.label:
+            text = _quote(edge.label)
+            arrow = f"-. {text} .->" if edge.dotted else f"-- {text} -->"
+        lines.append(f"    {edge.source} {arrow} {edge.target}")
+    if chart.marks:
+        lines.append("    classDef visited fill:#d8f3dc,stroke:#2d6a4f")
+        lines.append("    classDef current fill:#fff3bf,stroke:#f08c00,stroke-width:3px")
+        lines.append("    classDef failed fill:#ffe3e3,stroke:#c92a2a,stroke-width:3px")
+        for mark in ("visited", "current", "failed"):
+            ids = [node_id for node_id, m in chart.marks.items() if m == mark]
+            if ids:
+                lines.append(f"    class {','.join(ids)} {mark}")
+    return "\n".join(lines) + "\n"
+
+
+class GraphUnavailable(Exception):
+    """The requested rendering needs a library that is not installed."""
+
+
+def _ranks(chart: Flowchart) -> dict[str, int]:
+    """Longest-path layer of every node over the forward (solid) edges."""
+    rank = {node.id: 0 for node in chart.nodes}
+    order = {node.id: n for n, node in enumerate(chart.nodes)}
+    forward = [e for e in chart.edges if not e.dotted and order[e.target] > order[e.source]]
+    # Nodes are created in an order consistent with the forward edges, so one sweep
+    # in creation order settles the longest paths.
+    for node in chart.nodes:
+        for edge in forward:
+            if edge.source == node.id:
+                rank[edge.target] = max(rank[edge.target], rank[node.id] + 1)
+    return rank
+
+
+def to_png(chart: Flowchart) -> bytes:
+    """Render a chart as PNG with matplotlib (an optional dependency).
+
+    Raises:
+        GraphUnavailable: matplotlib is not installed.
+    """
+    try:
+        matplotlib = importlib.import_module("matplotlib")
+    except ImportError as error:
+        raise GraphUnavailable(
+            "PNG output needs matplotlib, which is not installed "
+            "(pip install matplotlib); or use --format mermaid and render the text with "
+            "any Mermaid renderer (GitHub, mermaid.live, mermaid-cli)"
+        ) from error
+    matplotlib.use("Agg")
+    plt = importlib.import_module("matplotlib.pyplot")
+    rank = _ranks(chart)
+    layers: dict[int, list[str]] = {}
+    for node in chart.nodes:
+        layers.setdefault(rank[node.id], []).append(node.id)
+    where: dict[str, tuple[float, float]] = {}
+    for level, ids in layers.items():
+        for k, node_id in enumerate(ids):
+            where[node_id] = ((k - (len(ids) - 1) / 2) * 4.0, -level * 1.4)
+    width = max(len(ids) for ids in layers.values()) * 4.0 + 2
+    fig, ax = plt.subplots(figsize=(max(6.0, width * 0.9), max(4.0, len(layers) * 1.0)))
+    ax.set_axis_off()
+    colours = {"visited": "#d8f3dc", "current": "#fff3bf", "failed": "#ffe3e3"}
+    for edge in chart.edges:
+        if edge.source == edge.target:
+            continue
+        (x1, y1), (x2, y2) = where[edge.source], where[edge.target]
+        ax.annotate(
+            "",
+            xy=(x2, y2 + 0.25),
+            xytext=(x1, y1 - 0.25),
+            arrowprops={
+                "arrowstyle": "->",
+                "linestyle": ":" if edge.dotted else "-",
+                "connectionstyle": "arc3,rad=0.3" if edge.dotted else "arc3",
+            },
+        )
+        if edge.label:
+            ax.text((x1 + x2) / 2, (y1 + y2) / 2, edge.label, fontsize=7, color="#555555")
+    for node in chart.nodes:
+        x, y = where[node.id]
+        label = node.label + (f"\n{chart.notes[node.id]}" if node.id in chart.notes else "")
+        style = "round" if node.shape in ("round", "stadium", "circle") else "square"
+        if node.shape in ("diamond", "hexagon"):
+            style = "darrow" if node.shape == "hexagon" else "round4"
+        ax.text(
+            x,
+            y,
+            label,
+            ha="center",
+            va="center",
+            fontsize=8,
+            bbox={
+                "boxstyle": f"{style},pad=0.4",
+                "facecolor": colours.get(chart.marks.get(node.id, ""), "white"),
+                "edgecolor": "#333333",
+            },
+        )
+    xs = [x for x, _ in where.values()]
+    ys = [y for _, y in where.values()]
+    ax.set_xlim(min(xs) - 3, max(xs) + 3)
+    ax.set_ylim(min(ys) - 1, max(ys) + 1)
+    ax.set_title(chart.title)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()

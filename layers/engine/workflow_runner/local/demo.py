@@ -1,0 +1,370 @@
+"""`wfr demo`: the sample workflows end to end on the local runtime, with time travel.
+
+Starts an embedded PostgreSQL (or uses DATABASE_URL), migrates, and plays one story
+for a fresh tenant: two sign-ups (one engaged), two orders (one approved, one
+cancelled), an inventory sync whose partner fails twice before it succeeds, a
+data.processed webhook; then eight days pass in a few seconds. Mail is captured; every
+webhook is really sent over HTTP, to a sink the demo runs on 127.0.0.1: the samples'
+hooks.example.com URLs are redirected there (WFR_WEBHOOK_REDIRECTS) and 127.0.0.1 is
+allow-listed for the SSRF guard. Everything it started is stopped before it returns.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from ..graph import flowchart, mark_run, to_mermaid
+from ..operations import cancel_run
+from ..registry import load_workflow_modules
+from ..store import Store, apply_migrations, connect
+from . import routes as r
+from .runtime import Activity, LocalRuntime
+from .state import captured_mail
+
+START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
+
+
+@dataclass
+class ReceivedRequest:
+    method: str
+    path: str
+    idempotency_key: str
+    body: Any
+
+
+@dataclass
+class WebhookSink:
+    """A local HTTP server that answers 200 and remembers what it received."""
+
+    server: ThreadingHTTPServer
+    thread: threading.Thread
+    received: list[ReceivedRequest] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+
+@contextmanager
+def webhook_sink() -> Iterator[WebhookSink]:
+    """Run a WebhookSink on 127.0.0.1 (a free port) for the duration of the block."""
+    received: list[ReceivedRequest] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _record(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body: Any = json.loads(raw) if raw else None
+            except ValueError:
+                body = raw.decode(errors="replace")
+            received.append(
+                ReceivedRequest(
+                    self.command, self.path, self.headers.get("idempotency-key", ""), body
+                )
+            )
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        do_POST = do_PUT = do_PATCH = _record
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Silence the default access log (the demo prints what arrived)."""
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, name="wfr-demo-sink", daemon=True)
+    thread.start()
+    sink = WebhookSink(server, thread, received)
+    try:
+        yield sink
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def _entry(detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:
+    return {"Source": "demo.shop", "DetailType": detail_type, "Detail": json.dumps(detail)}
+
+
+class Demo:
+    """The story, scene by scene."""
+
+    def __init__(self, out: Any, store: Store, runtime: LocalRuntime, sink: WebhookSink) -> None:
+        self.out = out
+        self.store = store
+        self.rt = runtime
+        self.sink = sink
+        self.tenant = str(uuid.uuid4())
+        self.runs: dict[str, str] = {}
+
+    # --- printing -----------------------------------------------------------------
+
+    def scene(self, title: str) -> None:
+        self.out.line("")
+        self.out.heading(f"▶ {title}")
+
+    def show(self, activity: Activity, skip: frozenset[str] = frozenset()) -> None:
+        from ..cli.local_commands import activity_rows
+
+        rows = [row for row in activity_rows(self.store, activity) if row[2] not in skip]
+        if rows:
+            self.out.table(["TIME", "RUN", "WORKFLOW", "EVENT", "DETAIL"], rows)
+        for m in activity.mail:
+            self.out.line(
+                self.out.paint("  ✉ ", "cyan") + f"to {', '.join(m['recipients'])}: {m['subject']}"
+            )
+
+    def put(self, label: str, detail_type: str, detail: dict[str, Any]) -> Activity:
+        event = self.rt.envelope(_entry(detail_type, {"tenantId": self.tenant, **detail}))
+        activity = self.rt.put_event(event)
+        for _, answer in activity.answers:
+            if isinstance(answer, dict):
+                for started in answer.get("started") or []:
+                    self.runs[label] = started["runId"]
+        self.out.line(self.out.paint(f"  {detail_type}", "bold") + f"  {label}")
+        self.show(activity)
+        return activity
+
+    def travel(self, until: datetime, every: timedelta, quiet: frozenset[str]) -> list[Activity]:
+        activities = []
+        for activity in self.rt.travel(until, every):
+            activities.append(activity)
+            self.out.progress(
+                f"  ⏩ {activity.now:%a %d %b %H:%M:%S} UTC  (tick {len(activities)})"
+            )
+        self.out.progress(
+            f"  ⏩ {len(activities)} ticks up to {self.rt.now():%a %d %b %H:%M} UTC", final=True
+        )
+        for activity in activities:
+            self.show(activity, skip=quiet)
+        return activities
+
+    # --- the story --------------------------------------------------------------
+
+    def play(self) -> int:
+        out = self.out
+        out.heading("workflow-runner demo: the sample workflows on the local runtime")
+        out.line(
+            f"tenant {self.tenant}; local time starts at {START:%Y-%m-%d %H:%M} UTC; "
+            f"webhooks go to {self.sink.url}"
+        )
+        self.rt.set_now(START)
+
+        self.scene("Monday 08:00 — two sign-ups, two orders, an inventory change, a data export")
+        self.put("ada", "user.signed-up", {"userId": "active-ada", "email": "ada@example.com"})
+        self.put("bob", "user.signed-up", {"userId": "bob", "email": "bob@example.com"})
+        self.put(
+            "order o-1001",
+            "order.placed",
+            {"orderId": "o-1001", "total": 42, "email": "ada@example.com"},
+        )
+        self.put(
+            "order o-1002",
+            "order.placed",
+            {"orderId": "o-1002", "total": 7, "email": "bob@example.com"},
+        )
+        self.put(
+            "sku-42",
+            "inventory.changed",
+            {"sku": "sku-42", "revision": 3, "failAttempts": 2},
+        )
+        self.put(
+            "export",
+            "data.processed",
+            {"webhookUrl": f"{self.sink.url}/exports", "data": {"rows": 1280}},
+        )
+
+        self.scene("Pending rows: who waits for what")
+        self.pending_table()
+
+        self.scene("08:00–08:03 — the partner refuses twice, then accepts (exponential backoff)")
+        self.travel(START + timedelta(minutes=3), timedelta(seconds=30), frozenset())
+
+        self.scene("08:10 — order o-1001 is approved: the waiting run wakes at once")
+        self.rt.set_now(START + timedelta(minutes=10))
+        self.put("approval", "order.approved", {"orderId": "o-1001", "approver": "carol"})
+
+        self.scene("08:15 — order o-1002 is cancelled (what `wfr cancel` does)")
+        self.rt.set_now(START + timedelta(minutes=15))
+        cancelled = cancel_run(
+            self.store, self.tenant, self.runs["order o-1002"], self.rt.now(), "customer asked"
+        )
+        out.line(f"  {out.status(cancelled.outcome)}  run {self.runs['order o-1002']}")
+        self.show(self.rt.tick())
+
+        self.scene("Eight days pass in a few seconds (a tick every 3 hours)")
+        self.travel(
+            START + timedelta(days=8, hours=1), timedelta(hours=3), frozenset({"daily-report"})
+        )
+        reports = self.store.list_runs(self.tenant, "daily-report")
+        out.line(
+            f"  daily-report (cron 0 9 * * *) ran {len(reports)} times, one per day at 09:00 UTC"
+        )
+
+        self.scene("Runs")
+        rows = [
+            r for r in self.store.list_runs(self.tenant) if r["workflow_name"] != "daily-report"
+        ]
+        out.table(
+            ["RUN ID", "WORKFLOW", "STATUS", "LAST CHANGE"],
+            [
+                [r["run_id"], r["workflow_name"], r["status"], f"{r['updated_at']:%a %d %b %H:%M}"]
+                for r in rows
+            ],
+            colours=[None, None, "status"],
+        )
+
+        self.scene("Timeline of ada's onboarding (wfr runs show)")
+        self.timeline(self.runs["ada"])
+
+        self.scene("Timeline of the inventory sync: two failed attempts, then success")
+        self.timeline(self.runs["sku-42"])
+
+        self.scene("Captured mail")
+        out.table(
+            ["SENT", "TO", "SUBJECT"],
+            [
+                [f"{m['sent_at']:%a %d %b %H:%M}", ", ".join(m["recipients"]), m["subject"]]
+                for m in captured_mail(self.store)
+            ],
+        )
+
+        self.scene(f"Webhook requests received by the local sink {self.sink.url}")
+        out.table(
+            ["METHOD", "PATH", "IDEMPOTENCY-KEY", "BODY"],
+            [
+                [q.method, q.path, q.idempotency_key[:8] + "…", json.dumps(q.body)[:60]]
+                for q in self.sink.received
+            ],
+        )
+
+        self.scene("Pending rows now")
+        self.pending_table()
+
+        self.scene("The graph of ada's run (wfr graph user-onboarding --run …): Mermaid")
+        self.graph("user-onboarding", self.runs["ada"])
+
+        self.scene("wfr doctor")
+        from ..doctor import run_doctor
+
+        report = run_doctor(self.store, self.rt.registry, self.tenant, self.rt.routing.template)
+        for check in report.checks:
+            out.line(f"  {out.status(check.status):<8} {check.name}: {check.summary}")
+        expected = {
+            "ada": "completed",
+            "bob": "completed",
+            "order o-1001": "completed",
+            "order o-1002": "cancelled",
+            "sku-42": "completed",
+            "export": "completed",
+        }
+        wrong = {
+            label: status
+            for label, want in expected.items()
+            if (status := self._status(self.runs[label])) != want
+        }
+        out.line("")
+        if wrong or not report.ok:
+            out.line(out.status("problem") + f": the story did not end as expected: {wrong}")
+            return 1
+        out.line(out.status("ok") + ": every run ended as expected")
+        return 0
+
+    def _status(self, run_id: str) -> str:
+        row = self.store.get_run(self.tenant, run_id)
+        return str(row["status"]) if row else "missing"
+
+    def pending_table(self) -> None:
+        rows = self.store.list_pending(self.tenant)
+        self.out.table(
+            ["RUN", "WORKFLOW", "STEP", "WAITING", "WAKE AT"],
+            [
+                [
+                    r["run_id"][:8],
+                    r["workflow_name"],
+                    r["step_index"],
+                    str(r["suspension_event_type"]).removeprefix("workflow.")
+                    + (f" {r['wait_event_type']}" if r["wait_event_type"] else ""),
+                    f"{r['wake_at']:%a %d %b %H:%M:%S}",
+                ]
+                for r in rows
+            ],
+            empty="no pending rows: nothing is waiting",
+        )
+
+    def timeline(self, run_id: str) -> None:
+        from ..cli.operate import describe_event
+
+        events = self.store.load_stream(self.tenant, run_id)
+        self.out.table(
+            ["V", "RECORDED", "EVENT", "DETAIL"],
+            [
+                [
+                    e.version,
+                    f"{e.recorded_at:%a %d %b %H:%M:%S}",
+                    e.type.removeprefix("workflow."),
+                    describe_event(e),
+                ]
+                for e in events
+            ],
+        )
+
+    def graph(self, workflow: str, run_id: str) -> None:
+        definition = self.rt.registry.latest(workflow)
+        chart = flowchart(definition)
+        events = self.store.load_stream(self.tenant, run_id)
+        dispatches = self.store.fetch_all(
+            "cli_run_dispatches", {"tenant_id": self.tenant, "run_id": run_id}
+        )
+        mark_run(chart, definition, events, [d["payload"].get("path") or [] for d in dispatches])
+        for line in to_mermaid(chart).splitlines():
+            self.out.line("  " + line)
+
+
+def run_demo(out: Any, environ: Mapping[str, str], database_url: str | None = None) -> int:
+    """Play the demo; return the exit code (0 when every run ended as expected)."""
+    started = time.monotonic()
+    url = database_url or environ.get("DATABASE_URL")
+    server = None
+    if not url:
+        from ..embedded import start_embedded_postgres
+
+        out.line(out.paint("starting an embedded PostgreSQL…", "dim"))
+        server, url = start_embedded_postgres(fast=True)
+    try:
+        store = connect(url)
+        try:
+            applied = apply_migrations(store.conn)
+            if applied:
+                out.line(out.paint(f"migrated: {', '.join(m.name for m in applied)}", "dim"))
+            template = r.find_template()
+            if template is None:
+                out.line("wfr: error: template.yaml not found: run the demo from the project root")
+                return 1
+            registry = load_workflow_modules({"WORKFLOW_MODULES": "sample_workflows"})
+            with webhook_sink() as sink:
+                env = {
+                    "WEBHOOK_ALLOW_HOSTS": "127.0.0.1",
+                    "WFR_WEBHOOK_REDIRECTS": f"hooks.example.com={sink.url}",
+                }
+                runtime = LocalRuntime(store, registry, template, start=START, environ=env)
+                code = Demo(out, store, runtime, sink).play()
+        finally:
+            store.close()
+    finally:
+        if server is not None:
+            server.cleanup()
+    out.line(out.paint(f"demo finished in {time.monotonic() - started:.1f} s", "dim"))
+    return code

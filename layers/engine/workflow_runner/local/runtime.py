@@ -1,0 +1,377 @@
+"""The local runtime: the Lambda handlers of `functions/`, wired the way template.yaml
+wires them in AWS, on one database, with a business clock that moves only when told.
+
+- A domain event goes to the functions whose template EventPatterns accept it.
+- Nudges (PendingProjection, StepDispatcher) are recorded and acted on right after
+  the handler that gave them returns; the resume queue is drained of every message
+  visible at the current business time. `settle()` repeats that until nothing is left,
+  so one `put_event` runs everything that follows at once.
+- `tick()` is one scheduled cycle: PendingProjection, DueScan (every tenant, cron
+  starts included), the resume queue, StepDispatcher.
+
+The clock, the resume queue (with SQS-style delays in business time) and the captured
+mail live in the database (see `state.py`), so separate `wfr local ...` commands
+continue where the last one stopped. Handlers reach all of it through
+`ports.get_runtime()`: the runtime installed here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .. import ports
+from ..clock import ManualClock, SystemClock
+from ..dispatcher import WebhookGuard, system_resolver
+from ..durations import format_instant
+from ..ports import HttpResponse, HttpSender, Runtime, set_runtime
+from ..registry import WorkflowRegistry
+from ..store import Store, StoredEvent
+from . import routes as r
+from .state import CapturedMailer, LocalResumeQueue, local_clock, set_local_clock
+
+# A runaway loop guard for settle(): far more rounds than any workflow needs.
+MAX_SETTLE_ROUNDS = 1000
+DEFAULT_MAIL_SENDER = "workflows@localhost"
+
+
+class RedirectingHttpSender:
+    """Sends webhooks for real, but for the listed hosts to a local URL instead
+    (e.g. the samples' hooks.example.com to a sink on 127.0.0.1)."""
+
+    def __init__(self, inner: HttpSender, redirects: Mapping[str, str]) -> None:
+        self._inner = inner
+        self._redirects = {host.lower(): base.rstrip("/") for host, base in redirects.items()}
+
+    def rewrite(self, url: str) -> str:
+        parts = urlsplit(url)
+        base = self._redirects.get((parts.hostname or "").lower())
+        if base is None:
+            return url
+        target = urlsplit(base)
+        return urlunsplit((target.scheme, target.netloc, parts.path, parts.query, ""))
+
+    def send(
+        self, method: str, url: str, headers: dict[str, str], body: bytes, timeout: float
+    ) -> HttpResponse:
+        return self._inner.send(method, self.rewrite(url), headers, body, timeout)
+
+
+def parse_redirects(text: str | None) -> dict[str, str]:
+    """`host=http://127.0.0.1:8080,other=...` (WFR_WEBHOOK_REDIRECTS) as a mapping.
+
+    Raises:
+        RoutingError: an item is not host=URL.
+    """
+    redirects: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        host, sep, url = item.partition("=")
+        if not sep or not host or urlsplit(url).scheme not in ("http", "https"):
+            raise r.RoutingError(f"WFR_WEBHOOK_REDIRECTS: expected host=http://..., got {item!r}")
+        redirects[host.strip().lower()] = url.strip()
+    return redirects
+
+
+@dataclass
+class Activity:
+    """What one step of the local runtime did: handler answers and new stream events."""
+
+    now: datetime
+    answers: list[tuple[str, Any]] = field(default_factory=list)
+    events: list[StoredEvent] = field(default_factory=list)
+    mail: list[dict[str, Any]] = field(default_factory=list)
+
+
+@contextmanager
+def quiet_powertools() -> Iterator[None]:
+    """Keep the handlers' Powertools output off stdout while they run locally: logs at
+    WARNING and above go to stderr, EMF metrics are neither printed nor kept."""
+    from ..aws import lambda_support
+
+    saved_env = os.environ.get("POWERTOOLS_METRICS_DISABLED")
+    os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
+    logger = lambda_support.logger
+    handler = logger.registered_handler
+    saved_level = logger.log_level
+    saved_stream = getattr(handler, "stream", None)
+    logger.setLevel(logging.WARNING)
+    if isinstance(handler, logging.StreamHandler):
+        handler.setStream(sys.stderr)
+    try:
+        yield
+    finally:
+        # Disabled metrics are not flushed, so drop them: the process may serve real
+        # handler calls (tests) after us, whose flush must not carry our counts.
+        lambda_support.metrics.clear_metrics()
+        logger.setLevel(saved_level)
+        if isinstance(handler, logging.StreamHandler) and saved_stream is not None:
+            handler.setStream(saved_stream)
+        if saved_env is None:
+            os.environ.pop("POWERTOOLS_METRICS_DISABLED", None)
+        else:
+            os.environ["POWERTOOLS_METRICS_DISABLED"] = saved_env
+
+
+class LocalRuntime:
+    """Drives the functions of template.yaml on one database with a manual clock.
+
+    Args:
+        store: the database (migrated).
+        registry: the workflows the functions run.
+        template: the SAM template whose routes and handlers to use.
+        http: how webhooks are sent (default: for real, through the SSRF guard).
+        guard: the dispatcher's SSRF guard (default: WEBHOOK_ALLOW_HOSTS from environ).
+        start: business time when this database has no local clock yet (default: now).
+        environ: WEBHOOK_ALLOW_HOSTS, WFR_WEBHOOK_REDIRECTS, MAIL_SENDER.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        registry: WorkflowRegistry,
+        template: Path,
+        http: HttpSender | None = None,
+        guard: WebhookGuard | None = None,
+        start: datetime | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        from ..aws.inprocess import FakeLambdaContext, RecordingNudger
+        from ..aws.ports import PinnedHttpSender
+        from ..aws.settings import Settings
+        from ..aws.template import load_handlers
+
+        env = dict(os.environ if environ is None else environ)
+        self.store = store
+        self.registry = registry
+        self.routing = r.load_routes(template)
+        by_name = load_handlers(template)
+        self.handlers = {self.routing.folders[name]: h for name, h in by_name.items()}
+        self._context = FakeLambdaContext
+        self.clock = ManualClock(local_clock(store) or start or SystemClock().now())
+        self.queue = LocalResumeQueue(store, self.clock.now)
+        self.nudger = RecordingNudger()
+        self.mailer = CapturedMailer(store, self.clock.now)
+        redirects = parse_redirects(env.get("WFR_WEBHOOK_REDIRECTS"))
+        allow = {h.strip().lower() for h in env.get("WEBHOOK_ALLOW_HOSTS", "").split(",")}
+        # Redirected hosts are explicitly pointed at a local target: allow them, and it.
+        allow |= set(redirects) | {urlsplit(u).hostname or "" for u in redirects.values()}
+        allow.discard("")
+        self.guard = guard or WebhookGuard(allow, _redirecting_resolver(redirects))
+        sender: HttpSender = http or PinnedHttpSender(self.guard)
+        self.http = RedirectingHttpSender(sender, redirects) if redirects else sender
+        self.settings = Settings(
+            database_url=store.conn.info.dsn or "postgresql:///local",
+            mail_sender=env.get("MAIL_SENDER") or DEFAULT_MAIL_SENDER,
+            webhook_allow_hosts=frozenset(allow),
+        )
+        set_local_clock(store, self.clock.now())
+
+    # --- wiring -------------------------------------------------------------
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        """Install this runtime for the handlers (and restore the previous one after)."""
+        # The runtime installed before (if any), without building the AWS default.
+        previous: Runtime | None = getattr(ports, "_runtime", None)
+        set_runtime(
+            Runtime(
+                clock=self.clock,
+                store=lambda: self.store,
+                resume_queue=self.queue,
+                nudger=self.nudger,
+                mailer=self.mailer,
+                http=self.http,
+                settings=self.settings,
+                extras={"registry": self.registry, "webhook_guard": self.guard},
+            )
+        )
+        try:
+            with quiet_powertools():
+                yield
+        finally:
+            set_runtime(previous)
+
+    def call(self, folder: str, event: Any) -> Any:
+        """Invoke one function's handler as Lambda would."""
+        handler = self.handlers.get(folder)
+        if handler is None:
+            raise r.RoutingError(f"template.yaml has no function with CodeUri functions/{folder}")
+        with self.installed():
+            return handler(event, self._context(function_name=f"local-{folder}"))
+
+    # --- time -----------------------------------------------------------------
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    def set_now(self, moment: datetime) -> None:
+        """Move business time (persisted for the next command)."""
+        self.clock.set(moment)
+        set_local_clock(self.store, self.clock.now())
+
+    def next_due_after(self, moment: datetime) -> datetime | None:
+        """The first instant after `moment` at which something becomes due: a pending
+        row, a delayed resume message or a dispatch retry (None: nothing scheduled)."""
+        row = self.store.fetch_one("local_next_due", {"now": moment})
+        return row["next_due"] if row else None
+
+    def travel(self, until: datetime, every: timedelta) -> Iterator[Activity]:
+        """Run cycles up to `until`: at most `every` apart, and also exactly when
+        something falls due in between, so timers fire on time however coarse `every`.
+
+        Raises:
+            ValueError: `every` is not positive.
+        """
+        if every <= timedelta(0):
+            raise ValueError("every must be positive")
+        while self.now() < until:
+            step = min(self.now() + every, until)
+            due = self.next_due_after(self.now())
+            if due is not None and due < step:
+                step = due
+            self.set_now(step)
+            yield self.tick()
+
+    # --- events -----------------------------------------------------------------
+
+    def envelope(self, entry: Mapping[str, Any]) -> dict[str, Any]:
+        """A full EventBridge event from a put-events entry or an event (id assigned)."""
+        return to_eventbridge_event(entry, self.clock.now())
+
+    def put_event(self, event: Mapping[str, Any]) -> Activity:
+        """Route a full EventBridge event to its functions and run what follows."""
+        mark = self._mark()
+        activity = Activity(self.now())
+        for folder in self.routing.targets(event):
+            activity.answers.append((folder, self.call(folder, dict(event))))
+        self._settle(activity)
+        self._collect(activity, mark)
+        return activity
+
+    # --- cycles -----------------------------------------------------------------
+
+    def tick(self) -> Activity:
+        """One scheduled cycle at the current business time."""
+        mark = self._mark()
+        activity = Activity(self.now())
+        scheduled = {"source": "aws.events", "detail-type": "Scheduled Event"}
+        activity.answers.append((r.PENDING_PROJECTION, self.call(r.PENDING_PROJECTION, scheduled)))
+        activity.answers.append((r.DUE_SCAN, self.call(r.DUE_SCAN, scheduled)))
+        self._settle(activity)
+        activity.answers.append((r.STEP_DISPATCHER, self.call(r.STEP_DISPATCHER, scheduled)))
+        self._settle(activity)
+        self._collect(activity, mark)
+        return activity
+
+    def _settle(self, activity: Activity) -> None:
+        """Act on nudges and drain the visible resume messages until nothing is left."""
+        from ..aws.inprocess import InMemoryResumeQueue
+
+        for _ in range(MAX_SETTLE_ROUNDS):
+            projection, dispatcher = self.nudger.take()
+            nudge = {"source": "wfr.local", "detail-type": "nudge"}
+            if projection:
+                answer = self.call(r.PENDING_PROJECTION, nudge)
+                activity.answers.append((r.PENDING_PROJECTION, answer))
+            if dispatcher:
+                activity.answers.append((r.STEP_DISPATCHER, self.call(r.STEP_DISPATCHER, nudge)))
+            messages = self.queue.receive(self.now(), limit=10)
+            if messages:
+                batch = InMemoryResumeQueue.sqs_event([m.request for m in messages])
+                activity.answers.append((r.RESUME_RUN, self.call(r.RESUME_RUN, batch)))
+            if not (projection or dispatcher or messages):
+                return
+        raise RuntimeError(f"the local runtime did not settle in {MAX_SETTLE_ROUNDS} rounds")
+
+    def _mark(self) -> tuple[int, int]:
+        row = self.store.fetch_one("local_activity_mark", {})
+        assert row is not None
+        return int(row["events"]), int(row["mail"])
+
+    def _collect(self, activity: Activity, mark: tuple[int, int]) -> None:
+        from .state import captured_mail
+
+        rows = self.store.fetch_all("local_activity_since", {"after": mark[0]})
+        activity.events = [
+            StoredEvent(
+                position=row["position"],
+                tenant_id=row["tenant_id"],
+                stream_id=row["stream_id"],
+                stream_type=row["stream_type"],
+                version=row["version"],
+                type=row["type"],
+                payload=row["payload"],
+                metadata={},
+                recorded_at=row["recorded_at"],
+            )
+            for row in rows
+        ]
+        activity.mail = captured_mail(self.store, mark[1])
+
+
+def _redirecting_resolver(redirects: Mapping[str, str]) -> Callable[[str, int], Sequence[str]]:
+    """The guard resolves redirected hosts to where they are redirected."""
+
+    def resolve(host: str, port: int) -> Sequence[str]:
+        base = redirects.get(host.lower())
+        if base is not None:
+            return [urlsplit(base).hostname or "127.0.0.1"]
+        return system_resolver(host, port)
+
+    return resolve
+
+
+def to_eventbridge_event(entry: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """A full EventBridge event from a `put-events` entry ({Source, DetailType, Detail,
+    EventBusName?, Time?, Resources?}) or from a full event (kept, id and time filled in).
+
+    Raises:
+        InvalidInput (RoutingError): the entry has neither shape, or Detail is not a JSON object.
+    """
+    import json
+
+    if not isinstance(entry, Mapping):
+        raise r.RoutingError(f"expected an object, got {type(entry).__name__}")
+    if "detail-type" in entry:
+        event = dict(entry)
+        event.setdefault("id", str(uuid.uuid4()))
+        event.setdefault("version", "0")
+        event.setdefault("time", format_instant(now))
+        event.setdefault("account", "123456789012")
+        event.setdefault("region", "eu-central-1")
+        event.setdefault("resources", [])
+        return event
+    if "DetailType" not in entry or "Source" not in entry:
+        raise r.RoutingError(
+            "needs Source, DetailType and Detail (a put-events entry) or detail-type, "
+            "source and detail (an EventBridge event)"
+        )
+    detail = entry.get("Detail", "{}")
+    if isinstance(detail, str):
+        try:
+            detail = json.loads(detail)
+        except json.JSONDecodeError as error:
+            raise r.RoutingError(f"Detail is not valid JSON: {error}") from None
+    if not isinstance(detail, dict):
+        raise r.RoutingError("Detail must be a JSON object")
+    time = entry.get("Time")
+    return {
+        "version": "0",
+        "id": str(entry.get("Id") or uuid.uuid4()),
+        "detail-type": entry["DetailType"],
+        "source": entry["Source"],
+        "account": "123456789012",
+        "time": str(time) if time else format_instant(now),
+        "region": "eu-central-1",
+        "resources": list(entry.get("Resources") or []),
+        "detail": detail,
+    }

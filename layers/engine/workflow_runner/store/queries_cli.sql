@@ -1,0 +1,74 @@
+-- Named queries of the `wfr` operator commands and `wfr doctor`. Tenant filters are
+-- optional (NULL: every tenant) only where an operator checks the whole database.
+
+-- name: cli_run_dispatches
+-- The dispatch requests one run's passes made (their paths locate the steps).
+SELECT e.stream_id::text AS request_id, e.payload, e.recorded_at
+FROM wf_events e
+WHERE e.tenant_id = %(tenant_id)s AND e.stream_type = 'step-dispatch'
+  AND e.type = 'step.dispatch-requested' AND e.payload->>'runId' = %(run_id)s
+ORDER BY e.position;
+
+-- name: cli_outbox_for_run
+-- One run's dispatch requests and their delivery state.
+SELECT request_id::text AS request_id, step_kind, status, attempts, created_at
+FROM dispatch_outbox
+WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s
+ORDER BY created_at, request_id;
+
+-- name: doctor_unsettled_without_pending
+-- Runs neither settled nor holding a pending row; `unprojected`: the pending projection
+-- has not applied all of the run's events yet (projection lag, not a stranded run).
+SELECT r.tenant_id::text AS tenant_id, r.run_id::text AS run_id, r.workflow_name, r.status,
+       r.updated_at,
+       EXISTS (
+           SELECT 1 FROM wf_events e
+           LEFT JOIN projection_checkpoints c ON c.name = 'workflow_run_pending'
+           WHERE e.tenant_id = r.tenant_id AND e.stream_id = r.run_id
+             AND (c.name IS NULL OR (e.xid, e.position) > (c.last_xid, c.last_position))
+       ) AS unprojected
+FROM workflow_runs r
+WHERE r.status IN ('running', 'waiting')
+  AND (%(tenant_id)s::uuid IS NULL OR r.tenant_id = %(tenant_id)s::uuid)
+  AND NOT EXISTS (
+      SELECT 1 FROM workflow_run_pending p
+      WHERE p.tenant_id = r.tenant_id AND p.run_id = r.run_id)
+ORDER BY r.updated_at, r.run_id
+LIMIT 1000;
+
+-- name: doctor_settled_with_pending
+-- Pending rows of settled runs; `unprojected` as above.
+SELECT p.tenant_id::text AS tenant_id, p.run_id::text AS run_id, p.step_index, r.workflow_name,
+       r.status,
+       EXISTS (
+           SELECT 1 FROM wf_events e
+           LEFT JOIN projection_checkpoints c ON c.name = 'workflow_run_pending'
+           WHERE e.tenant_id = r.tenant_id AND e.stream_id = r.run_id
+             AND (c.name IS NULL OR (e.xid, e.position) > (c.last_xid, c.last_position))
+       ) AS unprojected
+FROM workflow_run_pending p
+JOIN workflow_runs r ON r.tenant_id = p.tenant_id AND r.run_id = p.run_id
+WHERE r.status IN ('completed', 'failed', 'cancelled')
+  AND (%(tenant_id)s::uuid IS NULL OR p.tenant_id = %(tenant_id)s::uuid)
+ORDER BY p.tenant_id, p.run_id
+LIMIT 1000;
+
+-- name: doctor_projection_state
+-- The pending projection's lag in run-stream events (dispatch streams do not change
+-- pending rows) and the age of its checkpoint.
+SELECT
+    (SELECT count(*) FROM wf_events e
+     LEFT JOIN projection_checkpoints c ON c.name = 'workflow_run_pending'
+     WHERE e.stream_type = 'workflow-run'
+       AND (c.name IS NULL OR (e.xid, e.position) > (c.last_xid, c.last_position))) AS behind,
+    (SELECT updated_at FROM projection_checkpoints WHERE name = 'workflow_run_pending')
+        AS checkpoint_at;
+
+-- name: doctor_waiting_fingerprints
+-- Waiting runs per workflow and the definition fingerprint their suspension recorded.
+SELECT workflow_name, definition_fingerprint, count(*) AS runs,
+       min(run_id::text) AS example_run_id, min(tenant_id::text) AS example_tenant_id
+FROM workflow_run_pending
+WHERE (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
+GROUP BY workflow_name, definition_fingerprint
+ORDER BY workflow_name, definition_fingerprint;

@@ -1,0 +1,71 @@
+"""`wfr demo` and the installed console script, run as a user would (subprocesses)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[2]
+WFR = Path(sys.executable).parent / "wfr"
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(WFR), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "WORKFLOW_MODULES")}
+    env.update(extra)
+    return env
+
+
+def test_console_script_is_installed() -> None:
+    result = run(["--help"], clean_env())
+    assert result.returncode == 0
+    assert "usage: wfr" in result.stdout
+    missing = run(["runs", "list", "--tenant", "7f0c1a52-2c11-4a1e-9b1e-000000000001"], clean_env())
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("wfr: error: no database")
+
+
+def test_demo_on_a_given_database_plays_the_story(db_url: str) -> None:
+    started = time.monotonic()
+    result = run(["demo"], clean_env(DATABASE_URL=db_url))
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert elapsed < 60
+    out = result.stdout
+    for section in (
+        "two sign-ups, two orders",
+        "the partner refuses twice, then accepts",
+        "order o-1001 is approved",
+        "order o-1002 is cancelled",
+        "Eight days pass",
+        "Captured mail",
+        "Webhook requests received by the local sink",
+        "flowchart TD",
+        "ok: every run ended as expected",
+    ):
+        assert section in out, section
+    assert "Engagement tips" in out and "Getting started" in out
+    assert "/crm-onboarding" in out and "/fulfilment" in out and "/inventory-synced" in out
+    assert "\033[" not in out  # no colour into a pipe
+    with psycopg.connect(db_url) as conn:
+        statuses = dict(
+            conn.execute("SELECT status, count(*) FROM workflow_runs GROUP BY status").fetchall()
+        )
+    assert statuses.get("cancelled") == 1 and "failed" not in statuses
+
+
+def test_demo_with_its_own_embedded_postgres() -> None:
+    result = run(["demo"], clean_env())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "starting an embedded PostgreSQL" in result.stdout
+    assert "demo finished in" in result.stdout

@@ -1,0 +1,125 @@
+"""`wfr graph`: the step tree as a Mermaid flowchart, with a run's path and position."""
+
+from __future__ import annotations
+
+import importlib.util
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from cli_support import T0, TENANT, Cli, send
+from workflow_runner import define_workflow, on_event
+from workflow_runner.graph import flowchart, to_mermaid
+from workflow_runner.store import Store
+
+SIGNUP = {"userId": "active-ada", "email": "ada@example.com"}
+
+
+def test_branches_are_diamonds_with_labelled_arms_that_join(cli: Cli) -> None:
+    result = cli("graph", "user-onboarding")
+    assert result.code == 0
+    text = result.out
+    assert text.startswith("---\ntitle: user-onboarding v1\n---\nflowchart TD\n")
+    assert '    s3{"branch"}' in text
+    assert '    s3 -- "true" --> s3t_0' in text
+    assert '    s3 -- "false" --> s3f_0' in text
+    assert "    s3t_0 --> s4" in text and "    s3f_0 --> s4" in text  # the arms join
+    assert '    s1(["wait P1D"])' in text
+    assert "classDef" not in text  # no run, no marks
+
+
+def test_waits_for_events_and_retries_have_their_own_shapes(cli: Cli) -> None:
+    order = cli("graph", "order-approval").out
+    assert '    s1{{"wait for order.approved, timeout P3D"}}' in order
+    assert '    s3f_0("return failure")' in order
+    sync = cli("graph", "inventory-sync").out
+    assert '    s0["retry ×5 (exponential, base PT30S, cap PT10M)"]' in sync
+    assert '    s0 -. "step fails: back off, try again" .-> s0' in sync
+    assert '    s0 -- "attempt" --> s0_0' in sync
+
+
+def test_for_each_loops_back_from_the_end_of_its_body() -> None:
+    definition = define_workflow(
+        "cli-fan-out",
+        on_event("fan.out"),
+        steps=lambda s: [
+            s.for_each(
+                over=lambda ctx: ctx.event.payload["items"],
+                as_="item",
+                do=[s.webhook_send(url="https://hooks.example.com/item")],
+            ),
+            s.return_(),
+        ],
+        register=False,
+    )
+    text = to_mermaid(flowchart(definition))
+    assert '    s0{{"for each item"}}' in text
+    assert '    s0 -- "item" --> s0_0' in text
+    assert '    s0_0 -. "next item" .-> s0' in text
+    assert '    s0 -- "done" --> s1' in text
+
+
+def test_a_waiting_run_shows_its_path_and_position(cli: Cli, store: Store) -> None:
+    run_id = send(store, "user.signed-up", SIGNUP).started[0].run_id
+    cli("resume", run_id, "--tenant", TENANT, "--now", (T0 + timedelta(days=1)).isoformat())
+    text = cli("graph", "user-onboarding", "--run", run_id, "--tenant", TENANT).out
+    assert "    class start,s0,s1,s2,s3,s3t_0 visited" in text  # the engaged arm, not s3f_0
+    assert "    class s4 current" in text
+    assert "waiting until 2026-01-13T09:00:00.000000Z" in text
+
+
+def test_a_failed_run_marks_the_failed_step(cli: Cli, store: Store) -> None:
+    detail = {"sku": "s", "revision": 1, "failAttempts": 9}
+    run_id = send(store, "inventory.changed", detail).started[0].run_id
+    now = T0
+    for _ in range(4):
+        now += timedelta(minutes=20)
+        cli("resume", run_id, "--tenant", TENANT, "--now", now.isoformat())
+    marks = cli("graph", "inventory-sync", "--run", run_id, "--tenant", TENANT, "--json")
+    assert marks.json()["marks"]["s0_0"] == "failed"
+
+
+def test_graph_errors(cli: Cli, store: Store) -> None:
+    unknown = cli("graph", "no-such-workflow")
+    assert unknown.code == 1 and 'Workflow "no-such-workflow" is not registered' in unknown.err
+    no_tenant = cli("graph", "user-onboarding", "--run", "00000000-0000-4000-8000-000000000001")
+    assert no_tenant.code == 2 and "--run needs --tenant" in no_tenant.err
+    run_id = send(store, "user.signed-up", SIGNUP).started[0].run_id
+    other = cli("graph", "order-approval", "--run", run_id, "--tenant", TENANT)
+    assert other.code == 2 and "is a run of 'user-onboarding'" in other.err
+    no_file = cli("graph", "user-onboarding", "--format", "png")
+    assert no_file.code == 2 and "--output" in no_file.err
+
+
+def test_png_is_rendered_or_refused_clearly(cli: Cli, tmp_path: Path) -> None:
+    target = tmp_path / "graph.png"
+    result = cli("graph", "order-approval", "--format", "png", "--output", str(target))
+    if importlib.util.find_spec("matplotlib") is None:
+        assert result.code == 1
+        assert "PNG output needs matplotlib" in result.err
+        assert not target.exists()
+    else:
+        assert result.code == 0
+        assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_mermaid_to_a_file(cli: Cli, tmp_path: Path) -> None:
+    target = tmp_path / "graph.mmd"
+    result = cli("graph", "daily-report", "--output", str(target))
+    assert result.code == 0
+    assert '    start(("cron 0 9 * * *"))' in target.read_text()
+
+
+@pytest.mark.parametrize(
+    "name", ["user-onboarding", "order-approval", "inventory-sync", "webhook-delivery"]
+)
+def test_every_node_is_connected(cli: Cli, name: str) -> None:
+    lines = cli("graph", name).out.splitlines()
+    nodes = {
+        line.split("(")[0].split("[")[0].split("{")[0].strip()
+        for line in lines[4:]
+        if "-->" not in line and "-." not in line and line.startswith("    ")
+    }
+    edges = " ".join(line for line in lines if "-->" in line or ".->" in line)
+    for node in nodes - {"classDef", "class"}:
+        assert f" {node} " in f" {edges} ", node

@@ -1,0 +1,214 @@
+"""`wfr local put-events | tick | clock | mail`: the functions of template.yaml on the
+test database, with a business clock that persists between invocations."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_support import TENANT, Cli, table_count
+from workflow_runner import ports
+from workflow_runner.aws import lambda_support
+from workflow_runner.local.demo import webhook_sink
+from workflow_runner.store import Store
+
+T0 = "2026-01-05T09:00:00Z"
+
+
+def entry(detail_type: str, **detail: Any) -> dict[str, Any]:
+    return {
+        "Source": "shop",
+        "DetailType": detail_type,
+        "Detail": json.dumps({"tenantId": TENANT, **detail}),
+        "EventBusName": "workflow-runner-dev",
+    }
+
+
+def write(tmp_path: Path, value: Any, name: str = "events.json") -> str:
+    path = tmp_path / name
+    path.write_text(value if isinstance(value, str) else json.dumps(value))
+    return str(path)
+
+
+def runs(cli: Cli) -> dict[str, str]:
+    listed = cli("runs", "list", "--tenant", TENANT, "--json").json()
+    return {r["workflowName"]: r["status"] for r in listed}
+
+
+def test_put_events_starts_runs_and_runs_what_follows(
+    cli: Cli, store: Store, tmp_path: Path
+) -> None:
+    file = write(tmp_path, [entry("user.signed-up", userId="active-ada", email="ada@example.com")])
+    result = cli("local", "put-events", file, "--now", T0)
+    assert result.code == 0, result.err
+    assert "trigger_projection: started user-onboarding" in result.out
+    assert "step 1: wait until 2026-01-06T09:00:00Z" in result.out
+    assert "mail to ada@example.com: Welcome!" in result.out  # the nudged dispatcher ran
+    assert runs(cli) == {"user-onboarding": "waiting"}
+    pending = cli("pending", "--tenant", TENANT, "--json").json()
+    assert len(pending) == 1  # the nudged projection ran too
+
+
+def test_put_events_accepts_full_events_and_the_entries_wrapper(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full = {
+        "detail-type": "data.processed",
+        "source": "exports",
+        "detail": {"tenantId": TENANT, "webhookUrl": "https://h.example.com/x", "data": {}},
+    }
+    assert cli("local", "put-events", write(tmp_path, full), "--now", T0).code == 0
+    wrapped = {"Entries": [entry("user.signed-up", userId="u1", email="u1@example.com")]}
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(wrapped)))
+    result = cli("local", "put-events", "-", "--json")
+    assert result.code == 0
+    body = result.json()
+    assert body["now"] == "2026-01-05T09:00:00.000000Z"  # the clock persisted
+    event = body["events"][0]
+    assert event["detailType"] == "user.signed-up"
+    assert event["routedTo"] == ["trigger_projection", "event_wakeup"]
+    started = event["functions"][0]["response"]["started"]
+    assert started[0]["workflow"] == "user-onboarding"
+    assert [m["subject"] for m in event["mail"]] == ["Welcome!"]
+    assert set(runs(cli)) == {"webhook-delivery", "user-onboarding"}
+
+
+def test_an_awaited_event_wakes_its_run_at_once(cli: Cli, tmp_path: Path) -> None:
+    placed = entry("order.placed", orderId="o-1", total=10, email="a@example.com")
+    cli("local", "put-events", write(tmp_path, [placed]), "--now", T0)
+    approved = entry("order.approved", orderId="o-1", approver="carol")
+    result = cli("local", "put-events", write(tmp_path, [approved], "approved.json"))
+    assert result.code == 0
+    assert "event_wakeup: woke" in result.out
+    assert "resumed by event" in result.out
+    assert runs(cli) == {"order-approval": "completed"}
+
+
+def test_time_travel_across_days_with_real_webhooks(cli: Cli, tmp_path: Path) -> None:
+    signup = entry("user.signed-up", userId="bob", email="bob@example.com")
+    with webhook_sink() as sink:
+        env = {"WFR_WEBHOOK_REDIRECTS": f"hooks.example.com={sink.url}"}
+        cli("local", "put-events", write(tmp_path, [signup]), "--now", T0, env=env)
+        day = cli("local", "tick", "--until", "2026-01-06T12:00:00Z", "--every", "PT6H", env=env)
+        assert day.code == 0
+        # The wait of one day fires at its time, not at the next 6-hourly tick.
+        assert "── 2026-01-06T09:00:00Z" in day.out
+        assert "mail to bob@example.com: Getting started" in day.out
+        # The cron workflow ran at 09:00 too (the due scan starts it for every tenant).
+        assert runs(cli) == {"user-onboarding": "waiting", "daily-report": "completed"}
+        week = cli(
+            "local",
+            "tick",
+            "--until",
+            "2026-01-13T10:00:00Z",
+            "--every",
+            "P1D",
+            "--json",
+            env=env,
+        )
+        assert week.code == 0
+        received = [(r.method, r.path, r.body) for r in sink.received]
+    assert runs(cli)["user-onboarding"] == "completed"
+    assert ("POST", "/crm-onboarding", {"userId": "bob", "stage": "day8"}) in received
+    assert all(r.idempotency_key for r in sink.received)
+    cycles = week.json()["cycles"]
+    assert cycles[-1]["now"] == "2026-01-13T10:00:00.000000Z"
+    mail = cli("local", "mail", "--json").json()
+    assert [m["subject"] for m in mail] == ["Welcome!", "Getting started"]
+
+
+def test_retries_fire_at_their_backoff_times(cli: Cli, tmp_path: Path) -> None:
+    changed = entry("inventory.changed", sku="s-1", revision=1, failAttempts=2)
+    cli("local", "put-events", write(tmp_path, [changed]), "--now", T0)
+    result = cli("local", "tick", "--until", "2026-01-05T09:10:00Z", "--every", "PT5M", "--json")
+    events = [
+        (e["recordedAt"], e["type"])
+        for cycle in result.json()["cycles"]
+        for e in cycle["events"]
+        if e["streamType"] == "workflow-run"
+    ]
+    assert ("2026-01-05T09:00:30.000000Z", "workflow.retry.scheduled") in events
+    assert ("2026-01-05T09:01:30.000000Z", "workflow.run-completed") in events
+
+
+def test_the_clock_persists_and_only_moves_forward(cli: Cli, store: Store, tmp_path: Path) -> None:
+    assert cli("local", "tick", "--now", "2026-02-01T00:00:00Z").code == 0
+    clock = cli("local", "clock", "--json").json()
+    assert clock == {"now": "2026-02-01T00:00:00.000000Z", "queue": []}
+    assert "nothing was due" in cli("local", "tick").out
+    before = table_count(store, "wf_events")
+    back = cli("local", "tick", "--now", "2026-01-01T00:00:00Z")
+    assert back.code == 2 and "local time only moves forward" in back.err
+    signup = write(tmp_path, [entry("user.signed-up", userId="u", email="u@example.com")])
+    back_put = cli("local", "put-events", signup, "--now", "2026-01-01T00:00:00Z")
+    assert back_put.code == 2
+    assert table_count(store, "wf_events") == before
+    assert cli("local", "clock", "--json").json()["now"] == "2026-02-01T00:00:00.000000Z"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not valid JSON (line 1, column 2"),
+        ("[]", "expected a non-empty list"),
+        (
+            '[{"Source": "s", "DetailType": "user.signed-up", "Detail": "{oops"}]',
+            "entry 1: Detail is not valid JSON",
+        ),
+        ('[{"Source": "s", "Detail": "{}"}]', "entry 1: needs Source, DetailType and Detail"),
+        (
+            '[{"Source": "s", "DetailType": "user.signed-up", "Detail": "{\\"userId\\": 1}"}]',
+            "entry 1:",
+        ),
+    ],
+)
+def test_a_malformed_event_file_writes_nothing(
+    cli: Cli, store: Store, tmp_path: Path, content: str, message: str
+) -> None:
+    result = cli("local", "put-events", write(tmp_path, content), "--now", T0)
+    assert result.code == 2
+    assert message in result.err and result.err.startswith("wfr: error: ")
+    assert table_count(store, "inbox") == 0
+    assert table_count(store, "local_runtime_clock") == 0
+
+
+def test_one_bad_entry_stops_the_whole_file(cli: Cli, store: Store, tmp_path: Path) -> None:
+    good = entry("user.signed-up", userId="u", email="u@example.com")
+    bad = {"Source": "s", "DetailType": "user.signed-up", "Detail": json.dumps({"x": 1})}
+    result = cli("local", "put-events", write(tmp_path, [good, bad]))
+    assert result.code == 2 and "entry 2:" in result.err
+    assert table_count(store, "inbox") == 0 and table_count(store, "wf_events") == 0
+
+
+def test_bad_time_arguments(cli: Cli, tmp_path: Path) -> None:
+    file = write(tmp_path, [entry("user.signed-up", userId="u", email="u@example.com")])
+    bad_now = cli("local", "put-events", file, "--now", "yesterday")
+    assert bad_now.code == 2 and 'Invalid ISO-8601 instant "yesterday"' in bad_now.err
+    assert cli("local", "tick", "--until", T0).code == 2  # --until without --every
+    bad_every = cli("local", "tick", "--until", T0, "--every", "1h")
+    assert bad_every.code == 2 and "--every" in bad_every.err
+    missing = cli("local", "put-events", str(tmp_path / "nope.json"))
+    assert missing.code == 2 and "cannot read" in missing.err
+
+
+def test_an_event_no_workflow_uses_is_ignored(cli: Cli, store: Store, tmp_path: Path) -> None:
+    result = cli("local", "put-events", write(tmp_path, [entry("user.deleted", userId="u")]))
+    assert result.code == 0
+    assert "trigger_projection: ignored (no registered workflow is triggered" in result.out
+    assert table_count(store, "inbox") == 0
+
+
+def test_the_local_runtime_leaves_the_process_as_it_found_it(cli: Cli, tmp_path: Path) -> None:
+    before = getattr(ports, "_runtime", None)
+    cli(
+        "local",
+        "put-events",
+        write(tmp_path, [entry("user.signed-up", userId="u", email="u@example.com")]),
+    )
+    assert getattr(ports, "_runtime", None) is before
+    assert "POWERTOOLS_METRICS_DISABLED" not in os.environ
+    assert lambda_support.metrics.metric_set == {}  # nothing left for a later flush

@@ -1,0 +1,1 @@
+"""Benchmarks of workflow-runner against its peers on one embedded PostgreSQL (`make bench`)."""

@@ -1,0 +1,153 @@
+"""Shared pieces of the benchmarks: databases, timing, percentiles and the bench workflows."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+from workflow_runner import WorkflowRegistry, define_workflow, on_event
+from workflow_runner.dsl import WorkflowDefinition
+from workflow_runner.embedded import database_url
+from workflow_runner.store import apply_migrations
+
+TENANT = "7c1d2a3e-0000-4000-8000-00000000b001"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0–100) by linear interpolation; NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100.0
+    low, high = math.floor(rank), math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def summary(values: Sequence[float], scale: float = 1.0, digits: int = 3) -> dict[str, float]:
+    """p50/p90/p99/max/mean of `values` times `scale`, rounded."""
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "p50": round(percentile(values, 50) * scale, digits),
+        "p90": round(percentile(values, 90) * scale, digits),
+        "p99": round(percentile(values, 99) * scale, digits),
+        "max": round(max(values) * scale, digits),
+        "mean": round(statistics.fmean(values) * scale, digits),
+    }
+
+
+def create_database(admin_url: str, prefix: str, migrate: bool = True) -> str:
+    """Create a fresh database on the benchmark server (migrated unless told otherwise)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = database_url(admin_url, name)
+    if migrate:
+        with psycopg.connect(url, autocommit=True) as conn:
+            apply_migrations(conn)  # type: ignore[arg-type]
+    return url
+
+
+def drop_database(admin_url: str, url: str) -> None:
+    """Drop a benchmark database (frees disk between workloads)."""
+    name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def fresh_database(admin_url: str, prefix: str, migrate: bool = True) -> Iterator[str]:
+    url = create_database(admin_url, prefix, migrate)
+    try:
+        yield url
+    finally:
+        drop_database(admin_url, url)
+
+
+@dataclass
+class Stopwatch:
+    started: float = 0.0
+    elapsed: float = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.elapsed = time.perf_counter() - self.started
+
+
+def bench_registry() -> WorkflowRegistry:
+    """The workflows the benchmarks drive (kept out of the default registry)."""
+    registry = WorkflowRegistry()
+    for definition in _bench_workflows():
+        registry.register(definition)
+    return registry
+
+
+def _bench_workflows() -> list[WorkflowDefinition]:
+    sleep = define_workflow(
+        name="bench-sleep",
+        trigger=on_event("bench.sleep"),
+        idempotency_key=lambda event: event.payload["id"],
+        steps=lambda s: [
+            s.compute("first", lambda ctx: {"n": ctx.event.payload["n"]}),
+            s.wait(for_="PT1S"),
+            s.compute("second", lambda ctx: ctx.steps["first"]["n"] + 1),
+            s.return_(lambda ctx: {"isSuccess": True, "n": ctx.steps["second"]}),
+        ],
+        register=False,
+    )
+    timer = define_workflow(
+        name="bench-timer",
+        trigger=on_event("bench.timer"),
+        idempotency_key=lambda event: event.payload["id"],
+        steps=lambda s: [
+            s.wait(for_=lambda ctx: timedelta(milliseconds=ctx.event.payload["delayMs"])),
+            s.return_({"isSuccess": True}),
+        ],
+        register=False,
+    )
+    awaiting = define_workflow(
+        name="bench-await",
+        trigger=on_event("bench.await-start"),
+        idempotency_key=lambda event: event.payload["id"],
+        awaits={"go": "bench.go"},
+        steps=lambda s: [
+            s.wait_for_event(
+                event="bench.go",
+                match=lambda ctx: {
+                    "version": 1,
+                    "expr": {
+                        "kind": "atom",
+                        "path": ["id"],
+                        "op": {"kind": "eq", "value": ctx.event.payload["id"]},
+                    },
+                },
+                timeout="P1D",
+            ),
+            s.return_(lambda ctx: {"isSuccess": True, "got": ctx.steps["bench.go"]["id"]}),
+        ],
+        register=False,
+    )
+    ingest = define_workflow(
+        name="bench-ingest",
+        trigger=on_event("bench.ingest"),
+        idempotency_key=lambda event: event.payload["key"],
+        steps=lambda s: [
+            s.compute("seen", lambda ctx: ctx.event.payload["key"]),
+            s.wait(for_="P1D"),
+            s.return_({"isSuccess": True}),
+        ],
+        register=False,
+    )
+    return [sleep, timer, awaiting, ingest]

@@ -1,0 +1,347 @@
+"""An in-process copy of the deployed pipeline for the benchmarks.
+
+Trigger ingestion, the pending projection, the due scan, a delayed resume queue and
+the resume workers run as threads of one process, each thread with its own database
+connection, calling the same engine operations the Lambda handlers call. The delayed
+queue honours `delay_seconds` in whole seconds, as SQS does, so timer lateness is
+measured with the deployed design's rounding.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from workflow_runner import DomainEvent, SystemClock, WorkflowRegistry
+from workflow_runner.clock import Clock
+from workflow_runner.due_scan import delay_for, due_scan, enqueue_woken
+from workflow_runner.errors import TransientStoreError
+from workflow_runner.operations import (
+    IngestResult,
+    ResumeResult,
+    WokenRun,
+    ingest_domain_event,
+    project_pending,
+    resume_run,
+    wake_on_event,
+)
+from workflow_runner.ports import ResumeRequest
+from workflow_runner.store import Store, connect
+
+Job = Callable[[Store], None]
+
+# A store call that fails transiently is tried again this many times (Lambda would retry).
+_ATTEMPTS = 5
+
+
+@dataclass
+class PipelineStats:
+    """What the pipeline did, for checks after a workload."""
+
+    ingested: int = 0
+    resumes: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    projected: int = 0
+    scans: int = 0
+    sent: int = 0
+    retried: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def count(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+
+class DelayedQueue:
+    """The resume queue: holds each request for its `delay_seconds` (whole seconds, as SQS)."""
+
+    def __init__(self, deliver: Callable[[ResumeRequest], None]) -> None:
+        self._deliver = deliver
+        self._heap: list[tuple[float, int, ResumeRequest]] = []
+        self._seq = itertools.count()
+        self._cv = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._loop, name="delayed-queue", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def send(self, requests: Sequence[ResumeRequest]) -> list[ResumeRequest]:
+        """Enqueue; nothing fails in process, so the failed list is always empty."""
+        now = time.monotonic()
+        with self._cv:
+            for request in requests:
+                if not 0 <= request.delay_seconds <= 900:
+                    raise ValueError(f"delay_seconds {request.delay_seconds} outside 0..900")
+                due = now + request.delay_seconds
+                heapq.heappush(self._heap, (due, next(self._seq), request))
+            self._cv.notify()
+        return []
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stopped = True
+            self._cv.notify()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._stopped and (not self._heap or self._heap[0][0] > time.monotonic()):
+                    timeout = self._heap[0][0] - time.monotonic() if self._heap else None
+                    self._cv.wait(timeout)
+                if self._stopped:
+                    return
+                ready = []
+                now = time.monotonic()
+                while self._heap and self._heap[0][0] <= now:
+                    ready.append(heapq.heappop(self._heap)[2])
+            for request in ready:
+                self._deliver(request)
+
+
+class Pipeline:
+    """The deployed pipeline in one process (see the module docstring).
+
+    Args:
+        url: database to work on.
+        registry: workflow definitions.
+        workers: worker threads (the Lambda concurrency), each with its own connection.
+        scan_interval: seconds between the starts of two due scans.
+        horizon: the due scan also leases rows due within this many seconds and sends
+            them delayed to their second (the deployed tick uses 60).
+        scan_batch: rows leased per statement.
+        on_resumed: called from a worker after each resume committed.
+        on_ingested: called from a worker after each ingest committed.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        registry: WorkflowRegistry,
+        workers: int = 4,
+        scan_interval: float = 0.05,
+        horizon: int = 0,
+        scan_batch: int = 500,
+        scan_budget: float = 45.0,
+        clock: Clock | None = None,
+        on_resumed: Callable[[ResumeRequest, ResumeResult, float], None] | None = None,
+        on_ingested: Callable[[DomainEvent, IngestResult, float, float], None] | None = None,
+        run_scanner: bool = True,
+    ) -> None:
+        self.url = url
+        self.registry = registry
+        self.clock = clock or SystemClock()
+        self.scan_interval = scan_interval
+        self.horizon = horizon
+        self.scan_batch = scan_batch
+        self.scan_budget = scan_budget
+        self.on_resumed = on_resumed
+        self.on_ingested = on_ingested
+        self.stats = PipelineStats()
+        self._lock = threading.Lock()
+        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._nudge = threading.Event()
+        self._stop = threading.Event()
+        self.queue = DelayedQueue(self._deliver)
+        self._threads = [
+            threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        self._threads.append(threading.Thread(target=self._projector, name="proj", daemon=True))
+        if run_scanner:
+            self._threads.append(threading.Thread(target=self._scanner, name="scan", daemon=True))
+
+    # --- lifecycle -------------------------------------------------------------
+
+    def __enter__(self) -> Pipeline:
+        self.queue.start()
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._nudge.set()
+        self.queue.stop()
+        workers = [t for t in self._threads if t.name.startswith("worker-")]
+        for _ in workers:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join(timeout=30)
+
+    # --- inputs ------------------------------------------------------------------
+
+    def ingest(self, event: DomainEvent) -> None:
+        """Deliver a trigger event (TriggerProjection)."""
+        self._jobs.put(lambda store: self._ingest(store, event))
+
+    def wake(self, event: DomainEvent, put_at: float) -> None:
+        """Deliver an awaited event (EventWakeup)."""
+        self._jobs.put(lambda store: self._wake(store, event, put_at))
+
+    def resume(self, requests: Sequence[ResumeRequest]) -> None:
+        self.queue.send(requests)
+
+    def idle(self) -> bool:
+        return self._jobs.unfinished_tasks == 0
+
+    # --- threads -------------------------------------------------------------------
+
+    def _deliver(self, request: ResumeRequest) -> None:
+        self._jobs.put(lambda store: self._resume(store, request))
+
+    def _worker(self) -> None:
+        store = connect(self.url)
+        try:
+            while True:
+                job = self._jobs.get()
+                try:
+                    if job is None:
+                        return
+                    self._run(store, job)
+                finally:
+                    self._jobs.task_done()
+        finally:
+            store.close()
+
+    def _run(self, store: Store, job: Job) -> None:
+        for attempt in range(_ATTEMPTS):
+            try:
+                job(store)
+                return
+            except TransientStoreError as error:
+                with self._lock:
+                    self.stats.retried += 1
+                if attempt == _ATTEMPTS - 1:
+                    self._error(error)
+            except Exception as error:
+                self._error(error)
+                return
+
+    def _error(self, error: BaseException) -> None:
+        with self._lock:
+            self.stats.errors.append(f"{type(error).__name__}: {error}")
+
+    def _ingest(self, store: Store, event: DomainEvent) -> None:
+        started = time.time()
+        result = ingest_domain_event(store, event, self.clock.now(), self.registry)
+        finished = time.time()
+        with self._lock:
+            self.stats.ingested += 1
+        self._nudge.set()
+        if self.on_ingested is not None:
+            self.on_ingested(event, result, started, finished)
+
+    def _wake(self, store: Store, event: DomainEvent, put_at: float) -> None:
+        woken = wake_on_event(store, event, self.clock.now())
+        self._nudge.set()
+        self._send_woken(store, woken)
+
+    def _send_woken(self, store: Store, woken: Sequence[WokenRun]) -> None:
+        if woken:
+            enqueue_woken(store, self.queue, woken, self.clock.now())
+
+    def _resume(self, store: Store, request: ResumeRequest) -> None:
+        now = self.clock.now()
+        result = resume_run(
+            store,
+            request.tenant_id,
+            request.run_id,
+            request.step_index,
+            now,
+            force=request.force,
+            registry=self.registry,
+        )
+        committed = time.time()
+        with self._lock:
+            self.stats.resumes += 1
+            self.stats.count(result.outcome)
+        if result.outcome == "not-due" and result.wake_at is not None:
+            # SQS would redeliver after the visibility timeout; ask again when due.
+            self.queue.send([_again(request, delay_for(result.wake_at, now))])
+            return
+        self._nudge.set()
+        if self.on_resumed is not None:
+            self.on_resumed(request, result, committed)
+
+    def _projector(self) -> None:
+        store = connect(self.url)
+        try:
+            while not self._stop.is_set():
+                self._nudge.clear()
+                try:
+                    result = project_pending(store, self.clock.now())
+                except TransientStoreError:
+                    continue
+                except Exception as error:
+                    self._error(error)
+                    time.sleep(0.1)
+                    continue
+                with self._lock:
+                    self.stats.projected += result.applied
+                self._send_woken(store, result.woken)
+                if result.applied == 0:
+                    self._nudge.wait(0.05)
+        finally:
+            store.close()
+
+    def _scanner(self) -> None:
+        store = connect(self.url)
+        try:
+            while not self._stop.is_set():
+                began = time.monotonic()
+                try:
+                    self._scan(store)
+                except TransientStoreError:
+                    pass
+                except Exception as error:
+                    self._error(error)
+                rest = self.scan_interval - (time.monotonic() - began)
+                if rest > 0:
+                    self._stop.wait(rest)
+        finally:
+            store.close()
+
+    def _scan(self, store: Store) -> None:
+        result = due_scan(
+            store,
+            self.queue,
+            self.clock.now(),
+            budget_seconds=self.scan_budget,
+            horizon_seconds=self.horizon,
+            batch=self.scan_batch,
+            registry=self.registry,
+        )
+        with self._lock:
+            self.stats.scans += 1
+            self.stats.sent += result.enqueued
+
+
+def _again(request: ResumeRequest, delay: int) -> ResumeRequest:
+    return ResumeRequest(
+        request.tenant_id,
+        request.run_id,
+        request.step_index,
+        delay,
+        request.wake_at,
+        request.force,
+    )
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, poll: float = 0.01) -> bool:
+    """Poll `predicate` until true or `timeout` seconds passed; whether it became true."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(poll)
+    return predicate()

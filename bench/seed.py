@@ -1,0 +1,170 @@
+"""Bulk seeding of suspended runs whose streams are exactly what the engine writes.
+
+One template run is started through the engine itself; its stored events, inbox row,
+run summary and pending row are then cloned with COPY, with the per-run fields
+(run id, trigger event id, idempotency key, payload, wake-up time) replaced. The
+pending projection's checkpoint is moved past the cloned events afterwards: the
+rows it would derive from them are the ones written here.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from workflow_runner import DomainEvent, WorkflowRegistry, run_id_for
+from workflow_runner.durations import format_instant
+from workflow_runner.operations import PENDING_PROJECTION, ingest_domain_event, project_pending
+from workflow_runner.store import connect
+
+from .common import TENANT
+
+
+def seed_sleeping_runs(
+    url: str, registry: WorkflowRegistry, n: int, wake_from: datetime
+) -> list[str]:
+    """Seed `n` bench-sleep runs suspended at their 1 s wait, due from `wake_from` on.
+
+    Returns the run ids. Run i wakes at `wake_from + i µs` (distinct, oldest first).
+    """
+    started_at = wake_from - timedelta(seconds=1)
+    store = connect(url)
+    try:
+        template = DomainEvent(
+            id="tmpl", type="bench.sleep", payload={"id": "tmpl", "n": 0}, tenant_id=TENANT
+        )
+        result = ingest_domain_event(store, template, started_at, registry)
+        project_pending(store, started_at)
+        run_id = result.started[0].run_id
+        events = store.load_stream(TENANT, run_id)
+        inbox = store.get_inbox_event(TENANT, "tmpl")
+        pending = store.fetch_all("list_pending", {"tenant_id": TENANT, "before": None, "limit": 5})
+    finally:
+        store.close()
+    if [e.type for e in events] != ["workflow.run-started", "workflow.step.waiting"]:
+        raise RuntimeError(f"template run has an unexpected stream: {[e.type for e in events]}")
+    assert inbox is not None and len(pending) == 1
+    started_tmpl, waiting_tmpl = events[0].payload, events[1].payload
+    definition = registry.latest("bench-sleep")
+    run_ids: list[str] = []
+    with psycopg.connect(url, autocommit=False) as conn:
+        conn.execute("DELETE FROM workflow_run_pending")
+        conn.execute("DELETE FROM workflow_runs")
+        conn.execute("DELETE FROM wf_events")
+        conn.execute("DELETE FROM inbox")
+        cur = conn.cursor()
+        rows: list[dict[str, Any]] = []
+        for i in range(n):
+            key = f"b{i}"
+            rid = run_id_for(definition.name, key)
+            run_ids.append(rid)
+            wake = wake_from + timedelta(microseconds=i)
+            started = {
+                **started_tmpl,
+                "triggerEventRef": {"eventId": f"e{i}"},
+                "idempotencyKey": key,
+            }
+            waiting = {
+                **waiting_tmpl,
+                "wakeAt": format_instant(wake),
+                "results": {"first": {"n": i}},
+            }
+            rows.append(
+                {"i": i, "key": key, "run_id": rid, "wake": wake, "s": started, "w": waiting}
+            )
+        with cur.copy(
+            "COPY inbox (tenant_id, event_id, source, type, detail, event_time, received_at,"
+            " triggered_at) FROM STDIN"
+        ) as copy:
+            for r in rows:
+                copy.write_row(
+                    (
+                        TENANT,
+                        f"e{r['i']}",
+                        inbox["source"],
+                        inbox["type"],
+                        json.dumps({"id": r["key"], "n": r["i"]}),
+                        None,
+                        started_at,
+                        started_at,
+                    )
+                )
+        with cur.copy(
+            "COPY wf_events (tenant_id, stream_id, stream_type, version, type, payload,"
+            " metadata, recorded_at) FROM STDIN"
+        ) as copy:
+            for r in rows:
+                copy.write_row(
+                    (
+                        TENANT,
+                        r["run_id"],
+                        "workflow-run",
+                        1,
+                        events[0].type,
+                        json.dumps(r["s"]),
+                        "{}",
+                        started_at,
+                    )
+                )
+                copy.write_row(
+                    (
+                        TENANT,
+                        r["run_id"],
+                        "workflow-run",
+                        2,
+                        events[1].type,
+                        json.dumps(r["w"]),
+                        "{}",
+                        started_at,
+                    )
+                )
+        with cur.copy(
+            "COPY workflow_runs (tenant_id, run_id, workflow_name, status, version,"
+            " definition_fingerprint, trigger_event_type, started_at, updated_at) FROM STDIN"
+        ) as copy:
+            for r in rows:
+                copy.write_row(
+                    (
+                        TENANT,
+                        r["run_id"],
+                        definition.name,
+                        "waiting",
+                        2,
+                        definition.fingerprint,
+                        "bench.sleep",
+                        started_at,
+                        started_at,
+                    )
+                )
+        p = pending[0]
+        with cur.copy(
+            "COPY workflow_run_pending (tenant_id, run_id, step_index, workflow_name,"
+            " suspension_event_type, wake_at, definition_fingerprint, suspension_version)"
+            " FROM STDIN"
+        ) as copy:
+            for r in rows:
+                copy.write_row(
+                    (
+                        TENANT,
+                        r["run_id"],
+                        p["step_index"],
+                        definition.name,
+                        p["suspension_event_type"],
+                        r["wake"],
+                        definition.fingerprint,
+                        p["suspension_version"],
+                    )
+                )
+        conn.commit()
+        # Every cloned event is already reflected in the pending rows above.
+        conn.execute(
+            "UPDATE projection_checkpoints SET last_xid = (SELECT max(xid) FROM wf_events),"
+            " last_position = (SELECT max(position) FROM wf_events) WHERE name = %s",
+            [PENDING_PROJECTION],
+        )
+        conn.commit()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+    return run_ids

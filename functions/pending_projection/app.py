@@ -2,7 +2,8 @@
 
 Invoked asynchronously (a nudge after appends) and by a schedule as a safety net; the
 input is ignored: the projection always continues from its checkpoint. Waits that an
-already-stored event satisfies are sent to the resume queue at once.
+already-stored event satisfies, and new suspensions due before the next due-scan tick,
+are sent to the resume queue at once (delayed to their second).
 """
 
 from __future__ import annotations
@@ -24,13 +25,26 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     support.parse_model(event or {}, ScheduledInput, "pending projection input")
     rt = support.runtime()
     now = rt.clock.now()
-    result = support.with_store(lambda store: project_pending(store, now))
+    settings = support.settings()
+    result = support.with_store(
+        lambda store: project_pending(store, now, horizon_seconds=settings.due_scan_horizon_seconds)
+    )
+    # Timers due before the next due-scan tick go out now, delayed to the second.
     sent, _ = support.with_store(
         lambda store: enqueue_woken(
-            store, rt.resume_queue, result.woken, now, support.settings().resume_lease_seconds
+            store,
+            rt.resume_queue,
+            [*result.woken, *result.due_soon],
+            now,
+            settings.resume_lease_seconds,
         )
     )
     support.count("ProjectionEventsApplied", result.applied)
     support.count("Wakeups", len(result.woken))
     logger.info("pending projection caught up", extra={"applied": result.applied})
-    return {"applied": result.applied, "woken": len(result.woken), "enqueued": sent}
+    return {
+        "applied": result.applied,
+        "woken": len(result.woken),
+        "dueSoon": len(result.due_soon),
+        "enqueued": sent,
+    }

@@ -10,23 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ResumeMessage
-
-processor = BatchProcessor(event_type=EventType.SQS)
-
-
-def resume_record(record: SQSRecord) -> str:
-    message = support.parse_model(record.json_body, ResumeMessage, "resume message")
-    return support.resume(message).outcome
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -34,8 +21,6 @@ def resume_record(record: SQSRecord) -> str:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if isinstance(event, dict) and "Records" in event:
-        return process_partial_response(
-            event=event, record_handler=resume_record, processor=processor, context=context
-        )
+        return support.resume_sqs_batch(event)
     message = support.parse_model(event, ResumeMessage, "resume request")
     return support.resume_result_json(support.resume(message))

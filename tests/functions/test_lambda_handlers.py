@@ -190,6 +190,29 @@ def test_pending_projection_catches_up(
     assert invoke(handlers, "PendingProjectionFunction", load_event(name))["applied"] == 0
 
 
+def test_pending_projection_sends_a_timer_due_before_the_next_tick_at_once(
+    handlers: Handlers, runtime: Runtime, store: Store
+) -> None:
+    """A 30 s retry backoff must not wait for the next minute tick: the projection
+    leases the row and sends it delayed to its second."""
+    trigger(handlers, "trigger-projection-inventory-changed.json")
+    result = project(handlers)
+    assert (result["dueSoon"], result["enqueued"]) == (1, 1)
+    (request,) = runtime.resume_queue.sent  # type: ignore[attr-defined]
+    assert request.delay_seconds == 30
+    (row,) = store.list_pending(TENANT)
+    assert row["leased_until"] is not None  # the next due scan will not send it again
+
+
+def test_pending_projection_leaves_far_timers_to_the_due_scan(
+    handlers: Handlers, runtime: Runtime, store: Store
+) -> None:
+    trigger(handlers, "trigger-projection-user-signed-up.json")  # waits a day
+    result = project(handlers)
+    assert (result["dueSoon"], result["enqueued"]) == (0, 0)
+    assert runtime.resume_queue.sent == []  # type: ignore[attr-defined]
+
+
 def test_pending_projection_rejects_a_non_object(handlers: Handlers, runtime: Runtime) -> None:
     with pytest.raises(InvalidInput, match="pending projection input"):
         invoke(handlers, "PendingProjectionFunction", ["not", "an", "object"])

@@ -12,7 +12,15 @@ from workflow_runner import operations as ops
 from workflow_runner.registry import WorkflowRegistry
 from workflow_runner.store import Store
 
-from tests.support import TENANT_A, pending_rows, resume_due, stream, stream_types, trigger
+from tests.support import (
+    TENANT_A,
+    event,
+    pending_rows,
+    resume_due,
+    stream,
+    stream_types,
+    trigger,
+)
 
 
 @pytest.fixture
@@ -203,3 +211,21 @@ def test_resume_runs_batches_passes_in_one_transaction_and_isolates_failures(
     assert [getattr(r, "outcome", None) for r in results] == ["completed", None, "completed"]
     for key in keys:
         assert stream_types(store, run_id_for("rl-wait", key))[-1] == ev.RUN_COMPLETED
+
+
+def test_projection_reports_new_suspensions_due_within_the_horizon(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, wait_wf
+) -> None:
+    ops.ingest_domain_event(
+        store, event("rl-test.wait", {"runKey": "soon", "forIso": "PT20S"}), clock.now(), registry
+    )
+    ops.ingest_domain_event(
+        store, event("rl-test.wait", {"runKey": "late", "forIso": "PT2M"}), clock.now(), registry
+    )
+
+    result = ops.project_pending(store, clock.now(), horizon_seconds=60)
+
+    assert [(d.run_id, d.step_index, d.wake_at) for d in result.due_soon] == [
+        (run_id_for("rl-wait", "soon"), 0, clock.now() + timedelta(seconds=20))
+    ]
+    assert ops.project_pending(store, clock.now(), horizon_seconds=60).due_soon == []

@@ -27,7 +27,7 @@ from typing import Any
 
 from .cron import CronSchedule
 from .dsl import CronTrigger
-from .operations import RunOutcome, WokenRun, start_cron_run
+from .operations import DueRun, RunOutcome, WokenRun, start_cron_run
 from .ports import ResumeQueue, ResumeRequest
 from .registry import WorkflowRegistry, default_registry
 from .store import Store
@@ -240,11 +240,12 @@ def due_scan(
 def enqueue_woken(
     store: Store,
     queue: ResumeQueue,
-    woken: Sequence[WokenRun],
+    woken: Sequence[WokenRun | DueRun],
     now: datetime,
     lease_seconds: int = DEFAULT_LEASE_SECONDS,
 ) -> tuple[int, int]:
-    """Send runs an awaited event just woke to the resume queue at once (no delay).
+    """Send runs an awaited event just woke (or new suspensions due within the scan
+    horizon) to the resume queue at once, delayed to their wake time.
 
     Each row is leased first so the next due scan does not send it again; a row
     whose lease is taken is already on its way.

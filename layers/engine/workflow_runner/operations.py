@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from . import events as ev
@@ -60,17 +60,22 @@ class WokenRun:
 
 
 @dataclass(frozen=True)
-class ProjectionResult:
-    applied: int
-    woken: list[WokenRun] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
 class DueRun:
     tenant_id: str
     run_id: str
     step_index: int
     wake_at: datetime
+
+
+@dataclass(frozen=True)
+class ProjectionResult:
+    """What a catch-up applied; `woken`: waits an already-stored event satisfied;
+    `due_soon`: new suspensions due within the horizon asked for (to enqueue now,
+    delayed, instead of waiting for the next due-scan tick)."""
+
+    applied: int
+    woken: list[WokenRun] = field(default_factory=list)
+    due_soon: list[DueRun] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -605,15 +610,22 @@ def _apply_pending(
 
 
 def project_pending(
-    store: Store, now: datetime, batch_size: int = 1000, max_batches: int | None = None
+    store: Store,
+    now: datetime,
+    batch_size: int = 1000,
+    max_batches: int | None = None,
+    horizon_seconds: int | None = None,
 ) -> ProjectionResult:
     """Catch the pending projection up with the run streams, in commit order.
 
     Each batch is one transaction that also advances the checkpoint (exactly once).
-    Returns the events applied and the waits that an already-stored event satisfied.
+    Returns the events applied, the waits that an already-stored event satisfied, and
+    (with `horizon_seconds`) the suspensions due before `now + horizon_seconds`.
     """
     applied = 0
     woken: list[WokenRun] = []
+    soon: dict[tuple[str, str], DueRun] = {}
+    limit = None if horizon_seconds is None else now + timedelta(seconds=horizon_seconds)
     batches = 0
     while max_batches is None or batches < max_batches:
         batches += 1
@@ -628,6 +640,12 @@ def project_pending(
                         hit = _apply_pending(store, e, now, deletes)
                         if hit is not None:
                             woken.append(hit)
+                        if limit is not None and e.type in ev.SUSPENSION_TYPES:
+                            p = e.payload
+                            wake_at = parse_instant(p.get("wakeAt") or p["timeoutAt"])
+                            if wake_at <= limit:
+                                key = (e.tenant_id, e.stream_id)
+                                soon[key] = DueRun(*key, p["stepIndex"], wake_at)
                 deletes.flush()
                 if events:
                     last = events[-1]
@@ -635,7 +653,7 @@ def project_pending(
         applied += len(events)
         if len(events) < batch_size:
             break
-    return ProjectionResult(applied, woken)
+    return ProjectionResult(applied, woken, list(soon.values()))
 
 
 # --- due and resume -------------------------------------------------------------------

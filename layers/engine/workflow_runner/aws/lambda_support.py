@@ -11,19 +11,20 @@ from __future__ import annotations
 import json
 import math
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.data_classes import SQSEvent
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import BaseModel, ValidationError
 
 from ..dsl import DomainEvent
 from ..envelope import EventBridgeEvent, parse_envelope, to_domain_event
 from ..errors import InvalidInput, RunNotFound, TransientStoreError
-from ..operations import ResumeResult, RunOutcome, resume_run
+from ..operations import ResumeRequestItem, ResumeResult, RunOutcome, resume_runs
 from ..ports import ResumeRequest, Runtime, get_runtime
 from ..registry import WorkflowRegistry, load_workflow_modules
 from ..store import Store
@@ -157,50 +158,87 @@ def record_outcomes(outcomes: Iterable[RunOutcome]) -> int:
 
 
 def resume(message: ResumeMessage) -> ResumeResult:
-    """Resume one run; a request that arrived early goes back to the queue, delayed.
+    """Resume one run (the direct invoke); see `resume_batch`.
 
     Raises:
         RunNotFound: the tenant has no such run.
     """
+    (result,) = resume_batch([message])
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def resume_batch(messages: Sequence[ResumeMessage]) -> list[ResumeResult | Exception]:
+    """Resume several runs in one transaction (one savepoint per pass, one commit).
+
+    A request that arrived early goes back to the queue, delayed to its wake time. An
+    unknown run, or another tenant's, comes back as its RunNotFound (nothing written);
+    a failure of the whole transaction raises, so the whole batch is retried.
+    """
     rt = runtime()
-    logger.append_keys(tenant_id=message.tenant_id, run_id=message.run_id)
     now = rt.clock.now()
-    try:
-        result = with_store(
-            lambda store: resume_run(
-                store,
-                message.tenant_id,
-                message.run_id,
-                message.step_index,
-                now,
-                force=message.force,
-                registry=registry(),
+    items = [
+        ResumeRequestItem(m.tenant_id, m.run_id, m.step_index, force=m.force) for m in messages
+    ]
+    results = with_store(lambda store: resume_runs(store, items, now, registry()))
+    requeue: list[ResumeRequest] = []
+    resumed = False
+    for message, result in zip(messages, results, strict=True):
+        logger.append_keys(tenant_id=message.tenant_id, run_id=message.run_id)
+        if isinstance(result, RunNotFound):
+            logger.error(str(result))
+            count("RunNotFound")
+            continue
+        if isinstance(result, Exception):
+            logger.error(f"resume failed: {type(result).__name__}")
+            count("ResumeErrors")
+            continue
+        if result.outcome == "not-due" and result.wake_at is not None:
+            delay = min(900, max(1, math.ceil((result.wake_at - now).total_seconds())))
+            requeue.append(
+                ResumeRequest(message.tenant_id, message.run_id, message.step_index, delay)
             )
-        )
-    except RunNotFound as error:
-        # Unknown run, or another tenant's: nothing was written; say so and fail loud.
-        logger.error(str(error))
-        count("RunNotFound")
-        raise
-    if result.outcome == "not-due" and result.wake_at is not None:
-        delay = min(900, max(1, math.ceil((result.wake_at - now).total_seconds())))
-        rt.resume_queue.send(
-            [ResumeRequest(message.tenant_id, message.run_id, message.step_index, delay)]
-        )
-        count("ResumesRequeued")
-    elif result.outcome in ("suspended", "completed", "failed"):
-        count("RunsResumed")
-        if result.wake_at is not None:
-            lag = max(0.0, (now - result.wake_at).total_seconds())
-            count("ResumeLagSeconds", lag, MetricUnit.Seconds)
-        if result.outcome == "completed":
-            count("RunsCompleted")
-        elif result.outcome == "failed":
-            count("RunsFailed")
+            count("ResumesRequeued")
+        elif result.outcome in ("suspended", "completed", "failed"):
+            resumed = True
+            count("RunsResumed")
+            if result.wake_at is not None:
+                lag = max(0.0, (now - result.wake_at).total_seconds())
+                count("ResumeLagSeconds", lag, MetricUnit.Seconds)
+            if result.outcome == "completed":
+                count("RunsCompleted")
+            elif result.outcome == "failed":
+                count("RunsFailed")
+        logger.info(f"resume {result.outcome}", extra={"outcome": result.outcome})
+    if requeue:
+        rt.resume_queue.send(requeue)
+    if resumed:
         rt.nudger.nudge_projection()
         rt.nudger.nudge_dispatcher()
-    logger.info(f"resume {result.outcome}", extra={"outcome": result.outcome})
-    return result
+    return results
+
+
+def resume_sqs_batch(event: dict[str, Any]) -> dict[str, Any]:
+    """ResumeRun's SQS input: the whole batch in one transaction; bad or failing
+    messages come back as partial batch failures (after maxReceiveCount: the DLQ)."""
+    failures: list[str] = []
+    valid: list[tuple[str, ResumeMessage]] = []
+    for record in SQSEvent(event).records:
+        try:
+            valid.append(
+                (
+                    record.message_id,
+                    parse_model(json.loads(record.body), ResumeMessage, "resume message"),
+                )
+            )
+        except (InvalidInput, ValueError):
+            failures.append(record.message_id)
+    results = resume_batch([message for _, message in valid]) if valid else []
+    failures += [
+        mid for (mid, _), r in zip(valid, results, strict=True) if isinstance(r, Exception)
+    ]
+    return {"batchItemFailures": [{"itemIdentifier": mid} for mid in failures]}
 
 
 def resume_result_json(result: ResumeResult) -> dict[str, Any]:

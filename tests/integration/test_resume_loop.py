@@ -229,3 +229,32 @@ def test_projection_reports_new_suspensions_due_within_the_horizon(
         (run_id_for("rl-wait", "soon"), 0, clock.now() + timedelta(seconds=20))
     ]
     assert ops.project_pending(store, clock.now(), horizon_seconds=60).due_soon == []
+
+
+def test_a_pass_that_breaks_mid_batch_costs_only_itself(
+    store: Store,
+    registry: WorkflowRegistry,
+    clock: ManualClock,
+    wait_wf,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for key in ("a", "bad", "b"):
+        trigger(store, registry, "rl-test.wait", {"runKey": key, "forIso": "PT1M"}, clock.now())
+    bad = run_id_for("rl-wait", "bad")
+    real = ops._continue_run
+
+    def breaking(store_, state, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if state.run_id == bad:
+            raise RuntimeError("bug in a pass, after its claim was appended")
+        return real(store_, state, *args, **kwargs)
+
+    monkeypatch.setattr(ops, "_continue_run", breaking)
+    items = [
+        ops.ResumeRequestItem(TENANT_A, run_id_for("rl-wait", k), 0) for k in ("a", "bad", "b")
+    ]
+
+    results = ops.resume_runs(store, items, clock.now() + timedelta(minutes=1), registry)
+
+    assert isinstance(results[1], RuntimeError)
+    assert [getattr(r, "outcome", None) for r in results] == ["completed", None, "completed"]
+    assert stream_types(store, bad) == [ev.RUN_STARTED, ev.STEP_WAITING]  # its claim rolled back

@@ -55,6 +55,9 @@ class RunState:
     consumed_event_ids: list[str] = field(default_factory=list)
     last_failure: dict[str, Any] | None = None
     started_payload: dict[str, Any] = field(default_factory=dict)
+    # The trigger event's inbox row when the loader fetched it with the stream.
+    trigger_inbox: dict[str, Any] | None = None
+    trigger_loaded: bool = False
 
     @property
     def settled(self) -> bool:

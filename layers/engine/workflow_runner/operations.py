@@ -673,10 +673,12 @@ def load_run(store: Store, tenant_id: str, run_id: str) -> ev.RunState:
     Raises:
         RunNotFound: the tenant has no run with this id.
     """
-    events = store.load_stream(tenant_id, run_id)
+    events, trigger = store.load_run_stream(tenant_id, run_id)
     if not events or events[0].type != ev.RUN_STARTED:
         raise RunNotFound(tenant_id, run_id)
-    return ev.fold_run(run_id, tenant_id, events)
+    state = ev.fold_run(run_id, tenant_id, events)
+    state.trigger_inbox, state.trigger_loaded = trigger, True
+    return state
 
 
 def _restore_results(
@@ -714,69 +716,84 @@ def resume_run(
     Raises:
         RunNotFound: the tenant has no such run.
     """
-    registry = registry or default_registry()
     with store.transaction():
-        state = load_run(store, tenant_id, run_id)
-        base = _ResumeKey(tenant_id, run_id, step_index)
-        suspension = state.suspension
-        if state.status != "waiting" or suspension is None or suspension["stepIndex"] != step_index:
-            return base.result("already-resumed")
-        matched = state.matched_event_id
-        wake_at = state.wake_at
-        if matched is None and not force and wake_at is not None and wake_at > now:
-            return base.result("not-due", wake_at=wake_at)
-        definition = registry.find(state.workflow_name, state.fingerprint)
-        if definition is None:
-            current = _current_fingerprint(registry, state.workflow_name)
-            name = state.workflow_name
-            if current is None:
-                error = f'Workflow "{name}" is not registered — cannot resume run {run_id}.'
-            else:
-                error = (
-                    f'Workflow "{name}" definition changed since run {run_id} started '
-                    f"(expected {state.fingerprint[:12]}…, current {current[:12]}…)."
-                )
-            if _fail_run(
-                store,
-                tenant_id,
-                run_id,
-                state,
-                state.version,
-                step_index,
-                "workflow_definition_changed",
-                error,
-                now,
-            ):
-                return base.result("failed", reason="workflow_definition_changed")
-            return base.result("already-resumed")
-        if state.suspension_type == ev.STEP_WAITING_FOR_EVENT:
-            resumed_by = "event" if matched else "timeout"
+        return _resume_in_transaction(
+            store, tenant_id, run_id, step_index, now, force, registry or default_registry()
+        )
+
+
+def _resume_in_transaction(
+    store: Store,
+    tenant_id: str,
+    run_id: str,
+    step_index: int,
+    now: datetime,
+    force: bool,
+    registry: WorkflowRegistry,
+) -> ResumeResult:
+    """resume_run's body, inside the caller's transaction. RunNotFound is raised
+    before anything is written."""
+    state = load_run(store, tenant_id, run_id)
+    base = _ResumeKey(tenant_id, run_id, step_index)
+    suspension = state.suspension
+    if state.status != "waiting" or suspension is None or suspension["stepIndex"] != step_index:
+        return base.result("already-resumed")
+    matched = state.matched_event_id
+    wake_at = state.wake_at
+    if matched is None and not force and wake_at is not None and wake_at > now:
+        return base.result("not-due", wake_at=wake_at)
+    definition = registry.find(state.workflow_name, state.fingerprint)
+    if definition is None:
+        current = _current_fingerprint(registry, state.workflow_name)
+        name = state.workflow_name
+        if current is None:
+            error = f'Workflow "{name}" is not registered — cannot resume run {run_id}.'
         else:
-            resumed_by = "timer"
-        if force and matched is None and wake_at is not None and wake_at > now:
-            resumed_by = "forced"
-        claim = _run_event(
-            ev.STEP_RESUMED,
-            {
-                "stepIndex": step_index,
-                "path": suspension.get("path"),
-                "retryAttempt": suspension.get("attempt"),
-                "suspensionVersion": state.suspension_version,
-                "awaitedEventId": matched,
-                "resumedBy": resumed_by,
-            },
-        )
-        if not store.append(tenant_id, run_id, ev.RUN_STREAM, state.version, [claim], now):
-            return base.result("already-resumed")
-        version = state.version + 1
-        outcome = _continue_run(store, state, definition, suspension, matched, version, now)
-        return base.result(
-            outcome.outcome,
-            suspended_at=outcome.step_index if outcome.outcome == "suspended" else None,
-            resumed_wake_at=outcome.wake_at,
-            reason=outcome.reason,
-            wake_at=wake_at,
-        )
+            error = (
+                f'Workflow "{name}" definition changed since run {run_id} started '
+                f"(expected {state.fingerprint[:12]}…, current {current[:12]}…)."
+            )
+        if _fail_run(
+            store,
+            tenant_id,
+            run_id,
+            state,
+            state.version,
+            step_index,
+            "workflow_definition_changed",
+            error,
+            now,
+        ):
+            return base.result("failed", reason="workflow_definition_changed")
+        return base.result("already-resumed")
+    if state.suspension_type == ev.STEP_WAITING_FOR_EVENT:
+        resumed_by = "event" if matched else "timeout"
+    else:
+        resumed_by = "timer"
+    if force and matched is None and wake_at is not None and wake_at > now:
+        resumed_by = "forced"
+    claim = _run_event(
+        ev.STEP_RESUMED,
+        {
+            "stepIndex": step_index,
+            "path": suspension.get("path"),
+            "retryAttempt": suspension.get("attempt"),
+            "suspensionVersion": state.suspension_version,
+            "awaitedEventId": matched,
+            "resumedBy": resumed_by,
+        },
+    )
+    if not store.append(tenant_id, run_id, ev.RUN_STREAM, state.version, [claim], now):
+        return base.result("already-resumed")
+    version = state.version + 1
+    outcome = _continue_run(store, state, definition, suspension, matched, version, now)
+    return base.result(
+        outcome.outcome,
+        suspended_at=outcome.step_index if outcome.outcome == "suspended" else None,
+        resumed_wake_at=outcome.wake_at,
+        reason=outcome.reason,
+        wake_at=wake_at,
+    )
 
 
 @dataclass(frozen=True)
@@ -795,33 +812,58 @@ def resume_runs(
     now: datetime,
     registry: WorkflowRegistry | None = None,
 ) -> list[ResumeResult | Exception]:
-    """Resume several suspensions in one transaction, each pass in its own savepoint.
+    """Resume several suspensions in one transaction: one commit for the batch.
 
-    Every pass stays atomic (a pass that raises rolls back to its savepoint and is
-    reported as that item's exception, the others go on), while the batch pays for one
-    commit instead of one per run. A database failure of the transaction itself raises:
-    then none of the batch happened and all of it may be retried.
+    Each pass is still all or nothing. The batch runs without savepoints (they cost two
+    round trips a pass); an unknown run is reported as its RunNotFound, which is raised
+    before anything is written. If anything else goes wrong mid-batch, nothing of the
+    batch is committed and every request is run again in a transaction of its own, so
+    one bad request costs its own pass only. A transient database failure raises: then
+    none of the batch happened and all of it may be retried.
     """
-    results: list[ResumeResult | Exception] = []
-    with store.transaction():
-        for item in requests:
-            try:
-                results.append(
-                    resume_run(
-                        store,
-                        item.tenant_id,
-                        item.run_id,
-                        item.step_index,
-                        now,
-                        force=item.force,
-                        registry=registry,
+    registry = registry or default_registry()
+    try:
+        results: list[ResumeResult | Exception] = []
+        with store.transaction():
+            for item in requests:
+                try:
+                    results.append(
+                        _resume_in_transaction(
+                            store,
+                            item.tenant_id,
+                            item.run_id,
+                            item.step_index,
+                            now,
+                            item.force,
+                            registry,
+                        )
                     )
+                except RunNotFound as error:
+                    results.append(error)
+        return results
+    except TransientStoreError:
+        raise
+    except Exception as error:
+        log.warning("resume batch failed, resuming one by one", extra={"detail": repr(error)})
+    isolated: list[ResumeResult | Exception] = []
+    for item in requests:
+        try:
+            isolated.append(
+                resume_run(
+                    store,
+                    item.tenant_id,
+                    item.run_id,
+                    item.step_index,
+                    now,
+                    force=item.force,
+                    registry=registry,
                 )
-            except TransientStoreError:
-                raise
-            except Exception as error:  # one bad item must not sink the batch
-                results.append(error)
-    return results
+            )
+        except TransientStoreError:
+            raise
+        except Exception as error:  # one bad item must not sink the others
+            isolated.append(error)
+    return isolated
 
 
 def _current_fingerprint(registry: WorkflowRegistry, name: str) -> str | None:
@@ -836,7 +878,10 @@ def _load_trigger(store: Store, state: ev.RunState, started: dict[str, Any]) -> 
         return _cron_event(state.tenant_id, state.workflow_name, started["cronScheduledAt"])
     if state.trigger_event_id is None:
         return None
-    row = store.get_inbox_event(state.tenant_id, state.trigger_event_id)
+    if state.trigger_loaded:
+        row = state.trigger_inbox
+    else:
+        row = store.get_inbox_event(state.tenant_id, state.trigger_event_id)
     if row is None or row["detail"] is None:
         return None
     return _inbox_event(row)

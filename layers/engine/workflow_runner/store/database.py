@@ -191,6 +191,25 @@ class Store:
             for r in self.fetch_all("load_stream", {"tenant_id": tenant_id, "stream_id": stream_id})
         ]
 
+    def load_run_stream(
+        self, tenant_id: str, run_id: str
+    ) -> tuple[list[StoredEvent], dict[str, Any] | None]:
+        """A run's events and its trigger event's inbox row (None when not stored)."""
+        rows = self.fetch_all("load_run_stream", {"tenant_id": tenant_id, "stream_id": run_id})
+        trigger = None
+        if rows and rows[0]["trigger_event_id"] is not None:
+            first = rows[0]
+            trigger = {
+                "tenant_id": tenant_id,
+                "event_id": first["trigger_event_id"],
+                "source": first["trigger_source"],
+                "type": first["trigger_type"],
+                "detail": first["trigger_detail"],
+                "event_time": first["trigger_event_time"],
+                "received_at": first["trigger_received_at"],
+            }
+        return [_event(r) for r in rows], trigger
+
     def stream_version(self, tenant_id: str, stream_id: str) -> int:
         row = self.fetch_one("stream_version", {"tenant_id": tenant_id, "stream_id": stream_id})
         return int(row["version"]) if row else 0

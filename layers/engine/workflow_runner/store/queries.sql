@@ -17,6 +17,21 @@ FROM wf_events
 WHERE tenant_id = %(tenant_id)s AND stream_id = %(stream_id)s
 ORDER BY version;
 
+-- name: load_run_stream
+-- A run's events, oldest first; the first row also carries its trigger event's inbox
+-- row, so a resume reads everything it needs in one round trip.
+SELECT e.position, e.tenant_id::text AS tenant_id, e.stream_id::text AS stream_id,
+       e.stream_type, e.version, e.type, e.payload, e.metadata, e.recorded_at,
+       i.event_id AS trigger_event_id, i.source AS trigger_source, i.type AS trigger_type,
+       i.detail AS trigger_detail, i.event_time AS trigger_event_time,
+       i.received_at AS trigger_received_at
+FROM wf_events e
+LEFT JOIN inbox i
+       ON e.version = 1 AND i.tenant_id = e.tenant_id
+      AND i.event_id = e.payload #>> '{triggerEventRef,eventId}'
+WHERE e.tenant_id = %(tenant_id)s AND e.stream_id = %(stream_id)s
+ORDER BY e.version;
+
 -- name: stream_version
 -- The current version of a stream (0 when it does not exist).
 SELECT coalesce(max(version), 0) AS version

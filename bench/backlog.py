@@ -3,88 +3,139 @@ against the server's raw commit rate on the same number of connections."""
 
 from __future__ import annotations
 
-import threading
+import multiprocessing
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+from workflow_runner.operations import ResumeRequestItem, project_pending, resume_runs
+from workflow_runner.store import connect
 
-from .common import bench_registry
-from .harness import Pipeline, wait_until
+from .common import TENANT, bench_registry
 from .seed import seed_sleeping_runs
 
+# --- process workers ---------------------------------------------------------------------
+# Lambda runs each ResumeRun instance in its own process. Threads of one Python process
+# share one interpreter lock, which on two cores caps the drain well below what the
+# database can take; so both the drain and its commit-rate reference also run with one
+# process per connection.
 
-def raw_commit_rate(url: str, connections: int, seconds: float) -> dict[str, Any]:
-    """One-row INSERT + COMMIT in a loop on `connections` connections for `seconds`."""
+
+def _commit_loop(url: str, seconds: float, start: Any, out: Any) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT 1")
+        start.wait()
+        n, deadline = 0, time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            conn.execute("INSERT INTO bench_commit (v) VALUES (%s)", [n])
+            n += 1
+    out.put(n)
+
+
+def raw_commit_rate_processes(url: str, connections: int, seconds: float) -> dict[str, Any]:
+    """The raw commit rate with one process per connection."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS bench_commit (id bigserial PRIMARY KEY, v int)")
-    counts = [0] * connections
-    start = threading.Barrier(connections + 1)
-    stop = threading.Event()
-
-    def loop(slot: int) -> None:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("SELECT 1")
-            start.wait()
-            n = 0
-            while not stop.is_set():
-                conn.execute("INSERT INTO bench_commit (v) VALUES (%s)", [slot])
-                n += 1
-            counts[slot] = n
-
-    threads = [threading.Thread(target=loop, args=(i,)) for i in range(connections)]
-    for thread in threads:
-        thread.start()
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Barrier(connections + 1), ctx.Queue()
+    procs = [
+        ctx.Process(target=_commit_loop, args=(url, seconds, start, out))
+        for _ in range(connections)
+    ]
+    for proc in procs:
+        proc.start()
     start.wait()
     began = time.perf_counter()
-    time.sleep(seconds)
-    stop.set()
-    for thread in threads:
-        thread.join()
+    commits = sum(out.get(timeout=seconds + 60) for _ in procs)
     elapsed = time.perf_counter() - began
+    for proc in procs:
+        proc.join()
     return {
         "connections": connections,
+        "processes": True,
         "seconds": round(elapsed, 2),
-        "commits": sum(counts),
-        "commits_per_s": round(sum(counts) / elapsed, 1),
+        "commits": commits,
+        "commits_per_s": round(commits / elapsed, 1),
     }
 
 
-def drain(url: str, n: int, workers: int, timeout: float = 900.0) -> dict[str, Any]:
-    """Seed `n` due runs, then time the pipeline resuming all of them to completion."""
+def _drain_worker(url: str, batch: int, start: Any, out: Any) -> None:
+    """Lease due rows like the due scan (SKIP LOCKED + lease), resume them in one
+    transaction like ResumeRun does with an SQS batch; until nothing is due."""
+    registry = bench_registry()
+    store = connect(url)
+    done = 0
+    start.wait()
+    try:
+        while True:
+            now = datetime.now(UTC)
+            with store.transaction():
+                rows = store.fetch_all(
+                    "lease_due_rows",
+                    {
+                        "tenant_id": TENANT,
+                        "now": now,
+                        "horizon": now,
+                        "lease_until": now + timedelta(minutes=15),
+                        "limit": batch,
+                    },
+                )
+            if not rows:
+                break
+            items = [ResumeRequestItem(TENANT, r["run_id"], r["step_index"]) for r in rows]
+            results = resume_runs(store, items, now, registry)
+            done += sum(getattr(r, "outcome", None) == "completed" for r in results)
+    finally:
+        store.close()
+    out.put(done)
+
+
+def _projector(url: str, stop: Any) -> None:
+    store = connect(url)
+    try:
+        while not stop.is_set():
+            if project_pending(store, datetime.now(UTC)).applied == 0:
+                time.sleep(0.02)
+    finally:
+        store.close()
+
+
+def drain_processes(url: str, n: int, workers: int, batch: int = 10) -> dict[str, Any]:
+    """Seed `n` due runs and time `workers` processes resuming all of them, with the
+    pending projection catching up in another process meanwhile."""
     registry = bench_registry()
     seed_started = time.perf_counter()
     seed_sleeping_runs(url, registry, n, datetime.now(UTC) - timedelta(hours=1))
     seed_s = time.perf_counter() - seed_started
-    done = 0
-    lock = threading.Lock()
-
-    def on_resumed(request: Any, result: Any, committed: float) -> None:
-        nonlocal done
-        if result.outcome == "completed":
-            with lock:
-                done += 1
-
-    pipeline = Pipeline(url, registry, workers=workers, scan_interval=0.05, on_resumed=on_resumed)
+    ctx = multiprocessing.get_context("spawn")
+    start, out, stop = ctx.Barrier(workers + 1), ctx.Queue(), ctx.Event()
+    projector = ctx.Process(target=_projector, args=(url, stop))
+    procs = [
+        ctx.Process(target=_drain_worker, args=(url, batch, start, out)) for _ in range(workers)
+    ]
+    projector.start()
+    for proc in procs:
+        proc.start()
+    start.wait()
     began = time.perf_counter()
-    with pipeline:
-        finished = wait_until(lambda: done >= n, timeout, poll=0.02)
-        elapsed = time.perf_counter() - began
-        stats = pipeline.stats
-    if not finished or stats.errors:
-        raise RuntimeError(f"backlog drain: {done}/{n} completed; errors: {stats.errors[:3]}")
+    completed = sum(out.get(timeout=900) for _ in procs)
+    elapsed = time.perf_counter() - began
+    stop.set()
+    for proc in [*procs, projector]:
+        proc.join()
     with psycopg.connect(url) as conn:
         row = conn.execute(
             "SELECT count(*) FILTER (WHERE status = 'completed'), count(*) FROM workflow_runs"
         ).fetchone()
-    assert row is not None and row[0] == n == row[1], f"runs completed/total: {row}"
+    if completed != n or row is None or row[0] != n:
+        raise RuntimeError(f"backlog drain: {completed}/{n} completed by workers; runs: {row}")
     return {
         "n": n,
         "workers": workers,
+        "processes": True,
+        "batch": batch,
         "seed_s": round(seed_s, 2),
         "drain_s": round(elapsed, 2),
         "resumes_per_s": round(n / elapsed, 1),
-        "resume_outcomes": dict(stats.outcomes),
-        "due_scans": stats.scans,
     }

@@ -9,6 +9,7 @@ measured with the deployed design's rounding.
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import queue
@@ -24,11 +25,12 @@ from workflow_runner.due_scan import delay_for, due_scan, enqueue_woken
 from workflow_runner.errors import TransientStoreError
 from workflow_runner.operations import (
     IngestResult,
+    ResumeRequestItem,
     ResumeResult,
     WokenRun,
     ingest_domain_event,
     project_pending,
-    resume_run,
+    resume_runs,
     wake_on_event,
 )
 from workflow_runner.ports import ResumeRequest
@@ -38,6 +40,7 @@ Job = Callable[[Store], None]
 
 # A store call that fails transiently is tried again this many times (Lambda would retry).
 _ATTEMPTS = 5
+_SQS_BATCH = 10
 
 
 @dataclass
@@ -146,6 +149,7 @@ class Pipeline:
         self.stats = PipelineStats()
         self._lock = threading.Lock()
         self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._ready: collections.deque[ResumeRequest] = collections.deque()
         self._nudge = threading.Event()
         self._stop = threading.Event()
         self.queue = DelayedQueue(self._deliver)
@@ -197,7 +201,27 @@ class Pipeline:
     # --- threads -------------------------------------------------------------------
 
     def _deliver(self, request: ResumeRequest) -> None:
-        self._jobs.put(lambda store: self._resume(store, request))
+        # Like SQS with batch size 10: a worker takes every ready request up to ten and
+        # resumes them in one transaction (ResumeRun's resume_batch does the same).
+        with self._lock:
+            self._ready.append(request)
+        self._jobs.put(self._resume_ready)
+
+    def _resume_ready(self, store: Store) -> None:
+        with self._lock:
+            batch = [self._ready.popleft() for _ in range(min(_SQS_BATCH, len(self._ready)))]
+        if not batch:
+            return
+        # Retried here, not by _run: a retry of this job would take other requests.
+        for attempt in range(_ATTEMPTS):
+            try:
+                self._resume(store, batch)
+                return
+            except TransientStoreError as error:
+                with self._lock:
+                    self.stats.retried += 1
+                if attempt == _ATTEMPTS - 1:
+                    self._error(error)
 
     def _worker(self) -> None:
         store = connect(self.url)
@@ -250,28 +274,30 @@ class Pipeline:
         if woken:
             enqueue_woken(store, self.queue, woken, self.clock.now())
 
-    def _resume(self, store: Store, request: ResumeRequest) -> None:
+    def _resume(self, store: Store, batch: Sequence[ResumeRequest]) -> None:
         now = self.clock.now()
-        result = resume_run(
-            store,
-            request.tenant_id,
-            request.run_id,
-            request.step_index,
-            now,
-            force=request.force,
-            registry=self.registry,
-        )
+        items = [
+            ResumeRequestItem(r.tenant_id, r.run_id, r.step_index, force=r.force) for r in batch
+        ]
+        results = resume_runs(store, items, now, self.registry)
         committed = time.time()
-        with self._lock:
-            self.stats.resumes += 1
-            self.stats.count(result.outcome)
-        if result.outcome == "not-due" and result.wake_at is not None:
-            # SQS would redeliver after the visibility timeout; ask again when due.
-            self.queue.send([_again(request, delay_for(result.wake_at, now))])
-            return
+        again: list[ResumeRequest] = []
+        for request, result in zip(batch, results, strict=True):
+            if isinstance(result, Exception):
+                self._error(result)
+                continue
+            with self._lock:
+                self.stats.resumes += 1
+                self.stats.count(result.outcome)
+            if result.outcome == "not-due" and result.wake_at is not None:
+                # SQS would redeliver after the visibility timeout; ask again when due.
+                again.append(_again(request, delay_for(result.wake_at, now)))
+                continue
+            if self.on_resumed is not None:
+                self.on_resumed(request, result, committed)
+        if again:
+            self.queue.send(again)
         self._nudge.set()
-        if self.on_resumed is not None:
-            self.on_resumed(request, result, committed)
 
     def _projector(self) -> None:
         store = connect(self.url)

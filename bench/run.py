@@ -165,9 +165,9 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     drains = []
     for n in sizes.backlog_n:
         with fresh_database(admin_url, "bench_backlog") as url:
-            before = backlog.raw_commit_rate(url, workers, sizes.commit_seconds)
-            drained = backlog.drain(url, n, workers)
-            after = backlog.raw_commit_rate(url, workers, sizes.commit_seconds)
+            before = backlog.raw_commit_rate_processes(url, workers, sizes.commit_seconds)
+            drained = backlog.drain_processes(url, n, workers)
+            after = backlog.raw_commit_rate_processes(url, workers, sizes.commit_seconds)
         # The shared machine is noisy: the reference is the better of the two loops
         # around the drain, which can only make our fraction look worse, never better.
         commit = max(before, after, key=lambda r: r["commits_per_s"])
@@ -180,7 +180,7 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
         log(f"  n={n}: {drained['resumes_per_s']}/s vs {commit['commits_per_s']} commits/s")
         drains.append({"n": n, "drain": drained, "commit_rate": commit, "fraction": fraction})
     with fresh_database(admin_url, "bench_commit1") as url:
-        single = backlog.raw_commit_rate(url, 1, sizes.commit_seconds)
+        single = backlog.raw_commit_rate_processes(url, 1, sizes.commit_seconds)
     results["backlog_drain"] = {
         "runs": drains,
         "fraction_of_commit_rate": drains[-1]["fraction"],

@@ -60,3 +60,12 @@ bench: $(BENCH_STAMP)
 
 bench-quick: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python -m bench.run --quick
+
+# The full reliability suite (minutes): figures go to docs/RELIABILITY.md.
+soak: $(STAMP)
+	rm -f build/reliability-stats.jsonl && mkdir -p build
+	WFR_RELIABILITY_STATS=$(CURDIR)/build/reliability-stats.jsonl WFR_FUZZ_EXAMPLES=150 \
+	WFR_DIFF_EXAMPLES=60 $(PY) -m pytest -n 2 tests/reliability \
+	--junitxml=build/reliability-junit.xml; status=$$?; \
+	$(PY) -m tests.reliability.report build/reliability-stats.jsonl \
+	build/reliability-junit.xml docs/RELIABILITY.md; exit $$status

@@ -1,0 +1,67 @@
+-- Named queries of the erasure operation (workflow_runner/erase.py).
+
+-- name: erase_lock_inbox_event
+-- The inbox event to erase, locked so concurrent erasures of one event serialise.
+SELECT event_id, erased_at FROM inbox
+WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s
+FOR UPDATE;
+
+-- name: erase_blank_inbox_event
+-- Drop the payload and mark the event consumed, so a late redelivery starts or wakes nothing.
+UPDATE inbox
+SET detail = NULL,
+    erased_at = coalesce(erased_at, %(now)s),
+    triggered_at = coalesce(triggered_at, %(now)s),
+    woken_at = coalesce(woken_at, %(now)s)
+WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s;
+
+-- name: erase_runs_referencing_event
+-- Runs of a tenant whose stream names the event as trigger or as matched awaited event.
+SELECT DISTINCT stream_id::text AS run_id,
+       CASE WHEN type = %(started_type)s THEN 'trigger' ELSE 'awaited' END AS relation
+FROM wf_events
+WHERE tenant_id = %(tenant_id)s AND stream_type = %(run_stream)s
+  AND ((type = %(started_type)s AND payload -> 'triggerEventRef' ->> 'eventId' = %(event_id)s)
+    OR (type = %(matched_type)s AND payload ->> 'eventId' = %(event_id)s));
+
+-- name: erase_redact_run_events
+-- Blank the payload-derived fields (step results, match values, return values) of runs' events.
+UPDATE wf_events
+SET payload = (payload - 'results' - 'match' - 'result')
+    || CASE WHEN payload ? 'results' THEN '{"results": {}}'::jsonb ELSE '{}'::jsonb END
+    || CASE WHEN payload ? 'match' THEN '{"match": null}'::jsonb ELSE '{}'::jsonb END
+    || CASE WHEN payload ? 'result' THEN '{"result": null}'::jsonb ELSE '{}'::jsonb END
+    || '{"redacted": true}'::jsonb
+WHERE tenant_id = %(tenant_id)s AND stream_id = ANY(%(run_ids)s::uuid[])
+  AND stream_type = %(run_stream)s
+  AND (payload ?| array['results', 'match', 'result'])
+  AND NOT (payload ? 'redacted');
+
+-- name: erase_delete_run_pending
+-- Drop the pending rows (they copy match values) of runs the erasure fails.
+DELETE FROM workflow_run_pending
+WHERE tenant_id = %(tenant_id)s AND run_id = ANY(%(run_ids)s::uuid[]);
+
+-- name: erase_open_dispatches
+-- Dispatch requests of the runs still waiting for delivery (they are settled as failed).
+SELECT request_id::text AS request_id, step_kind
+FROM dispatch_outbox
+WHERE tenant_id = %(tenant_id)s AND run_id = ANY(%(run_ids)s::uuid[]) AND status = 'pending';
+
+-- name: erase_blank_dispatches
+-- Blank every stored dispatch request (addresses, bodies) of the runs.
+UPDATE dispatch_outbox
+SET request = NULL,
+    status = CASE WHEN status = 'pending' THEN 'failed' ELSE status END,
+    leased_until = NULL
+WHERE tenant_id = %(tenant_id)s AND run_id = ANY(%(run_ids)s::uuid[])
+  AND (request IS NOT NULL OR status = 'pending');
+
+-- name: erase_blank_local_mail
+-- Blank the mail the local runtime captured for the runs' dispatch requests.
+UPDATE local_mailbox m
+SET subject = '', body = '', recipients = '[]'::jsonb
+FROM dispatch_outbox o
+WHERE o.tenant_id = %(tenant_id)s AND o.run_id = ANY(%(run_ids)s::uuid[])
+  AND m.request_id = o.request_id::text
+  AND (m.subject <> '' OR m.body <> '' OR m.recipients <> '[]'::jsonb);

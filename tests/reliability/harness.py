@@ -1,0 +1,518 @@
+"""The reliability suite's test bench: fault injection, a driver that plays AWS around
+the real Lambda handlers, history normalisation, invariant checks and the figures file.
+
+Faults are injected at *boundaries*: before and after every SQL statement a Store runs
+(every Store method ends in fetch_all / fetch_one / execute / send) and every port call
+(resume queue, mailer, HTTP, nudger). An injected crash is a BaseException so no
+engine code can swallow it, the way a killed process cannot be caught.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from workflow_runner import events as ev
+from workflow_runner.aws.inprocess import FakeLambdaContext, build_inprocess_runtime
+from workflow_runner.aws.settings import Settings
+from workflow_runner.clock import ManualClock
+from workflow_runner.errors import TransientStoreError
+from workflow_runner.ports import HttpResponse, ResumeRequest, Runtime, set_runtime
+from workflow_runner.registry import WorkflowRegistry
+from workflow_runner.store import Store, connect
+
+ROOT = Path(__file__).resolve().parents[2]
+TENANT_A = "11111111-1111-4111-8111-111111111111"
+TENANT_B = "22222222-2222-4222-8222-222222222222"
+PUBLIC_ADDRESS = "93.184.215.14"  # a public address: nothing is ever connected to it
+
+# --- figures for docs/RELIABILITY.md ---------------------------------------------------
+
+
+def record(**counts: float) -> None:
+    """Add to the run's figures (a JSON line per call, when WFR_RELIABILITY_STATS is set).
+
+    Appending one short line is atomic enough for pytest-xdist workers sharing the file.
+    """
+    path = os.environ.get("WFR_RELIABILITY_STATS")
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(counts, separators=(",", ":")) + "\n")
+
+
+# --- fault injection -------------------------------------------------------------------
+
+
+class InjectedCrash(BaseException):
+    """The process 'died' at a boundary."""
+
+
+@dataclass
+class FaultPlan:
+    """Crash at boundary number `at` (1-based) in phase `phase`, or count only.
+
+    Args:
+        at: the boundary to crash at (None: never).
+        phase: "before" (the statement or call does not happen) or "after" (it
+            happened; its transaction, if any, is then rolled back by the crash).
+    """
+
+    at: int | None = None
+    phase: str = "before"
+    count: int = 0
+    fired: str | None = None  # label of the boundary that crashed
+    labels: list[str] = field(default_factory=list)
+    keep_labels: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def hit(self, label: str, phase: str) -> None:
+        if phase != "before":
+            if self.fired is None and self.at == self.count and self.phase == "after":
+                self.fired = f"after {label}"
+                raise InjectedCrash(self.fired)
+            return
+        with self.lock:
+            self.count += 1
+            if self.keep_labels:
+                self.labels.append(label)
+        if self.fired is None and self.at == self.count and self.phase == "before":
+            self.fired = f"before {label}"
+            raise InjectedCrash(self.fired)
+
+
+class FaultyStore(Store):
+    """A Store whose every statement is a fault boundary."""
+
+    def __init__(self, conn: Any, plan: FaultPlan) -> None:
+        super().__init__(conn)
+        self.plan = plan
+
+    def _around(self, name: str, run: Callable[[], Any]) -> Any:
+        self.plan.hit(f"sql:{name}", "before")
+        result = run()
+        self.plan.hit(f"sql:{name}", "after")
+        return result
+
+    def fetch_all(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return self._around(name, lambda: Store.fetch_all(self, name, params))  # type: ignore[no-any-return]
+
+    def fetch_one(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        return self._around(name, lambda: Store.fetch_one(self, name, params))  # type: ignore[no-any-return]
+
+    def execute(self, name: str, params: dict[str, Any]) -> int:
+        return self._around(name, lambda: Store.execute(self, name, params))  # type: ignore[no-any-return]
+
+    def send(self, name: str, params: dict[str, Any]) -> None:
+        self._around(name, lambda: Store.send(self, name, params))
+
+
+class _FaultyPort:
+    """Wraps a port object: each listed method call is a fault boundary."""
+
+    def __init__(self, inner: Any, plan: FaultPlan, name: str, methods: Sequence[str]) -> None:
+        self._inner = inner
+        self._plan = plan
+        for method in methods:
+            setattr(self, method, self._wrap(f"{name}.{method}", getattr(inner, method)))
+
+    def _wrap(self, label: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            self._plan.hit(label, "before")
+            result = call(*args, **kwargs)
+            self._plan.hit(label, "after")
+            return result
+
+        return wrapped
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+# --- the Lambda handlers -----------------------------------------------------------------
+
+_HANDLERS: dict[str, ModuleType] = {}
+
+
+def handler(name: str) -> Callable[[Any, Any], Any]:
+    """functions/<name>/app.py's handler (each app.py imported once, under its own name)."""
+    module = _HANDLERS.get(name)
+    if module is None:
+        path = ROOT / "functions" / name / "app.py"
+        spec = importlib.util.spec_from_file_location(f"wfr_fn_{name}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _HANDLERS[name] = module
+    return module.handler  # type: ignore[no-any-return]
+
+
+def eventbridge(
+    type: str, detail: dict[str, Any], event_id: str | None = None, when: datetime | None = None
+) -> dict[str, Any]:
+    """An EventBridge event as a rule target receives it."""
+    return {
+        "version": "0",
+        "id": event_id or str(uuid.uuid4()),
+        "detail-type": type,
+        "source": "tests.reliability",
+        "account": "123456789012",
+        "time": (when or datetime(2026, 1, 5, 9, 0)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": "eu-central-1",
+        "resources": [],
+        "detail": detail,
+    }
+
+
+@dataclass
+class Delivery:
+    """One EventBridge input for TriggerProjection or EventWakeup."""
+
+    target: str  # "trigger_projection" | "event_wakeup"
+    event: dict[str, Any]
+
+
+@dataclass
+class DriverStats:
+    invocations: Counter[str] = field(default_factory=Counter)
+    crashes: int = 0
+    redeliveries: int = 0
+    duplicate_messages: int = 0
+
+
+class Driver:
+    """Plays AWS around the real handlers on one database and a manual clock.
+
+    EventBridge inputs are retried after a crash (Lambda async retries); resume
+    messages whose batch crashed come back after the visibility timeout (SQS); the
+    scheduled functions run on every tick. A crash also loses the connection (the
+    process is gone), so the next invocation connects afresh.
+    """
+
+    VISIBILITY = timedelta(seconds=180)
+
+    def __init__(
+        self,
+        db_url: str,
+        registry: WorkflowRegistry,
+        clock: ManualClock,
+        plan: FaultPlan | None = None,
+        http_status: Callable[[Any], HttpResponse] | None = None,
+    ) -> None:
+        self.db_url = db_url
+        self.registry = registry
+        self.clock = clock
+        self.plan = plan or FaultPlan()
+        self._store: FaultyStore | None = None
+        self.monitor = connect(db_url)
+        self.stats = DriverStats()
+        settings = Settings(
+            database_url=db_url, mail_sender="noreply@example.com", resume_lease_seconds=1200
+        )
+        self.rt: Runtime = build_inprocess_runtime(
+            self.store,
+            clock,
+            settings=settings,
+            webhook_resolver=lambda host, port: [PUBLIC_ADDRESS],
+            registry=registry,
+        )
+        if http_status is not None:
+            self.rt.http.respond = http_status  # type: ignore[attr-defined]
+        self.queue = self.rt.resume_queue
+        self.mailer = self.rt.mailer
+        self.http = self.rt.http
+        self.rt.resume_queue = _FaultyPort(self.queue, self.plan, "sqs", ["send"])
+        self.rt.mailer = _FaultyPort(self.mailer, self.plan, "ses", ["send_mail"])
+        self.rt.http = _FaultyPort(self.http, self.plan, "https", ["send"])
+        self.rt.nudger = _FaultyPort(
+            self.rt.nudger, self.plan, "lambda", ["nudge_projection", "nudge_dispatcher"]
+        )
+        self.inputs: list[Delivery] = []
+
+    # connections -------------------------------------------------------------------
+
+    def store(self) -> Store:
+        if self._store is None or self._store.closed:
+            self._store = FaultyStore(connect(self.db_url).conn, self.plan)
+        return self._store
+
+    def _crashed(self) -> None:
+        self.stats.crashes += 1
+        if self._store is not None:
+            self._store.close()
+        self._store = None
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+        self.monitor.close()
+        set_runtime(None)
+
+    # invocations -------------------------------------------------------------------
+
+    def invoke(self, name: str, event: Any) -> Any:
+        set_runtime(self.rt)
+        self.stats.invocations[name] += 1
+        return handler(name)(event, FakeLambdaContext())
+
+    def send(self, target: str, event: dict[str, Any], copies: int = 1) -> None:
+        """Queue an EventBridge input (delivered `copies` times) for the next tick."""
+        for _ in range(copies):
+            self.inputs.append(Delivery(target, event))
+        self.stats.duplicate_messages += copies - 1
+
+    def deliver_inputs(self, rng: random.Random | None = None) -> None:
+        pending = self.inputs
+        self.inputs = []
+        if rng is not None:
+            rng.shuffle(pending)
+        while pending:
+            delivery = pending.pop(0)
+            try:
+                self.invoke(delivery.target, delivery.event)
+            except (InjectedCrash, TransientStoreError):
+                self._crashed()
+                self.stats.redeliveries += 1
+                pending.append(delivery)
+
+    def _scheduled(self, name: str) -> None:
+        try:
+            self.invoke(name, {"source": "aws.events", "detail-type": "Scheduled Event"})
+        except (InjectedCrash, TransientStoreError):
+            self._crashed()
+
+    def drain_queue(self, rng: random.Random | None = None, duplicate: float = 0.0) -> None:
+        while True:
+            batch = self.queue.receive(10)
+            if not batch:
+                return
+            if rng is not None and duplicate:
+                # SQS is at-least-once: some messages arrive again, in any order.
+                extra = [r for r in batch if rng.random() < duplicate]
+                batch = batch + extra
+                self.stats.duplicate_messages += len(extra)
+                rng.shuffle(batch)
+            try:
+                reply = self.invoke("resume_run", self.queue.sqs_event(batch))
+            except (InjectedCrash, TransientStoreError):
+                self._crashed()
+                self._return(batch)
+                continue
+            failed = {f["itemIdentifier"] for f in reply.get("batchItemFailures", [])}
+            back = [r for i, r in enumerate(batch) if f"m-{i}-{r.run_id}" in failed]
+            self._return(back)
+
+    def _return(self, requests: Sequence[ResumeRequest]) -> None:
+        """Messages not acknowledged become visible again after the visibility timeout."""
+        if not requests:
+            return
+        self.stats.redeliveries += len(requests)
+        delay = int(self.VISIBILITY.total_seconds())
+        for request in requests:
+            self.queue.send([ResumeRequest(request.tenant_id, request.run_id,
+                                           request.step_index, delay, request.wake_at,
+                                           request.force)])
+
+    def tick(self, rng: random.Random | None = None, duplicate: float = 0.0) -> None:
+        """One round of everything AWS would run at this instant."""
+        self.deliver_inputs(rng)
+        self._scheduled("pending_projection")
+        self._scheduled("due_scan")
+        self.drain_queue(rng, duplicate)
+        self._scheduled("pending_projection")
+        self._scheduled("step_dispatcher")
+
+    # time ---------------------------------------------------------------------------
+
+    def next_instant(self) -> datetime | None:
+        """The next instant anything becomes due (a timer, a lease end, a message)."""
+        conn = self.monitor.conn
+        row = conn.execute(
+            "SELECT least("
+            " (SELECT min(greatest(wake_at, coalesce(leased_until, wake_at)))"
+            "    FROM workflow_run_pending),"
+            " (SELECT min(greatest(next_attempt_at, coalesce(leased_until, next_attempt_at)))"
+            "    FROM dispatch_outbox WHERE status = 'pending')) AS at"
+        ).fetchone()
+        candidates = [t for t in (row["at"] if row else None, self.queue.next_visible_at()) if t]
+        return min(candidates) if candidates else None
+
+    def run_until(self, end: datetime, rng: random.Random | None = None,
+                  duplicate: float = 0.0) -> None:
+        """Tick at every instant something is due, up to `end` (then tick at `end`).
+
+        Cron triggers fire at 09:00 each day, so a tick is also placed there.
+        """
+        self.tick(rng, duplicate)
+        for _ in range(10_000):
+            now = self.clock.now()
+            nxt = self.next_instant()
+            cron = (now + timedelta(days=1)).replace(hour=9, minute=0, second=0, microsecond=0)
+            if now.hour < 9:
+                cron = now.replace(hour=9, minute=0, second=0, microsecond=0)
+            target = min(t for t in (nxt, cron, end) if t is not None)
+            if target <= now:
+                target = now + timedelta(seconds=1)
+            if target > end:
+                break
+            self.clock.set(target)
+            self.tick(rng, duplicate)
+            if target == end:
+                break
+        else:  # pragma: no cover - a livelock would be a finding
+            raise AssertionError("the driver did not reach the end instant")
+
+
+    def busy(self) -> bool:
+        """Anything left to do: an unsettled run, an undelivered request, a message."""
+        row = self.monitor.conn.execute(
+            "SELECT (SELECT count(*) FROM workflow_runs"
+            "        WHERE status NOT IN ('completed', 'failed', 'cancelled'))"
+            "     + (SELECT count(*) FROM dispatch_outbox WHERE status = 'pending') AS n"
+        ).fetchone()
+        return bool(self.inputs) or len(self.queue) > 0 or bool(row and row["n"])
+
+    def recover(self, limit: int = 50, at_least: int = 3) -> None:
+        """Keep ticking (as the schedules would) until nothing is left to do.
+
+        The first few ticks always run: a crashed due scan leaves no trace to be
+        busy about (a cron instant not started yet), only the next scan repairs it.
+        """
+        for n in range(limit):
+            if n >= at_least and not self.busy():
+                return
+            now = self.clock.now()
+            nxt = self.next_instant()
+            self.clock.set(max(now + timedelta(minutes=1), nxt or now))
+            self.tick()
+        raise AssertionError("the driver did not settle: something is stranded")
+
+
+# --- histories and invariants ----------------------------------------------------------
+
+# Instants that depend on when a pass ran (a crash delays it), not on what it did.
+_TIME_KEYS = frozenset({"wakeAt", "timeoutAt", "lookbackFrom"})
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in sorted(value.items()) if k not in _TIME_KEYS}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def histories(store: Store) -> dict[tuple[str, str], list[tuple[str, Any]]]:
+    """Every stream as (type, payload without pass-time instants), keyed by (tenant, id)."""
+    rows = store.conn.execute(
+        "SELECT tenant_id::text AS t, stream_id::text AS s, type, payload FROM wf_events "
+        "ORDER BY tenant_id, stream_id, version"
+    ).fetchall()
+    out: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+    for r in rows:
+        out.setdefault((r["t"], r["s"]), []).append((r["type"], _strip(r["payload"])))
+    return out
+
+
+def check_invariants(store: Store, registry: WorkflowRegistry) -> list[str]:
+    """Doctor-style checks; returns the problems found (empty: all hold).
+
+    Uses `workflow_runner.doctor` (what `wfr doctor` runs) for stranded runs and stale
+    pending rows, and checks what it does not: one `resumed` per suspension, every
+    stream's versions gap-free, the summary table agreeing with the streams, one outbox
+    row per dispatch stream.
+    """
+    from workflow_runner.doctor import check_settled_pending, check_unsettled_runs
+
+    problems: list[str] = []
+    for check in (check_unsettled_runs(store, None), check_settled_pending(store, None)):
+        if check.status != "ok":
+            problems.append(f"doctor: {check.summary}: {check.items[:5]}")
+    conn = store.conn
+    for r in conn.execute(
+        "SELECT tenant_id, stream_id, (payload->>'suspensionVersion')::int AS sv, count(*) AS n "
+        "FROM wf_events WHERE type = %s GROUP BY 1, 2, 3 HAVING count(*) > 1",
+        (ev.STEP_RESUMED,),
+    ).fetchall():
+        problems.append(f"suspension resumed {r['n']} times: {r}")
+    for r in conn.execute(
+        "SELECT tenant_id, stream_id, count(*) AS n, max(version) AS v FROM wf_events "
+        "GROUP BY 1, 2 HAVING count(*) <> max(version)"
+    ).fetchall():
+        problems.append(f"stream versions have gaps: {r}")
+    for r in conn.execute(
+        "SELECT r.tenant_id, r.run_id, r.status, r.version FROM workflow_runs r "
+        "WHERE r.version <> (SELECT max(version) FROM wf_events e "
+        "  WHERE e.tenant_id = r.tenant_id AND e.stream_id = r.run_id)"
+    ).fetchall():
+        problems.append(f"run summary behind its stream: {r}")
+    for r in conn.execute(
+        "SELECT e.tenant_id, e.stream_id FROM wf_events e WHERE e.type = %s AND NOT EXISTS "
+        "(SELECT 1 FROM dispatch_outbox o WHERE o.tenant_id = e.tenant_id "
+        " AND o.request_id = e.stream_id)",
+        (ev.DISPATCH_REQUESTED,),
+    ).fetchall():
+        problems.append(f"dispatch requested without an outbox row: {r}")
+    return problems
+
+
+def delivered_effects(driver: Driver) -> dict[str, int]:
+    """Request id -> how often the receivers got it (mail and webhooks)."""
+    counts: Counter[str] = Counter(m.request_id for m in driver.mailer.sent)  # type: ignore[attr-defined]
+    for request in driver.http.requests:  # type: ignore[attr-defined]
+        counts[request.headers["idempotency-key"]] += 1
+    return dict(counts)
+
+
+def requests_per_effect(driver: Driver) -> dict[tuple[str, str, str], set[str]]:
+    """(tenant, run, step path) of each delivered request -> the request ids it went out as."""
+    delivered = set(delivered_effects(driver))
+    rows = driver.monitor.conn.execute(
+        "SELECT tenant_id::text AS t, stream_id::text AS id, payload FROM wf_events "
+        "WHERE type = %s",
+        (ev.DISPATCH_REQUESTED,),
+    ).fetchall()
+    out: dict[tuple[str, str, str], set[str]] = {}
+    for r in rows:
+        if r["id"] in delivered:
+            p = r["payload"]
+            key = (r["t"], p["runId"], json.dumps(p["path"], sort_keys=True))
+            out.setdefault(key, set()).add(r["id"])
+    return out
+
+
+def table_texts(store: Store) -> dict[str, list[str]]:
+    """Every row of every table of the public schema, as text (for leak searches)."""
+    conn = store.conn
+    tables = [
+        r["tablename"]
+        for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+        ).fetchall()
+    ]
+    out: dict[str, list[str]] = {}
+    for table in tables:
+        rows = conn.execute(f'SELECT t::text AS row FROM "{table}" t').fetchall()
+        out[table] = [r["row"] for r in rows]
+    return out
+
+
+def find_text(store: Store, needle: str) -> list[str]:
+    """Tables (and a row excerpt) whose text contains `needle`."""
+    hits = []
+    for table, rows in table_texts(store).items():
+        for row in rows:
+            if needle in row:
+                hits.append(f"{table}: {row[:200]}")
+    return hits

@@ -232,3 +232,26 @@ def test_global_options_work_before_and_after_the_command(cli: Cli, store: Store
     before = cli("--json", "runs", "list", "--tenant", TENANT).json()
     after = cli("runs", "list", "--tenant", TENANT, "--json").json()
     assert before == after and len(before) == 1
+
+
+def test_erase_event_fails_the_waiting_run_and_leaves_no_copy(cli: Cli, store: Store) -> None:
+    run_id = send(store, "user.signed-up", SIGNUP, event_id="signup-1").started[0].run_id
+    result = cli("erase-event", "signup-1", "--tenant", TENANT, "--reason", "GDPR-42", "--json")
+    assert result.code == 0
+    body = result.json()
+    assert body["eventId"] == "signup-1" and body["alreadyErased"] is False
+    assert body["runsFailed"] == {run_id: "trigger_event_erased"}
+    assert cli("runs", "show", run_id, "--tenant", TENANT, "--json").json()["status"] == "failed"
+    again = cli("erase-event", "signup-1", "--tenant", TENANT)
+    assert again.code == 0 and "was already erased" in again.out
+
+
+def test_erase_event_unknown_event_or_bad_tenant_writes_nothing(cli: Cli, store: Store) -> None:
+    send(store, "user.signed-up", SIGNUP, event_id="signup-2")
+    before = table_count(store, "wf_events")
+    missing = cli("erase-event", "no-such-event", "--tenant", TENANT)
+    foreign = cli("erase-event", "signup-2", "--tenant", OTHER_TENANT)
+    bad = cli("erase-event", "signup-2", "--tenant", "not-a-uuid")
+    assert (missing.code, foreign.code, bad.code) == (1, 1, 2)
+    assert "not found" in missing.err and "not found" in foreign.err
+    assert table_count(store, "wf_events") == before

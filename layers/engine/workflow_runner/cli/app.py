@@ -217,6 +217,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command(
         commands,
+        "erase-event",
+        operate.cmd_erase_event,
+        "erase a domain event and every copy derived from it; runs that need it fail",
+    )
+    p.add_argument("event_id", metavar="EVENT_ID", help="the EventBridge id it was stored under")
+    p.add_argument("--tenant", required=True, metavar="T", help="tenant id (UUID)")
+    p.add_argument("--reason", metavar="TEXT", help="recorded on the runs it ends")
+    p.add_argument("--now", metavar="ISO", help="business time")
+
+    p = command(
+        commands,
         "graph",
         operate.cmd_graph,
         "draw a workflow as a flowchart, with a run's path and position when given",

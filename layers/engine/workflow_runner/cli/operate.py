@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import events as ev
 from ..doctor import run_doctor
+from ..erase import erase_event
 from ..graph import GraphUnavailable, flowchart, mark_run, to_mermaid, to_png
 from ..operations import cancel_run, load_run, resume_run
 from ..redrive import redrive_run
@@ -262,6 +263,35 @@ def cmd_cancel(ctx: Context) -> int:
     else:
         ctx.output.line(f"{ctx.output.status(result.outcome)}  run {run_id}")
     return 1 if result.outcome == "already-settled" else 0
+
+
+def cmd_erase_event(ctx: Context) -> int:
+    """Erase a domain event (GDPR): its payload and every copy, failing runs that need it."""
+    tenant = ctx.tenant()
+    assert tenant is not None
+    result = erase_event(ctx.store(), tenant, ctx.args.event_id, ctx.now(), reason=ctx.args.reason)
+    if ctx.output.as_json:
+        ctx.output.json(
+            {
+                "tenantId": tenant,
+                "eventId": result.event_id,
+                "alreadyErased": result.already_erased,
+                "runsRedacted": result.runs,
+                "runsFailed": result.failed_runs,
+                "eventsRedacted": result.events_redacted,
+                "dispatchesCancelled": result.dispatches_cancelled,
+            }
+        )
+        return 0
+    state = "was already erased" if result.already_erased else "erased"
+    ctx.output.line(f"event {result.event_id} {state}")
+    ctx.output.line(
+        f"  {len(result.runs)} run(s) redacted, {result.events_redacted} stored event(s) "
+        f"redacted, {result.dispatches_cancelled} dispatch(es) cancelled"
+    )
+    for run_id, reason in sorted(result.failed_runs.items()):
+        ctx.output.line(f"  run {run_id} failed: {reason}")
+    return 0
 
 
 def cmd_redrive(ctx: Context) -> int:

@@ -383,6 +383,20 @@ def test_resume_run_requeues_a_request_that_arrived_early(
     assert run_status(store, ONBOARDING_RUN) == "waiting"
 
 
+def test_resume_run_requeues_a_duplicated_early_request_once(
+    handlers: Handlers, runtime: Runtime, store: Store, clock: ManualClock
+) -> None:
+    """SQS may deliver a message twice; requeueing each copy would multiply it."""
+    trigger(handlers, "trigger-projection-user-signed-up.json")
+    clock.advance(timedelta(days=1, seconds=-30))
+    event = load_event("resume-run-sqs.json")
+    first = event["Records"][0]
+    event["Records"] = [first, {**first, "messageId": first["messageId"] + "-again"}]
+    assert invoke(handlers, "ResumeRunFunction", event) == {"batchItemFailures": []}
+    (request,) = runtime.resume_queue.sent  # type: ignore[attr-defined]
+    assert (request.run_id, request.delay_seconds) == (ONBOARDING_RUN, 30)
+
+
 # --- StepDispatcher ---------------------------------------------------------------------
 
 

@@ -293,7 +293,9 @@ class Driver:
             self._crashed()
 
     def drain_queue(self, rng: random.Random | None = None, duplicate: float = 0.0) -> None:
-        while True:
+        for _ in range(20_000):
+            if len(self.queue) > 20_000:
+                raise AssertionError(f"resume queue keeps growing ({len(self.queue)} messages)")
             batch = self.queue.receive(10)
             if not batch:
                 return
@@ -312,6 +314,7 @@ class Driver:
             failed = {f["itemIdentifier"] for f in reply.get("batchItemFailures", [])}
             back = [r for i, r in enumerate(batch) if f"m-{i}-{r.run_id}" in failed]
             self._return(back)
+        raise AssertionError("the resume queue never drained (a livelock would be a finding)")
 
     def _return(self, requests: Sequence[ResumeRequest]) -> None:
         """Messages not acknowledged become visible again after the visibility timeout."""

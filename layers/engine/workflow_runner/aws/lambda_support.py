@@ -182,7 +182,9 @@ def resume_batch(messages: Sequence[ResumeMessage]) -> list[ResumeResult | Excep
         ResumeRequestItem(m.tenant_id, m.run_id, m.step_index, force=m.force) for m in messages
     ]
     results = with_store(lambda store: resume_runs(store, items, now, registry()))
-    requeue: list[ResumeRequest] = []
+    # One requeue per suspension: SQS may deliver a message twice, and requeueing
+    # every copy of an early request would multiply it on each round.
+    requeue: dict[tuple[str, str, int], ResumeRequest] = {}
     resumed = False
     for message, result in zip(messages, results, strict=True):
         logger.append_keys(tenant_id=message.tenant_id, run_id=message.run_id)
@@ -196,10 +198,10 @@ def resume_batch(messages: Sequence[ResumeMessage]) -> list[ResumeResult | Excep
             continue
         if result.outcome == "not-due" and result.wake_at is not None:
             delay = min(900, max(1, math.ceil((result.wake_at - now).total_seconds())))
-            requeue.append(
-                ResumeRequest(message.tenant_id, message.run_id, message.step_index, delay)
-            )
-            count("ResumesRequeued")
+            key = (message.tenant_id, message.run_id, message.step_index)
+            if key not in requeue:
+                requeue[key] = ResumeRequest(*key, delay)
+                count("ResumesRequeued")
         elif result.outcome in ("suspended", "completed", "failed"):
             resumed = True
             count("RunsResumed")
@@ -212,7 +214,7 @@ def resume_batch(messages: Sequence[ResumeMessage]) -> list[ResumeResult | Excep
                 count("RunsFailed")
         logger.info(f"resume {result.outcome}", extra={"outcome": result.outcome})
     if requeue:
-        rt.resume_queue.send(requeue)
+        rt.resume_queue.send(list(requeue.values()))
     if resumed:
         rt.nudger.nudge_projection()
         rt.nudger.nudge_dispatcher()

@@ -88,28 +88,54 @@ class Store:
 
     def __init__(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
         self.conn = conn
+        self._pipelines: list[psycopg.Pipeline] = []
+        self._depth = 0
 
     # --- plumbing -----------------------------------------------------------
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """One transaction (a savepoint when nested); driver errors become StoreError."""
+        """One transaction (a savepoint when nested); driver errors become StoreError.
+
+        The outermost transaction runs in a pipeline: BEGIN, every statement whose
+        result is not read (`send`) and COMMIT travel with the next read instead of in
+        round trips of their own. Reads (`fetch_*`, `execute`) still see every earlier
+        statement's effect: they flush the pipeline first.
+        """
         try:
-            with self.conn.transaction():
-                yield
+            self._depth += 1
+            if self._depth == 1 and not self._pipelines:
+                with self.pipeline(), self.conn.transaction():
+                    yield
+            else:
+                with self.conn.transaction():
+                    yield
         except psycopg.Error as error:
             raise _wrap(error) from error
+        finally:
+            self._depth -= 1
 
     @contextmanager
     def pipeline(self) -> Iterator[None]:
         """Send the statements inside without waiting for each result: one round trip.
 
-        Only for statements whose results are not read inside the block (a fetch forces
-        a round trip); errors surface when the block ends.
+        Reads inside the block flush it; errors of unread statements surface at the
+        next read or when the block ends.
         """
         try:
-            with self.conn.pipeline():
-                yield
+            with self.conn.pipeline() as pipeline:
+                self._pipelines.append(pipeline)
+                try:
+                    yield
+                finally:
+                    self._pipelines.pop()
+        except psycopg.Error as error:
+            raise _wrap(error) from error
+
+    def send(self, name: str, params: dict[str, Any]) -> None:
+        """Run a named query without reading its outcome (in a pipeline: no round trip)."""
+        try:
+            self.conn.execute(query(name), params)
         except psycopg.Error as error:
             raise _wrap(error) from error
 
@@ -130,7 +156,10 @@ class Store:
     def execute(self, name: str, params: dict[str, Any]) -> int:
         """Run a named query and return the number of rows it touched."""
         try:
-            return self.conn.execute(query(name), params).rowcount
+            cursor = self.conn.execute(query(name), params)
+            if self._pipelines:
+                self._pipelines[-1].sync()  # the row count only exists once it ran
+            return cursor.rowcount
         except psycopg.Error as error:
             raise _wrap(error) from error
 
@@ -173,7 +202,7 @@ class Store:
                 "recorded_at": recorded_at,
             }
             if not check:
-                self.execute("append_event", params)
+                self.send("append_event", params)
                 continue
             row = self.fetch_one("append_event", params)
             if row is None:
@@ -228,13 +257,13 @@ class Store:
 
     def lock_checkpoint(self, name: str, now: datetime) -> tuple[str, int]:
         """Lock (creating it if needed) and return a projection's (xid, position)."""
-        self.execute("create_checkpoint", {"name": name, "now": now})
+        self.send("create_checkpoint", {"name": name, "now": now})
         row = self.fetch_one("lock_checkpoint", {"name": name})
         assert row is not None
         return str(row["last_xid"]), int(row["last_position"])
 
     def save_checkpoint(self, name: str, xid: str, position: int, now: datetime) -> None:
-        self.execute(
+        self.send(
             "save_checkpoint",
             {"name": name, "last_xid": xid, "last_position": position, "now": now},
         )
@@ -270,7 +299,7 @@ class Store:
             "received_at": received_at,
         }
         if not read:
-            self.execute("insert_inbox", params)
+            self.send("insert_inbox", params)
             return True
         row = self.fetch_one("insert_inbox", params)
         return row is not None
@@ -314,7 +343,7 @@ class Store:
         )
 
     def register_tenant(self, tenant_id: str, now: datetime) -> None:
-        self.execute("register_tenant", {"tenant_id": tenant_id, "now": now})
+        self.send("register_tenant", {"tenant_id": tenant_id, "now": now})
 
     def list_tenants(self) -> list[str]:
         return [r["tenant_id"] for r in self.fetch_all("list_tenants", {})]
@@ -336,7 +365,7 @@ class Store:
         trigger_event_type: str,
         now: datetime,
     ) -> None:
-        self.execute(
+        self.send(
             "upsert_run",
             {
                 "tenant_id": tenant_id,
@@ -375,14 +404,14 @@ class Store:
     def upsert_pending(self, row: dict[str, Any]) -> None:
         params = dict(row)
         params["match_expr"] = _jsonb(params.get("match_expr"))
-        self.execute("upsert_pending", params)
+        self.send("upsert_pending", params)
 
     def delete_run_pending(self, tenant_id: str, run_id: str) -> None:
-        self.execute("delete_run_pending", {"tenant_id": tenant_id, "run_id": run_id})
+        self.send("delete_run_pending", {"tenant_id": tenant_id, "run_id": run_id})
 
     def delete_runs_pending(self, runs: Sequence[tuple[str, str]]) -> None:
         """Drop the pending rows of many (tenant_id, run_id) pairs in one statement."""
-        self.execute(
+        self.send(
             "delete_runs_pending",
             {"tenant_ids": [t for t, _ in runs], "run_ids": [r for _, r in runs]},
         )
@@ -396,7 +425,7 @@ class Store:
         event_id: str,
         now: datetime,
     ) -> None:
-        self.execute(
+        self.send(
             "mark_pending_matched",
             {
                 "tenant_id": tenant_id,
@@ -447,7 +476,7 @@ class Store:
         request: dict[str, Any],
         now: datetime,
     ) -> None:
-        self.execute(
+        self.send(
             "insert_outbox",
             {
                 "tenant_id": tenant_id,

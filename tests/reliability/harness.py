@@ -2,7 +2,7 @@
 the real Lambda handlers, history normalisation, invariant checks and the figures file.
 
 Faults are injected at *boundaries*: before and after every SQL statement a Store runs
-(every Store method ends in fetch_all / fetch_one / execute / send) and every port call
+(every Store method ends in fetch_all / fetch_one / execute) and every port call
 (resume queue, mailer, HTTP, nudger). An injected crash is a BaseException so no
 engine code can swallow it, the way a killed process cannot be caught.
 """
@@ -113,9 +113,6 @@ class FaultyStore(Store):
 
     def execute(self, name: str, params: dict[str, Any]) -> int:
         return self._around(name, lambda: Store.execute(self, name, params))  # type: ignore[no-any-return]
-
-    def send(self, name: str, params: dict[str, Any]) -> None:
-        self._around(name, lambda: Store.send(self, name, params))
 
 
 class _FaultyPort:

@@ -88,54 +88,28 @@ class Store:
 
     def __init__(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
         self.conn = conn
-        self._pipelines: list[psycopg.Pipeline] = []
-        self._depth = 0
 
     # --- plumbing -----------------------------------------------------------
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """One transaction (a savepoint when nested); driver errors become StoreError.
-
-        The outermost transaction runs in a pipeline: BEGIN, every statement whose
-        result is not read (`send`) and COMMIT travel with the next read instead of in
-        round trips of their own. Reads (`fetch_*`, `execute`) still see every earlier
-        statement's effect: they flush the pipeline first.
-        """
+        """One transaction (a savepoint when nested); driver errors become StoreError."""
         try:
-            self._depth += 1
-            if self._depth == 1 and not self._pipelines:
-                with self.pipeline(), self.conn.transaction():
-                    yield
-            else:
-                with self.conn.transaction():
-                    yield
+            with self.conn.transaction():
+                yield
         except psycopg.Error as error:
             raise _wrap(error) from error
-        finally:
-            self._depth -= 1
 
     @contextmanager
     def pipeline(self) -> Iterator[None]:
         """Send the statements inside without waiting for each result: one round trip.
 
-        Reads inside the block flush it; errors of unread statements surface at the
-        next read or when the block ends.
+        Only for statements whose results are not read inside the block (a fetch forces
+        a round trip); errors surface when the block ends.
         """
         try:
-            with self.conn.pipeline() as pipeline:
-                self._pipelines.append(pipeline)
-                try:
-                    yield
-                finally:
-                    self._pipelines.pop()
-        except psycopg.Error as error:
-            raise _wrap(error) from error
-
-    def send(self, name: str, params: dict[str, Any]) -> None:
-        """Run a named query without reading its outcome (in a pipeline: no round trip)."""
-        try:
-            self.conn.execute(query(name), params)
+            with self.conn.pipeline():
+                yield
         except psycopg.Error as error:
             raise _wrap(error) from error
 
@@ -156,10 +130,7 @@ class Store:
     def execute(self, name: str, params: dict[str, Any]) -> int:
         """Run a named query and return the number of rows it touched."""
         try:
-            cursor = self.conn.execute(query(name), params)
-            if self._pipelines:
-                self._pipelines[-1].sync()  # the row count only exists once it ran
-            return cursor.rowcount
+            return self.conn.execute(query(name), params).rowcount
         except psycopg.Error as error:
             raise _wrap(error) from error
 
@@ -202,7 +173,7 @@ class Store:
                 "recorded_at": recorded_at,
             }
             if not check:
-                self.send("append_event", params)
+                self.execute("append_event", params)
                 continue
             row = self.fetch_one("append_event", params)
             if row is None:
@@ -257,13 +228,13 @@ class Store:
 
     def lock_checkpoint(self, name: str, now: datetime) -> tuple[str, int]:
         """Lock (creating it if needed) and return a projection's (xid, position)."""
-        self.send("create_checkpoint", {"name": name, "now": now})
+        self.execute("create_checkpoint", {"name": name, "now": now})
         row = self.fetch_one("lock_checkpoint", {"name": name})
         assert row is not None
         return str(row["last_xid"]), int(row["last_position"])
 
     def save_checkpoint(self, name: str, xid: str, position: int, now: datetime) -> None:
-        self.send(
+        self.execute(
             "save_checkpoint",
             {"name": name, "last_xid": xid, "last_position": position, "now": now},
         )
@@ -299,7 +270,7 @@ class Store:
             "received_at": received_at,
         }
         if not read:
-            self.send("insert_inbox", params)
+            self.execute("insert_inbox", params)
             return True
         row = self.fetch_one("insert_inbox", params)
         return row is not None
@@ -343,7 +314,7 @@ class Store:
         )
 
     def register_tenant(self, tenant_id: str, now: datetime) -> None:
-        self.send("register_tenant", {"tenant_id": tenant_id, "now": now})
+        self.execute("register_tenant", {"tenant_id": tenant_id, "now": now})
 
     def list_tenants(self) -> list[str]:
         return [r["tenant_id"] for r in self.fetch_all("list_tenants", {})]
@@ -365,7 +336,7 @@ class Store:
         trigger_event_type: str,
         now: datetime,
     ) -> None:
-        self.send(
+        self.execute(
             "upsert_run",
             {
                 "tenant_id": tenant_id,
@@ -404,14 +375,14 @@ class Store:
     def upsert_pending(self, row: dict[str, Any]) -> None:
         params = dict(row)
         params["match_expr"] = _jsonb(params.get("match_expr"))
-        self.send("upsert_pending", params)
+        self.execute("upsert_pending", params)
 
     def delete_run_pending(self, tenant_id: str, run_id: str) -> None:
-        self.send("delete_run_pending", {"tenant_id": tenant_id, "run_id": run_id})
+        self.execute("delete_run_pending", {"tenant_id": tenant_id, "run_id": run_id})
 
     def delete_runs_pending(self, runs: Sequence[tuple[str, str]]) -> None:
         """Drop the pending rows of many (tenant_id, run_id) pairs in one statement."""
-        self.send(
+        self.execute(
             "delete_runs_pending",
             {"tenant_ids": [t for t, _ in runs], "run_ids": [r for _, r in runs]},
         )
@@ -425,7 +396,7 @@ class Store:
         event_id: str,
         now: datetime,
     ) -> None:
-        self.send(
+        self.execute(
             "mark_pending_matched",
             {
                 "tenant_id": tenant_id,
@@ -476,7 +447,7 @@ class Store:
         request: dict[str, Any],
         now: datetime,
     ) -> None:
-        self.send(
+        self.execute(
             "insert_outbox",
             {
                 "tenant_id": tenant_id,

@@ -27,6 +27,15 @@ def event(
     )
 
 
+def register(registry: WorkflowRegistry, **kwargs: Any) -> Any:
+    """Define a workflow (not in the default registry) and add it to `registry`."""
+    from workflow_runner import define_workflow
+
+    wf = define_workflow(register=False, **kwargs)
+    registry.register(wf)
+    return wf
+
+
 def trigger(
     store: Store,
     registry: WorkflowRegistry,

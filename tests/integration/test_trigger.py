@@ -5,25 +5,19 @@ from __future__ import annotations
 
 import uuid
 
-from workflow_runner import ManualClock, define_workflow, on_event, run_id_for
+from workflow_runner import ManualClock, on_event, run_id_for
 from workflow_runner import events as ev
 from workflow_runner import operations as ops
 from workflow_runner.registry import WorkflowRegistry
 from workflow_runner.store import Store
 
-from tests.support import TENANT_A, TENANT_B, event, stream, stream_types, trigger
-
-
-def _register(registry: WorkflowRegistry, **kwargs):  # type: ignore[no-untyped-def]
-    wf = define_workflow(register=False, **kwargs)
-    registry.register(wf)
-    return wf
+from tests.support import TENANT_A, TENANT_B, event, register, stream, stream_types, trigger
 
 
 def test_suspending_run_stops_at_its_wait_without_completing(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    wf = _register(
+    wf = register(
         registry,
         name="wr-suspend",
         trigger=on_event("wr-test.suspend"),
@@ -41,7 +35,7 @@ def test_suspending_run_stops_at_its_wait_without_completing(
 def test_run_started_references_the_trigger_event_and_never_copies_it(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    wf = _register(
+    wf = register(
         registry,
         name="wr-ref",
         trigger=on_event("wr-test.ref"),
@@ -68,7 +62,7 @@ def test_run_started_references_the_trigger_event_and_never_copies_it(
 def test_completed_run_records_run_completed_with_the_step_count(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    wf = _register(
+    wf = register(
         registry,
         name="wr-sync",
         trigger=on_event("wr-test.sync"),
@@ -87,7 +81,7 @@ def test_failing_pipeline_is_recorded_as_run_failed_and_not_raised(
     def boom(ctx):  # type: ignore[no-untyped-def]
         raise ValueError("boom-explicit-failure for bob@example.com")
 
-    _register(
+    register(
         registry,
         name="wr-fail",
         trigger=on_event("wr-test.fail"),
@@ -106,7 +100,7 @@ def test_failing_pipeline_is_recorded_as_run_failed_and_not_raised(
 def test_filter_false_starts_nothing_and_a_throwing_filter_is_recorded(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    _register(
+    register(
         registry,
         name="wr-filter",
         trigger=on_event("wr-test.filter", filter=lambda e: e.payload["total"] > 0),
@@ -121,7 +115,7 @@ def test_filter_false_starts_nothing_and_a_throwing_filter_is_recorded(
 def test_second_trigger_for_an_existing_run_id_is_a_no_op(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    wf = _register(
+    wf = register(
         registry,
         name="wr-once",
         trigger=on_event("wr-test.once"),
@@ -138,7 +132,7 @@ def test_second_trigger_for_an_existing_run_id_is_a_no_op(
 def test_redelivered_event_starts_nothing_even_without_an_idempotency_key(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    _register(
+    register(
         registry,
         name="wr-nokey",
         trigger=on_event("wr-test.nokey"),
@@ -155,7 +149,7 @@ def test_redelivered_event_starts_nothing_even_without_an_idempotency_key(
 def test_tenants_sharing_a_run_id_get_separate_runs(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    wf = _register(
+    wf = register(
         registry,
         name="wr-tenants",
         trigger=on_event("wr-test.t"),

@@ -4,26 +4,28 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from workflow_runner import ManualClock, define_workflow, on_event, run_id_for
+from workflow_runner import ManualClock, on_event, run_id_for
 from workflow_runner import events as ev
 from workflow_runner import operations as ops
 from workflow_runner.durations import parse_instant
 from workflow_runner.registry import WorkflowRegistry
 from workflow_runner.store import Store
 
-from tests.support import TENANT_A, pending_rows, resume_due, stream, stream_types, trigger
-
-
-def _register(registry: WorkflowRegistry, **kwargs):  # type: ignore[no-untyped-def]
-    wf = define_workflow(register=False, **kwargs)
-    registry.register(wf)
-    return wf
+from tests.support import (
+    TENANT_A,
+    pending_rows,
+    register,
+    resume_due,
+    stream,
+    stream_types,
+    trigger,
+)
 
 
 def test_suspension_inside_branch_and_for_each_resumes_at_the_nested_step(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    wf = _register(
+    wf = register(
         registry,
         name="nested",
         trigger=on_event("nested.go"),
@@ -67,7 +69,7 @@ def test_suspension_inside_branch_and_for_each_resumes_at_the_nested_step(
 def test_results_of_steps_before_a_suspension_are_visible_after_resume(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    wf = _register(
+    wf = register(
         registry,
         name="memory",
         trigger=on_event("memory.go"),
@@ -102,7 +104,7 @@ def test_retry_backoff_is_configurable_and_counted_per_retry_step(
             raise TimeoutError("partner timed out")
         return ctx.workflow.retry_attempt
 
-    wf = _register(
+    wf = register(
         registry,
         name="backoff",
         trigger=on_event("backoff.go"),
@@ -132,7 +134,7 @@ def test_retry_backoff_is_configurable_and_counted_per_retry_step(
 def test_return_is_success_false_ends_the_run_as_failed(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    wf = _register(
+    wf = register(
         registry,
         name="declined",
         trigger=on_event("declined.go"),
@@ -151,7 +153,7 @@ def test_return_is_success_false_ends_the_run_as_failed(
 def test_cancelled_run_never_resumes_and_cancel_is_idempotent(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    wf = _register(
+    wf = register(
         registry,
         name="cancel-me",
         trigger=on_event("cancel.go"),
@@ -182,7 +184,7 @@ def test_cancelled_run_never_resumes_and_cancel_is_idempotent(
 def test_cancelling_a_completed_run_changes_nothing(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    wf = _register(
+    wf = register(
         registry,
         name="done",
         trigger=on_event("done.go"),
@@ -198,7 +200,7 @@ def test_cancelling_a_completed_run_changes_nothing(
 def test_a_run_resumes_on_the_version_it_started_on_while_that_version_is_registered(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    v1 = _register(
+    v1 = register(
         registry,
         name="versioned",
         trigger=on_event("v.go"),
@@ -206,7 +208,7 @@ def test_a_run_resumes_on_the_version_it_started_on_while_that_version_is_regist
         steps=lambda s: [s.wait(for_="PT1H"), s.return_({"isSuccess": True, "version": 1})],
     )
     trigger(store, registry, "v.go", {"k": "old"}, clock.now())
-    v2 = _register(
+    v2 = register(
         registry,
         name="versioned",
         trigger=on_event("v.go"),
@@ -230,7 +232,7 @@ def test_a_run_resumes_on_the_version_it_started_on_while_that_version_is_regist
 def test_a_run_whose_version_was_removed_fails_loud(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    _register(
+    register(
         registry,
         name="versioned",
         trigger=on_event("v.go"),
@@ -239,7 +241,7 @@ def test_a_run_whose_version_was_removed_fails_loud(
     )
     trigger(store, registry, "v.go", {}, clock.now())
     registry.unregister("versioned", 1)
-    _register(
+    register(
         registry,
         name="versioned",
         trigger=on_event("v.go"),

@@ -36,6 +36,7 @@ from ..durations import format_instant
 from ..ports import HttpResponse, HttpSender, Runtime, set_runtime
 from ..registry import WorkflowRegistry
 from ..store import Store, StoredEvent
+from ..store.database import stored_event
 from . import routes as r
 from .state import CapturedMailer, LocalResumeQueue, local_clock, set_local_clock
 
@@ -301,20 +302,7 @@ class LocalRuntime:
         from .state import captured_mail
 
         rows = self.store.fetch_all("local_activity_since", {"after": mark[0]})
-        activity.events = [
-            StoredEvent(
-                position=row["position"],
-                tenant_id=row["tenant_id"],
-                stream_id=row["stream_id"],
-                stream_type=row["stream_type"],
-                version=row["version"],
-                type=row["type"],
-                payload=row["payload"],
-                metadata={},
-                recorded_at=row["recorded_at"],
-            )
-            for row in rows
-        ]
+        activity.events = [stored_event(row) for row in rows]
         activity.mail = captured_mail(self.store, mark[1])
 
 

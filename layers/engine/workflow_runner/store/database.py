@@ -64,7 +64,8 @@ def _jsonb(value: Any) -> Jsonb | None:
     return None if value is None else Jsonb(value)
 
 
-def _event(row: dict[str, Any]) -> StoredEvent:
+def stored_event(row: dict[str, Any]) -> StoredEvent:
+    """A StoredEvent from a wf_events row (metadata and xid optional)."""
     return StoredEvent(
         position=row["position"],
         tenant_id=row["tenant_id"],
@@ -73,7 +74,7 @@ def _event(row: dict[str, Any]) -> StoredEvent:
         version=row["version"],
         type=row["type"],
         payload=row["payload"],
-        metadata=row["metadata"],
+        metadata=row.get("metadata") or {},
         recorded_at=row["recorded_at"],
         xid=row.get("xid", ""),
     )
@@ -187,7 +188,7 @@ class Store:
     def load_stream(self, tenant_id: str, stream_id: str) -> list[StoredEvent]:
         """Every event of a stream, oldest first (empty when it does not exist)."""
         return [
-            _event(r)
+            stored_event(r)
             for r in self.fetch_all("load_stream", {"tenant_id": tenant_id, "stream_id": stream_id})
         ]
 
@@ -208,7 +209,7 @@ class Store:
                 "event_time": first["trigger_event_time"],
                 "received_at": first["trigger_received_at"],
             }
-        return [_event(r) for r in rows], trigger
+        return [stored_event(r) for r in rows], trigger
 
     def stream_version(self, tenant_id: str, stream_id: str) -> int:
         row = self.fetch_one("stream_version", {"tenant_id": tenant_id, "stream_id": stream_id})
@@ -222,7 +223,7 @@ class Store:
             "read_events_after",
             {"after_xid": after_xid, "after_position": after_position, "limit": limit},
         )
-        return [_event(r) for r in rows]
+        return [stored_event(r) for r in rows]
 
     # --- projections ----------------------------------------------------------
 
@@ -487,4 +488,4 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
-__all__ = ["NewEvent", "Store", "StoredEvent", "connect", "dumps", "is_transient"]
+__all__ = ["NewEvent", "Store", "StoredEvent", "connect", "dumps", "is_transient", "stored_event"]

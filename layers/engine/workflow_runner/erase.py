@@ -159,9 +159,8 @@ def _erase_once(
     keys = {"tenant_id": tenant_id, "run_ids": run_ids, "run_stream": ev.RUN_STREAM}
     redacted = store.execute("erase_redact_run_events", keys)
     if failed:
-        store.execute(
-            "erase_delete_run_pending", {"tenant_id": tenant_id, "run_ids": sorted(failed)}
-        )
+        # Their pending rows copy match values of the erased event.
+        store.delete_runs_pending([(tenant_id, run_id) for run_id in sorted(failed)])
     cancelled = 0
     for dispatch in store.fetch_all("erase_open_dispatches", keys):
         # Version 2 of the dispatch stream is its outcome; a dispatcher that settled

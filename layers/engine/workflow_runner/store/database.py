@@ -240,10 +240,6 @@ class Store:
             {"name": name, "last_xid": xid, "last_position": position, "now": now},
         )
 
-    def projection_lag(self, name: str) -> int:
-        row = self.fetch_one("projection_lag", {"name": name})
-        return int(row["behind"]) if row else 0
-
     # --- inbox ----------------------------------------------------------------
 
     def insert_inbox(
@@ -377,9 +373,6 @@ class Store:
         params = dict(row)
         params["match_expr"] = _jsonb(params.get("match_expr"))
         self.execute("upsert_pending", params)
-
-    def delete_run_pending(self, tenant_id: str, run_id: str) -> None:
-        self.execute("delete_run_pending", {"tenant_id": tenant_id, "run_id": run_id})
 
     def delete_runs_pending(self, runs: Sequence[tuple[str, str]]) -> None:
         """Drop the pending rows of many (tenant_id, run_id) pairs in one statement."""

@@ -73,12 +73,6 @@ UPDATE projection_checkpoints
 SET last_xid = %(last_xid)s::xid8, last_position = %(last_position)s, updated_at = %(now)s
 WHERE name = %(name)s;
 
--- name: projection_lag
--- Events not yet applied by a projection (cheap upper bound: by position).
-SELECT count(*) AS behind
-FROM wf_events e, projection_checkpoints c
-WHERE c.name = %(name)s AND (e.xid, e.position) > (c.last_xid, c.last_position);
-
 -- name: insert_inbox
 -- Store a domain event; no row back means it was stored before (a redelivery).
 INSERT INTO inbox (tenant_id, event_id, source, type, detail, event_time, received_at)
@@ -174,10 +168,6 @@ SET workflow_name = excluded.workflow_name, suspension_event_type = excluded.sus
     match_key = excluded.match_key,
     trigger_event_type = NULL, trigger_payload = NULL, awaited_event_id = NULL, leased_until = NULL
 WHERE workflow_run_pending.suspension_version <= excluded.suspension_version;
-
--- name: delete_run_pending
--- A run left its suspension (resumed or settled): drop its rows.
-DELETE FROM workflow_run_pending WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s;
 
 -- name: delete_runs_pending
 -- Drop the rows of many runs at once (the projection's batched deletes).

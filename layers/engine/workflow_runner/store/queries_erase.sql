@@ -37,11 +37,6 @@ WHERE tenant_id = %(tenant_id)s AND stream_id = ANY(%(run_ids)s::uuid[])
   AND (payload ?| array['results', 'match', 'result'])
   AND NOT (payload ? 'redacted');
 
--- name: erase_delete_run_pending
--- Drop the pending rows (they copy match values) of runs the erasure fails.
-DELETE FROM workflow_run_pending
-WHERE tenant_id = %(tenant_id)s AND run_id = ANY(%(run_ids)s::uuid[]);
-
 -- name: erase_open_dispatches
 -- Dispatch requests of the runs still waiting for delivery (they are settled as failed).
 SELECT request_id::text AS request_id, step_kind

@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
-from workflow_runner.due_scan import due_scan
+from workflow_runner.engine.due_scan import due_scan
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -14,7 +14,6 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import CustomResourceEvent
-from workflow_runner.store import apply_migrations
 
 PHYSICAL_ID = "workflow-runner-schema"
 
@@ -29,7 +28,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         support.send_cfn_response(event, "SUCCESS", physical_id)
         return {"status": "SUCCESS", "applied": []}
     try:
-        applied = support.with_store(lambda store: apply_migrations(store.conn))  # type: ignore[arg-type]
+        applied = support.with_store(lambda store: store.migrate())
     except Exception as error:
         logger.exception("migration failed")
         support.count("MigrationFailed")

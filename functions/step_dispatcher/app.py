@@ -12,7 +12,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
-from workflow_runner.dispatcher import WebhookGuard, dispatch_pending
+from workflow_runner.engine.dispatcher import dispatch_pending
+from workflow_runner.webhook_guard import WebhookGuard
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -21,7 +22,7 @@ from workflow_runner.dispatcher import WebhookGuard, dispatch_pending
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     support.parse_model(event or {}, ScheduledInput, "step dispatcher input")
     rt, cfg = support.runtime(), support.settings()
-    guard = rt.extras.get("webhook_guard") or WebhookGuard(cfg.webhook_allow_hosts)
+    guard = rt.webhook_guard or WebhookGuard(cfg.webhook_allow_hosts)
     budget = min(cfg.dispatch_budget_seconds, context.get_remaining_time_in_millis() / 1000 - 10)
     result = support.with_store(
         lambda store: dispatch_pending(

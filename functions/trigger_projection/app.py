@@ -11,7 +11,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
-from workflow_runner.operations import ingest_domain_event
+from workflow_runner.engine.ingest import ingest_domain_event
 
 
 @logger.inject_lambda_context(clear_state=True)

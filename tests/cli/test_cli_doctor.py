@@ -68,9 +68,9 @@ def test_a_stranded_run_is_a_problem_with_a_fix(cli: Cli, store: Store) -> None:
 
 def test_an_unprojected_run_is_lag_not_a_problem(cli: Cli, store: Store) -> None:
     from cli_support import T0
-    from workflow_runner.dsl import DomainEvent
-    from workflow_runner.operations import ingest_domain_event
-    from workflow_runner.registry import default_registry
+    from workflow_runner.definition import default_registry
+    from workflow_runner.definition.dsl import DomainEvent
+    from workflow_runner.engine import ingest_domain_event
 
     event = DomainEvent("e-lag", "user.signed-up", SIGNUP, TENANT, T0, "tests")
     ingest_domain_event(store, event, T0, default_registry())  # no projection run

@@ -11,21 +11,30 @@ every open run on today's code.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
-from workflow_runner import operations as ops
+from workflow_runner import engine as ops
+from workflow_runner import stream
+from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.durations import parse_instant
-from workflow_runner.registry import WorkflowRegistry
 from workflow_runner.store import Store
 
 from tests.compat.legacy_workflows import legacy_workflows
 
 FIXTURE = Path(__file__).with_name("streams_0_1.json")
+NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+STARTED = {
+    "workflowName": "w",
+    "workflowVersion": 1,
+    "triggerEventType": "t",
+    "triggerEventRef": {"eventId": "e"},
+    "definitionFingerprint": "f",
+}
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +122,7 @@ def _resume(
     state = ops.load_run(store, tenant, run_id)
     assert state.suspension is not None, f"run {run_id} is {state.status}, not suspended"
     result = ops.resume_run(
-        store, tenant, run_id, int(state.suspension["stepIndex"]), at, registry=registry
+        store, tenant, run_id, state.suspension.step_index, at, registry=registry
     )
     ops.project_pending(store, at)
     return result
@@ -141,7 +150,7 @@ def test_recorded_runs_fold_to_their_status(
     assert {name: ops.load_run(store, tenant, runs[name]).status for name in expected} == expected
     erased = ops.load_run(store, tenant, runs["erased"])
     assert erased.last_failure is not None
-    assert erased.last_failure["reason"] == "awaited_event_erased"
+    assert erased.last_failure.reason == "awaited_event_erased"
 
 
 def test_projection_rebuilt_from_recorded_streams(
@@ -150,12 +159,12 @@ def test_projection_rebuilt_from_recorded_streams(
     tenant, runs = recorded["tenant"], recorded["runs"]
     now = parse_instant(recorded["recordedAt"])
     ops.project_pending(store, now)
-    pending = {r["run_id"]: r for r in store.list_pending(tenant)}
+    pending = {r.run_id: r for r in store.pending.for_tenant(tenant)}
     open_names = ("wait", "event_matched", "event_waiting", "retry", "loop", "cron")
     open_runs = {runs[k] for k in open_names}
     assert set(pending) == open_runs
-    assert pending[runs["event_matched"]]["awaited_event_id"] is not None
-    assert pending[runs["event_waiting"]]["awaited_event_id"] is None
+    assert pending[runs["event_matched"]].awaited_event_id is not None
+    assert pending[runs["event_waiting"]].awaited_event_id is None
 
 
 def test_recorded_runs_resume_to_the_end(
@@ -167,28 +176,53 @@ def test_recorded_runs_resume_to_the_end(
     later = now + timedelta(hours=2)
 
     assert _resume(store, legacy, tenant, runs["wait"], later).outcome == "completed"
-    done = store.load_stream(tenant, runs["wait"])[-1]
+    done = store.streams.load(tenant, runs["wait"])[-1]
     assert done.payload["result"] == {"isSuccess": True, "total": 42}
 
     assert _resume(store, legacy, tenant, runs["event_matched"], later).outcome == "completed"
-    outbox = store.fetch_all(
-        "cli_outbox_for_run", {"tenant_id": tenant, "run_id": runs["event_matched"]}
-    )
-    assert [o["step_kind"] for o in outbox] == ["mail.send", "webhook.send"]
+    outbox = store.outbox.of_run(tenant, runs["event_matched"])
+    assert [o.step_kind for o in outbox] == ["mail.send", "webhook.send"]
 
     timed_out = _resume(store, legacy, tenant, runs["event_waiting"], now + timedelta(days=4))
     assert (timed_out.outcome, timed_out.reason) == ("failed", "returned_failure")
 
     retried = _resume(store, legacy, tenant, runs["retry"], later)
     assert retried.outcome == "completed"
-    assert store.load_stream(tenant, runs["retry"])[-1].payload["result"]["attempt"] == 2
+    assert store.streams.load(tenant, runs["retry"])[-1].payload["result"]["attempt"] == 2
 
     assert _resume(store, legacy, tenant, runs["loop"], later).outcome == "suspended"
     last = _resume(store, legacy, tenant, runs["loop"], later + timedelta(hours=1))
     assert last.outcome == "completed"
-    assert store.load_stream(tenant, runs["loop"])[-1].payload["result"]["last"] == 3
+    assert store.streams.load(tenant, runs["loop"])[-1].payload["result"]["last"] == 3
 
     assert _resume(store, legacy, tenant, runs["cron"], later).outcome == "completed"
-    assert store.load_stream(tenant, runs["cron"])[-1].payload["result"] == {
+    assert store.streams.load(tenant, runs["cron"])[-1].payload["result"] == {
         "at": "2026-01-05T06:00:00.000000Z"
     }
+
+
+def test_every_recorded_payload_decodes_to_its_fact_and_back(recorded: dict[str, Any]) -> None:
+    """The typed stream reads each shape release 0.1.0 wrote and writes it unchanged."""
+    seen: set[str] = set()
+    for stored in recorded["wf_events"]:
+        fact = stream.decode(stored["type"], stored["payload"])
+        assert not isinstance(fact, stream.UnknownFact), stored["type"]
+        assert stream.type_of(fact) == stored["type"]
+        assert fact.to_payload() == stored["payload"], stored["type"]
+        seen.add(stored["type"])
+    known = {
+        value
+        for name, value in vars(stream).items()
+        if name.isupper() and isinstance(value, str) and "." in value
+    }
+    assert seen == known  # the fixture covers every event type of the format
+
+
+def test_an_event_type_from_a_newer_release_is_skipped_by_the_fold() -> None:
+    facts = [
+        stream.RecordedFact(1, NOW, stream.decode(stream.RUN_STARTED, STARTED)),
+        stream.RecordedFact(2, NOW, stream.decode("workflow.task.scheduled", {"key": "x"})),
+    ]
+    state = stream.fold_run("r", "t", facts)
+    assert isinstance(facts[1].fact, stream.UnknownFact)
+    assert (state.status, state.version, state.workflow_name) == ("running", 2, "w")

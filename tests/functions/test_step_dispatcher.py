@@ -10,20 +10,21 @@ from typing import Any
 
 import pytest
 from workflow_runner import DomainEvent, ManualClock, define_workflow, on_event
-from workflow_runner import events as ev
+from workflow_runner import stream as ev
 from workflow_runner.aws.inprocess import CapturedMailer, RecordedRequest, RecordingHttpSender
-from workflow_runner.dispatcher import (
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.engine import ingest_domain_event
+from workflow_runner.engine.dispatcher import (
     PermanentDeliveryError,
-    WebhookGuard,
     backoff_seconds,
     dispatch_pending,
 )
-from workflow_runner.operations import ingest_domain_event
 from workflow_runner.ports import HttpResponse
-from workflow_runner.registry import WorkflowRegistry
-from workflow_runner.store import Store
+from workflow_runner.store import OutboxRow, Store
+from workflow_runner.webhook_guard import WebhookGuard
 
-TENANT = "6f1c2b1e-8d3a-4e5f-9a7b-0c1d2e3f4a5b"
+from tests.support import SAMPLE_TENANT as TENANT
+
 PUBLIC = WebhookGuard(resolver=lambda host, port: ["93.184.215.14"])
 
 
@@ -66,14 +67,14 @@ def request_dispatches(
     return {r["step_kind"]: r["request_id"] for r in rows}
 
 
-def outbox(store: Store, request_id: str) -> dict[str, Any]:
-    row = store.fetch_one("get_dispatch", {"tenant_id": TENANT, "request_id": request_id})
+def outbox(store: Store, request_id: str) -> OutboxRow:
+    row = store.outbox.get(TENANT, request_id)
     assert row is not None
     return row
 
 
 def dispatch_stream(store: Store, request_id: str) -> list[tuple[int, str, dict[str, Any]]]:
-    return [(e.version, e.type, e.payload) for e in store.load_stream(TENANT, request_id)]
+    return [(e.version, e.type, e.payload) for e in store.streams.load(TENANT, request_id)]
 
 
 def run(store: Store, clock: ManualClock, mailer: Any, http: Any, **kw: Any) -> Any:
@@ -115,7 +116,7 @@ def test_delivers_mail_and_webhook_and_erases_the_requests(
 
     for kind, request_id in ids.items():
         row = outbox(store, request_id)
-        assert (row["status"], row["request"], row["attempts"]) == ("dispatched", None, 1)
+        assert (row.status, row.request, row.attempts) == ("dispatched", None, 1)
         stream = dispatch_stream(store, request_id)
         assert stream[0][:2] == (1, ev.DISPATCH_REQUESTED)
         assert stream[1] == (2, ev.DISPATCHED, {"stepKind": kind, "status": 200})
@@ -145,7 +146,7 @@ def test_transient_failures_back_off_then_fail_for_good(
     delay = (retry.next_attempt_at - clock.now()).total_seconds()
     assert 15 <= delay <= 30  # attempt 1: base 30 s with equal jitter
     row = outbox(store, hook)
-    assert row["status"] == "pending" and row["request"] is not None and row["leased_until"] is None
+    assert row.status == "pending" and row.request is not None and row.leased_until is None
 
     # Not due yet: nothing is claimed.
     assert run(store, clock, CapturedMailer(), http).outcomes == []
@@ -162,7 +163,7 @@ def test_transient_failures_back_off_then_fail_for_good(
         ev.DISPATCH_FAILED,
         {"stepKind": "webhook.send", "error": "HTTP 503", "attempt": 3},
     )
-    assert outbox(store, hook)["status"] == "failed" and outbox(store, hook)["request"] is None
+    assert outbox(store, hook).status == "failed" and outbox(store, hook).request is None
 
 
 @pytest.mark.parametrize(
@@ -261,10 +262,7 @@ def test_leased_rows_are_not_claimed_twice(
     store: Store, notify: WorkflowRegistry, clock: ManualClock, db_url: str
 ) -> None:
     request_dispatches(store, notify, clock)
-    store.execute(
-        "claim_dispatches",
-        {"now": clock.now(), "lease_until": clock.now() + timedelta(minutes=5), "limit": 10},
-    )
+    store.outbox.claim(clock.now(), clock.now() + timedelta(minutes=5), 10)
     http = RecordingHttpSender()
     assert run(store, clock, CapturedMailer(), http).outcomes == []
     clock.advance(timedelta(minutes=6))  # the lease ran out: the rows are taken again

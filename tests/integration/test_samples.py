@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sample_workflows
-from workflow_runner import ManualClock, run_id_for
-from workflow_runner import events as ev
-from workflow_runner import operations as ops
-from workflow_runner.dsl import CronTrigger, EventTrigger
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner import DomainEvent, ManualClock, run_id_for
+from workflow_runner import engine as ops
+from workflow_runner import stream as ev
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.definition.dsl import CronTrigger, EventTrigger
 from workflow_runner.store import Store
 
 from tests.support import TENANT_A, resume_due, stream, stream_types, trigger
@@ -44,9 +44,9 @@ def test_sample_definitions_have_the_seed_triggers_and_keys() -> None:
         isinstance(onboarding.trigger, EventTrigger)
         and onboarding.trigger.event_type == "user.signed-up"
     )
-    assert onboarding.key_for(
-        ops.DomainEvent("e", "user.signed-up", {"userId": "user_123"}, "t")
-    ) == ("onboarding:user_123")
+    assert onboarding.key_for(DomainEvent("e", "user.signed-up", {"userId": "user_123"}, "t")) == (
+        "onboarding:user_123"
+    )
     assert isinstance(sample_workflows.webhook_delivery.trigger, EventTrigger)
     assert sample_workflows.webhook_delivery.trigger.event_type == "data.processed"
     daily = sample_workflows.daily_report.trigger
@@ -116,7 +116,7 @@ def test_webhook_delivery_completes_with_exactly_one_dispatch_request(
     assert len(requests) == 1
     assert requests[0]["request"]["url"] == "https://hooks.example.com/in"  # type: ignore[index]
     assert requests[0]["request"]["bodyJson"] == '{"id":7}'  # type: ignore[index]
-    requested = store.load_stream(TENANT_A, str(requests[0]["request_id"]))
+    requested = store.streams.load(TENANT_A, str(requests[0]["request_id"]))
     assert [(e.type, e.payload["stepKind"], e.payload["runId"]) for e in requested] == [
         (ev.DISPATCH_REQUESTED, "webhook.send", run_id)
     ]

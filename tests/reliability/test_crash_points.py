@@ -8,7 +8,7 @@ import random
 from collections.abc import Callable
 
 import pytest
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner.definition import WorkflowRegistry
 
 from tests.reliability.harness import (
     FaultPlan,

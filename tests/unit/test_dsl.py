@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 from workflow_runner import DomainEvent, define_workflow, on_cron, on_event, run_id_for
-from workflow_runner.dsl import RUN_ID_NAMESPACE
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.definition.dsl import RUN_ID_NAMESPACE
 from workflow_runner.errors import InvalidCronExpression, InvalidDuration, WorkflowDefinitionError
-from workflow_runner.registry import WorkflowRegistry
 
 
 def _event(payload: dict[str, object]) -> DomainEvent:
@@ -190,7 +190,7 @@ def test_registry_keeps_versions_side_by_side_and_starts_new_runs_on_the_highest
 
 
 def test_define_workflow_registers_in_the_default_registry_when_asked() -> None:
-    from workflow_runner.registry import default_registry
+    from workflow_runner.definition import default_registry
 
     wf = define_workflow(
         name="registered-by-default-test", trigger=on_event("x"), steps=lambda s: [s.return_()]
@@ -202,7 +202,7 @@ def test_define_workflow_registers_in_the_default_registry_when_asked() -> None:
 
 
 def test_load_workflow_modules_names_a_module_it_cannot_import() -> None:
-    from workflow_runner.registry import load_workflow_modules
+    from workflow_runner.definition import load_workflow_modules
 
     with pytest.raises(WorkflowDefinitionError, match="no_such_module_xyz"):
         load_workflow_modules({"WORKFLOW_MODULES": "sample_workflows, no_such_module_xyz"})

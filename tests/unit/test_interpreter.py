@@ -8,8 +8,14 @@ from typing import Any
 
 import pytest
 from workflow_runner import DomainEvent, define_workflow, on_event
-from workflow_runner.dsl import Retry, WorkflowDefinition
-from workflow_runner.interpreter import Interpreter, backoff_delay, describe_step_error, step_at
+from workflow_runner.definition.dsl import Retry, WorkflowDefinition
+from workflow_runner.interpreter import (
+    Interpreter,
+    RetryWait,
+    backoff_delay,
+    describe_step_error,
+    step_at,
+)
 
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 EVENT = DomainEvent(
@@ -127,14 +133,12 @@ def test_retry_schedules_the_next_attempt_and_reenters_the_body_from_its_first_s
     first = _run(wf)
     assert first.suspension.kind == "retry-scheduled"
     assert first.suspension.path == [{"i": 0, "attempt": 2}]
-    assert first.suspension.detail == {
-        "attempt": 1,
-        "maxAttempts": 3,
-        "error": "workflow step failed (ConnectionError)",
-    }
+    assert first.suspension.retry == RetryWait(
+        attempt=1, max_attempts=3, error="workflow step failed (ConnectionError)"
+    )
     assert first.suspension.wake_at == NOW + timedelta(seconds=10)
     second = _run(wf, first.suspension.path, results=first.persisted_results())
-    assert second.suspension.detail["attempt"] == 2
+    assert second.suspension.retry is not None and second.suspension.retry.attempt == 2
     assert second.suspension.wake_at == NOW + timedelta(seconds=20)
     third = _run(wf, second.suspension.path, results=second.persisted_results())
     assert third.outcome == "completed"
@@ -290,11 +294,11 @@ def test_wait_for_event_suspends_with_match_timeout_and_lookback() -> None:
         awaits={"approved": "order.approved"},
     )
     result = _run(wf)
-    detail = result.suspension.detail
-    assert result.suspension.kind == "waiting-for-event"
-    assert detail["eventType"] == "order.approved"
-    assert detail["timeoutAt"] == "2026-01-08T09:00:00.000000Z"
-    assert detail["lookbackFrom"] == "2026-01-05T08:00:00.000000Z"
+    wait = result.suspension.event
+    assert result.suspension.kind == "waiting-for-event" and wait is not None
+    assert wait.event_type == "order.approved"
+    assert result.suspension.wake_at == datetime(2026, 1, 8, 9, 0, tzinfo=UTC)
+    assert wait.lookback_from == datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
     assert result.suspension.wake_at == NOW + timedelta(days=3)
 
 

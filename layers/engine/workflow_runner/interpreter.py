@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from .dsl import (
+from .definition.dsl import (
     Branch,
     Compute,
     DomainEvent,
@@ -28,20 +28,15 @@ from .dsl import (
     WorkflowInfo,
     resolve,
 )
-from .durations import format_instant, parse_duration, resolve_wake_at
+from .durations import parse_duration, resolve_wake_at
+from .errors import WorkflowRunnerError
 from .match import validate_event_match
-
-# A path locates a step in the tree: one frame per level. A frame is {"i": index}
-# plus, for the container it enters, {"arm": "true"|"false"} (branch), {"item": k}
-# (for_each) or {"attempt": n} (retry). Paths are stored on the stream, so their
-# shape is part of the storage format.
-Frame = dict[str, Any]
-Path = list[Frame]
+from .stream import Frame, Path
 
 DISPATCH_NAMESPACE = uuid.UUID("6d0c4c8e-31f5-4c59-9d59-0f6f1c1a7a52")
 
 
-class WorkflowStepError(Exception):
+class WorkflowStepError(WorkflowRunnerError):
     """A step produced something the engine cannot accept (bad wait time, result not JSON)."""
 
 
@@ -52,11 +47,35 @@ def describe_step_error(error: BaseException) -> str:
 
 
 @dataclass(frozen=True)
+class EventWait:
+    """What a wait_for_event suspension waits for."""
+
+    event_type: str
+    match: dict[str, Any] | None
+    lookback_from: datetime
+    result_key: str
+    consumed_event_ids: list[str]
+
+
+@dataclass(frozen=True)
+class RetryWait:
+    """The failed attempt of a retry and the budget it belongs to."""
+
+    attempt: int
+    max_attempts: int
+    error: str
+
+
+@dataclass(frozen=True)
 class Suspension:
+    """Where a pass stopped: `path`, due at `wake_at` (a wait's time, a wait_for_event's
+    timeout, a retry's next attempt)."""
+
     kind: Literal["waiting", "waiting-for-event", "retry-scheduled"]
     path: Path
     wake_at: datetime
-    detail: dict[str, Any]
+    event: EventWait | None = None
+    retry: RetryWait | None = None
 
     @property
     def step_index(self) -> int:
@@ -292,7 +311,7 @@ class Interpreter:
         elif isinstance(step, Wait):
             raw = step.for_ if step.for_ is not None else step.until
             wake_at = self._wake_at(self._call(raw, path, scope), path)
-            raise _Suspend(Suspension("waiting", path, wake_at, {}))
+            raise _Suspend(Suspension("waiting", path, wake_at))
         elif isinstance(step, WaitForEvent):
             self._suspend_for_event(step, path, scope)
         elif isinstance(step, (MailSend, WebhookSend)):
@@ -337,15 +356,14 @@ class Interpreter:
                 lookback_from = self.now - parse_duration(lookback)
             except Exception as error:
                 raise _StepFailed(error, path) from error
-        detail = {
-            "eventType": step.event,
-            "match": match,
-            "timeoutAt": format_instant(timeout_at),
-            "lookbackFrom": format_instant(lookback_from),
-            "resultKey": step.result_key,
-            "consumedEventIds": self.consumed_event_ids,
-        }
-        raise _Suspend(Suspension("waiting-for-event", path, timeout_at, detail))
+        wait = EventWait(
+            event_type=step.event,
+            match=match,
+            lookback_from=lookback_from,
+            result_key=step.result_key,
+            consumed_event_ids=list(self.consumed_event_ids),
+        )
+        raise _Suspend(Suspension("waiting-for-event", path, timeout_at, event=wait))
 
     def _run_retry(
         self,
@@ -365,13 +383,9 @@ class Interpreter:
             if attempt >= step.times:
                 raise
             wake_at = self.now + backoff_delay(step, attempt, self.rng)
-            detail = {
-                "attempt": attempt,
-                "maxAttempts": step.times,
-                "error": describe_step_error(failed.error),
-            }
+            wait = RetryWait(attempt, step.times, describe_step_error(failed.error))
             retry_path = [*prefix, {"i": index, "attempt": attempt + 1}]
-            raise _Suspend(Suspension("retry-scheduled", retry_path, wake_at, detail)) from None
+            raise _Suspend(Suspension("retry-scheduled", retry_path, wake_at, retry=wait)) from None
         finally:
             self._attempts.pop()
 

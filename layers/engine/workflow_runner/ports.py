@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from .clock import Clock
+from .definition import WorkflowRegistry
+from .errors import NotConfigured
+from .settings import Settings
 from .store import Store
+from .webhook_guard import WebhookGuard
 
 
 @dataclass(frozen=True)
@@ -69,16 +73,29 @@ class HttpSender(Protocol):
 
 @dataclass
 class Runtime:
-    """Everything a handler needs besides its input."""
+    """Everything a handler needs besides its input.
+
+    Args:
+        clock: business time.
+        store: a warm, healthy connection (re-established when broken).
+        resume_queue, nudger, mailer, http: the ports to the outside world.
+        settings: the functions' configuration (default: from the environment).
+        registry: the workflows (default: the modules named in WORKFLOW_MODULES).
+        webhook_guard: the SSRF guard (default: from settings.webhook_allow_hosts).
+        reconnect: drop the cached connection after a transient failure, so the next
+            `store()` opens a fresh one (None: the store cannot be re-established).
+    """
 
     clock: Clock
-    store: Callable[[], Store]  # a warm, healthy connection (re-established when broken)
+    store: Callable[[], Store]
     resume_queue: ResumeQueue
     nudger: Nudger
     mailer: Mailer
     http: HttpSender
-    settings: Any = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    settings: Settings | None = None
+    registry: WorkflowRegistry | None = None
+    webhook_guard: WebhookGuard | None = None
+    reconnect: Callable[[], None] | None = None
 
 
 _runtime: Runtime | None = None
@@ -89,6 +106,11 @@ def set_runtime(runtime: Runtime | None) -> None:
     """Install the runtime handlers use (None: rebuild from the environment on next use)."""
     global _runtime
     _runtime = runtime
+
+
+def installed_runtime() -> Runtime | None:
+    """The runtime installed now, without building the default one."""
+    return _runtime
 
 
 def set_runtime_factory(factory: Callable[[], Runtime]) -> None:
@@ -102,6 +124,6 @@ def get_runtime() -> Runtime:
     global _runtime
     if _runtime is None:
         if _factory is None:
-            raise RuntimeError("no runtime installed: call set_runtime() or set_runtime_factory()")
+            raise NotConfigured("no runtime installed: call set_runtime() or set_runtime_factory()")
         _runtime = _factory()
     return _runtime

@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..dispatcher import PermanentDeliveryError, WebhookGuard
+from ..engine.dispatcher import PermanentDeliveryError
+from ..engine.enqueue import MAX_DELAY_SECONDS
 from ..ports import HttpResponse, ResumeRequest
+from ..webhook_guard import WebhookGuard
 
 log = logging.getLogger("workflow_runner.aws")
 
 SQS_BATCH = 10  # send_message_batch takes at most 10 entries
-MAX_DELAY_SECONDS = 900
 
 
 def resume_message(request: ResumeRequest) -> dict[str, Any]:

@@ -11,14 +11,9 @@ import argparse
 import logging
 import os
 import sys
-import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any, TextIO
 
-from ..clock import SystemClock
-from ..durations import parse_instant
 from ..errors import (
     InvalidInput,
     RunNotFound,
@@ -27,90 +22,9 @@ from ..errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
-from ..registry import WorkflowRegistry, default_registry, load_workflow_modules
-from ..store import Store, connect
+from . import local_commands, operate
+from .context import Context, Handler, UsageError
 from .render import Output
-
-Handler = Callable[["Context"], int]
-
-
-class UsageError(InvalidInput):
-    """A command line that cannot be carried out as given (exit code 2)."""
-
-
-@dataclass
-class Context:
-    """What every command gets: its arguments, output, and lazily the database."""
-
-    args: argparse.Namespace
-    output: Output
-    environ: dict[str, str]
-    _store: Store | None = field(default=None, repr=False)
-    _registry: WorkflowRegistry | None = field(default=None, repr=False)
-
-    @property
-    def database_url(self) -> str:
-        url = getattr(self.args, "database_url", None) or self.environ.get("DATABASE_URL")
-        if not url:
-            raise UsageError("no database: pass --database-url URL or set DATABASE_URL")
-        return str(url)
-
-    def store(self) -> Store:
-        if self._store is None:
-            self._store = connect(self.database_url)
-        return self._store
-
-    def registry(self) -> WorkflowRegistry:
-        if self._registry is None:
-            self._registry = load_workflow_modules(self.environ, default_registry())
-        return self._registry
-
-    def tenant(self, required: bool = True) -> str | None:
-        raw = getattr(self.args, "tenant", None)
-        if raw is None:
-            if required:
-                raise UsageError("--tenant is required")
-            return None
-        return parse_uuid(raw, "--tenant")
-
-    def now(self) -> datetime:
-        """Business time: --now, else the local runtime's clock when this database has
-        one (set by `wfr local` / `wfr demo`), else the system clock."""
-        raw = getattr(self.args, "now", None)
-        if raw:
-            return parse_now(raw, "--now")
-        from ..local.state import local_clock
-
-        local = local_clock(self.store())
-        return local if local is not None else SystemClock().now()
-
-    def close(self) -> None:
-        if self._store is not None and not self._store.closed:
-            self._store.close()
-
-
-def parse_uuid(raw: str, what: str) -> str:
-    """A UUID argument in canonical form.
-
-    Raises:
-        UsageError: `raw` is not a UUID.
-    """
-    try:
-        return str(uuid.UUID(str(raw)))
-    except ValueError:
-        raise UsageError(f"{what} must be a UUID, got {raw!r}") from None
-
-
-def parse_now(raw: str, what: str) -> datetime:
-    """An ISO-8601 instant argument such as 2026-01-05T09:00:00Z.
-
-    Raises:
-        UsageError: `raw` is not an instant with an offset.
-    """
-    try:
-        return parse_instant(raw)
-    except InvalidInput as error:
-        raise UsageError(f"{what}: {error}") from None
 
 
 def _common(json_default: Any) -> argparse.ArgumentParser:
@@ -133,8 +47,6 @@ def _common(json_default: Any) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full `wfr` argument parser."""
-    from . import local_commands, operate
-
     top = argparse.ArgumentParser(
         prog="wfr",
         description=(

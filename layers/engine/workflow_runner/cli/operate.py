@@ -10,21 +10,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import events as ev
-from ..doctor import run_doctor
-from ..erase import erase_event
+from ..engine.cancel import cancel_run
+from ..engine.doctor import run_doctor
+from ..engine.erase import erase_event
+from ..engine.passes import load_run
+from ..engine.redrive import redrive_run
+from ..engine.resume import resume_run
 from ..graph import GraphUnavailable, flowchart, mark_run, to_mermaid, to_png
-from ..operations import cancel_run, load_run, resume_run
-from ..redrive import redrive_run
-from ..store import StoredEvent, apply_migrations
-from .app import Context, UsageError, parse_now, parse_uuid
-from .render import instant
+from ..local.routes import template_routes
+from ..store import RunSummary, StoredEvent
+from ..stream import fold_run
+from ..timeline import describe_event, instant
+from .context import Context, UsageError, parse_now, parse_uuid
 
 
 def cmd_migrate(ctx: Context) -> int:
     """Apply pending migrations."""
-    store = ctx.store()
-    applied = apply_migrations(store.conn)
+    applied = ctx.store().migrate()
     names = [f"{m.version:04d}_{m.name}" for m in applied]
     if ctx.output.as_json:
         ctx.output.json({"applied": names})
@@ -36,17 +38,17 @@ def cmd_migrate(ctx: Context) -> int:
     return 0
 
 
-def _run_json(row: dict[str, Any]) -> dict[str, Any]:
+def _run_json(run: RunSummary) -> dict[str, Any]:
     return {
-        "runId": row["run_id"],
-        "tenantId": row["tenant_id"],
-        "workflowName": row["workflow_name"],
-        "status": row["status"],
-        "version": row["version"],
-        "definitionFingerprint": row["definition_fingerprint"],
-        "triggerEventType": row["trigger_event_type"],
-        "startedAt": row["started_at"],
-        "updatedAt": row["updated_at"],
+        "runId": run.run_id,
+        "tenantId": run.tenant_id,
+        "workflowName": run.workflow_name,
+        "status": run.status,
+        "version": run.version,
+        "definitionFingerprint": run.definition_fingerprint,
+        "triggerEventType": run.trigger_event_type,
+        "startedAt": run.started_at,
+        "updatedAt": run.updated_at,
     }
 
 
@@ -56,20 +58,14 @@ def cmd_runs_list(ctx: Context) -> int:
     assert tenant is not None
     if ctx.args.limit < 1:
         raise UsageError("--limit must be at least 1")
-    rows = ctx.store().list_runs(tenant, ctx.args.workflow, ctx.args.status, ctx.args.limit)
+    rows = ctx.store().runs.for_tenant(tenant, ctx.args.workflow, ctx.args.status, ctx.args.limit)
     if ctx.output.as_json:
         ctx.output.json([_run_json(r) for r in rows])
         return 0
     ctx.output.table(
         ["RUN ID", "WORKFLOW", "STATUS", "STARTED", "UPDATED"],
         [
-            [
-                r["run_id"],
-                r["workflow_name"],
-                r["status"],
-                instant(r["started_at"]),
-                instant(r["updated_at"]),
-            ]
+            [r.run_id, r.workflow_name, r.status, instant(r.started_at), instant(r.updated_at)]
             for r in rows
         ],
         colours=[None, None, "status"],
@@ -78,44 +74,9 @@ def cmd_runs_list(ctx: Context) -> int:
     return 0
 
 
-def describe_event(e: StoredEvent) -> str:
-    """One line saying what a run-stream event means."""
-    p = e.payload
-    t = e.type
-    if t == ev.RUN_STARTED:
-        ref = p.get("triggerEventRef") or {}
-        source = p.get("cronScheduledAt") or ref.get("eventId") or "-"
-        name = f"{p.get('workflowName')} v{p.get('workflowVersion')}"
-        return f"{name} on {p.get('triggerEventType')} ({source})"
-    if t == ev.STEP_WAITING:
-        return f"step {p.get('stepIndex')}: wait until {instant(p.get('wakeAt'))}"
-    if t == ev.STEP_WAITING_FOR_EVENT:
-        until = instant(p.get("timeoutAt"))
-        return f"step {p.get('stepIndex')}: wait for {p.get('eventType')} until {until}"
-    if t == ev.RETRY_SCHEDULED:
-        return (
-            f"step {p.get('stepIndex')}: attempt {p.get('attempt')}/{p.get('maxAttempts')} "
-            f"failed ({p.get('error')}), next at {instant(p.get('wakeAt'))}"
-        )
-    if t == ev.STEP_EVENT_MATCHED:
-        return f"step {p.get('stepIndex')}: matched {p.get('eventType')} {p.get('eventId')}"
-    if t == ev.STEP_RESUMED:
-        return f"step {p.get('stepIndex')}: resumed by {p.get('resumedBy')}"
-    if t == ev.RUN_COMPLETED:
-        return f"result {p.get('result')}"
-    if t == ev.RUN_FAILED:
-        return f"step {p.get('stepIndex')}: {p.get('reason') or p.get('error')}"
-    if t == ev.RUN_CANCELLED:
-        return str(p.get("reason") or "-")
-    if t == ev.RUN_REDRIVEN:
-        fingerprint = str(p.get("definitionFingerprint", ""))[:12]
-        return f"from step {p.get('fromStepIndex')} on definition {fingerprint}…"
-    return ""
-
-
 def _load_stream(ctx: Context, tenant: str, run_id: str) -> list[StoredEvent]:
     load_run(ctx.store(), tenant, run_id)  # RunNotFound for an unknown run or wrong tenant
-    return ctx.store().load_stream(tenant, run_id)
+    return ctx.store().streams.load(tenant, run_id)
 
 
 def cmd_runs_show(ctx: Context) -> int:
@@ -124,7 +85,7 @@ def cmd_runs_show(ctx: Context) -> int:
     assert tenant is not None
     run_id = parse_uuid(ctx.args.run_id, "RUN_ID")
     events = _load_stream(ctx, tenant, run_id)
-    state = ev.fold_run(run_id, tenant, events)
+    state = fold_run(run_id, tenant, [e.recorded for e in events])
     if ctx.output.as_json:
         ctx.output.json(
             {
@@ -162,21 +123,21 @@ def cmd_pending(ctx: Context) -> int:
     tenant = ctx.tenant()
     assert tenant is not None
     before = parse_now(ctx.args.due_before, "--due-before") if ctx.args.due_before else None
-    rows = ctx.store().list_pending(tenant, before)
+    rows = ctx.store().pending.for_tenant(tenant, before)
     if ctx.output.as_json:
         ctx.output.json(
             [
                 {
-                    "runId": r["run_id"],
-                    "stepIndex": r["step_index"],
-                    "workflowName": r["workflow_name"],
-                    "suspension": r["suspension_event_type"],
-                    "wakeAt": r["wake_at"],
-                    "retryAttempt": r["retry_attempt"],
-                    "waitEventType": r["wait_event_type"],
-                    "awaitedEventId": r["awaited_event_id"],
-                    "suspensionVersion": r["suspension_version"],
-                    "leasedUntil": r["leased_until"],
+                    "runId": r.run_id,
+                    "stepIndex": r.step_index,
+                    "workflowName": r.workflow_name,
+                    "suspension": r.suspension_event_type,
+                    "wakeAt": r.wake_at,
+                    "retryAttempt": r.retry_attempt,
+                    "waitEventType": r.wait_event_type,
+                    "awaitedEventId": r.awaited_event_id,
+                    "suspensionVersion": r.suspension_version,
+                    "leasedUntil": r.leased_until,
                 }
                 for r in rows
             ]
@@ -186,14 +147,14 @@ def cmd_pending(ctx: Context) -> int:
         ["RUN ID", "STEP", "WORKFLOW", "WAITING", "WAKE AT", "DETAIL"],
         [
             [
-                r["run_id"],
-                r["step_index"],
-                r["workflow_name"],
-                str(r["suspension_event_type"]).removeprefix("workflow."),
-                instant(r["wake_at"]),
-                (f"for {r['wait_event_type']}" if r["wait_event_type"] else "")
-                + (f" matched {r['awaited_event_id']}" if r["awaited_event_id"] else "")
-                + (f"attempt {r['retry_attempt']}" if r["retry_attempt"] else ""),
+                r.run_id,
+                r.step_index,
+                r.workflow_name,
+                r.suspension_event_type.removeprefix("workflow."),
+                instant(r.wake_at),
+                (f"for {r.wait_event_type}" if r.wait_event_type else "")
+                + (f" matched {r.awaited_event_id}" if r.awaited_event_id else "")
+                + (f"attempt {r.retry_attempt}" if r.retry_attempt else ""),
             ]
             for r in rows
         ],
@@ -212,7 +173,7 @@ def cmd_resume(ctx: Context) -> int:
     step = ctx.args.step
     if step is None:
         state = load_run(store, tenant, run_id)
-        step = int(state.suspension["stepIndex"]) if state.suspension else 0
+        step = state.suspension.step_index if state.suspension else 0
     result = resume_run(
         store, tenant, run_id, step, now, force=ctx.args.force, registry=ctx.registry()
     )
@@ -336,17 +297,15 @@ def cmd_graph(ctx: Context) -> int:
             raise UsageError("--run needs --tenant")
         run_id = parse_uuid(ctx.args.run, "--run")
         events = _load_stream(ctx, tenant, run_id)
-        state = ev.fold_run(run_id, tenant, events)
+        state = fold_run(run_id, tenant, [e.recorded for e in events])
         if state.workflow_name != definition.name:
             raise UsageError(
                 f"run {run_id} is a run of {state.workflow_name!r}, not {definition.name!r}"
             )
         definition = registry.find(definition.name, state.fingerprint) or definition
         chart = flowchart(definition)
-        dispatches = ctx.store().fetch_all(
-            "cli_run_dispatches", {"tenant_id": tenant, "run_id": run_id}
-        )
-        mark_run(chart, definition, events, [d["payload"].get("path") or [] for d in dispatches])
+        dispatches = ctx.store().streams.dispatch_requests_of_run(tenant, run_id)
+        mark_run(chart, definition, events, [d.payload.get("path") or [] for d in dispatches])
     else:
         chart = flowchart(definition)
     if ctx.args.format == "png":
@@ -385,7 +344,8 @@ def cmd_doctor(ctx: Context) -> int:
     template = Path(ctx.args.template) if ctx.args.template else None
     if template is not None and not template.is_file():
         raise UsageError(f"--template {template}: no such file")
-    report = run_doctor(ctx.store(), ctx.registry(), tenant, template)
+    routes = template_routes(template, ctx.registry())
+    report = run_doctor(ctx.store(), ctx.registry(), tenant, routes)
     if ctx.output.as_json:
         ctx.output.json(report.to_json())
     else:

@@ -22,13 +22,14 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ..definition import load_workflow_modules
+from ..engine.cancel import cancel_run
+from ..engine.doctor import run_doctor
 from ..graph import flowchart, mark_run, to_mermaid
-from ..operations import cancel_run
-from ..registry import load_workflow_modules
-from ..store import Store, apply_migrations, connect
+from ..store import Store, connect
+from ..timeline import activity_rows, describe_event
 from . import routes as r
 from .runtime import Activity, LocalRuntime
-from .state import captured_mail
 
 START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
 
@@ -116,14 +117,12 @@ class Demo:
         self.out.heading(f"▶ {title}")
 
     def show(self, activity: Activity, skip: frozenset[str] = frozenset()) -> None:
-        from ..cli.local_commands import activity_rows
-
-        rows = [row for row in activity_rows(self.store, activity) if row[2] not in skip]
+        rows = [row for row in activity_rows(self.store, activity.events) if row[2] not in skip]
         if rows:
             self.out.table(["TIME", "RUN", "WORKFLOW", "EVENT", "DETAIL"], rows)
         for m in activity.mail:
             self.out.line(
-                self.out.paint("  ✉ ", "cyan") + f"to {', '.join(m['recipients'])}: {m['subject']}"
+                self.out.paint("  ✉ ", "cyan") + f"to {', '.join(m.recipients)}: {m.subject}"
             )
 
     def put(self, label: str, detail_type: str, detail: dict[str, Any]) -> Activity:
@@ -208,21 +207,18 @@ class Demo:
         self.travel(
             START + timedelta(days=8, hours=1), timedelta(hours=3), frozenset({"daily-report"})
         )
-        reports = self.store.list_runs(self.tenant, "daily-report")
+        reports = self.store.runs.for_tenant(self.tenant, "daily-report")
         out.line(
             f"  daily-report (cron 0 9 * * *) ran {len(reports)} times, one per day at 09:00 UTC"
         )
 
         self.scene("Runs")
         rows = [
-            r for r in self.store.list_runs(self.tenant) if r["workflow_name"] != "daily-report"
+            r for r in self.store.runs.for_tenant(self.tenant) if r.workflow_name != "daily-report"
         ]
         out.table(
             ["RUN ID", "WORKFLOW", "STATUS", "LAST CHANGE"],
-            [
-                [r["run_id"], r["workflow_name"], r["status"], f"{r['updated_at']:%a %d %b %H:%M}"]
-                for r in rows
-            ],
+            [[r.run_id, r.workflow_name, r.status, f"{r.updated_at:%a %d %b %H:%M}"] for r in rows],
             colours=[None, None, "status"],
         )
 
@@ -236,8 +232,8 @@ class Demo:
         out.table(
             ["SENT", "TO", "SUBJECT"],
             [
-                [f"{m['sent_at']:%a %d %b %H:%M}", ", ".join(m["recipients"]), m["subject"]]
-                for m in captured_mail(self.store)
+                [f"{m.sent_at:%a %d %b %H:%M}", ", ".join(m.recipients), m.subject]
+                for m in self.store.local.mail()
             ],
         )
 
@@ -257,9 +253,8 @@ class Demo:
         self.graph("user-onboarding", self.runs["ada"])
 
         self.scene("wfr doctor")
-        from ..doctor import run_doctor
-
-        report = run_doctor(self.store, self.rt.registry, self.tenant, self.rt.routing.template)
+        routes = r.template_routes(self.rt.routing.template, self.rt.registry)
+        report = run_doctor(self.store, self.rt.registry, self.tenant, routes)
         for check in report.checks:
             out.line(f"  {out.status(check.status):<8} {check.name}: {check.summary}")
         expected = {
@@ -283,31 +278,29 @@ class Demo:
         return 0
 
     def _status(self, run_id: str) -> str:
-        row = self.store.get_run(self.tenant, run_id)
-        return str(row["status"]) if row else "missing"
+        summary = self.store.runs.get(self.tenant, run_id)
+        return summary.status if summary else "missing"
 
     def pending_table(self) -> None:
-        rows = self.store.list_pending(self.tenant)
+        rows = self.store.pending.for_tenant(self.tenant)
         self.out.table(
             ["RUN", "WORKFLOW", "STEP", "WAITING", "WAKE AT"],
             [
                 [
-                    r["run_id"][:8],
-                    r["workflow_name"],
-                    r["step_index"],
-                    str(r["suspension_event_type"]).removeprefix("workflow.")
-                    + (f" {r['wait_event_type']}" if r["wait_event_type"] else ""),
-                    f"{r['wake_at']:%a %d %b %H:%M:%S}",
+                    p.run_id[:8],
+                    p.workflow_name,
+                    p.step_index,
+                    p.suspension_event_type.removeprefix("workflow.")
+                    + (f" {p.wait_event_type}" if p.wait_event_type else ""),
+                    f"{p.wake_at:%a %d %b %H:%M:%S}",
                 ]
-                for r in rows
+                for p in rows
             ],
             empty="no pending rows: nothing is waiting",
         )
 
     def timeline(self, run_id: str) -> None:
-        from ..cli.operate import describe_event
-
-        events = self.store.load_stream(self.tenant, run_id)
+        events = self.store.streams.load(self.tenant, run_id)
         self.out.table(
             ["V", "RECORDED", "EVENT", "DETAIL"],
             [
@@ -324,11 +317,9 @@ class Demo:
     def graph(self, workflow: str, run_id: str) -> None:
         definition = self.rt.registry.latest(workflow)
         chart = flowchart(definition)
-        events = self.store.load_stream(self.tenant, run_id)
-        dispatches = self.store.fetch_all(
-            "cli_run_dispatches", {"tenant_id": self.tenant, "run_id": run_id}
-        )
-        mark_run(chart, definition, events, [d["payload"].get("path") or [] for d in dispatches])
+        events = self.store.streams.load(self.tenant, run_id)
+        dispatches = self.store.streams.dispatch_requests_of_run(self.tenant, run_id)
+        mark_run(chart, definition, events, [d.payload.get("path") or [] for d in dispatches])
         for line in to_mermaid(chart).splitlines():
             self.out.line("  " + line)
 
@@ -346,7 +337,7 @@ def run_demo(out: Any, environ: Mapping[str, str], database_url: str | None = No
     try:
         store = connect(url)
         try:
-            applied = apply_migrations(store.conn)
+            applied = store.migrate()
             if applied:
                 out.line(out.paint(f"migrated: {', '.join(m.name for m in applied)}", "dim"))
             template = r.find_template()

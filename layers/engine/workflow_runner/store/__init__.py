@@ -2,19 +2,40 @@
 
 from __future__ import annotations
 
-from .database import (
-    NewEvent,
-    Store,
-    StoredEvent,
-    connect,
-    is_transient,
-)
-from .migrate import apply_migrations, pending_migrations, schema_sql
+from .database import Store, connect
+from .erasure import Relation
+from .inbox import CandidateEvent, InboxEvent
+from .local import CapturedMail, QueuedMessage
+from .migrate import Migration, apply_migrations, pending_migrations, schema_sql
+from .operator import FingerprintUse, ProjectionState, RunCheckRow
+from .outbox import DispatchStatus, OutboxRow, OutboxSummary
+from .pending import DueRow, NewPendingRow, PendingRow, WaitingRow
+from .runs import RunSummary
+from .sql import Sql, is_transient
+from .streams import NewEvent, StoredEvent
 
 __all__ = [
+    "CandidateEvent",
+    "CapturedMail",
+    "DispatchStatus",
+    "DueRow",
+    "FingerprintUse",
+    "InboxEvent",
+    "Migration",
     "NewEvent",
+    "NewPendingRow",
+    "OutboxRow",
+    "OutboxSummary",
+    "PendingRow",
+    "ProjectionState",
+    "QueuedMessage",
+    "Relation",
+    "RunCheckRow",
+    "RunSummary",
+    "Sql",
     "Store",
     "StoredEvent",
+    "WaitingRow",
     "apply_migrations",
     "connect",
     "is_transient",

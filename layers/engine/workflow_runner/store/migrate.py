@@ -9,6 +9,8 @@ from importlib import resources
 import psycopg
 from psycopg.rows import tuple_row
 
+from ..errors import StoreError
+
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # Serialises concurrent migrators (two deploys, or Lambda retries of the custom resource).
 _MIGRATION_LOCK = 0x77667200
@@ -32,7 +34,7 @@ def all_migrations() -> list[Migration]:
     found.sort(key=lambda mig: mig.version)
     versions = [mig.version for mig in found]
     if versions != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"migrations must be numbered 0001.. without gaps, found {versions}")
+        raise StoreError(f"migrations must be numbered 0001.. without gaps, found {versions}")
     return found
 
 

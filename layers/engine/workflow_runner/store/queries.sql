@@ -32,12 +32,6 @@ LEFT JOIN inbox i
 WHERE e.tenant_id = %(tenant_id)s AND e.stream_id = %(stream_id)s
 ORDER BY e.version;
 
--- name: stream_version
--- The current version of a stream (0 when it does not exist).
-SELECT coalesce(max(version), 0) AS version
-FROM wf_events
-WHERE tenant_id = %(tenant_id)s AND stream_id = %(stream_id)s;
-
 -- name: read_events_after
 -- Catch-up read in commit order. Only events of transactions older than every
 -- transaction still in flight are returned: an event whose transaction commits late

@@ -8,12 +8,11 @@ runs or types concerned and how to fix it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from .registry import WorkflowRegistry
-from .store import Store
+from ..definition import WorkflowRegistry
+from ..store import Store
 
 Status = Literal["ok", "warning", "problem"]
 
@@ -64,23 +63,20 @@ class DoctorReport:
 def check_unsettled_runs(store: Store, tenant: str | None) -> Check:
     """Invariant 4: every run neither completed, failed nor cancelled has a pending row
     (or is about to get one: its suspension is not projected yet)."""
-    rows = store.fetch_all("doctor_unsettled_without_pending", {"tenant_id": tenant})
-    stranded = [r for r in rows if not r["unprojected"]]
-    lagging = [r for r in rows if r["unprojected"]]
+    rows = store.operator.unsettled_without_pending(tenant)
+    stranded = [r for r in rows if not r.unprojected]
+    lagging = [r for r in rows if r.unprojected]
     name = "every unsettled run has a pending row"
     if stranded:
         return Check(
             name,
             "problem",
-            f"{len(stranded)} run(s) are {stranded[0]['status']} without a pending row "
+            f"{len(stranded)} run(s) are {stranded[0].status} without a pending row "
             "and nothing left to project: they are stranded",
             "resume each one now (`wfr resume RUN_ID --tenant T --force`) or cancel it "
             "(`wfr cancel RUN_ID --tenant T`); then look for the pass that ended without "
             "a suspension event",
-            [
-                f"{r['tenant_id']} {r['run_id']} {r['workflow_name']} ({r['status']})"
-                for r in stranded
-            ],
+            [f"{r.tenant_id} {r.run_id} {r.workflow_name} ({r.status})" for r in stranded],
         )
     if lagging:
         return Check(
@@ -88,16 +84,16 @@ def check_unsettled_runs(store: Store, tenant: str | None) -> Check:
             "warning",
             f"{len(lagging)} waiting run(s) are not projected yet (projection lag)",
             "let PendingProjection catch up (locally: `wfr local tick`)",
-            [f"{r['tenant_id']} {r['run_id']} {r['workflow_name']}" for r in lagging],
+            [f"{r.tenant_id} {r.run_id} {r.workflow_name}" for r in lagging],
         )
     return Check(name, "ok", "no unsettled run lacks a pending row")
 
 
 def check_settled_pending(store: Store, tenant: str | None) -> Check:
     """No pending row belongs to a completed, failed or cancelled run."""
-    rows = store.fetch_all("doctor_settled_with_pending", {"tenant_id": tenant})
-    stale = [r for r in rows if not r["unprojected"]]
-    lagging = [r for r in rows if r["unprojected"]]
+    rows = store.operator.settled_with_pending(tenant)
+    stale = [r for r in rows if not r.unprojected]
+    lagging = [r for r in rows if r.unprojected]
     name = "no pending row for a settled run"
     if stale:
         return Check(
@@ -108,10 +104,7 @@ def check_settled_pending(store: Store, tenant: str | None) -> Check:
             "the rows are harmless to resume (ResumeRun answers already-resumed) but wrong: "
             "rebuild the pending projection (truncate workflow_run_pending and reset the "
             "'workflow_run_pending' checkpoint, then let PendingProjection replay)",
-            [
-                f"{r['tenant_id']} {r['run_id']} step {r['step_index']} ({r['status']})"
-                for r in stale
-            ],
+            [f"{r.tenant_id} {r.run_id} step {r.step_index} ({r.status})" for r in stale],
         )
     if lagging:
         return Check(
@@ -119,16 +112,15 @@ def check_settled_pending(store: Store, tenant: str | None) -> Check:
             "warning",
             f"{len(lagging)} settled run(s) still have pending rows (projection lag)",
             "let PendingProjection catch up (locally: `wfr local tick`)",
-            [f"{r['tenant_id']} {r['run_id']} ({r['status']})" for r in lagging],
+            [f"{r.tenant_id} {r.run_id} ({r.status})" for r in lagging],
         )
     return Check(name, "ok", "no settled run has a pending row")
 
 
 def check_projection_lag(store: Store) -> Check:
     """How far the pending projection is behind the run streams."""
-    row = store.fetch_one("doctor_projection_state", {}) or {}
-    behind = int(row.get("behind") or 0)
-    at: datetime | None = row.get("checkpoint_at")
+    state = store.operator.projection_state()
+    behind, at = state.behind, state.checkpoint_at
     name = "pending projection lag"
     where = f" (checkpoint written {at.isoformat()})" if at else " (it has never run)"
     if behind >= LAG_PROBLEM:
@@ -152,20 +144,20 @@ def check_projection_lag(store: Store) -> Check:
 
 def check_fingerprints(store: Store, registry: WorkflowRegistry, tenant: str | None) -> Check:
     """Invariant 7: every waiting run's definition is still registered."""
-    rows = store.fetch_all("doctor_waiting_fingerprints", {"tenant_id": tenant})
+    rows = store.operator.waiting_fingerprints(tenant)
     missing = []
     for r in rows:
-        fingerprint = r["definition_fingerprint"] or ""
-        if registry.find(r["workflow_name"], fingerprint) is None:
+        fingerprint = r.definition_fingerprint
+        if registry.find(r.workflow_name, fingerprint) is None:
             try:
-                current = registry.latest(r["workflow_name"])
+                current = registry.latest(r.workflow_name)
                 now_registered = f"registered now: v{current.version} {current.fingerprint[:12]}…"
             except Exception:
                 now_registered = "no version is registered"
             missing.append(
-                f"{r['runs']} waiting run(s) of {r['workflow_name']} on definition "
-                f"{fingerprint[:12]}… ({now_registered}; e.g. run {r['example_run_id']} "
-                f"of tenant {r['example_tenant_id']})"
+                f"{r.runs} waiting run(s) of {r.workflow_name} on definition "
+                f"{fingerprint[:12]}… ({now_registered}; e.g. run {r.example_run_id} "
+                f"of tenant {r.example_tenant_id})"
             )
     name = "waiting runs' definitions are registered"
     if missing:
@@ -182,39 +174,43 @@ def check_fingerprints(store: Store, registry: WorkflowRegistry, tenant: str | N
     return Check(name, "ok", f"{len(rows)} definition(s) in use by waiting runs, all registered")
 
 
-def check_template(path: Path | None, registry: WorkflowRegistry) -> Check:
+@dataclass(frozen=True)
+class TemplateRoutes:
+    """What the deployed EventBridge rules route, as read from the SAM template by the
+    caller (the CLI reads template.yaml; the engine does not read files)."""
+
+    template: Path | None  # None: no template was found
+    missing: list[str] = field(default_factory=list)  # types that reach no function
+    error: str | None = None  # the template could not be read
+
+
+def check_template(routes: TemplateRoutes | None, registry: WorkflowRegistry) -> Check:
     """Template EventPatterns route every trigger type to TriggerProjection and every
     awaited type to EventWakeup."""
-    from .local.routes import RoutingError, find_template, load_routes, unrouted_types
-
     name = "template routes every trigger and awaited event type"
-    template = path or find_template()
-    if template is None:
+    if routes is None or routes.template is None:
         return Check(
             name,
             "warning",
             "no template.yaml found; routing not checked",
             "run from the project root or pass --template FILE",
         )
-    try:
-        routes = load_routes(template)
-        missing = unrouted_types(routes, registry)
-    except (RoutingError, ValueError) as error:
-        return Check(name, "problem", str(error), "fix the template")
-    if missing:
+    if routes.error is not None:
+        return Check(name, "problem", routes.error, "fix the template")
+    if routes.missing:
         return Check(
             name,
             "problem",
-            f"{len(missing)} event type(s) of the registered workflows reach no function",
+            f"{len(routes.missing)} event type(s) of the registered workflows reach no function",
             "add the types to the EventPattern of the rule (TriggerProjection for "
             "triggers, EventWakeup for awaited types) in template.yaml and deploy",
-            missing,
+            routes.missing,
         )
     return Check(
         name,
         "ok",
         f"{len(registry.trigger_types())} trigger and {len(registry.awaited_types())} awaited "
-        f"type(s) routed by {template}",
+        f"type(s) routed by {routes.template}",
     )
 
 
@@ -222,7 +218,7 @@ def run_doctor(
     store: Store,
     registry: WorkflowRegistry,
     tenant: str | None = None,
-    template: Path | None = None,
+    routes: TemplateRoutes | None = None,
 ) -> DoctorReport:
     """Run every check.
 
@@ -230,7 +226,7 @@ def run_doctor(
         store: the database.
         registry: the registered workflows (what the functions would load).
         tenant: restrict the run checks to one tenant (default: all).
-        template: the SAM template (default: ./template.yaml or the project's).
+        routes: what the SAM template routes (None: not checked, a warning).
     """
     return DoctorReport(
         [
@@ -238,6 +234,6 @@ def run_doctor(
             check_settled_pending(store, tenant),
             check_projection_lag(store),
             check_fingerprints(store, registry, tenant),
-            check_template(template, registry),
+            check_template(routes, registry),
         ]
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..errors import InvalidInput
+from .errors import InvalidInput
 
 # Environment variable -> field. Upper-case snake names, as the template sets them.
 _ENV_FIELDS = {
@@ -115,9 +115,3 @@ def get_settings() -> Settings:
     if _cached is None:
         _cached = Settings.from_env()
     return _cached
-
-
-def reset_settings() -> None:
-    """Forget the cached settings (tests change the environment between cases)."""
-    global _cached
-    _cached = None

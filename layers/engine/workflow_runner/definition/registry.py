@@ -6,8 +6,8 @@ import importlib
 import os
 from collections.abc import Iterator, Mapping
 
+from ..errors import UnknownWorkflow, WorkflowDefinitionError
 from .dsl import CronTrigger, EventTrigger, WorkflowDefinition
-from .errors import UnknownWorkflow, WorkflowDefinitionError
 
 DEFAULT_WORKFLOW_MODULES = "sample_workflows"
 
@@ -33,9 +33,6 @@ class WorkflowRegistry:
             self._by_name.pop(name, None)
         else:
             self._by_name.get(name, {}).pop(version, None)
-
-    def clear(self) -> None:
-        self._by_name.clear()
 
     def latest(self, name: str) -> WorkflowDefinition:
         """Return the highest registered version of `name`.

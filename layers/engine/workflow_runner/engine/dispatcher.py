@@ -9,148 +9,33 @@ optimistic-concurrency append is what makes a request settle exactly once even i
 two dispatchers delivered it after a lease ran out; the ``Idempotency-Key`` header
 (the request id) lets the receiver drop that duplicate.
 
-Webhooks go through an SSRF guard: http(s) only (plain http only for allow-listed
-hosts), and the host must resolve to public addresses only unless it is in the
-allow list. The guard's resolution is also what the HTTPS sender connects to, so a
-DNS answer cannot change between the check and the connection.
+Webhooks go through the SSRF guard (webhook_guard.py).
 """
 
 from __future__ import annotations
 
 import base64
-import ipaddress
 import logging
 import random
-import re
-import socket
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
-from . import events as ev
-from .ports import HttpSender, Mailer
-from .store import NewEvent, Store
+from ..errors import WorkflowRunnerError
+from ..ports import HttpSender, Mailer
+from ..redaction import redact
+from ..store import OutboxRow, Store
+from ..stream import DISPATCH_STREAM, Dispatched, DispatchFailed
+from ..webhook_guard import BlockedDestination, WebhookGuard
 
 log = logging.getLogger("workflow_runner.dispatcher")
 
-Resolver = Callable[[str, int], Sequence[str]]
 
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-# Cloud metadata endpoints that are not covered by the range checks on every cloud.
-_METADATA = frozenset(
-    ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254")
-)
-
-
-class BlockedDestination(Exception):
-    """A webhook URL or its resolved address is not allowed; never retried."""
-
-
-class PermanentDeliveryError(Exception):
+class PermanentDeliveryError(WorkflowRunnerError):
     """A delivery failure that another attempt cannot fix (a mailer raises it for
     e.g. a rejected message); anything else a mailer raises counts as transient."""
-
-
-def system_resolver(host: str, port: int) -> list[str]:
-    """Every address the system resolver returns for host:port (TCP)."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
-
-
-def is_public_address(address: str) -> bool:
-    """True for a globally routable unicast address (IPv4 or IPv6).
-
-    Private, loopback, link-local, multicast, reserved, unspecified, shared (CGNAT)
-    and cloud-metadata addresses are not public, nor is an IPv6 address that embeds
-    (IPv4-mapped, 6to4, Teredo, NAT64) an IPv4 address that is not.
-    """
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded: ipaddress.IPv4Address | None = ip.ipv4_mapped or ip.sixtofour
-        if embedded is None and ip.teredo is not None:
-            embedded = ip.teredo[1]
-        if embedded is None and ip in _NAT64:
-            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if embedded is not None:
-            return is_public_address(str(embedded))
-    if ip in _METADATA:
-        return False
-    return bool(
-        ip.is_global
-        and not ip.is_multicast
-        and not ip.is_reserved
-        and not ip.is_loopback
-        and not ip.is_link_local
-        and not ip.is_private
-        and not ip.is_unspecified
-    )
-
-
-@dataclass(frozen=True)
-class WebhookTarget:
-    """A checked webhook URL: where to connect and what to send as Host/SNI."""
-
-    scheme: Literal["http", "https"]
-    host: str
-    port: int
-    addresses: tuple[str, ...]
-
-
-class WebhookGuard:
-    """Decides whether a webhook URL may be called, and at which addresses.
-
-    Args:
-        allow_hosts: host names (lower case) exempt from the address checks; only
-            these may also use plain http (e.g. an internal service).
-        resolver: host, port -> addresses (injected in tests).
-    """
-
-    def __init__(
-        self, allow_hosts: Iterable[str] = (), resolver: Resolver = system_resolver
-    ) -> None:
-        self.allow_hosts = frozenset(h.lower() for h in allow_hosts)
-        self._resolve = resolver
-
-    def check(self, url: str) -> WebhookTarget:
-        """Validate a URL and resolve its host to addresses that may be called.
-
-        Raises:
-            BlockedDestination: bad scheme or URL, or every/any address is not public
-                (a name with one private address among public ones is refused too).
-            OSError: the name could not be resolved (transient).
-        """
-        try:
-            parts = urlsplit(url)
-            port = parts.port
-        except ValueError as error:
-            raise BlockedDestination(f"invalid webhook URL: {error}") from error
-        scheme = parts.scheme.lower()
-        host = (parts.hostname or "").lower().rstrip(".")
-        if scheme not in ("http", "https"):
-            raise BlockedDestination(f"webhook URL scheme {scheme!r} is not http(s)")
-        if not host:
-            raise BlockedDestination("webhook URL has no host")
-        if parts.username is not None or parts.password is not None:
-            raise BlockedDestination("webhook URL must not carry credentials")
-        allowed = host in self.allow_hosts
-        if scheme == "http" and not allowed:
-            raise BlockedDestination(f"plain http is only allowed for allow-listed hosts ({host})")
-        port = port or (443 if scheme == "https" else 80)
-        try:
-            literal = ipaddress.ip_address(host.strip("[]"))
-        except ValueError:
-            literal = None
-        addresses = [str(literal)] if literal is not None else list(self._resolve(host, port))
-        if not addresses:
-            raise OSError(f"{host} resolved to no address")
-        if not allowed:
-            for address in addresses:
-                if not is_public_address(address):
-                    raise BlockedDestination(f"{host} resolves to a non-public address")
-        return WebhookTarget(scheme, host, port, tuple(addresses))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -191,16 +76,6 @@ class _Permanent(Exception):
         super().__init__(error)
         self.error = error
         self.status = status
-
-
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
-_IPV4 = re.compile(r"\b\d{1,3}(\.\d{1,3}){3}\b")
-_IPV6 = re.compile(r"\b[0-9a-fA-F]{0,4}(:[0-9a-fA-F]{0,4}){2,7}\b")
-
-
-def redact(text: str) -> str:
-    """Raw error text with mail and IP addresses masked, for the log."""
-    return _IPV6.sub("<ip>", _IPV4.sub("<ip>", _EMAIL.sub("<email>", text)))
 
 
 def backoff_seconds(
@@ -306,27 +181,18 @@ def _deliver_mail(
 
 def _settle(
     store: Store,
-    row: dict[str, Any],
-    event_type: str,
-    payload: dict[str, Any],
-    status: str,
+    row: OutboxRow,
+    outcome: Dispatched | DispatchFailed,
+    status: Literal["dispatched", "failed"],
     now: datetime,
 ) -> bool:
     """Append the outcome (version 2 of the dispatch stream) and close the outbox row,
     in one transaction; False when another dispatcher settled it first."""
     with store.transaction():
-        appended = store.append(
-            row["tenant_id"],
-            row["request_id"],
-            ev.DISPATCH_STREAM,
-            1,
-            [NewEvent(type=event_type, payload=payload)],
-            now,
+        appended = store.streams.append(
+            row.tenant_id, row.request_id, DISPATCH_STREAM, 1, [outcome], now
         )
-        store.execute(
-            "finish_dispatch",
-            {"tenant_id": row["tenant_id"], "request_id": row["request_id"], "status": status},
-        )
+        store.outbox.finish(row.tenant_id, row.request_id, status)
     return appended
 
 
@@ -375,9 +241,7 @@ def dispatch_pending(
         moment = now()
         lease_until = moment + lease
         with store.transaction():
-            rows = store.fetch_all(
-                "claim_dispatches", {"now": moment, "lease_until": lease_until, "limit": batch}
-            )
+            rows = store.outbox.claim(moment, lease_until, batch)
         for row in rows:
             result.outcomes.append(
                 _deliver_one(
@@ -400,7 +264,7 @@ def dispatch_pending(
 
 def _deliver_one(
     store: Store,
-    row: dict[str, Any],
+    row: OutboxRow,
     now: Callable[[], datetime],
     mailer: Mailer,
     http: HttpSender,
@@ -411,36 +275,28 @@ def _deliver_one(
     lease_until: datetime,
     rng: random.Random,
 ) -> DeliveryOutcome:
-    kind = row["step_kind"]
-    attempt = int(row["attempts"])
-    base = {
-        "tenant_id": row["tenant_id"],
-        "request_id": row["request_id"],
-        "run_id": row["run_id"],
+    kind = row.step_kind
+    attempt = row.attempts
+    base: dict[str, Any] = {
+        "tenant_id": row.tenant_id,
+        "request_id": row.request_id,
+        "run_id": row.run_id,
         "step_kind": kind,
         "attempt": attempt,
     }
-    request = row["request"]
+    request = row.request
     try:
         if not isinstance(request, dict):
             raise _Permanent("invalid dispatch request")
         if kind == "mail.send":
-            status = _deliver_mail(request, row["request_id"], mailer, mail_sender)
+            status = _deliver_mail(request, row.request_id, mailer, mail_sender)
         else:
-            status = _deliver_webhook(request, row["request_id"], http, guard, timeout)
+            status = _deliver_webhook(request, row.request_id, http, guard, timeout)
     except _Transient as failure:
         if attempt < max_attempts:
             moment = now()
             next_at = moment + timedelta(seconds=backoff_seconds(attempt, rng))
-            store.execute(
-                "retry_dispatch",
-                {
-                    "tenant_id": row["tenant_id"],
-                    "request_id": row["request_id"],
-                    "next_attempt_at": next_at,
-                    "lease_until": lease_until,
-                },
-            )
+            store.outbox.retry(row.tenant_id, row.request_id, next_at, lease_until)
             return DeliveryOutcome(
                 **base,
                 outcome="retry",
@@ -451,18 +307,18 @@ def _deliver_one(
         return _fail(store, row, base, failure.error, failure.status, now())
     except _Permanent as failure:
         return _fail(store, row, base, failure.error, failure.status, now())
-    _settle(store, row, ev.DISPATCHED, {"stepKind": kind, "status": status}, "dispatched", now())
+    _settle(store, row, Dispatched(step_kind=kind, status=status), "dispatched", now())
     return DeliveryOutcome(**base, outcome="dispatched", status=status)
 
 
 def _fail(
     store: Store,
-    row: dict[str, Any],
+    row: OutboxRow,
     base: dict[str, Any],
     error: str,
     status: int | None,
     now: datetime,
 ) -> DeliveryOutcome:
-    payload = {"stepKind": row["step_kind"], "error": error, "attempt": base["attempt"]}
-    _settle(store, row, ev.DISPATCH_FAILED, payload, "failed", now)
+    failed = DispatchFailed(step_kind=row.step_kind, error=error, attempt=base["attempt"])
+    _settle(store, row, failed, "failed", now)
     return DeliveryOutcome(**base, outcome="failed", status=status, error=error)

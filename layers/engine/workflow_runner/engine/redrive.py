@@ -27,20 +27,30 @@ import copy
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
-from . import events as ev
-from .errors import UnknownWorkflow, WorkflowRunnerError
-from .interpreter import Interpreter, WorkflowStepError, step_at
-from .operations import (
-    _continue_run,
-    _load_trigger,
-    _persist_pass,
-    _restore_results,
-    load_run,
+from ..definition import WorkflowRegistry, default_registry
+from ..errors import UnknownWorkflow, WorkflowRunnerError
+from ..interpreter import Interpreter, WorkflowStepError, step_at
+from ..store import Store, StoredEvent
+from ..stream import (
+    RETURNED_FAILURE,
+    RUN_STREAM,
+    Path,
+    RunFailed,
+    RunRedriven,
+    StepEventMatched,
+    StepResumed,
+    SuspensionFact,
 )
-from .registry import WorkflowRegistry, default_registry
-from .store import NewEvent, Store, StoredEvent
+from .passes import (
+    LoadedRun,
+    continue_run,
+    load_run_for_pass,
+    persist_pass,
+    restore_results,
+    trigger_event,
+)
 
 # Failures that happened before the run had a step: nothing to go back to.
 _BEFORE_FIRST_STEP = frozenset({"trigger_filter_failed", "idempotency_key_failed"})
@@ -59,7 +69,7 @@ class RedriveResult:
     workflow_name: str
     outcome: Literal["suspended", "completed", "failed"]
     from_step_index: int
-    path: list[dict[str, Any]]
+    path: Path
     definition_fingerprint: str
     previous_fingerprint: str
     step_index: int | None = None
@@ -71,53 +81,61 @@ class RedriveResult:
 class _PassEntry:
     """Where the failed pass entered the step tree, and with which dispatch seed."""
 
-    suspension: StoredEvent | None  # None: the pass started the run
+    suspension: SuspensionFact | None  # None: the pass started the run
+    suspension_version: int | None
     matched: str | None
     dispatch_seed: str
-    path: list[dict[str, Any]]
+    path: Path
 
 
 def _find_failed_pass(tenant_id: str, events: list[StoredEvent]) -> _PassEntry:
     """Locate the entry of the pass that ended in the run's last `run-failed`."""
-    entry = _PassEntry(None, None, f"{tenant_id}|1", [])
-    suspension: StoredEvent | None = None
+    entry = _PassEntry(None, None, None, f"{tenant_id}|1", [])
+    open_: tuple[SuspensionFact, int] | None = None  # the suspension and its version
     matched: str | None = None
-    by_version = {e.version: e for e in events}
+    suspensions = {e.version: e.fact for e in events if isinstance(e.fact, SuspensionFact)}
     for e in events:
-        if e.type in ev.SUSPENSION_TYPES:
-            suspension, matched = e, None
-        elif e.type == ev.STEP_EVENT_MATCHED and matched is None:
-            matched = e.payload.get("eventId")
-        elif e.type == ev.STEP_RESUMED and suspension is not None:
+        fact = e.fact
+        if e.version in suspensions:
+            open_, matched = (suspensions[e.version], e.version), None
+        elif isinstance(fact, StepEventMatched) and matched is None:
+            matched = fact.event_id
+        elif isinstance(fact, StepResumed) and open_ is not None:
             entry = _PassEntry(
-                suspension,
-                e.payload.get("awaitedEventId"),
+                open_[0],
+                open_[1],
+                fact.awaited_event_id,
                 f"{tenant_id}|{e.version + 1}",
-                list(suspension.payload.get("path") or [{"i": suspension.payload["stepIndex"]}]),
+                open_[0].entry_path,
             )
-            suspension = None
-        elif e.type == ev.RUN_REDRIVEN:
+            open_ = None
+        elif isinstance(fact, RunRedriven):
             # A redrive that failed again is redriven with the same entry and seed.
-            p = e.payload
-            entered = by_version.get(p.get("suspensionVersion") or 0)
+            version = fact.suspension_version or 0
+            entered = suspensions.get(version)
             entry = _PassEntry(
-                entered, p.get("awaitedEventId"), p["dispatchSeed"], list(p.get("path") or [])
+                entered,
+                version if entered is not None else None,
+                fact.awaited_event_id,
+                fact.dispatch_seed,
+                list(fact.path),
             )
-            suspension = None
-        elif e.type == ev.RUN_FAILED and suspension is not None:
+            open_ = None
+        elif isinstance(fact, RunFailed) and open_ is not None:
             # Failed while still suspended (e.g. its definition changed before the claim):
             # the redrive resumes that suspension; a fresh seed, as nothing was dispatched.
             entry = _PassEntry(
-                suspension,
+                open_[0],
+                open_[1],
                 matched,
                 f"{tenant_id}|{events[-1].version + 2}",
-                list(suspension.payload.get("path") or [{"i": suspension.payload["stepIndex"]}]),
+                open_[0].entry_path,
             )
-            suspension = None
+            open_ = None
     return entry
 
 
-def _fresh_retry_budget(path: list[dict[str, Any]], failed_path: list[dict[str, Any]]) -> None:
+def _fresh_retry_budget(path: Path, failed_path: Path) -> None:
     """Restart the attempt counter of a retry the failure happened inside (in place)."""
     if not path or "attempt" not in path[-1]:
         return
@@ -145,14 +163,15 @@ def redrive_run(
     """
     registry = registry or default_registry()
     with store.transaction():
-        state = load_run(store, tenant_id, run_id)
+        run = load_run_for_pass(store, tenant_id, run_id)
+        state = run.state
         if state.status != "failed":
             raise RedriveRefused(
                 f"run {run_id} is {state.status}; only failed runs can be redriven"
             )
-        failure = state.last_failure or {}
-        reason = failure.get("reason")
-        if reason == "returned_failure":
+        failure = state.last_failure
+        reason = failure.reason if failure else None
+        if reason == RETURNED_FAILURE:
             raise RedriveRefused(
                 f"run {run_id} ended with a returned failure (the workflow returned "
                 "isSuccess: false), a business outcome rather than an error; start a new run"
@@ -169,10 +188,9 @@ def redrive_run(
                 f"run {run_id}: workflow {state.workflow_name!r} is not registered; "
                 "check WORKFLOW_MODULES"
             ) from error
-        events = store.load_stream(tenant_id, run_id)
-        entry = _find_failed_pass(tenant_id, events)
+        entry = _find_failed_pass(tenant_id, run.events)
         path = copy.deepcopy(entry.path)
-        _fresh_retry_budget(path, list(failure.get("path") or []))
+        _fresh_retry_budget(path, list((failure.path if failure else None) or []))
         if path:
             try:
                 step_at(definition.steps, path)
@@ -181,35 +199,29 @@ def redrive_run(
                     f"run {run_id} would re-enter at {path}, which the current definition "
                     f"of {definition.name!r} (version {definition.version}) does not have"
                 ) from error
-        trigger = _load_trigger(store, state, state.started_payload)
+        trigger = trigger_event(store, run)
         if trigger is None:
             raise RedriveRefused(f"the trigger event of run {run_id} is no longer stored")
-        suspension: dict[str, Any] | None = None
+        suspension: SuspensionFact | None = None
         if entry.suspension is not None:
-            suspension = {**entry.suspension.payload, "path": path}
-            refs = dict(suspension.get("awaitedRefs") or {})
-            if entry.suspension.type == ev.STEP_WAITING_FOR_EVENT:
-                refs[suspension.get("resultKey") or suspension["eventType"]] = entry.matched
-            if _restore_results(store, tenant_id, suspension.get("results"), refs) is None:
+            suspension = dataclasses.replace(entry.suspension, path=path)
+            if restore_results(store, tenant_id, suspension, entry.matched) is None:
                 raise RedriveRefused(f"an awaited event of run {run_id} is no longer stored")
-        from_step = int(failure.get("stepIndex", path[0]["i"] if path else 0))
-        redriven = NewEvent(
-            ev.RUN_REDRIVEN,
-            {
-                "fromStepIndex": from_step,
-                "path": path,
-                "definitionFingerprint": definition.fingerprint,
-                "previousFingerprint": state.fingerprint,
-                "definitionVersion": definition.version,
-                "suspensionVersion": entry.suspension.version if entry.suspension else None,
-                "awaitedEventId": entry.matched,
-                "dispatchSeed": entry.dispatch_seed,
-            },
+        from_step = failure.step_index if failure else (path[0]["i"] if path else 0)
+        redriven = RunRedriven(
+            from_step_index=from_step,
+            path=path,
+            definition_fingerprint=definition.fingerprint,
+            previous_fingerprint=state.fingerprint,
+            definition_version=definition.version,
+            suspension_version=entry.suspension_version,
+            awaited_event_id=entry.matched,
+            dispatch_seed=entry.dispatch_seed,
         )
-        if not store.append(tenant_id, run_id, ev.RUN_STREAM, state.version, [redriven], now):
+        if not store.streams.append(tenant_id, run_id, RUN_STREAM, state.version, [redriven], now):
             raise RedriveRefused(f"run {run_id} changed while being redriven; try again")
         version = state.version + 1
-        if suspension is None or entry.suspension is None:
+        if suspension is None:
             assert state.started_at is not None
             result = Interpreter(
                 definition,
@@ -219,14 +231,16 @@ def redrive_run(
                 dispatch_seed=entry.dispatch_seed,
                 run_started_at=state.started_at,
             ).run()
-            outcome = _persist_pass(
+            outcome = persist_pass(
                 store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now
             )
         else:
-            entered = dataclasses.replace(
-                state, suspension_type=entry.suspension.type, fingerprint=definition.fingerprint
+            entered = LoadedRun(
+                dataclasses.replace(state, fingerprint=definition.fingerprint),
+                run.events,
+                run.trigger_row,
             )
-            outcome = _continue_run(
+            outcome = continue_run(
                 store,
                 entered,
                 definition,

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
-from .errors import WorkflowDefinitionError
+from ..cron import CronSchedule
+from ..durations import parse_duration
+from ..errors import WorkflowDefinitionError
+from ..match import validate_event_match
 
 # Frozen: changing it would re-key every existing run stream (seeds, aggregate-id.ts).
 RUN_ID_NAMESPACE = uuid.UUID("1f8a6c3e-7d2b-4a91-9e3f-5c8b2a41d6f0")
@@ -94,8 +94,6 @@ def on_event(event_type: str, filter: Callable[[DomainEvent], bool] | None = Non
 
 def on_cron(schedule: str) -> CronTrigger:
     """Trigger a run per tenant at each instant of a 5-field UTC cron schedule."""
-    from .cron import CronSchedule
-
     CronSchedule.parse(schedule)
     return CronTrigger(schedule=schedule)
 
@@ -192,14 +190,14 @@ Step: TypeAlias = (
 SUSPENDING_KINDS = frozenset({"wait", "wait_for_event", "retry"})
 
 
-def _steps(value: object, where: str) -> tuple[Step, ...]:
+def as_steps(value: object, where: str) -> tuple[Step, ...]:
     if value is None:
         return ()
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise WorkflowDefinitionError(f"{where} must be a list of steps")
     steps = tuple(value)
     for i, step in enumerate(steps):
-        if not isinstance(step, _STEP_TYPES):
+        if not isinstance(step, STEP_TYPES):
             raise WorkflowDefinitionError(
                 f"{where}[{i}] is not a step (got {type(step).__name__}); "
                 "build steps with the builder passed to steps=lambda s: [...]"
@@ -230,23 +228,21 @@ class StepBuilder:
         """Run `on_true` when `if_` is truthy, else `on_false`."""
         return Branch(
             if_=if_,
-            on_true=_steps(on_true, "branch.on_true"),
-            on_false=_steps(on_false, "branch.on_false"),
+            on_true=as_steps(on_true, "branch.on_true"),
+            on_false=as_steps(on_false, "branch.on_false"),
         )
 
     def for_each(self, over: Resolver, as_: str, do: Sequence[Step]) -> ForEach:
         """Run `do` once per item of `over`, in order, with `ctx.scope[as_]` set to the item."""
         if not isinstance(as_, str) or not as_:
             raise WorkflowDefinitionError("for_each: as_ must be a non-empty string")
-        return ForEach(over=over, as_=as_, do=_steps(do, "for_each.do"))
+        return ForEach(over=over, as_=as_, do=as_steps(do, "for_each.do"))
 
     def wait(self, for_: Resolver = None, until: Resolver = None) -> Wait:
         """Suspend for a duration (`for_`, ISO-8601) or until an instant (`until`)."""
         if (for_ is None) == (until is None):
             raise WorkflowDefinitionError("wait: give exactly one of for_= or until=")
         if isinstance(for_, str):
-            from .durations import parse_duration
-
             parse_duration(for_)
         return Wait(for_=for_, until=until)
 
@@ -273,18 +269,11 @@ class StepBuilder:
                 f"wait_for_event: {event!r} is not declared in awaits "
                 f"(declared: {sorted(self._awaits.values())}); add it to awaits={{...}}"
             )
-        if isinstance(timeout, str):
-            from .durations import parse_duration
-
-            if timeout.startswith("P"):
-                parse_duration(timeout)
+        if isinstance(timeout, str) and timeout.startswith("P"):
+            parse_duration(timeout)
         if isinstance(lookback, str):
-            from .durations import parse_duration
-
             parse_duration(lookback)
         if isinstance(match, Mapping):
-            from .match import validate_event_match
-
             validate_event_match(match)
         return WaitForEvent(
             event=event_type,
@@ -309,8 +298,6 @@ class StepBuilder:
         `base * 2**(n-1)` (exponential) or `base` (fixed), at most `cap`; `jitter="full"`
         draws uniformly from [0, delay], `"equal"` from [delay/2, delay].
         """
-        from .durations import parse_duration
-
         if isinstance(times, bool) or not isinstance(times, int) or times < 1:
             raise WorkflowDefinitionError("retry: times must be an integer >= 1")
         if backoff not in ("linear", "exponential", "fixed"):
@@ -329,7 +316,7 @@ class StepBuilder:
             base=base,
             cap=cap,
             jitter=jitter,
-            do=_steps(do, "retry.do"),
+            do=as_steps(do, "retry.do"),
         )
 
     def mail_send(
@@ -364,7 +351,7 @@ class StepBuilder:
         return Return(value=value)
 
 
-_STEP_TYPES = (Compute, Branch, ForEach, Wait, WaitForEvent, Retry, MailSend, WebhookSend, Return)
+STEP_TYPES = (Compute, Branch, ForEach, Wait, WaitForEvent, Retry, MailSend, WebhookSend, Return)
 
 
 @dataclass(frozen=True)
@@ -396,120 +383,3 @@ class WorkflowDefinition:
                 "expected a string"
             )
         return str(key)
-
-
-def define_workflow(
-    name: str,
-    trigger: Trigger,
-    steps: Callable[[StepBuilder], Sequence[Step]],
-    idempotency_key: Callable[[DomainEvent], Any] | str | None = None,
-    awaits: Mapping[str, str] | None = None,
-    version: int = 1,
-    description: str = "",
-    register: bool = True,
-) -> WorkflowDefinition:
-    """Define a workflow and register it in the default registry.
-
-    Args:
-        name: unique workflow name (also part of the run id).
-        trigger: `on_event(...)` or `on_cron(...)`.
-        steps: a function of the step builder returning the step list; it runs once,
-            here, so the list's shape never depends on a payload (use resolvers).
-        idempotency_key: function of the trigger event, a static string, or None
-            (then the run id derives from the trigger event's id).
-        awaits: key -> event type for every type `wait_for_event` may wait for.
-        version: keep older versions registered next to newer ones and runs that
-            started on them keep resuming on them; new runs start on the highest.
-    Raises:
-        WorkflowDefinitionError: the definition is malformed.
-    """
-    if not isinstance(name, str) or not name.strip() or "|" in name:
-        raise WorkflowDefinitionError(
-            "define_workflow: name must be a non-empty string without '|'"
-        )
-    if not isinstance(trigger, (EventTrigger, CronTrigger)):
-        raise WorkflowDefinitionError(
-            f"workflow {name!r}: trigger must be on_event(...) or on_cron(...)"
-        )
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise WorkflowDefinitionError(f"workflow {name!r}: version must be an integer >= 1")
-    awaits_map = dict(awaits or {})
-    for key, value in awaits_map.items():
-        if not isinstance(key, str) or not isinstance(value, str) or not value:
-            raise WorkflowDefinitionError(
-                f"workflow {name!r}: awaits must map names to event types"
-            )
-    if not callable(steps):
-        raise WorkflowDefinitionError(
-            f"workflow {name!r}: steps must be a function lambda s: [...]"
-        )
-    try:
-        built = _steps(steps(StepBuilder(awaits_map)), "steps")
-    except WorkflowDefinitionError as error:
-        raise WorkflowDefinitionError(f"workflow {name!r}: {error}") from None
-    if not built:
-        raise WorkflowDefinitionError(f"workflow {name!r}: needs at least one step")
-    definition = WorkflowDefinition(
-        name=name,
-        trigger=trigger,
-        steps=built,
-        idempotency_key=idempotency_key,
-        awaits=awaits_map,
-        version=version,
-        description=description,
-    )
-    fingerprint = compute_fingerprint(definition, steps)
-    definition = WorkflowDefinition(**{**definition.__dict__, "fingerprint": fingerprint})
-    if register:
-        from .registry import default_registry
-
-        default_registry().register(definition)
-    return definition
-
-
-# --- fingerprint --------------------------------------------------------------
-
-
-def _source_of(fn: Callable[..., Any]) -> str:
-    """Whitespace-normalised source of a callable; its bytecode shape when no source exists."""
-    try:
-        lines = inspect.getsource(fn).splitlines()
-        return "\n".join(line.strip() for line in lines if line.strip())
-    except (OSError, TypeError):
-        code = getattr(fn, "__code__", None)
-        if code is None:
-            return repr(type(fn))
-        return f"{code.co_name}:{code.co_code.hex()}:{code.co_consts!r}"
-
-
-def _describe(value: Any) -> Any:
-    if isinstance(value, _STEP_TYPES):
-        return {name: _describe(getattr(value, name)) for name in value.__dataclass_fields__}
-    if isinstance(value, tuple):
-        return [_describe(item) for item in value]
-    if isinstance(value, Mapping):
-        return {str(k): _describe(v) for k, v in value.items()}
-    if callable(value):
-        return {"source": _source_of(value)}
-    return value
-
-
-def compute_fingerprint(definition: WorkflowDefinition, builder: Callable[..., Any] | None) -> str:
-    """sha256 over name, version, trigger, awaits, the builder's source and the step tree."""
-    trigger: dict[str, Any]
-    if isinstance(definition.trigger, EventTrigger):
-        trigger = {"kind": "event", "eventType": definition.trigger.event_type}
-        if definition.trigger.filter is not None:
-            trigger["filter"] = _source_of(definition.trigger.filter)
-    else:
-        trigger = {"kind": "cron", "schedule": definition.trigger.schedule}
-    document = {
-        "name": definition.name,
-        "version": definition.version,
-        "trigger": trigger,
-        "awaits": dict(sorted(definition.awaits.items())),
-        "builder": _source_of(builder) if builder is not None else None,
-        "steps": _describe(definition.steps),
-    }
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"), default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()

@@ -30,19 +30,20 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
 
-from . import events as ev
-from .errors import InvalidInput, WorkflowRunnerError
-from .operations import _fail_run, load_run
-from .store import NewEvent, Store
+from ..errors import InvalidInput, WorkflowRunnerError
+from ..store import Relation, Store
+from ..stream import DISPATCH_STREAM, DispatchFailed
+from .passes import fail_run, load_run
 
 log = logging.getLogger("workflow_runner.erase")
 
-Relation = Literal["trigger", "awaited"]
-
 # How often the whole erasure is retried when a concurrent pass moved a run on.
 _MAX_ATTEMPTS = 10
+
+
+class EraseContended(WorkflowRunnerError):
+    """Runs that reference the event kept changing under the erasure."""
 
 
 class EventNotFound(WorkflowRunnerError):
@@ -111,31 +112,21 @@ def erase_event(
                 return _erase_once(store, tenant, event_id, now, reason)
         except _RunMoved:
             continue  # rolled back; the next attempt sees the run's new version
-    raise RuntimeError(f"erase_event: runs referencing {event_id} kept changing")
+    raise EraseContended(f"erase_event: runs referencing {event_id} kept changing")
 
 
 def _erase_once(
     store: Store, tenant_id: str, event_id: str, now: datetime, reason: str | None
 ) -> EraseResult:
-    params = {"tenant_id": tenant_id, "event_id": event_id, "now": now}
-    row = store.fetch_one("erase_lock_inbox_event", params)
-    if row is None:
+    found, already = store.erasure.lock_event(tenant_id, event_id)
+    if not found:
         raise EventNotFound(tenant_id, event_id)
-    already = row["erased_at"] is not None
-    store.execute("erase_blank_inbox_event", params)
+    store.erasure.blank_event(tenant_id, event_id, now)
     relations: dict[str, Relation] = {}
-    for found in store.fetch_all(
-        "erase_runs_referencing_event",
-        {
-            **params,
-            "run_stream": ev.RUN_STREAM,
-            "started_type": ev.RUN_STARTED,
-            "matched_type": ev.STEP_EVENT_MATCHED,
-        },
-    ):
+    for run_id, relation in store.erasure.runs_referencing(tenant_id, event_id):
         # A run both triggered and woken by the event counts as triggered by it.
-        if relations.get(found["run_id"]) != "trigger":
-            relations[found["run_id"]] = found["relation"]
+        if relations.get(run_id) != "trigger":
+            relations[run_id] = relation
     run_ids = sorted(relations)
     result = EraseResult(tenant_id, event_id, already, runs=run_ids)
     if not run_ids:
@@ -147,44 +138,28 @@ def _erase_once(
         if state.settled:
             continue
         why = f"{relations[run_id]}_event_erased"
-        step_index = int((state.suspension or {}).get("stepIndex", 0))
+        step_index = state.suspension.step_index if state.suspension else 0
         text = f"the {relations[run_id]} event {event_id} of run {run_id} was erased"
         if reason:
             text = f"{text} ({reason})"
-        if not _fail_run(
-            store, tenant_id, run_id, state, state.version, step_index, why, text, now
-        ):
+        if not fail_run(store, state, state.version, step_index, why, text, now):
             raise _RunMoved()
         failed[run_id] = why
-    keys = {"tenant_id": tenant_id, "run_ids": run_ids, "run_stream": ev.RUN_STREAM}
-    redacted = store.execute("erase_redact_run_events", keys)
+    redacted = store.erasure.redact_run_events(tenant_id, run_ids)
     if failed:
         # Their pending rows copy match values of the erased event.
-        store.delete_runs_pending([(tenant_id, run_id) for run_id in sorted(failed)])
+        store.pending.delete_runs([(tenant_id, run_id) for run_id in sorted(failed)])
     cancelled = 0
-    for dispatch in store.fetch_all("erase_open_dispatches", keys):
+    for dispatch in store.erasure.open_dispatches(tenant_id, run_ids):
         # Version 2 of the dispatch stream is its outcome; a dispatcher that settled
         # it first wins and this append is a no-op.
-        if store.append(
-            tenant_id,
-            dispatch["request_id"],
-            ev.DISPATCH_STREAM,
-            1,
-            [
-                NewEvent(
-                    ev.DISPATCH_FAILED,
-                    {
-                        "stepKind": dispatch["step_kind"],
-                        "error": "dispatch request erased",
-                        "reason": "event_erased",
-                    },
-                )
-            ],
-            now,
-        ):
+        erased = DispatchFailed(
+            step_kind=dispatch.step_kind, error="dispatch request erased", reason="event_erased"
+        )
+        if store.streams.append(tenant_id, dispatch.request_id, DISPATCH_STREAM, 1, [erased], now):
             cancelled += 1
-    store.execute("erase_blank_dispatches", keys)
-    store.execute("erase_blank_local_mail", keys)
+    store.erasure.blank_dispatches(tenant_id, run_ids)
+    store.erasure.blank_local_mail(tenant_id, run_ids)
     log.info(
         "event erased",
         extra={
@@ -206,4 +181,4 @@ def _erase_once(
     )
 
 
-__all__ = ["EraseResult", "EventNotFound", "erase_event"]
+__all__ = ["EraseContended", "EraseResult", "EventNotFound", "erase_event"]

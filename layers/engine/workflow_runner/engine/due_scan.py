@@ -18,24 +18,21 @@ concurrency.
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
-from .cron import CronSchedule
-from .dsl import CronTrigger
-from .operations import DueRun, RunOutcome, WokenRun, start_cron_run
-from .ports import ResumeQueue, ResumeRequest
-from .registry import WorkflowRegistry, default_registry
-from .store import Store
+from ..cron import CronSchedule
+from ..definition import CronTrigger, WorkflowRegistry, default_registry
+from ..ports import ResumeQueue
+from ..store import Store
+from .enqueue import DEFAULT_LEASE_SECONDS, MAX_DELAY_SECONDS, send_leased
+from .ingest import start_cron_run
+from .passes import RunOutcome
 
 log = logging.getLogger("workflow_runner.due_scan")
 
-MAX_DELAY_SECONDS = 900  # the SQS DelaySeconds ceiling
-DEFAULT_LEASE_SECONDS = 1200
 # A scheduler that was down for long catches up at most this many instants per
 # workflow and tenant per scan; the rest follow on the next scans, each exactly once.
 MAX_CRON_INSTANTS_PER_SCAN = 100
@@ -54,45 +51,6 @@ class DueScanResult:
     max_lag_seconds: float = 0.0  # how late the oldest row handed out was
     cron_started: list[RunOutcome] = field(default_factory=list)
     cron_checked: int = 0
-
-
-def delay_for(wake_at: datetime, now: datetime) -> int:
-    """Seconds to delay a resume request so it arrives at ``wake_at`` (0..900, rounded up)."""
-    seconds = math.ceil((wake_at - now).total_seconds())
-    return max(0, min(MAX_DELAY_SECONDS, seconds))
-
-
-def _send(
-    store: Store,
-    queue: ResumeQueue,
-    tenant_id: str,
-    rows: Sequence[dict[str, Any]],
-    now: datetime,
-    lease_until: datetime,
-) -> tuple[int, int]:
-    """Send leased rows to the queue; release the lease of those it refused."""
-    requests = [
-        ResumeRequest(
-            tenant_id=tenant_id,
-            run_id=row["run_id"],
-            step_index=row["step_index"],
-            delay_seconds=delay_for(row["wake_at"], now),
-            wake_at=row["wake_at"],
-        )
-        for row in sorted(rows, key=lambda r: (r["wake_at"], r["run_id"]))
-    ]
-    refused = queue.send(requests) if requests else []
-    for request in refused:
-        store.execute(
-            "release_lease",
-            {
-                "tenant_id": request.tenant_id,
-                "run_id": request.run_id,
-                "step_index": request.step_index,
-                "lease_until": lease_until,
-            },
-        )
-    return len(requests) - len(refused), len(refused)
 
 
 def start_cron_runs(
@@ -117,27 +75,26 @@ def start_cron_runs(
     checked = 0
     if not workflows:
         return started, checked
-    for tenant_id in store.list_tenants():
+    for tenant_id in store.inbox.tenants():
         for definition in workflows:
             if out_of_time():
                 return started, checked
             assert isinstance(definition.trigger, CronTrigger)
             schedule = CronSchedule.parse(definition.trigger.schedule)
-            params = {"tenant_id": tenant_id, "workflow_name": definition.name, "now": now}
             checked += 1
             with store.transaction():
-                row = store.fetch_one("lock_cron_state", params)
-                if row is None:
-                    store.execute("init_cron_state", params)
+                last_fire_at = store.cron.lock(tenant_id, definition.name)
+                if last_fire_at is None:
+                    store.cron.init(tenant_id, definition.name, now)
                     continue
-                instants = schedule.fire_times(row["last_fire_at"], now)
+                instants = schedule.fire_times(last_fire_at, now)
                 instants = instants[:MAX_CRON_INSTANTS_PER_SCAN]
                 for instant in instants:
                     outcome = start_cron_run(store, definition, tenant_id, instant, now)
                     if outcome is not None:
                         started.append(outcome)
                 if instants:
-                    store.execute("advance_cron_state", {**params, "last_fire_at": instants[-1]})
+                    store.cron.advance(tenant_id, definition.name, instants[-1])
     return started, checked
 
 
@@ -188,13 +145,9 @@ def due_scan(
     result.cron_started, result.cron_checked = start_cron_runs(store, now, registry, out_of_time)
 
     scan_now = current()
-    tenants = [
-        row["tenant_id"]
-        for row in store.fetch_all(
-            "tenants_with_due_rows",
-            {"now": scan_now, "horizon": scan_now + timedelta(seconds=horizon_seconds)},
-        )
-    ]
+    tenants = store.pending.tenants_with_due(
+        scan_now, scan_now + timedelta(seconds=horizon_seconds)
+    )
     result.tenants = len(tenants)
     active = list(tenants)
     while active:
@@ -206,24 +159,21 @@ def due_scan(
             moment = current()
             lease_until = moment + timedelta(seconds=lease_seconds)
             with store.transaction():
-                rows = store.fetch_all(
-                    "lease_due_rows",
-                    {
-                        "tenant_id": tenant_id,
-                        "now": moment,
-                        "horizon": moment + timedelta(seconds=horizon_seconds),
-                        "lease_until": lease_until,
-                        "limit": batch,
-                    },
+                rows = store.pending.lease_due(
+                    tenant_id,
+                    moment,
+                    moment + timedelta(seconds=horizon_seconds),
+                    lease_until,
+                    batch,
                 )
             result.batches += 1
             result.leased += len(rows)
             if rows:
-                oldest = min(row["wake_at"] for row in rows)
+                oldest = min(row.wake_at for row in rows)
                 result.max_lag_seconds = max(
                     result.max_lag_seconds, (moment - oldest).total_seconds()
                 )
-            sent, refused = _send(store, queue, tenant_id, rows, moment, lease_until)
+            sent, refused = send_leased(store, queue, rows, moment, lease_until)
             result.enqueued += sent
             result.refused += refused
             if refused:
@@ -235,42 +185,3 @@ def due_scan(
                 still_due.append(tenant_id)
         active = still_due
     return result
-
-
-def enqueue_woken(
-    store: Store,
-    queue: ResumeQueue,
-    woken: Sequence[WokenRun | DueRun],
-    now: datetime,
-    lease_seconds: int = DEFAULT_LEASE_SECONDS,
-) -> tuple[int, int]:
-    """Send runs an awaited event just woke (or new suspensions due within the scan
-    horizon) to the resume queue at once, delayed to their wake time.
-
-    Each row is leased first so the next due scan does not send it again; a row
-    whose lease is taken is already on its way.
-
-    Returns:
-        (sent, refused) counts; refused rows keep no lease and the due scan retries them.
-    """
-    lease_until = now + timedelta(seconds=lease_seconds)
-    sent = refused = 0
-    by_tenant: dict[str, list[dict[str, Any]]] = {}
-    for run in woken:
-        row = store.fetch_one(
-            "lease_pending_row",
-            {
-                "tenant_id": run.tenant_id,
-                "run_id": run.run_id,
-                "step_index": run.step_index,
-                "now": now,
-                "lease_until": lease_until,
-            },
-        )
-        if row is not None:
-            by_tenant.setdefault(run.tenant_id, []).append(row)
-    for tenant_id, rows in by_tenant.items():
-        ok, bad = _send(store, queue, tenant_id, rows, now, lease_until)
-        sent += ok
-        refused += bad
-    return sent, refused

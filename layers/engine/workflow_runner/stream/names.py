@@ -1,0 +1,56 @@
+"""Stream and event type names, paths and run statuses: the vocabulary of the stored format."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, TypeAlias
+
+from ..durations import parse_instant
+
+RUN_STREAM = "workflow-run"
+DISPATCH_STREAM = "step-dispatch"
+
+# Stored event types (the `type` column).
+RUN_STARTED = "workflow.run-started"
+STEP_WAITING = "workflow.step.waiting"
+STEP_WAITING_FOR_EVENT = "workflow.step.waiting-for-event"
+RETRY_SCHEDULED = "workflow.retry.scheduled"
+STEP_EVENT_MATCHED = "workflow.step.event-matched"
+STEP_RESUMED = "workflow.step.resumed"
+RUN_COMPLETED = "workflow.run-completed"
+RUN_FAILED = "workflow.run-failed"
+RUN_CANCELLED = "workflow.run-cancelled"
+RUN_REDRIVEN = "workflow.run-redriven"
+DISPATCH_REQUESTED = "step.dispatch-requested"
+DISPATCHED = "step.dispatched"
+DISPATCH_FAILED = "step.dispatch-failed"
+
+SUSPENSION_TYPES: frozenset[str] = frozenset(
+    {STEP_WAITING, STEP_WAITING_FOR_EVENT, RETRY_SCHEDULED}
+)
+TERMINAL_TYPES: frozenset[str] = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_CANCELLED})
+RETURNED_FAILURE = "returned_failure"  # the reason of a run that returned {"isSuccess": False}
+
+# A path locates a step in the tree: one frame per level. A frame is {"i": index}
+# plus, for the container it enters, {"arm": "true"|"false"} (branch), {"item": k}
+# (for_each) or {"attempt": n} (retry). Paths are stored on the stream, so their
+# shape is part of the storage format.
+Frame: TypeAlias = dict[str, Any]
+Path: TypeAlias = list[Frame]
+
+RunStatus: TypeAlias = Literal["running", "waiting", "completed", "failed", "cancelled"]
+RUN_STATUSES: tuple[RunStatus, ...] = ("running", "waiting", "completed", "failed", "cancelled")
+SETTLED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
+ResumedBy: TypeAlias = Literal["event", "timeout", "timer", "forced"]
+
+
+def instant(value: Any) -> datetime:
+    """A stored instant (ISO-8601 text) as an aware datetime."""
+    return parse_instant(str(value))
+
+
+def optional(payload: dict[str, Any], key: str, value: Any) -> None:
+    """Set `key` only when there is a value (the stored shape omits absent fields)."""
+    if value is not None:
+        payload[key] = value

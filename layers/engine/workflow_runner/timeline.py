@@ -1,0 +1,115 @@
+"""A run's timeline for people: one line per stream event, shared by the CLI, the
+local runtime's activity and the demo."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from .durations import parse_instant
+from .errors import InvalidInput
+from .store import Store, StoredEvent
+from .stream import (
+    RUN_STREAM,
+    Dispatched,
+    DispatchFailed,
+    DispatchRequested,
+    RetryScheduled,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunRedriven,
+    RunStarted,
+    StepEventMatched,
+    StepResumed,
+    StepWaiting,
+    StepWaitingForEvent,
+)
+
+
+def instant(value: datetime | str | None) -> str:
+    """An instant for a table cell or message: UTC to the second, e.g. 2026-01-05T09:00:00Z."""
+    if value is None:
+        return "-"
+    moment = value
+    if isinstance(value, str):
+        try:
+            moment = parse_instant(value)
+        except InvalidInput:
+            return value
+    assert isinstance(moment, datetime)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def describe_event(e: StoredEvent) -> str:
+    """One line saying what a run-stream event means."""
+    f = e.fact
+    if isinstance(f, RunStarted):
+        source = f.cron_scheduled_at or f.trigger_event_id or "-"
+        return f"{f.workflow_name} v{f.workflow_version} on {f.trigger_event_type} ({source})"
+    if isinstance(f, StepWaiting):
+        return f"step {f.step_index}: wait until {instant(f.wake_at)}"
+    if isinstance(f, StepWaitingForEvent):
+        return f"step {f.step_index}: wait for {f.event_type} until {instant(f.timeout_at)}"
+    if isinstance(f, RetryScheduled):
+        return (
+            f"step {f.step_index}: attempt {f.attempt}/{f.max_attempts} "
+            f"failed ({f.error}), next at {instant(f.wake_at)}"
+        )
+    if isinstance(f, StepEventMatched):
+        return f"step {f.step_index}: matched {f.event_type} {f.event_id}"
+    if isinstance(f, StepResumed):
+        return f"step {f.step_index}: resumed by {f.resumed_by}"
+    if isinstance(f, RunCompleted):
+        return f"result {f.result}"
+    if isinstance(f, RunFailed):
+        return f"step {f.step_index}: {f.reason or f.error}"
+    if isinstance(f, RunCancelled):
+        return str(f.reason or "-")
+    if isinstance(f, RunRedriven):
+        return f"from step {f.from_step_index} on definition {f.definition_fingerprint[:12]}…"
+    return ""
+
+
+def activity_rows(store: Store, events: list[StoredEvent]) -> list[list[str]]:
+    """One table row (time, run, workflow, event, detail) per appended stream event;
+    dispatch outcomes name the run and workflow that requested them."""
+    names: dict[tuple[str, str], str] = {}
+
+    def workflow_of(tenant_id: str, run_id: str) -> str:
+        if (tenant_id, run_id) not in names:
+            summary = store.runs.get(tenant_id, run_id)
+            names[(tenant_id, run_id)] = summary.workflow_name if summary else "?"
+        return names[(tenant_id, run_id)]
+
+    rows = []
+    for e in events:
+        fact = e.fact
+        if e.stream_type == RUN_STREAM:
+            workflow = getattr(fact, "workflow_name", None) or workflow_of(e.tenant_id, e.stream_id)
+            rows.append(
+                [
+                    instant(e.recorded_at),
+                    e.stream_id[:8],
+                    workflow,
+                    e.type.removeprefix("workflow."),
+                    describe_event(e),
+                ]
+            )
+        elif isinstance(fact, (Dispatched, DispatchFailed)):
+            first = store.streams.load(e.tenant_id, e.stream_id)[:1]
+            origin = first[0].fact if first else None
+            requested = origin if isinstance(origin, DispatchRequested) else None
+            if isinstance(fact, Dispatched) and fact.step_kind == "webhook.send":
+                detail = f"HTTP {fact.status}"
+            else:
+                detail = fact.error if isinstance(fact, DispatchFailed) else ""
+            rows.append(
+                [
+                    instant(e.recorded_at),
+                    requested.run_id[:8] if requested else "",
+                    requested.workflow_name if requested else "",
+                    f"{fact.step_kind} {e.type.removeprefix('step.')}",
+                    detail,
+                ]
+            )
+    return rows

@@ -36,6 +36,7 @@ from ..store import Store, StoredEvent
 from ..stream import (
     RETURNED_FAILURE,
     RUN_STREAM,
+    Frame,
     Path,
     RunFailed,
     RunRedriven,
@@ -136,13 +137,23 @@ def _find_failed_pass(tenant_id: str, events: list[StoredEvent]) -> _PassEntry:
 
 
 def _fresh_retry_budget(path: Path, failed_path: Path) -> None:
-    """Restart the attempt counter of a retry the failure happened inside (in place)."""
-    if not path or "attempt" not in path[-1]:
-        return
-    retry_frames = [{k: v for k, v in f.items() if k != "attempt"} for f in path]
-    failed_frames = [{k: v for k, v in f.items() if k != "attempt"} for f in failed_path]
-    if failed_frames[: len(retry_frames)] == retry_frames:
-        path[-1] = {**path[-1], "attempt": 1}
+    """Restart the attempt counter of every retry the failure happened inside (in place).
+
+    The entry path of the failed pass can carry a retry frame anywhere, not only at its
+    end: a pass that resumed a wait inside a retry enters at `[{i, attempt}, {i}]`.
+    A run only fails when every retry around the failing step ran out of attempts, so
+    each of them gets its counter back to 1.
+    """
+
+    def frame(f: Frame) -> Frame:
+        return {k: v for k, v in f.items() if k != "attempt"}
+
+    for depth, entered in enumerate(path):
+        if "attempt" not in entered:
+            continue
+        around = [frame(f) for f in path[: depth + 1]]
+        if [frame(f) for f in failed_path[: depth + 1]] == around:
+            path[depth] = {**entered, "attempt": 1}
 
 
 def redrive_run(

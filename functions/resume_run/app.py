@@ -3,7 +3,8 @@
 Two inputs: an SQS batch from the resume queue (partial batch failures: a bad or
 failing message is reported and, after the queue's maxReceiveCount, lands in its DLQ),
 or a direct invoke ``{"tenantId", "runId", "stepIndex", "force"?}`` from the console
-or the CLI, answered with the outcome. An unknown run, or another tenant's, raises.
+or the CLI, answered with the outcome (`not-due` says when, and queues nothing). An
+unknown run, another tenant's, or a step the run does not wait at raises.
 """
 
 from __future__ import annotations
@@ -23,4 +24,4 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if isinstance(event, dict) and "Records" in event:
         return support.resume_sqs_batch(event)
     message = support.parse_model(event, ResumeMessage, "resume request")
-    return support.resume_result_json(support.resume(message))
+    return support.resume(message)

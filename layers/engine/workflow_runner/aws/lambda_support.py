@@ -9,6 +9,7 @@ import time; settings, the registry and the runtime are built on first use.
 from __future__ import annotations
 
 import json
+import math
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -156,31 +157,50 @@ def record_outcomes(outcomes: Iterable[RunOutcome]) -> int:
     return n
 
 
-def resume(message: ResumeMessage) -> ResumeResult:
-    """Resume one run (the direct invoke); see `resume_batch`.
+def resume(message: ResumeMessage) -> dict[str, Any]:
+    """ResumeRun's direct invoke (console, CLI): resume one run and answer with the outcome.
+
+    Unlike a queue delivery, a request that is not due yet is answered (`not-due`, with
+    when it is due) and nothing is queued, and a `stepIndex` the run does not wait at is
+    refused naming the step it waits at.
 
     Raises:
         RunNotFound: the tenant has no such run.
+        InvalidInput: the run waits at another step (nothing written).
     """
-    (result,) = resume_batch([message])
+    now = runtime().clock.now()
+    (result,) = resume_batch([message], now, direct=True)
     if isinstance(result, Exception):
         raise result
-    return result
+    if result.waiting_at is not None:
+        raise reject(
+            InvalidInput(
+                f"resume request: stepIndex: run {result.run_id} waits at step "
+                f"{result.waiting_at}, not at step {message.step_index}; nothing was resumed"
+            ),
+            "resume request",
+        )
+    return resume_result_json(result, now)
 
 
-def resume_batch(messages: Sequence[ResumeMessage]) -> list[ResumeResult | Exception]:
+def resume_batch(
+    messages: Sequence[ResumeMessage], now: datetime | None = None, direct: bool = False
+) -> list[ResumeResult | Exception]:
     """Resume several runs in one transaction (engine.resume_batch) and report.
 
     An unknown run, or another tenant's, comes back as its RunNotFound (nothing
     written); a failure of the whole transaction raises, so the whole batch is retried.
+    `direct`: a direct invoke, whose early request is answered instead of requeued.
     """
     rt = runtime()
-    now = rt.clock.now()
+    now = now or rt.clock.now()
     items = [
         ResumeRequestItem(m.tenant_id, m.run_id, m.step_index, force=m.force) for m in messages
     ]
     report = with_store(
-        lambda store: engine_resume_batch(store, rt.resume_queue, rt.nudger, items, now, registry())
+        lambda store: engine_resume_batch(
+            store, rt.resume_queue, rt.nudger, items, now, registry(), requeue_early=not direct
+        )
     )
     for message, result in zip(messages, report.results, strict=True):
         logger.append_keys(tenant_id=message.tenant_id, run_id=message.run_id)
@@ -227,18 +247,22 @@ def resume_sqs_batch(event: dict[str, Any]) -> dict[str, Any]:
     return {"batchItemFailures": [{"itemIdentifier": mid} for mid in failures]}
 
 
-def resume_result_json(result: ResumeResult) -> dict[str, Any]:
-    """A ResumeResult as the direct invoke's answer."""
+def resume_result_json(result: ResumeResult, now: datetime) -> dict[str, Any]:
+    """A ResumeResult as the direct invoke's answer (`dueInSeconds`: for `not-due`)."""
 
     def stamp(value: datetime | None) -> str | None:
         return value.isoformat() if value is not None else None
 
+    due_in = None
+    if result.outcome == "not-due" and result.wake_at is not None:
+        due_in = max(0, math.ceil((result.wake_at - now).total_seconds()))
     return {
         "outcome": result.outcome,
         "tenantId": result.tenant_id,
         "runId": result.run_id,
         "stepIndex": result.step_index,
         "wakeAt": stamp(result.wake_at),
+        "dueInSeconds": due_in,
         "suspendedAt": result.suspended_at,
         "nextWakeAt": stamp(result.resumed_wake_at),
         "reason": result.reason,

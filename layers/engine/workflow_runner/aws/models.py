@@ -16,13 +16,17 @@ def _uuid(value: str, what: str) -> str:
 
 
 class ResumeMessage(BaseModel):
-    """A resume request: the SQS message body and the direct-invoke payload alike."""
+    """A resume request: the SQS message body and the direct-invoke payload alike.
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    Strict: `force` must be a JSON boolean (`"yes"` or `1` would otherwise be coerced to
+    true and resume a wait early) and `stepIndex` an integer; unknown fields are refused.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     tenant_id: str = Field(alias="tenantId")
     run_id: str = Field(alias="runId")
-    step_index: int = Field(alias="stepIndex", ge=0, strict=True)
+    step_index: int = Field(alias="stepIndex", ge=0)
     force: bool = False
 
     @field_validator("tenant_id")

@@ -31,7 +31,9 @@ class ResumeResult:
     """The outcome of resume_run; never an exception for an expected outcome.
 
     `wake_at`: when the claimed suspension was due; `suspended_at` and
-    `resumed_wake_at`: where and until when the pass suspended again.
+    `resumed_wake_at`: where and until when the pass suspended again; `waiting_at`:
+    set with `already-resumed` when the run waits at another step than the one asked
+    for (a direct invoke reports it; a stale queue message is simply done).
     """
 
     outcome: ResumeOutcome
@@ -42,6 +44,7 @@ class ResumeResult:
     suspended_at: int | None = None
     reason: str | None = None
     resumed_wake_at: datetime | None = None
+    waiting_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,10 @@ def _resume_in_transaction(
 
     base = ResumeResult("already-resumed", tenant_id, run_id, step_index)
     suspension = state.suspension
-    if state.status != "waiting" or suspension is None or suspension.step_index != step_index:
+    if state.status != "waiting" or suspension is None:
         return base
+    if suspension.step_index != step_index:
+        return replace(base, waiting_at=suspension.step_index)
     matched = state.matched_event_id
     wake_at = suspension.due_at
     if matched is None and not item.force and wake_at > now:

@@ -42,12 +42,18 @@ def resume_batch(
     requests: Sequence[ResumeRequestItem],
     now: datetime,
     registry: WorkflowRegistry,
+    requeue_early: bool = True,
 ) -> ResumeBatchReport:
     """Resume a batch of requests in one transaction, requeue early ones, nudge.
 
     An unknown run, or another tenant's, comes back as its RunNotFound (nothing
     written); a failure of the whole transaction raises, so the whole batch is retried.
     After any pass ran, the projection and the dispatcher are nudged.
+
+    Args:
+        requeue_early: put requests that arrived before their run is due back on the
+            queue (queue deliveries); a direct invoke answers `not-due` instead and
+            sends nothing.
     """
     results = resume_runs(store, requests, now, registry)
     report = ResumeBatchReport(results)
@@ -57,7 +63,7 @@ def resume_batch(
             report.not_found += 1
         elif isinstance(result, Exception):
             report.errors += 1
-        elif result.outcome == "not-due" and result.wake_at is not None:
+        elif result.outcome == "not-due" and result.wake_at is not None and requeue_early:
             delay = min(
                 MAX_DELAY_SECONDS, max(1, math.ceil((result.wake_at - now).total_seconds()))
             )

@@ -194,7 +194,7 @@ def test_http_status_classification(
     assert (hook.outcome, hook.error) == (outcome, error)
 
 
-def test_network_error_is_transient_and_raw_text_stays_in_the_log(
+def test_network_error_is_transient_and_only_its_class_and_hash_reach_the_log(
     store: Store, notify: WorkflowRegistry, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     ids = request_dispatches(store, notify, clock)
@@ -211,7 +211,7 @@ def test_network_error_is_transient_and_raw_text_stays_in_the_log(
     stored = dispatch_stream(store, ids["webhook.send"])[1][2]
     assert stored == {"stepKind": "webhook.send", "error": "network error", "attempt": 1}
     details = " ".join(str(getattr(r, "detail", "")) for r in caplog.records)
-    assert "refused" in details
+    assert "ConnectionRefusedError (text hash " in details
     assert "ada@example.com" not in details and "10.9.8.7" not in details
 
 

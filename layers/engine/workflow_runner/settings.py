@@ -34,6 +34,7 @@ _ENV_FIELDS = {
     "DUE_SCAN_HORIZON_SECONDS": "due_scan_horizon_seconds",
     "DUE_SCAN_BATCH": "due_scan_batch",
     "RESUME_LEASE_SECONDS": "resume_lease_seconds",
+    "LOG_EXCEPTION_TEXT": "log_exception_text",
     "AWS_REGION": "aws_region",
 }
 
@@ -69,6 +70,9 @@ class Settings(BaseModel):
     # timeout (180 s): a row in flight is not handed out again before its message
     # was either processed or given up on.
     resume_lease_seconds: int = Field(default=1200, ge=60, le=43200)
+    # Exception text of user code and providers in log lines (redaction.py): only the
+    # class and a short hash unless the operator opts in.
+    log_exception_text: bool = False
     aws_region: str | None = None
 
     @field_validator("webhook_allow_hosts", mode="before")

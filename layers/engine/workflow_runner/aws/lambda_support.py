@@ -21,6 +21,7 @@ from aws_lambda_powertools.utilities.data_classes import SQSEvent
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import BaseModel, ValidationError
 
+from .. import redaction
 from ..definition import DomainEvent, WorkflowRegistry, load_workflow_modules
 from ..engine.passes import RunOutcome
 from ..engine.resume import ResumeRequestItem, ResumeResult
@@ -135,6 +136,7 @@ def with_store(operation: Callable[[Store], T]) -> T:
     connection after a transient failure (a failover drops every connection; the
     operations are single transactions, so a retry is safe)."""
     rt = runtime()
+    redaction.configure(settings().log_exception_text)
     try:
         return operation(rt.store())
     except TransientStoreError as error:

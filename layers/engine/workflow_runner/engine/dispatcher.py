@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from ..errors import WorkflowRunnerError
 from ..ports import HttpSender, Mailer
-from ..redaction import redact
+from ..redaction import exception_for_log
 from ..store import OutboxRow, Store
 from ..stream import DISPATCH_STREAM, Dispatched, DispatchFailed
 from ..webhook_guard import BlockedDestination, WebhookGuard
@@ -125,7 +125,7 @@ def _deliver_webhook(
     except OSError as error:
         log.warning(
             "webhook host lookup failed",
-            extra={"request_id": request_id, "detail": redact(str(error))},
+            extra={"request_id": request_id, "detail": exception_for_log(error)},
         )
         raise _Transient("network error") from error
     headers = {k.lower(): v for k, v in dict(request.get("headers") or {}).items()}
@@ -142,7 +142,7 @@ def _deliver_webhook(
     except OSError as error:
         log.warning(
             "webhook delivery failed",
-            extra={"request_id": request_id, "detail": redact(repr(error))},
+            extra={"request_id": request_id, "detail": exception_for_log(error)},
         )
         raise _Transient("network error") from error
     status = response.status
@@ -169,11 +169,14 @@ def _deliver_mail(
             str(request.get("body") or ""),
         )
     except PermanentDeliveryError as error:
-        log.warning("mail rejected", extra={"request_id": request_id, "detail": redact(str(error))})
+        log.warning(
+            "mail rejected", extra={"request_id": request_id, "detail": exception_for_log(error)}
+        )
         raise _Permanent("mail delivery failed") from error
     except Exception as error:
         log.warning(
-            "mail delivery failed", extra={"request_id": request_id, "detail": redact(repr(error))}
+            "mail delivery failed",
+            extra={"request_id": request_id, "detail": exception_for_log(error)},
         )
         raise _Transient("mail delivery failed") from error
     return 200

@@ -24,6 +24,7 @@ from ..definition import (
 )
 from ..durations import format_instant
 from ..interpreter import Interpreter, describe_step_error
+from ..redaction import exception_for_log
 from ..store import Store
 from ..stream import RUN_STREAM, RunFailed, RunStarted
 from .passes import RunOutcome, cron_event, persist_pass
@@ -101,7 +102,11 @@ def _trigger_failure(
     """Record a run that failed before its first step (filter or key function raised)."""
     log.warning(
         "workflow trigger failed",
-        extra={"workflow": definition.name, "event_id": event.id, "detail": repr(error)},
+        extra={
+            "workflow": definition.name,
+            "event_id": event.id,
+            "detail": exception_for_log(error),
+        },
     )
     started = RunStarted(
         workflow_name=definition.name,

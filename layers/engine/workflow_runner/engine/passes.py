@@ -16,6 +16,7 @@ from ..definition import DomainEvent, WorkflowDefinition
 from ..durations import parse_instant
 from ..errors import RunNotFound
 from ..interpreter import Interpreter, PassResult, Suspension, WorkflowStepError, step_at
+from ..redaction import detail_for_log
 from ..store import InboxEvent, Store, StoredEvent
 from ..stream import (
     DISPATCH_STREAM,
@@ -239,10 +240,15 @@ def persist_pass(
             result=result.return_value if result.reason == RETURNED_FAILURE else None,
         )
         if result.error_detail:
-            # The raw text may carry personal data: log only, never store (invariant 8).
+            # The raw text may carry personal data: never stored (invariant 8), and logged
+            # only as the redaction policy allows.
             log.warning(
                 "workflow step failed",
-                extra={"tenant_id": tenant_id, "run_id": run_id, "detail": result.error_detail},
+                extra={
+                    "tenant_id": tenant_id,
+                    "run_id": run_id,
+                    "detail": detail_for_log(result.error_detail),
+                },
             )
         status = "failed"
         outcome = RunOutcome(

@@ -17,6 +17,7 @@ from typing import Literal
 
 from ..definition import WorkflowRegistry, default_registry
 from ..errors import RunNotFound, TransientStoreError
+from ..redaction import exception_for_log
 from ..store import Store
 from ..stream import RUN_STREAM, ResumedBy, RetryScheduled, StepResumed, StepWaitingForEvent
 from .passes import continue_run, fail_run, load_run_for_pass
@@ -175,7 +176,10 @@ def resume_runs(
     except TransientStoreError:
         raise
     except Exception as error:
-        log.warning("resume batch failed, resuming one by one", extra={"detail": repr(error)})
+        log.warning(
+            "resume batch failed, resuming one by one",
+            extra={"detail": exception_for_log(error)},
+        )
     isolated: list[ResumeResult | Exception] = []
     for item in requests:
         try:

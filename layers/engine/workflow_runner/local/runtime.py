@@ -172,6 +172,9 @@ class LocalRuntime:
             database_url=store.dsn or "postgresql:///local",
             mail_sender=env.get("MAIL_SENDER") or DEFAULT_MAIL_SENDER,
             webhook_allow_hosts=frozenset(allow),
+            # The same redaction policy as in AWS: exception text only when opted in.
+            log_exception_text=(env.get("LOG_EXCEPTION_TEXT") or "false").strip().lower()
+            in ("1", "true", "yes", "on"),
         )
         store.local.set_clock(self.clock.now())
 

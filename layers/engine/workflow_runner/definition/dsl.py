@@ -74,10 +74,16 @@ class EventTrigger:
     kind: Literal["event"] = "event"
 
 
+CatchUp: TypeAlias = Literal["all", "latest", "none"]
+CATCHUP_POLICIES: tuple[CatchUp, ...] = ("all", "latest", "none")
+
+
 @dataclass(frozen=True)
 class CronTrigger:
     schedule: str
     kind: Literal["cron"] = "cron"
+    # Which missed instants the due scan starts after an outage (engine/due_scan.py).
+    catchup: CatchUp = "all"
 
 
 Trigger: TypeAlias = EventTrigger | CronTrigger
@@ -92,10 +98,19 @@ def on_event(event_type: str, filter: Callable[[DomainEvent], bool] | None = Non
     return EventTrigger(event_type=event_type, filter=filter)
 
 
-def on_cron(schedule: str) -> CronTrigger:
-    """Trigger a run per tenant at each instant of a 5-field UTC cron schedule."""
+def on_cron(schedule: str, catchup: CatchUp = "all") -> CronTrigger:
+    """Trigger a run per tenant at each instant of a 5-field UTC cron schedule.
+
+    `catchup` decides what the due scan does with instants it reaches late (after an
+    outage): "all" starts every one of them (the default), "latest" only the most
+    recent, "none" only those at most a few minutes old.
+    """
     CronSchedule.parse(schedule)
-    return CronTrigger(schedule=schedule)
+    if catchup not in CATCHUP_POLICIES:
+        raise WorkflowDefinitionError(
+            f"on_cron: catchup must be one of {', '.join(CATCHUP_POLICIES)}, not {catchup!r}"
+        )
+    return CronTrigger(schedule=schedule, catchup=catchup)
 
 
 # --- steps ------------------------------------------------------------------

@@ -49,6 +49,8 @@ def compute_fingerprint(definition: WorkflowDefinition, builder: Callable[..., A
         if definition.trigger.filter is not None:
             trigger["filter"] = _source_of(definition.trigger.filter)
     else:
+        # Not the catch-up policy: it decides which instants start, not how a run
+        # behaves, so changing it must not fail the runs in flight.
         trigger = {"kind": "cron", "schedule": definition.trigger.schedule}
     document = {
         "name": definition.name,

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 
 from ..cron import CronSchedule
 from ..definition import CronTrigger, WorkflowRegistry, default_registry
+from ..definition.dsl import CatchUp
 from ..ports import ResumeQueue
 from ..store import Store
 from .enqueue import DEFAULT_LEASE_SECONDS, MAX_DELAY_SECONDS, send_leased
@@ -36,6 +37,18 @@ log = logging.getLogger("workflow_runner.due_scan")
 # A scheduler that was down for long catches up at most this many instants per
 # workflow and tenant per scan; the rest follow on the next scans, each exactly once.
 MAX_CRON_INSTANTS_PER_SCAN = 100
+# catchup="none": an instant the scan reaches later than this counts as missed. The
+# scan runs every minute; this tolerates a few lost ticks, not an outage.
+CRON_ON_TIME = timedelta(minutes=5)
+# catchup="latest" looks for the most recent instant in growing windows, so a long
+# outage of a per-minute schedule does not enumerate every minute it missed.
+_LATEST_WINDOWS = (
+    timedelta(hours=1),
+    timedelta(days=1),
+    timedelta(days=32),
+    timedelta(days=366),
+    timedelta(days=3660),
+)
 
 
 @dataclass
@@ -53,18 +66,50 @@ class DueScanResult:
     cron_checked: int = 0
 
 
+def cron_instants(
+    schedule: CronSchedule, catchup: CatchUp, last_fire_at: datetime, now: datetime
+) -> tuple[list[datetime], datetime | None]:
+    """The instants in (last_fire_at, now] to start under a catch-up policy, and the
+    position to record (None: nothing is due yet).
+
+    "all": every instant, oldest first, at most MAX_CRON_INSTANTS_PER_SCAN (the rest on
+    the next scans); "latest": the most recent one only; "none": those at most
+    CRON_ON_TIME old. The instants skipped are passed for good: the position moves
+    past them.
+    """
+    if catchup == "latest":
+        for window in _LATEST_WINDOWS:
+            since = max(last_fire_at, now - window)
+            found = schedule.fire_times(since, now)
+            if found:
+                return found[-1:], found[-1]
+            if since == last_fire_at:
+                break
+        return [], None
+    if catchup == "none":
+        on_time = schedule.fire_times(max(last_fire_at, now - CRON_ON_TIME), now)
+        if on_time:
+            return on_time, on_time[-1]
+        # Missed instants only: move past them so a later scan does not start them.
+        missed = cron_instants(schedule, "latest", last_fire_at, now)[1]
+        return [], missed
+    instants = schedule.fire_times(last_fire_at, now)[:MAX_CRON_INSTANTS_PER_SCAN]
+    return instants, (instants[-1] if instants else None)
+
+
 def start_cron_runs(
     store: Store,
     now: datetime,
     registry: WorkflowRegistry | None = None,
     out_of_time: Callable[[], bool] = lambda: False,
 ) -> tuple[list[RunOutcome], int]:
-    """Start every cron run due in (last_fire_at, now] for each tenant, exactly once.
+    """Start the cron runs due in (last_fire_at, now] for each tenant, exactly once.
 
-    A tenant and workflow seen for the first time start counting at ``now``: no
-    historical backfill. Each (tenant, workflow) is one transaction holding its
-    ``cron_state`` row, and the run id derives from the scheduled instant, so two
-    overlapping scans cannot start an instant twice.
+    Which of them start is the trigger's catch-up policy (`cron_instants`). A tenant
+    and workflow seen for the first time start counting at ``now``: no historical
+    backfill. Each (tenant, workflow) is one transaction holding its ``cron_state``
+    row, and the run id derives from the scheduled instant, so two overlapping scans
+    cannot start an instant twice.
 
     Returns:
         The runs started, and how many (tenant, workflow) pairs were checked.
@@ -87,14 +132,15 @@ def start_cron_runs(
                 if last_fire_at is None:
                     store.cron.init(tenant_id, definition.name, now)
                     continue
-                instants = schedule.fire_times(last_fire_at, now)
-                instants = instants[:MAX_CRON_INSTANTS_PER_SCAN]
+                instants, position = cron_instants(
+                    schedule, definition.trigger.catchup, last_fire_at, now
+                )
                 for instant in instants:
                     outcome = start_cron_run(store, definition, tenant_id, instant, now)
                     if outcome is not None:
                         started.append(outcome)
-                if instants:
-                    store.cron.advance(tenant_id, definition.name, instants[-1])
+                if position is not None:
+                    store.cron.advance(tenant_id, definition.name, position)
     return started, checked
 
 

@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
+from workflow_runner import DomainEvent, stream
 from workflow_runner import engine as ops
-from workflow_runner import stream
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.durations import parse_instant
 from workflow_runner.store import Store
@@ -226,3 +226,27 @@ def test_an_event_type_from_a_newer_release_is_skipped_by_the_fold() -> None:
     state = stream.fold_run("r", "t", facts)
     assert isinstance(facts[1].fact, stream.UnknownFact)
     assert (state.status, state.version, state.workflow_name) == ("running", 2, "w")
+
+
+def test_a_recorded_wait_is_woken_by_an_event_of_this_release(
+    store: Store, legacy: WorkflowRegistry, recorded: dict[str, Any]
+) -> None:
+    """The 0.1.0 suspension keeps its look-back start (the run's start on the trigger
+    function's clock): an awaited event stamped by EventBridge after it wakes the run."""
+    tenant, runs = recorded["tenant"], recorded["runs"]
+    now = parse_instant(recorded["recordedAt"])
+    ops.project_pending(store, now)
+    (row,) = [r for r in store.pending.for_tenant(tenant) if r.run_id == runs["event_waiting"]]
+    order = row.match_expr["expr"]["op"]["value"] if row.match_expr else None
+    approved = DomainEvent(
+        id="evt-new-approval",
+        type="legacy.approved",
+        payload={"orderId": order, "by": "dee"},
+        tenant_id=tenant,
+        time=now + timedelta(minutes=1),
+        source="tests",
+    )
+    woken = ops.wake_on_event(store, approved, now + timedelta(minutes=1))
+    assert [w.run_id for w in woken] == [runs["event_waiting"]]
+    result = _resume(store, legacy, tenant, runs["event_waiting"], now + timedelta(minutes=2))
+    assert result.outcome == "completed"

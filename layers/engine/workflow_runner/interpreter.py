@@ -350,10 +350,19 @@ class Interpreter:
         timeout_at = self._wake_at(self._call(step.timeout, path, scope), path)
         lookback = self._call(step.lookback, path, scope)
         if lookback is None:
-            lookback_from = self.run_started_at
+            # "Stored after the run started" is decided on the events' own clock: an
+            # awaited event counts when its time is not before the trigger event's time
+            # (EventBridge stamps both), never by comparing the clocks of the functions
+            # that received them. EventBridge does not order deliveries to two rules, and
+            # a retried trigger may start the run minutes after the awaited event came.
+            # Without an event time (events handed to the engine directly) the trigger's
+            # receive time stands in, as it does for the awaited event.
+            lookback_from = self.event.time or self.run_started_at
         else:
             try:
-                lookback_from = self.now - parse_duration(lookback)
+                # Whole seconds: event times are (EventBridge's), so an event of the
+                # second the wait began counts as after it.
+                lookback_from = (self.now - parse_duration(lookback)).replace(microsecond=0)
             except Exception as error:
                 raise _StepFailed(error, path) from error
         wait = EventWait(

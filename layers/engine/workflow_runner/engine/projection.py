@@ -34,6 +34,13 @@ PENDING_PROJECTION = "workflow_run_pending"
 LOOK_BACK_PAGE = 500
 
 
+def floor_second(moment: datetime) -> datetime:
+    """A look-back's start in whole seconds: awaited events' instants are EventBridge
+    times, so an event of the same second counts as after it (suspensions written by
+    release 0.1.0 carry a run start with milliseconds, on the trigger function's clock)."""
+    return moment.replace(microsecond=0)
+
+
 @dataclass(frozen=True)
 class ProjectionResult:
     """What a catch-up applied; `woken`: waits an already-stored event satisfied;
@@ -49,7 +56,7 @@ def _look_back(
     store: Store, e: StoredEvent, wait: StepWaitingForEvent, now: datetime
 ) -> WokenRun | None:
     """Find an already-stored event a new wait accepts (arrived before the wait existed)."""
-    since = wait.lookback_from or e.recorded_at
+    since = floor_second(wait.lookback_from or e.recorded_at)
     after = 0
     while True:
         rows = store.inbox.candidates(
@@ -112,7 +119,7 @@ def _pending_row(e: StoredEvent, fact: Suspension) -> NewPendingRow:
         wait_event_type=wait.event_type if wait else None,
         match_expr=wait.match if wait else None,
         suspension_version=e.version,
-        lookback_from=wait.lookback_from if wait else None,
+        lookback_from=floor_second(wait.lookback_from) if wait and wait.lookback_from else None,
         match_key=equality_key(wait.match) if wait else None,
     )
 

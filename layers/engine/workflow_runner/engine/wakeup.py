@@ -69,13 +69,13 @@ def wake_on_event(store: Store, event: DomainEvent, now: datetime) -> list[Woken
     with store.transaction():
         with store.pipeline():
             store_inbox_event(store, event, now)
-            received_at = store.inbox.claim_wakeup(event.tenant_id, event.id, now)
-        if received_at is None:
+            instant = store.inbox.claim_wakeup(event.tenant_id, event.id, now)
+        if instant is None:
             return []
         store.inbox.lock_type(event.tenant_id, event.type)
         woken: list[WokenRun] = []
         keys = payload_keys(event.payload)
-        for row in store.pending.waiting_for(event.tenant_id, event.type, received_at, keys):
+        for row in store.pending.waiting_for(event.tenant_id, event.type, instant, keys):
             if not matches_safely(row.match_expr, event.payload):
                 continue
             if record_match(

@@ -98,11 +98,12 @@ class InboxStore:
         return row is not None
 
     def claim_wakeup(self, tenant_id: str, event_id: str, now: datetime) -> datetime | None:
-        """Mark an event as matched against waits; its received_at, or None if it was before."""
+        """Mark an event as matched against waits; its instant (EventBridge time, else
+        receive time), or None if it was before."""
         row = self._sql.one(
             "claim_inbox_wakeup", {"tenant_id": tenant_id, "event_id": event_id, "now": now}
         )
-        return row["received_at"] if row else None
+        return row["instant"] if row else None
 
     def candidates(
         self,
@@ -113,7 +114,8 @@ class InboxStore:
         after_position: int = 0,
         limit: int = 500,
     ) -> list[CandidateEvent]:
-        """Stored events of a type since an instant, by position after `after_position`."""
+        """Stored events of a type whose instant (EventBridge time, else receive time) is
+        not before `since`, by position after `after_position`."""
         rows = self._sql.all(
             "awaited_event_candidates",
             {

@@ -118,16 +118,17 @@ class PendingStore:
         self,
         tenant_id: str,
         type: str,
-        received_at: datetime,
+        instant: datetime,
         keys: Sequence[str] | None = None,
     ) -> list[WaitingRow]:
-        """Unmatched waits an event may wake; `keys` (match.payload_keys) narrows by index."""
+        """Unmatched waits an event of `instant` may wake (their look-back starts at or
+        before it); `keys` (match.payload_keys) narrows by index."""
         rows = self._sql.all(
             "waiting_rows_for_event",
             {
                 "tenant_id": tenant_id,
                 "type": type,
-                "received_at": received_at,
+                "instant": instant,
                 "keys": None if keys is None else list(keys),
             },
         )

@@ -90,15 +90,18 @@ RETURNING event_id;
 
 -- name: claim_inbox_wakeup
 -- Mark an inbox event as matched against waiting runs; no row back means it was before.
+-- Returns the event's instant: its EventBridge time, else when it was received.
 UPDATE inbox SET woken_at = %(now)s
 WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s AND woken_at IS NULL
-RETURNING received_at;
+RETURNING coalesce(event_time, received_at) AS instant;
 
 -- name: awaited_event_candidates
--- Stored events of one type a waiting step may still take, oldest first.
+-- Stored events of one type a waiting step may still take (their instant, the
+-- EventBridge time or else the receive time, not before %(since)s), oldest first.
 SELECT event_id, type, detail, received_at, position
 FROM inbox
-WHERE tenant_id = %(tenant_id)s AND type = %(type)s AND received_at >= %(since)s
+WHERE tenant_id = %(tenant_id)s AND type = %(type)s
+  AND coalesce(event_time, received_at) >= %(since)s
   AND position > %(after_position)s
   AND detail IS NOT NULL AND NOT (event_id = ANY(%(exclude)s))
 ORDER BY position
@@ -177,14 +180,14 @@ SET trigger_event_type = %(event_type)s, awaited_event_id = %(event_id)s,
 WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s AND suspension_version = %(suspension_version)s;
 
 -- name: waiting_rows_for_event
--- A tenant's unmatched waits for one event type that may take an event stored at
--- %(received_at)s: those without an equality key, and those whose key the event offers
+-- A tenant's unmatched waits for one event type that may take an event of instant
+-- %(instant)s: those without an equality key, and those whose key the event offers
 -- (all of them when %(keys)s is NULL).
 SELECT run_id::text AS run_id, step_index, match_expr, suspension_version
 FROM workflow_run_pending
 WHERE tenant_id = %(tenant_id)s AND wait_event_type = %(type)s AND awaited_event_id IS NULL
   AND (%(keys)s::text[] IS NULL OR match_key IS NULL OR match_key = ANY(%(keys)s::text[]))
-  AND (lookback_from IS NULL OR lookback_from <= %(received_at)s)
+  AND (lookback_from IS NULL OR lookback_from <= %(instant)s)
 ORDER BY suspension_version, run_id;
 
 -- name: due_pending

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
@@ -41,10 +42,19 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     )
     support.count("ProjectionEventsApplied", result.applied)
     support.count("Wakeups", len(result.woken))
-    logger.info("pending projection caught up", extra={"applied": result.applied})
+    # The alarm on ProjectionLagSeconds (template.yaml) watches this: timers and wakeups
+    # wait for the projection while it is behind.
+    support.count("ProjectionLagSeconds", result.lag_seconds, MetricUnit.Seconds)
+    support.count("ProjectionLagEvents", result.lag_events)
+    logger.info(
+        "pending projection caught up",
+        extra={"applied": result.applied, "lag_events": result.lag_events},
+    )
     return {
         "applied": result.applied,
         "woken": len(result.woken),
         "dueSoon": len(result.due_soon),
         "enqueued": sent,
+        "lagEvents": result.lag_events,
+        "lagSeconds": result.lag_seconds,
     }

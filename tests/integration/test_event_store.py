@@ -7,7 +7,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from workflow_runner.store import NewEvent, Store, connect
+from workflow_runner.store import NewEvent, Store, StoredEvent, connect
 
 from tests.support import TENANT_A as TENANT
 from tests.support import TENANT_B as OTHER
@@ -34,6 +34,13 @@ def test_the_same_stream_id_in_two_tenants_is_two_streams(store: Store) -> None:
     assert [e.payload["t"] for e in store.streams.load(OTHER, stream)] == ["B"]
 
 
+def _read_after(store: Store, xid: str, position: int, limit: int) -> list[StoredEvent]:
+    """A catch-up read as the projection does it: the horizon first, in one transaction."""
+    with store.transaction():
+        horizon = store.checkpoints.horizon()
+        return store.streams.read_after(xid, position, limit, horizon)
+
+
 def test_catch_up_does_not_return_events_of_a_transaction_still_in_flight(
     store: Store, db_url: str
 ) -> None:
@@ -49,8 +56,8 @@ def test_catch_up_does_not_return_events_of_a_transaction_still_in_flight(
             )
             # The fast event committed with a higher position, but the slow
             # transaction is older and still open: the reader must wait for it.
-            assert store.streams.read_after("0", 0, 100) == []
-        read = store.streams.read_after("0", 0, 100)
+            assert _read_after(store, "0", 0, 100) == []
+        read = _read_after(store, "0", 0, 100)
         assert [e.type for e in read] == ["slow", "fast"]
     finally:
         slow.close()
@@ -88,7 +95,7 @@ def test_catch_up_under_concurrent_writers_skips_nothing_and_repeats_nothing(db_
         t.start()
     deadline = time.monotonic() + 60
     while len(seen) < writers * per_writer and time.monotonic() < deadline:
-        batch = reader.streams.read_after(xid, position, 37)
+        batch = _read_after(reader, xid, position, 37)
         for e in batch:
             seen.append(e.position)
         if batch:

@@ -20,6 +20,8 @@ _ENV_FIELDS = {
     "DB_SSLMODE": "db_sslmode",
     "DB_CONNECT_TIMEOUT_SECONDS": "db_connect_timeout_seconds",
     "DB_SECRET_TTL_SECONDS": "db_secret_ttl_seconds",
+    "DB_STATEMENT_TIMEOUT_SECONDS": "db_statement_timeout_seconds",
+    "DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS": "db_idle_in_transaction_timeout_seconds",
     "RESUME_QUEUE_URL": "resume_queue_url",
     "PENDING_PROJECTION_FUNCTION": "pending_projection_function",
     "STEP_DISPATCHER_FUNCTION": "step_dispatcher_function",
@@ -53,6 +55,10 @@ class Settings(BaseModel):
     db_sslmode: str = "require"
     db_connect_timeout_seconds: int = Field(default=5, ge=1, le=60)
     db_secret_ttl_seconds: int = Field(default=300, ge=0, le=86400)
+    # Bounds on the engine's own sessions (0: the server's default): an engine
+    # transaction holds the pending projection back while it is open (store/database.py).
+    db_statement_timeout_seconds: float = Field(default=60.0, ge=0, le=3600)
+    db_idle_in_transaction_timeout_seconds: float = Field(default=60.0, ge=0, le=3600)
     resume_queue_url: str | None = None
     pending_projection_function: str | None = None
     step_dispatcher_function: str | None = None

@@ -97,15 +97,24 @@ class ConnectionCache:
         self._store = None
 
     def _open(self) -> Store:
-        if self._settings.database_url:
-            return connect(self._settings.database_url)
+        s = self._settings
+
+        def open_(url: str) -> Store:
+            return connect(
+                url,
+                statement_timeout_seconds=s.db_statement_timeout_seconds,
+                idle_in_transaction_timeout_seconds=s.db_idle_in_transaction_timeout_seconds,
+            )
+
+        if s.database_url:
+            return open_(s.database_url)
         try:
-            return connect(self._url(refresh=False))
+            return open_(self._url(refresh=False))
         except TransientStoreError:
             raise
         except StoreError:
             # A rejected login usually means the secret was rotated: refetch once.
-            return connect(self._url(refresh=True))
+            return open_(self._url(refresh=True))
 
     def _url(self, refresh: bool) -> str:
         """A libpq key/value conninfo (works for host names and socket directories)."""

@@ -50,6 +50,8 @@ class ProjectionResult:
     applied: int
     woken: list[WokenRun] = field(default_factory=list)
     due_soon: list[DueRow] = field(default_factory=list)
+    lag_events: int = 0  # run-stream events still to apply after this catch-up
+    lag_seconds: float = 0.0  # age of the oldest of them (business time)
 
 
 def _look_back(
@@ -160,8 +162,9 @@ def project_pending(
     """Catch the pending projection up with the run streams, in commit order.
 
     Each batch is one transaction that also advances the checkpoint (exactly once).
-    Returns the events applied, the waits that an already-stored event satisfied, and
-    (with `horizon_seconds`) the suspensions due before `now + horizon_seconds`.
+    Returns the events applied, the waits that an already-stored event satisfied,
+    (with `horizon_seconds`) the suspensions due before `now + horizon_seconds`, and
+    the lag left (run-stream events not applied yet, and the age of the oldest).
     """
     applied = 0
     woken: list[WokenRun] = []
@@ -171,8 +174,11 @@ def project_pending(
     while max_batches is None or batches < max_batches:
         batches += 1
         with store.transaction():
+            # First: the horizon reads the engine's sessions before any snapshot that
+            # reads events is taken (see projection_horizon in queries.sql).
+            horizon = store.checkpoints.horizon()
             xid, position = store.checkpoints.lock(PENDING_PROJECTION, now)
-            events = store.streams.read_after(xid, position, batch_size)
+            events = store.streams.read_after(xid, position, batch_size, horizon)
             # Writes whose results are not read travel together; reads sync the pipeline.
             with store.pipeline():
                 deletes = _PendingDeletes(store)
@@ -197,4 +203,6 @@ def project_pending(
         applied += len(events)
         if len(events) < batch_size:
             break
-    return ProjectionResult(applied, woken, list(soon.values()))
+    lag = store.checkpoints.lag(PENDING_PROJECTION)
+    lag_seconds = 0.0 if lag.oldest is None else max(0.0, (now - lag.oldest).total_seconds())
+    return ProjectionResult(applied, woken, list(soon.values()), lag.behind, lag_seconds)

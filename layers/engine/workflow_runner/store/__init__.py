@@ -12,7 +12,7 @@ from .outbox import DispatchStatus, OutboxRow, OutboxSummary
 from .pending import DueRow, NewPendingRow, PendingRow, WaitingRow
 from .runs import RunSummary
 from .sql import Sql, is_transient
-from .streams import NewEvent, StoredEvent
+from .streams import NewEvent, ProjectionLag, StoredEvent
 
 __all__ = [
     "CandidateEvent",
@@ -27,6 +27,7 @@ __all__ = [
     "OutboxRow",
     "OutboxSummary",
     "PendingRow",
+    "ProjectionLag",
     "ProjectionState",
     "QueuedMessage",
     "Relation",

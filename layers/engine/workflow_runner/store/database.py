@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from .cron import CronStore
@@ -27,6 +28,13 @@ from .pending import PendingStore
 from .runs import RunStore
 from .sql import Sql, wrap_error
 from .streams import CheckpointStore, StreamStore
+
+# Every engine connection carries this application name (see _session_options).
+APPLICATION_NAME = "workflow-runner"
+# Longer than any statement or pause inside one of the engine's transactions; short
+# enough that a session left in a transaction cannot hold the projection for long.
+DEFAULT_STATEMENT_TIMEOUT_SECONDS = 60.0
+DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS = 60.0
 
 
 class Store:
@@ -136,19 +144,57 @@ class Store:
         return bool(self._conn.closed) or self._conn.broken
 
 
-def connect(url: str, sql_type: type[Sql] = Sql, **kwargs: Any) -> Store:
-    """Open a Store on a new autocommit connection.
+def _session_options(
+    url: str, statement_timeout_seconds: float, idle_in_transaction_timeout_seconds: float
+) -> dict[str, Any]:
+    """Startup parameters of an engine connection: its name and its timeouts.
+
+    The name is how the pending projection tells the engine's own transactions from
+    everybody else's (see projection_horizon in queries.sql), so it is always set. The
+    timeouts bound how long one of our transactions can hold the projection back (a
+    Lambda frozen or killed mid-transaction leaves its session idle in transaction);
+    they go in as startup options, appended to any the URL carries (0: server default).
+    """
+    given = conninfo_to_dict(url)
+    name = str(given.get("application_name") or "")
+    params: dict[str, Any] = {
+        "application_name": name if name.startswith(APPLICATION_NAME) else APPLICATION_NAME
+    }
+    options = [str(given["options"])] if given.get("options") else []
+    for setting, seconds in (
+        ("statement_timeout", statement_timeout_seconds),
+        ("idle_in_transaction_session_timeout", idle_in_transaction_timeout_seconds),
+    ):
+        if seconds > 0:
+            options.append(f"-c {setting}={max(1, round(seconds * 1000))}")
+    if options:
+        params["options"] = " ".join(options)
+    return params
+
+
+def connect(
+    url: str,
+    sql_type: type[Sql] = Sql,
+    statement_timeout_seconds: float = DEFAULT_STATEMENT_TIMEOUT_SECONDS,
+    idle_in_transaction_timeout_seconds: float = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS,
+    **kwargs: Any,
+) -> Store:
+    """Open a Store on a new autocommit connection, named as the engine's.
 
     Args:
         url: a libpq URL or key=value string.
         sql_type: how statements run (tests substitute one that injects faults).
+        statement_timeout_seconds: the longest a statement may run (0: server default).
+        idle_in_transaction_timeout_seconds: the longest a transaction may sit idle
+            before the server ends the session (0: server default).
         kwargs: further connection parameters (e.g. connect_timeout).
 
     Raises:
         TransientStoreError: the server cannot be reached.
     """
+    params = _session_options(url, statement_timeout_seconds, idle_in_transaction_timeout_seconds)
     try:
-        conn = psycopg.connect(url, autocommit=True, row_factory=dict_row, **kwargs)
+        conn = psycopg.connect(url, autocommit=True, row_factory=dict_row, **params, **kwargs)
     except psycopg.Error as error:
         raise wrap_error(error) from error
     return Store(conn, sql_type)

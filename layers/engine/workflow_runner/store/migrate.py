@@ -69,6 +69,8 @@ def apply_migrations(conn: psycopg.Connection[object]) -> list[Migration]:
     """
     applied: list[Migration] = []
     with conn.transaction():
+        # A migration may legitimately run longer than the engine's statement timeout.
+        conn.execute("SET LOCAL statement_timeout = 0")
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         _ensure_version_table(conn)
         for mig in pending_migrations(conn):

@@ -32,21 +32,58 @@ LEFT JOIN inbox i
 WHERE e.tenant_id = %(tenant_id)s AND e.stream_id = %(stream_id)s
 ORDER BY e.version;
 
+-- name: projection_horizon
+-- The transaction id below which the pending projection may read wf_events: the
+-- snapshot's xmax, lowered to the oldest transaction still running in one of the
+-- engine's own sessions (this database, its application name or its database user).
+-- Transactions of other databases and other applications never write wf_events, so
+-- unlike pg_snapshot_xmin() they no longer hold the projection back (an idle
+-- transaction anywhere on the cluster used to stop every timer and wakeup).
+-- Ordering argument: the snapshot is taken when this statement starts, the sessions
+-- are read while it runs. An own transaction with an xid below the result was either
+-- seen running (then the result is not above its xid) or had finished when the
+-- sessions were read, i.e. before the next statement's snapshot reads the events; so
+-- every own event below the horizon is committed (or rolled back) and visible to that
+-- read. Running own xids are taken from the snapshot's xip list (xid8, so no epoch
+-- arithmetic), matched to pg_stat_activity's 32-bit backend_xid. It must be the first
+-- statement of its transaction: pg_stat_activity is cached for the rest of it.
+SELECT least(
+           pg_snapshot_xmax(s.snap),
+           (SELECT min(x) FROM pg_snapshot_xip(s.snap) AS x
+            WHERE x::text::bigint %% 4294967296 IN (
+                SELECT a.backend_xid::text::bigint FROM pg_stat_activity a
+                WHERE a.datname = current_database() AND a.backend_xid IS NOT NULL
+                  AND (a.application_name LIKE 'workflow-runner%%'
+                       OR a.usename = current_user)))
+       )::text AS horizon
+FROM (SELECT pg_current_snapshot() AS snap) s;
+
 -- name: read_events_after
--- Catch-up read in commit order. Only events of transactions older than every
--- transaction still in flight are returned: an event whose transaction commits late
--- always has an xid >= the current snapshot's xmin, so it is read on a later call and
--- never skipped, even though its position is lower than events already read. Ordering
--- by (xid, position) is a total order that no future commit can insert into behind
--- the checkpoint. (ORDER BY names the table's columns: the text alias of xid would
--- sort "1000" before "995".)
+-- Catch-up read in commit order, below the horizon of projection_horizon (taken by an
+-- earlier statement of the same transaction). Every engine transaction with an xid
+-- below it has finished, so an event whose transaction commits late (xid >= horizon)
+-- is read on a later call and never skipped, even though its position is lower than
+-- events already read. Ordering by (xid, position) is a total order that no future
+-- commit can insert into behind the checkpoint. (ORDER BY names the table's columns:
+-- the text alias of xid would sort "1000" before "995".)
 SELECT position, xid::text AS xid, tenant_id::text AS tenant_id, stream_id::text AS stream_id,
        stream_type, version, type, payload, metadata, recorded_at
 FROM wf_events
 WHERE (xid, position) > (%(after_xid)s::xid8, %(after_position)s)
-  AND xid < pg_snapshot_xmin(pg_current_snapshot())
+  AND xid < %(horizon)s::xid8
 ORDER BY wf_events.xid, wf_events.position
 LIMIT %(limit)s;
+
+-- name: projection_lag
+-- Run-stream events the projection has not applied yet (counted up to %(cap)s) and
+-- the oldest one's recorded_at.
+SELECT count(*) AS behind, min(recorded_at) AS oldest
+FROM (SELECT e.recorded_at
+      FROM wf_events e
+      JOIN projection_checkpoints c ON c.name = %(name)s
+      WHERE (e.xid, e.position) > (c.last_xid, c.last_position)
+        AND e.stream_type = 'workflow-run'
+      LIMIT %(cap)s) behind;
 
 -- name: lock_checkpoint
 -- The projection's checkpoint, locked so concurrent catch-ups of one projection serialise.

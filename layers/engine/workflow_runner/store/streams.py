@@ -140,11 +140,19 @@ class StreamStore:
             )
         return [StoredEvent.from_row(r) for r in rows], trigger
 
-    def read_after(self, after_xid: str, after_position: int, limit: int) -> list[StoredEvent]:
-        """Events after a checkpoint in commit order (see read_events_after in queries.sql)."""
+    def read_after(
+        self, after_xid: str, after_position: int, limit: int, horizon: str
+    ) -> list[StoredEvent]:
+        """Events after a checkpoint in commit order, below a horizon taken earlier in the
+        transaction (CheckpointStore.horizon; see read_events_after in queries.sql)."""
         rows = self._sql.all(
             "read_events_after",
-            {"after_xid": after_xid, "after_position": after_position, "limit": limit},
+            {
+                "after_xid": after_xid,
+                "after_position": after_position,
+                "limit": limit,
+                "horizon": horizon,
+            },
         )
         return [StoredEvent.from_row(r) for r in rows]
 
@@ -167,11 +175,32 @@ class StreamStore:
         ]
 
 
+@dataclass(frozen=True)
+class ProjectionLag:
+    """Run-stream events a projection has not applied (`behind`, counted up to a cap)
+    and the `recorded_at` of the oldest of them (None: caught up)."""
+
+    behind: int
+    oldest: datetime | None
+
+
 class CheckpointStore:
     """Where each asynchronous projection stands: (transaction id, position)."""
 
     def __init__(self, sql: Sql) -> None:
         self._sql = sql
+
+    def horizon(self) -> str:
+        """The transaction id below which a catch-up may read (projection_horizon in
+        queries.sql). Must be the first statement of the reading transaction."""
+        row = self._sql.one("projection_horizon", {})
+        assert row is not None
+        return str(row["horizon"])
+
+    def lag(self, name: str, cap: int = 100_000) -> ProjectionLag:
+        """How far a projection is behind the run streams."""
+        row = self._sql.one("projection_lag", {"name": name, "cap": cap}) or {}
+        return ProjectionLag(int(row.get("behind") or 0), row.get("oldest"))
 
     def lock(self, name: str, now: datetime) -> tuple[str, int]:
         """Lock (creating it if needed) and return a projection's (xid, position); the

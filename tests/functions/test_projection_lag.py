@@ -1,0 +1,56 @@
+"""PendingProjection publishes how far it is behind (issue 11, item 2): the alarm on
+`ProjectionLagSeconds` fires when an engine transaction holds the projection back."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from workflow_runner import ManualClock
+from workflow_runner.aws.inprocess import FakeLambdaContext
+from workflow_runner.aws.template import Handler
+from workflow_runner.ports import Runtime
+from workflow_runner.store import Store, connect
+
+from tests.functions.helpers import load_event
+
+Handlers = dict[str, Handler]
+
+
+def _invoke(handlers: Handlers, name: str, event: Any) -> Any:
+    return handlers[name](event, FakeLambdaContext())
+
+
+def test_pending_projection_reports_its_lag_in_events_and_seconds(
+    handlers: Handlers,
+    runtime: Runtime,
+    store: Store,
+    clock: ManualClock,
+    db_url: str,
+    emitted: Any,
+) -> None:
+    stuck = connect(db_url)  # an engine session stuck in a transaction that wrote
+    stuck.conn.execute("BEGIN")
+    stuck.inbox.register_tenant("33333333-3333-4333-8333-333333333333", clock.now())
+    _invoke(
+        handlers, "TriggerProjectionFunction", load_event("trigger-projection-user-signed-up.json")
+    )
+    clock.advance(timedelta(seconds=30))
+    emitted()
+    held = _invoke(
+        handlers, "PendingProjectionFunction", load_event("pending-projection-nudge.json")
+    )
+    out = emitted()
+    assert held["applied"] == 0
+    assert (held["lagEvents"], held["lagSeconds"]) == (2, 30.0)
+    assert out.metric("ProjectionLagEvents") == 2
+    assert out.metric("ProjectionLagSeconds") == 30.0
+
+    stuck.conn.execute("ROLLBACK")
+    stuck.close()
+    caught_up = _invoke(
+        handlers, "PendingProjectionFunction", load_event("pending-projection-nudge.json")
+    )
+    out = emitted()
+    assert (caught_up["applied"], caught_up["lagEvents"], caught_up["lagSeconds"]) == (3, 0, 0.0)
+    assert out.metric("ProjectionLagSeconds") == 0.0 and out.metric("ProjectionLagEvents") == 0

@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from workflow_runner import DomainEvent, define_workflow, on_event, run_id_for
 from workflow_runner import engine as ops
 from workflow_runner import stream as ev
@@ -77,33 +76,45 @@ def _matched(store: Store, run_id: str) -> bool:
     return ev.STEP_EVENT_MATCHED in stream_types(store, run_id)
 
 
-@pytest.mark.parametrize("trigger_skew", SKEWS)
-@pytest.mark.parametrize("wakeup_skew", SKEWS)
 def test_an_approval_after_the_order_wakes_the_wait_whatever_the_functions_clocks(
-    store: Store, registry: WorkflowRegistry, trigger_skew: timedelta, wakeup_skew: timedelta
+    store: Store, registry: WorkflowRegistry
 ) -> None:
     _approval(registry)
-    order = "o-after"
-    run_id = _place(store, registry, order, PLACED + timedelta(milliseconds=400) + trigger_skew)
-    # Approved one second later, received 300 ms after that by a clock off by wakeup_skew.
-    approved = PLACED + timedelta(seconds=1)
-    woken = _approve(store, order, approved, approved + timedelta(milliseconds=300) + wakeup_skew)
-    assert [w.run_id for w in woken] == [run_id]
+    missed = []
+    for trigger_skew in SKEWS:
+        for wakeup_skew in SKEWS:
+            order = (
+                f"o-after-{int(trigger_skew.total_seconds())}-{int(wakeup_skew.total_seconds())}"
+            )
+            run_id = _place(
+                store, registry, order, PLACED + timedelta(milliseconds=400) + trigger_skew
+            )
+            # Approved a second later, received 300 ms after that by a clock off by wakeup_skew.
+            approved = PLACED + timedelta(seconds=1)
+            received = approved + timedelta(milliseconds=300) + wakeup_skew
+            if [w.run_id for w in _approve(store, order, approved, received)] != [run_id]:
+                missed.append((trigger_skew, wakeup_skew))
+    assert missed == []
 
 
-@pytest.mark.parametrize("trigger_skew", SKEWS)
-@pytest.mark.parametrize("wakeup_skew", SKEWS)
 def test_an_approval_delivered_before_its_order_is_found_by_the_look_back(
-    store: Store, registry: WorkflowRegistry, trigger_skew: timedelta, wakeup_skew: timedelta
+    store: Store, registry: WorkflowRegistry
 ) -> None:
     """EventBridge does not order deliveries to two rules: approved, emitted 50 ms after
     placed (the same second), reaches EventWakeup first."""
     _approval(registry)
-    order = "o-early"
-    approved = PLACED + timedelta(milliseconds=50)
-    assert _approve(store, order, approved.replace(microsecond=0), PLACED + wakeup_skew) == []
-    run_id = _place(store, registry, order, PLACED + timedelta(milliseconds=200) + trigger_skew)
-    assert _matched(store, run_id)
+    missed = []
+    for trigger_skew in SKEWS:
+        for wakeup_skew in SKEWS:
+            order = (
+                f"o-early-{int(trigger_skew.total_seconds())}-{int(wakeup_skew.total_seconds())}"
+            )
+            approved = (PLACED + timedelta(milliseconds=50)).replace(microsecond=0)
+            assert _approve(store, order, approved, PLACED + wakeup_skew) == []
+            started = PLACED + timedelta(milliseconds=200) + trigger_skew
+            if not _matched(store, _place(store, registry, order, started)):
+                missed.append((trigger_skew, wakeup_skew))
+    assert missed == []
 
 
 def test_a_trigger_retried_minutes_later_still_takes_the_approval_that_came_meanwhile(
@@ -117,18 +128,20 @@ def test_a_trigger_retried_minutes_later_still_takes_the_approval_that_came_mean
     assert _matched(store, run_id)
 
 
-@pytest.mark.parametrize("wakeup_skew", SKEWS)
 def test_an_approval_from_before_the_order_never_wakes_it(
-    store: Store, registry: WorkflowRegistry, wakeup_skew: timedelta
+    store: Store, registry: WorkflowRegistry
 ) -> None:
     """The other side of the same rule: an event older than the trigger is not taken,
     even when the clock that received it runs ahead of the one that started the run."""
     _approval(registry)
     stale = PLACED - timedelta(seconds=2)
-    _approve(store, "o-stale", stale, PLACED + timedelta(seconds=1) + wakeup_skew)
-    run_id = _place(store, registry, "o-stale", PLACED - timedelta(seconds=3))
-    assert not _matched(store, run_id)
-    assert _approve(store, "o-stale", stale, PLACED + timedelta(seconds=5) + wakeup_skew) == []
+    for wakeup_skew in SKEWS:
+        order = f"o-stale-{int(wakeup_skew.total_seconds())}"
+        _approve(store, order, stale, PLACED + timedelta(seconds=1) + wakeup_skew)
+        run_id = _place(store, registry, order, PLACED - timedelta(seconds=3))
+        assert not _matched(store, run_id)
+        late_copy = _event("order.approved", order, stale, event_id=f"again-{order}")
+        assert ops.wake_on_event(store, late_copy, PLACED + timedelta(seconds=5)) == []
 
 
 def test_an_explicit_lookback_is_measured_from_the_wait_on_the_events_times(

@@ -23,11 +23,13 @@ from typing import Any, Final
 from workflow_runner.errors import InvalidEventMatch
 
 __all__ = [
+    "ANY_KEY",
     "MAX_DEPTH",
     "MAX_NODES",
     "SUPPORTED_VERSION",
     "equality_key",
     "evaluate_event_match",
+    "inbox_keys",
     "matches_safely",
     "payload_keys",
     "validate_event_match",
@@ -372,6 +374,17 @@ def equality_key(match: Mapping[str, Any] | None) -> str | None:
     except (AttributeError, KeyError, TypeError):
         return None
     return None
+
+
+# Stored for an event with too many leaves to list: it may offer any key.
+ANY_KEY: Final = "*"
+
+
+def inbox_keys(payload: object) -> list[str]:
+    """The keys an event offers, as its inbox row stores them for the look-back: every
+    scalar leaf's key, or [ANY_KEY] when there are too many to list."""
+    keys = payload_keys(payload)
+    return [ANY_KEY] if keys is None else sorted(set(keys))
 
 
 def payload_keys(payload: object, limit: int = 512) -> list[str] | None:

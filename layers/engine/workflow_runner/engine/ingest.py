@@ -24,6 +24,7 @@ from ..definition import (
 )
 from ..durations import format_instant
 from ..interpreter import Interpreter, describe_step_error
+from ..match import inbox_keys
 from ..redaction import exception_for_log
 from ..store import Store
 from ..stream import RUN_STREAM, RunFailed, RunStarted
@@ -43,7 +44,10 @@ class IngestResult:
 
 
 def store_inbox_event(store: Store, event: DomainEvent, now: datetime) -> None:
-    """Store a domain event (a redelivery changes nothing) and remember its tenant."""
+    """Store a domain event (a redelivery changes nothing) and remember its tenant.
+
+    With it go the keys it offers, so a wait created later finds it by index (the
+    look-back, engine/projection.py)."""
     store.inbox.insert(
         event.tenant_id,
         event.id,
@@ -53,6 +57,7 @@ def store_inbox_event(store: Store, event: DomainEvent, now: datetime) -> None:
         event.time,
         now,
         read=False,
+        match_keys=inbox_keys(event.payload),
     )
     store.inbox.register_tenant(event.tenant_id, now)
 

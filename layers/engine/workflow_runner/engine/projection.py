@@ -8,15 +8,19 @@ terminal event deletes it. Because it is a projection, the table can be dropped 
 rebuilt from the streams at any time (invariant 1).
 
 When it creates a waiting-for-event row it looks back into the inbox for an event that
-arrived before the row existed (invariant 5), under the same lock as the wakeup.
+arrived before the row existed (invariant 5, engine/lookback.py), under the same lock as
+the wakeup; the look-backs of one batch share a budget, and one that runs out of it is
+continued by the next batches.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from ..match import equality_key, matches_safely
+from ..match import equality_key
 from ..store import DueRow, NewPendingRow, Store, StoredEvent
 from ..stream import (
     RUN_STREAM,
@@ -28,10 +32,10 @@ from ..stream import (
     StepWaitingForEvent,
     Suspension,
 )
-from .wakeup import WokenRun, record_match
+from .lookback import AwaitedWait, Cursor, LookBackBudget, continue_look_backs, scan, take
+from .wakeup import WokenRun
 
 PENDING_PROJECTION = "workflow_run_pending"
-LOOK_BACK_PAGE = 500
 
 
 def floor_second(moment: datetime) -> datetime:
@@ -52,35 +56,6 @@ class ProjectionResult:
     due_soon: list[DueRow] = field(default_factory=list)
     lag_events: int = 0  # run-stream events still to apply after this catch-up
     lag_seconds: float = 0.0  # age of the oldest of them (business time)
-
-
-def _look_back(
-    store: Store, e: StoredEvent, wait: StepWaitingForEvent, now: datetime
-) -> WokenRun | None:
-    """Find an already-stored event a new wait accepts (arrived before the wait existed)."""
-    since = floor_second(wait.lookback_from or e.recorded_at)
-    after = 0
-    while True:
-        rows = store.inbox.candidates(
-            e.tenant_id, wait.event_type, since, wait.consumed_event_ids, after, LOOK_BACK_PAGE
-        )
-        for row in rows:
-            if matches_safely(wait.match, row.detail):
-                if record_match(
-                    store,
-                    e.tenant_id,
-                    e.stream_id,
-                    wait.step_index,
-                    e.version,
-                    row.event_id,
-                    wait.event_type,
-                    now,
-                ):
-                    return WokenRun(e.tenant_id, e.stream_id, wait.step_index, row.event_id, now)
-                return None
-        if len(rows) < LOOK_BACK_PAGE:
-            return None
-        after = rows[-1].position
 
 
 class _PendingDeletes:
@@ -107,7 +82,9 @@ class _PendingDeletes:
             self.runs.clear()
 
 
-def _pending_row(e: StoredEvent, fact: Suspension) -> NewPendingRow:
+def _pending_row(
+    e: StoredEvent, fact: Suspension, lookback_after: Cursor | None = None
+) -> NewPendingRow:
     wait = fact if isinstance(fact, StepWaitingForEvent) else None
     return NewPendingRow(
         tenant_id=e.tenant_id,
@@ -123,20 +100,42 @@ def _pending_row(e: StoredEvent, fact: Suspension) -> NewPendingRow:
         suspension_version=e.version,
         lookback_from=floor_second(wait.lookback_from) if wait and wait.lookback_from else None,
         match_key=equality_key(wait.match) if wait else None,
+        consumed_event_ids=wait.consumed_event_ids if wait else (),
+        lookback_after=lookback_after,
     )
 
 
+def _new_wait(
+    store: Store, e: StoredEvent, fact: StepWaitingForEvent, now: datetime, budget: LookBackBudget
+) -> WokenRun | None:
+    """Write a new wait's row, looking back for an event that came before it."""
+    wait = AwaitedWait(
+        e.tenant_id,
+        e.stream_id,
+        fact.step_index,
+        e.version,
+        fact.event_type,
+        fact.match,
+        equality_key(fact.match),
+        fact.consumed_event_ids,
+    )
+    store.inbox.lock_type(e.tenant_id, fact.event_type)
+    # (start, 0): every event whose instant is not before the look-back start.
+    start = (floor_second(fact.lookback_from or e.recorded_at), 0)
+    found, cursor = scan(store, wait, start, budget)
+    store.pending.upsert(_pending_row(e, fact, cursor))
+    return take(store, wait, found.event_id, now) if found is not None else None
+
+
 def _apply(
-    store: Store, e: StoredEvent, now: datetime, deletes: _PendingDeletes
+    store: Store, e: StoredEvent, now: datetime, deletes: _PendingDeletes, budget: LookBackBudget
 ) -> WokenRun | None:
     fact = e.fact
     if isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled)):
         deletes.before_write(e.tenant_id, e.stream_id)
         if isinstance(fact, StepWaitingForEvent):
-            store.inbox.lock_type(e.tenant_id, fact.event_type)
+            return _new_wait(store, e, fact, now, budget)
         store.pending.upsert(_pending_row(e, fact))
-        if isinstance(fact, StepWaitingForEvent):
-            return _look_back(store, e, fact, now)
     elif isinstance(fact, StepEventMatched):
         deletes.before_write(e.tenant_id, e.stream_id)
         store.pending.mark_matched(
@@ -158,21 +157,43 @@ def project_pending(
     batch_size: int = 1000,
     max_batches: int | None = None,
     horizon_seconds: int | None = None,
+    budget_seconds: float | None = None,
+    look_back_budget: int | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> ProjectionResult:
     """Catch the pending projection up with the run streams, in commit order.
 
-    Each batch is one transaction that also advances the checkpoint (exactly once).
-    Returns the events applied, the waits that an already-stored event satisfied,
-    (with `horizon_seconds`) the suspensions due before `now + horizon_seconds`, and
-    the lag left (run-stream events not applied yet, and the age of the oldest).
+    Each batch is one transaction that also advances the checkpoint (exactly once), and
+    goes on with look-backs earlier batches left unfinished.
+
+    Args:
+        store: the database.
+        now: business time.
+        batch_size: stream events per batch.
+        max_batches: stop after this many batches (None: until caught up).
+        horizon_seconds: also return the new suspensions due before now + this.
+        budget_seconds: start no batch after this long (None: no limit); each batch
+            commits, so the next call continues where this one stopped.
+        look_back_budget: stored events one batch's look-backs may examine
+            (default lookback.LOOK_BACK_BUDGET).
+        monotonic: time source for the budget.
+
+    Returns:
+        The events applied, the waits that an already-stored event satisfied, (with
+        `horizon_seconds`) the suspensions due before `now + horizon_seconds`, and the
+        lag left (run-stream events not applied yet, and the age of the oldest).
     """
     applied = 0
     woken: list[WokenRun] = []
     soon: dict[tuple[str, str], DueRow] = {}
     limit = None if horizon_seconds is None else now + timedelta(seconds=horizon_seconds)
     batches = 0
+    started = monotonic()
     while max_batches is None or batches < max_batches:
+        if budget_seconds is not None and batches and monotonic() - started >= budget_seconds:
+            break
         batches += 1
+        budget = LookBackBudget() if look_back_budget is None else LookBackBudget(look_back_budget)
         with store.transaction():
             # First: the horizon reads the engine's sessions before any snapshot that
             # reads events is taken (see projection_horizon in queries.sql).
@@ -185,7 +206,7 @@ def project_pending(
                 for e in events:
                     if e.stream_type != RUN_STREAM:
                         continue
-                    hit = _apply(store, e, now, deletes)
+                    hit = _apply(store, e, now, deletes, budget)
                     if hit is not None:
                         woken.append(hit)
                     fact = e.fact
@@ -197,11 +218,13 @@ def project_pending(
                         key = (e.tenant_id, e.stream_id)
                         soon[key] = DueRow(*key, fact.step_index, fact.due_at)
                 deletes.flush()
+                resumed, unfinished = continue_look_backs(store, now, budget)
+                woken.extend(resumed)
                 if events:
                     last = events[-1]
                     store.checkpoints.save(PENDING_PROJECTION, last.xid, last.position, now)
         applied += len(events)
-        if len(events) < batch_size:
+        if len(events) < batch_size and not unfinished:
             break
     lag = store.checkpoints.lag(PENDING_PROJECTION)
     lag_seconds = 0.0 if lag.oldest is None else max(0.0, (now - lag.oldest).total_seconds())

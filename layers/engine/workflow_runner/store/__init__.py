@@ -9,7 +9,7 @@ from .local import CapturedMail, QueuedMessage
 from .migrate import Migration, apply_migrations, pending_migrations, schema_sql
 from .operator import FingerprintUse, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
-from .pending import DueRow, NewPendingRow, PendingRow, WaitingRow
+from .pending import DueRow, NewPendingRow, PendingRow, UnfinishedLookBack, WaitingRow
 from .runs import RunSummary
 from .sql import Sql, is_transient
 from .streams import NewEvent, ProjectionLag, StoredEvent
@@ -36,6 +36,7 @@ __all__ = [
     "Sql",
     "Store",
     "StoredEvent",
+    "UnfinishedLookBack",
     "WaitingRow",
     "apply_migrations",
     "connect",

@@ -43,11 +43,12 @@ class InboxEvent:
 
 @dataclass(frozen=True)
 class CandidateEvent:
-    """A stored event a new wait may take (the look-back)."""
+    """A stored event a new wait may take (the look-back); `instant`: its EventBridge
+    time, else its receive time."""
 
     event_id: str
     detail: Any
-    received_at: datetime
+    instant: datetime
     position: int
 
 
@@ -67,10 +68,13 @@ class InboxStore:
         event_time: datetime | None,
         received_at: datetime,
         read: bool = True,
+        match_keys: Sequence[str] | None = None,
     ) -> bool:
         """Store a domain event; False when it was stored before (a redelivery).
 
-        `read=False` sends without reading the outcome (for pipelines) and returns True.
+        `match_keys`: the keys the event offers (match.inbox_keys), which the look-back
+        finds it by. `read=False` sends without reading the outcome (for pipelines) and
+        returns True.
         """
         params = {
             "tenant_id": tenant_id,
@@ -80,6 +84,7 @@ class InboxStore:
             "detail": Jsonb(detail),
             "event_time": event_time,
             "received_at": received_at,
+            "match_keys": None if match_keys is None else list(match_keys),
         }
         if not read:
             self._sql.run("insert_inbox", params)
@@ -105,31 +110,33 @@ class InboxStore:
         )
         return row["instant"] if row else None
 
-    def candidates(
+    def lookback(
         self,
         tenant_id: str,
         type: str,
-        since: datetime,
+        key: str | None,
+        after: tuple[datetime, int],
         exclude: Sequence[str],
-        after_position: int = 0,
-        limit: int = 500,
+        limit: int,
     ) -> list[CandidateEvent]:
-        """Stored events of a type whose instant (EventBridge time, else receive time) is
-        not before `since`, by position after `after_position`."""
+        """Stored events of a type a new wait may take, in (instant, position) order after
+        `after`: those offering the equality key `key` (and those stored without keys),
+        or, without a key, all of them. Index-driven either way (lookback_keyed,
+        lookback_any in queries.sql)."""
         rows = self._sql.all(
-            "awaited_event_candidates",
+            "lookback_keyed" if key is not None else "lookback_any",
             {
                 "tenant_id": tenant_id,
                 "type": type,
-                "since": since,
+                "key": key,
+                "after_instant": after[0],
+                "after_position": after[1],
                 "exclude": list(exclude),
-                "after_position": after_position,
                 "limit": limit,
             },
         )
         return [
-            CandidateEvent(r["event_id"], r["detail"], r["received_at"], r["position"])
-            for r in rows
+            CandidateEvent(r["event_id"], r["detail"], r["instant"], r["position"]) for r in rows
         ]
 
     def lock_type(self, tenant_id: str, type: str) -> None:

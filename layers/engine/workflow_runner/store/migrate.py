@@ -1,4 +1,13 @@
-"""Numbered, idempotent schema migrations recorded in schema_migrations."""
+"""Numbered, idempotent schema migrations recorded in schema_migrations.
+
+A migration runs in one transaction with its version record, unless its first line is
+`-- migration: no-transaction`: then its statements run one by one outside any
+transaction (what CREATE INDEX CONCURRENTLY needs, so an index can be built on a big
+table without blocking its writers), and its version is recorded after the last one.
+Such a migration must be safe to run again from the start (IF NOT EXISTS, a DROP INDEX
+CONCURRENTLY IF EXISTS before each CREATE INDEX CONCURRENTLY), and each of its
+statements ends with `;` at the end of a line.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +21,7 @@ from psycopg.rows import tuple_row
 from ..errors import StoreError
 
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_NO_TRANSACTION = "-- migration: no-transaction"
 # Serialises concurrent migrators (two deploys, or Lambda retries of the custom resource).
 _MIGRATION_LOCK = 0x77667200
 
@@ -21,6 +31,25 @@ class Migration:
     version: int
     name: str
     sql: str
+
+    @property
+    def in_transaction(self) -> bool:
+        return not self.sql.startswith(_NO_TRANSACTION)
+
+    def statements(self) -> list[str]:
+        """The statements of a no-transaction migration, comments dropped."""
+        found: list[str] = []
+        current: list[str] = []
+        for line in self.sql.splitlines():
+            if not line.strip() or line.lstrip().startswith("--"):
+                continue
+            current.append(line)
+            if line.rstrip().endswith(";"):
+                found.append("\n".join(current))
+                current = []
+        if current:
+            raise StoreError(f"migration {self.version:04d}: a statement does not end with ';'")
+        return found
 
 
 def all_migrations() -> list[Migration]:
@@ -62,23 +91,42 @@ def pending_migrations(conn: psycopg.Connection[object]) -> list[Migration]:
 
 
 def apply_migrations(conn: psycopg.Connection[object]) -> list[Migration]:
-    """Apply pending migrations, each in its own transaction; return those applied.
+    """Apply pending migrations, in version order; return those applied.
 
-    Safe to run concurrently and repeatedly: an advisory lock serialises migrators and
-    each version is recorded in the same transaction as its DDL.
+    Safe to run concurrently and repeatedly: a session advisory lock serialises
+    migrators, and each version is recorded in the same transaction as its DDL (after
+    the last statement of a no-transaction migration, which may simply run again).
+
+    Raises:
+        StoreError: the connection is not in autocommit mode (each migration manages
+            its own transaction).
     """
+    if not conn.autocommit:
+        raise StoreError("apply_migrations needs a connection in autocommit mode")
     applied: list[Migration] = []
-    with conn.transaction():
-        # A migration may legitimately run longer than the engine's statement timeout.
-        conn.execute("SET LOCAL statement_timeout = 0")
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+    # A migration may legitimately run longer than the engine's statement timeout.
+    conn.execute("SET statement_timeout = 0")
+    conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+    try:
         _ensure_version_table(conn)
         for mig in pending_migrations(conn):
-            with conn.transaction():
-                conn.execute(mig.sql.encode())
-                conn.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                    (mig.version, mig.name),
-                )
+            if mig.in_transaction:
+                with conn.transaction():
+                    conn.execute(mig.sql.encode())
+                    _record(conn, mig)
+            else:
+                for statement in mig.statements():
+                    conn.execute(statement.encode())
+                _record(conn, mig)
             applied.append(mig)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+        conn.execute("RESET statement_timeout")
     return applied
+
+
+def _record(conn: psycopg.Connection[object], mig: Migration) -> None:
+    conn.execute(
+        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+        (mig.version, mig.name),
+    )

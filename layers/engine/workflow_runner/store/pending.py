@@ -33,6 +33,24 @@ class NewPendingRow:
     suspension_version: int
     lookback_from: datetime | None
     match_key: str | None
+    consumed_event_ids: Sequence[str] = ()
+    # Where the wait's look-back continues (None: it is done, or not a wait).
+    lookback_after: tuple[datetime, int] | None = None
+
+
+@dataclass(frozen=True)
+class UnfinishedLookBack:
+    """A waiting row whose look-back a projection batch left for the next ones."""
+
+    tenant_id: str
+    run_id: str
+    step_index: int
+    suspension_version: int
+    wait_event_type: str
+    match_expr: dict[str, Any] | None
+    match_key: str | None
+    consumed_event_ids: list[str]
+    after: tuple[datetime, int]
 
 
 @dataclass(frozen=True)
@@ -83,7 +101,49 @@ class PendingStore:
         """Write a suspension's row (a newer suspension of the run replaces an older one)."""
         params = dict(row.__dict__)
         params["match_expr"] = None if row.match_expr is None else Jsonb(row.match_expr)
+        params["consumed_event_ids"] = list(row.consumed_event_ids) or None
+        after = params.pop("lookback_after")
+        params["lookback_after_instant"] = after[0] if after else None
+        params["lookback_after_position"] = after[1] if after else None
+        params["lookback_version"] = row.suspension_version if after else None
         self._sql.run("upsert_pending", params)
+
+    def set_lookback(
+        self,
+        tenant_id: str,
+        run_id: str,
+        suspension_version: int,
+        after: tuple[datetime, int] | None,
+    ) -> None:
+        """Move an unfinished look-back's cursor (None: it is done)."""
+        self._sql.run(
+            "set_pending_lookback",
+            {
+                "tenant_id": tenant_id,
+                "run_id": run_id,
+                "suspension_version": suspension_version,
+                "after_instant": after[0] if after else None,
+                "after_position": after[1] if after else None,
+            },
+        )
+
+    def unfinished_lookbacks(self, limit: int) -> list[UnfinishedLookBack]:
+        """Waiting rows whose look-back is not done yet (any tenant)."""
+        rows = self._sql.all("unfinished_lookbacks", {"limit": limit})
+        return [
+            UnfinishedLookBack(
+                tenant_id=r["tenant_id"],
+                run_id=r["run_id"],
+                step_index=r["step_index"],
+                suspension_version=r["suspension_version"],
+                wait_event_type=r["wait_event_type"],
+                match_expr=r["match_expr"],
+                match_key=r["match_key"],
+                consumed_event_ids=list(r["consumed_event_ids"] or []),
+                after=(r["lookback_after_instant"], r["lookback_after_position"]),
+            )
+            for r in rows
+        ]
 
     def delete_runs(self, runs: Sequence[tuple[str, str]]) -> None:
         """Drop the rows of many (tenant_id, run_id) pairs in one statement."""

@@ -105,10 +105,12 @@ SET last_xid = %(last_xid)s::xid8, last_position = %(last_position)s, updated_at
 WHERE name = %(name)s;
 
 -- name: insert_inbox
--- Store a domain event; no row back means it was stored before (a redelivery).
-INSERT INTO inbox (tenant_id, event_id, source, type, detail, event_time, received_at)
+-- Store a domain event with the keys it offers; no row back means it was stored before
+-- (a redelivery).
+INSERT INTO inbox (tenant_id, event_id, source, type, detail, event_time, received_at,
+                   match_keys)
 VALUES (%(tenant_id)s, %(event_id)s, %(source)s, %(type)s, %(detail)s, %(event_time)s,
-        %(received_at)s)
+        %(received_at)s, %(match_keys)s)
 ON CONFLICT (tenant_id, event_id) DO NOTHING
 RETURNING position;
 
@@ -132,16 +134,50 @@ UPDATE inbox SET woken_at = %(now)s
 WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s AND woken_at IS NULL
 RETURNING coalesce(event_time, received_at) AS instant;
 
--- name: awaited_event_candidates
--- Stored events of one type a waiting step may still take (their instant, the
--- EventBridge time or else the receive time, not before %(since)s), oldest first.
-SELECT event_id, type, detail, received_at, position
-FROM inbox
-WHERE tenant_id = %(tenant_id)s AND type = %(type)s
-  AND coalesce(event_time, received_at) >= %(since)s
-  AND position > %(after_position)s
-  AND detail IS NOT NULL AND NOT (event_id = ANY(%(exclude)s))
-ORDER BY position
+-- name: lookback_keyed
+-- Stored events of one type a new wait whose match requires the equality key %(key)s
+-- may take, in (instant, position) order after the cursor (the instant is the
+-- EventBridge time, else the receive time): the events offering the key, or too many
+-- keys to list ('*'), through the GIN index on match_keys; and rows stored without
+-- keys (release 0.1.0) through the unkeyed branch of inbox_lookback_idx.
+(SELECT event_id, detail, coalesce(event_time, received_at) AS instant, position
+ FROM inbox
+ WHERE tenant_id = %(tenant_id)s AND type = %(type)s
+   AND match_keys && ARRAY[%(key)s, '*']::text[]
+   AND (coalesce(event_time, received_at), position) > (%(after_instant)s, %(after_position)s)
+   AND detail IS NOT NULL AND NOT (event_id = ANY(%(exclude)s))
+ ORDER BY 3, 4
+ LIMIT %(limit)s)
+UNION ALL
+(SELECT event_id, detail, coalesce(event_time, received_at) AS instant, position
+ FROM inbox
+ WHERE tenant_id = %(tenant_id)s AND type = %(type)s AND (match_keys IS NULL) IS TRUE
+   AND (coalesce(event_time, received_at), position) > (%(after_instant)s, %(after_position)s)
+   AND detail IS NOT NULL AND NOT (event_id = ANY(%(exclude)s))
+ ORDER BY 3, 4
+ LIMIT %(limit)s)
+ORDER BY instant, position
+LIMIT %(limit)s;
+
+-- name: lookback_any
+-- Stored events of one type a new wait without an equality key may take, in (instant,
+-- position) order after the cursor: both branches of inbox_lookback_idx, merged.
+(SELECT event_id, detail, coalesce(event_time, received_at) AS instant, position
+ FROM inbox
+ WHERE tenant_id = %(tenant_id)s AND type = %(type)s AND (match_keys IS NULL) IS FALSE
+   AND (coalesce(event_time, received_at), position) > (%(after_instant)s, %(after_position)s)
+   AND detail IS NOT NULL AND NOT (event_id = ANY(%(exclude)s))
+ ORDER BY 3, 4
+ LIMIT %(limit)s)
+UNION ALL
+(SELECT event_id, detail, coalesce(event_time, received_at) AS instant, position
+ FROM inbox
+ WHERE tenant_id = %(tenant_id)s AND type = %(type)s AND (match_keys IS NULL) IS TRUE
+   AND (coalesce(event_time, received_at), position) > (%(after_instant)s, %(after_position)s)
+   AND detail IS NOT NULL AND NOT (event_id = ANY(%(exclude)s))
+ ORDER BY 3, 4
+ LIMIT %(limit)s)
+ORDER BY instant, position
 LIMIT %(limit)s;
 
 -- name: register_tenant
@@ -189,19 +225,46 @@ LIMIT %(limit)s;
 -- A suspension's pending row (D1: one per run; a new suspension replaces the old).
 INSERT INTO workflow_run_pending (tenant_id, run_id, step_index, workflow_name,
     suspension_event_type, wake_at, retry_attempt, definition_fingerprint, wait_event_type,
-    match_expr, suspension_version, lookback_from, match_key)
+    match_expr, suspension_version, lookback_from, match_key, consumed_event_ids,
+    lookback_after_instant, lookback_after_position, lookback_version)
 VALUES (%(tenant_id)s, %(run_id)s, %(step_index)s, %(workflow_name)s, %(suspension_event_type)s,
         %(wake_at)s, %(retry_attempt)s, %(definition_fingerprint)s, %(wait_event_type)s,
-        %(match_expr)s, %(suspension_version)s, %(lookback_from)s, %(match_key)s)
+        %(match_expr)s, %(suspension_version)s, %(lookback_from)s, %(match_key)s,
+        %(consumed_event_ids)s, %(lookback_after_instant)s, %(lookback_after_position)s,
+        %(lookback_version)s)
 ON CONFLICT (tenant_id, run_id, step_index) DO UPDATE
 SET workflow_name = excluded.workflow_name, suspension_event_type = excluded.suspension_event_type,
     wake_at = excluded.wake_at, retry_attempt = excluded.retry_attempt,
     definition_fingerprint = excluded.definition_fingerprint,
     wait_event_type = excluded.wait_event_type, match_expr = excluded.match_expr,
     suspension_version = excluded.suspension_version, lookback_from = excluded.lookback_from,
-    match_key = excluded.match_key,
+    match_key = excluded.match_key, consumed_event_ids = excluded.consumed_event_ids,
+    lookback_after_instant = excluded.lookback_after_instant,
+    lookback_after_position = excluded.lookback_after_position,
+    lookback_version = excluded.lookback_version,
     trigger_event_type = NULL, trigger_payload = NULL, awaited_event_id = NULL, leased_until = NULL
 WHERE workflow_run_pending.suspension_version <= excluded.suspension_version;
+
+-- name: set_pending_lookback
+-- Move (or, with NULLs, end) the look-back of one suspension's row.
+UPDATE workflow_run_pending
+SET lookback_after_instant = %(after_instant)s, lookback_after_position = %(after_position)s,
+    lookback_version = CASE WHEN %(after_position)s::bigint IS NULL THEN NULL
+                            ELSE suspension_version END
+WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s
+  AND suspension_version = %(suspension_version)s;
+
+-- name: unfinished_lookbacks
+-- Waiting rows whose look-back a projection batch left unfinished (of their current
+-- suspension: a row an older release rewrote has a stale lookback_version).
+SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, step_index, suspension_version,
+       wait_event_type, match_expr, match_key, consumed_event_ids, lookback_after_instant,
+       lookback_after_position
+FROM workflow_run_pending
+WHERE lookback_after_position IS NOT NULL AND lookback_version = suspension_version
+  AND awaited_event_id IS NULL AND wait_event_type IS NOT NULL
+ORDER BY tenant_id, run_id
+LIMIT %(limit)s;
 
 -- name: delete_runs_pending
 -- Drop the rows of many runs at once (the projection's batched deletes).
@@ -210,10 +273,11 @@ USING unnest(%(tenant_ids)s::uuid[], %(run_ids)s::uuid[]) AS d(tenant_id, run_id
 WHERE p.tenant_id = d.tenant_id AND p.run_id = d.run_id;
 
 -- name: mark_pending_matched
--- Record the awaited event on a waiting row and make it due now.
+-- Record the awaited event on a waiting row and make it due now (its look-back is over).
 UPDATE workflow_run_pending
 SET trigger_event_type = %(event_type)s, awaited_event_id = %(event_id)s,
-    wake_at = least(wake_at, %(now)s), leased_until = NULL
+    wake_at = least(wake_at, %(now)s), leased_until = NULL,
+    lookback_after_instant = NULL, lookback_after_position = NULL, lookback_version = NULL
 WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s AND suspension_version = %(suspension_version)s;
 
 -- name: waiting_rows_for_event

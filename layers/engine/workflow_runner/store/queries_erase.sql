@@ -7,9 +7,11 @@ WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s
 FOR UPDATE;
 
 -- name: erase_blank_inbox_event
--- Drop the payload and mark the event consumed, so a late redelivery starts or wakes nothing.
+-- Drop the payload (and the keys derived from it) and mark the event consumed, so a late
+-- redelivery starts or wakes nothing.
 UPDATE inbox
 SET detail = NULL,
+    match_keys = CASE WHEN match_keys IS NULL THEN NULL ELSE '{}'::text[] END,
     erased_at = coalesce(erased_at, %(now)s),
     triggered_at = coalesce(triggered_at, %(now)s),
     woken_at = coalesce(woken_at, %(now)s)

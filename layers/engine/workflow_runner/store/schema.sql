@@ -36,9 +36,19 @@ CREATE TABLE inbox (
     -- Set when EventWakeup has matched it against waiting runs (same reason).
     woken_at      timestamptz,
     erased_at     timestamptz,
+    -- The keys of every scalar leaf the event offers (match.inbox_keys), so a new wait's
+    -- look-back finds it by the equality key the wait requires; '*' when there are too
+    -- many to list; '{}' once erased; NULL on rows written by release 0.1.0.
+    match_keys    text[],
     PRIMARY KEY (tenant_id, event_id)
 );
 CREATE INDEX inbox_tenant_type_received_idx ON inbox (tenant_id, type, received_at);
+-- Look-back of a wait with an equality key: the events offering it.
+CREATE INDEX inbox_match_keys_idx ON inbox USING gin (match_keys) WHERE match_keys IS NOT NULL;
+-- Look-back in (instant, position) order: every event of a type (a wait without a key),
+-- or those stored without keys (release 0.1.0) next to the keyed lookup.
+CREATE INDEX inbox_lookback_idx ON inbox
+    (tenant_id, type, (match_keys IS NULL), (coalesce(event_time, received_at)), position);
 
 -- Tenants seen by the engine; the due scan starts cron workflows for each of them.
 CREATE TABLE tenants (
@@ -86,6 +96,12 @@ CREATE TABLE workflow_run_pending (
     lookback_from           timestamptz,            -- earliest inbox time an awaited event may have
     leased_until            timestamptz,            -- due scan handed it to the queue until then
     match_key               text,                   -- an eq atom the match requires (match.py)
+    -- An unfinished look-back of the suspension at lookback_version (a projection batch
+    -- ran out of budget) continues after (lookback_after_instant, lookback_after_position).
+    lookback_after_instant  timestamptz,
+    lookback_after_position bigint,
+    lookback_version        integer,
+    consumed_event_ids      text[],                 -- events earlier waits of the run took
     CONSTRAINT workflow_run_pending_pkey PRIMARY KEY (tenant_id, run_id, step_index)
 );
 CREATE INDEX workflow_run_pending_tenant_wake_at_idx ON workflow_run_pending (tenant_id, wake_at);
@@ -93,6 +109,9 @@ CREATE INDEX workflow_run_pending_wait_event_type_idx ON workflow_run_pending (w
 -- Wakeup lookup: a tenant's unmatched waits of a type by the key the event offers.
 CREATE INDEX workflow_run_pending_wakeup_idx ON workflow_run_pending
     (tenant_id, wait_event_type, match_key) WHERE awaited_event_id IS NULL;
+-- Unfinished look-backs, continued by the next projection batches.
+CREATE INDEX workflow_run_pending_lookback_idx ON workflow_run_pending
+    (tenant_id, run_id) WHERE lookback_after_position IS NOT NULL;
 
 -- Catch-up position of each asynchronous projection: last applied (xid, position).
 CREATE TABLE projection_checkpoints (

@@ -351,9 +351,55 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
             ]
         ],
     )
+    out += _hardening(results.get("hardening"))
     out += ["", "## What limits the figures", "", *_FINDINGS, "", "## Reproduce", ""]
     out += _REPRODUCE
     path.write_text("\n".join(out) + "\n")
+
+
+def _hardening(figures: dict[str, Any] | None) -> list[str]:
+    """Workloads 7 and 8 (bench/hardening.py), when the results hold them."""
+    if not figures:
+        return []
+    lb, bc = figures["lookback"], figures["broadcast"]
+    ms = lb["look_back_ms"]
+    out = [
+        "",
+        "## 7. A new wait's look-back over many stored events",
+        "",
+        f"{lb['stored_events']:,} approvals of other orders are stored; {lb['waits']} runs",
+        "then reach their `wait_for_event` one at a time (half of them find their own",
+        f"approval among the stored ones: {lb['found']} found). Time of the projection call",
+        "that creates the wait, look-back included (by the equality key's index):",
+        "",
+    ]
+    out += _table(
+        ["stored events", "p50", "p90", "max"],
+        [[lb["stored_events"], f"{ms['p50']} ms", f"{ms['p90']} ms", f"{ms['max']} ms"]],
+    )
+    out += [
+        "",
+        "## 8. One event waking many waits (broadcast)",
+        "",
+        f"{bc['waiting_runs']:,} runs wait for the same sale; one event wakes them through",
+        "EventWakeup's `wake_and_enqueue` (matches recorded 1,000 per transaction, rows",
+        "leased 500 per statement, the resume queue in memory: SQS is not measured).",
+        "",
+    ]
+    out += _table(
+        ["waiting runs", "woken", "enqueued", "seconds", "woken/s", "SQL statements"],
+        [
+            [
+                bc["waiting_runs"],
+                bc["woken"],
+                bc["enqueued"],
+                bc["seconds"],
+                bc["woken_per_s"],
+                bc["statements"],
+            ]
+        ],
+    )
+    return out
 
 
 _FINDINGS = [

@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 from workflow_runner.embedded import start_embedded_postgres
 
-from . import backlog, due_scan_cost, latency, sleep_workflow
+from . import backlog, due_scan_cost, hardening, latency, sleep_workflow
 from .common import create_database, drop_database, fresh_database
 from .report import write_plot, write_report
 
@@ -47,10 +47,12 @@ class Sizes:
     timer_max_s: int
     ingest_n: int
     commit_seconds: float
+    lookback_events: int = 100_000
+    broadcast_runs: int = 50_000
 
 
 FULL = Sizes((500, 5000), (10_000, 100_000), 10_000, 1_000_000, 1000, 1000, 30, 10_000, 5.0)
-QUICK = Sizes((200,), (2000,), 10_000, 100_000, 200, 200, 5, 1000, 2.0)
+QUICK = Sizes((200,), (2000,), 10_000, 100_000, 200, 200, 5, 1000, 2.0, 10_000, 5000)
 
 TARGETS = {
     "sleep_workflow.ratio_vs_dbos": (">=", 5.0),
@@ -209,6 +211,10 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     with fresh_database(admin_url, "bench_ingest") as url:
         results["ingestion"] = latency.ingestion(url, sizes.ingest_n, workers)
     log(f"  {results['ingestion']['events_per_s']} events/s")
+
+    log("7-8 look-back and broadcast wakeup")
+    results["hardening"] = hardening.run(admin_url, sizes.lookback_events, sizes.broadcast_runs)
+    log(f"  {results['hardening']}")
     return results
 
 

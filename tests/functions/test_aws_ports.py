@@ -68,6 +68,32 @@ def test_sqs_queue_sends_batches_with_delays_and_the_message_contract(aws: None)
     assert bodies[0] == {"tenantId": TENANT, "runId": RUN, "stepIndex": bodies[0]["stepIndex"]}
 
 
+def test_sqs_queue_sends_the_batches_of_a_broadcast_side_by_side() -> None:
+    """Thousands of woken runs must not cost one SQS round trip after the other."""
+    import threading
+    import time
+
+    class SlowSqs:
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+            self.in_flight = self.most = self.calls = 0
+
+        def send_message_batch(self, QueueUrl: str, Entries: list[Any]) -> dict[str, Any]:
+            with self.lock:
+                self.in_flight += 1
+                self.calls += 1
+                self.most = max(self.most, self.in_flight)
+            time.sleep(0.02)
+            with self.lock:
+                self.in_flight -= 1
+            return {"Successful": [{"Id": e["Id"]} for e in Entries], "Failed": []}
+
+    sqs = SlowSqs()
+    requests = [ResumeRequest(TENANT, RUN, i) for i in range(500)]
+    assert SqsResumeQueue(sqs, "https://example/q", senders=8).send(requests) == []
+    assert sqs.calls == 50 and sqs.most > 1
+
+
 def test_sqs_queue_returns_what_it_could_not_send(aws: None) -> None:
     sqs = boto3.client("sqs", region_name=REGION)
     missing = f"https://sqs.{REGION}.amazonaws.com/123456789012/no-such-queue"

@@ -46,6 +46,11 @@ class NotConfigured(WorkflowRunnerError):
     """A part the caller needs was not set up (no runtime installed, a setting missing)."""
 
 
+class WorkLeft(WorkflowRunnerError):
+    """An operation ran out of its time budget with work left; what it did is committed,
+    and running it again continues it (a handler raises it so that Lambda retries)."""
+
+
 class DidNotSettle(WorkflowRunnerError):
     """A driver loop (the local runtime, the in-process app) kept finding work to do:
     a runaway loop of resumes, nudges or messages."""

@@ -8,6 +8,7 @@ import logging
 import socket
 import ssl
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,34 +35,49 @@ def resume_message(request: ResumeRequest) -> dict[str, Any]:
 
 
 class SqsResumeQueue:
-    """ResumeQueue on SQS: batches of 10, per-message DelaySeconds (0..900)."""
+    """ResumeQueue on SQS: batches of 10, per-message DelaySeconds (0..900).
 
-    def __init__(self, client: Any, queue_url: str) -> None:
+    Several batches go out at once (`senders` threads; boto3 clients are thread-safe):
+    a broadcast wakeup sends thousands of requests, and one batch after the other would
+    cost a round trip to SQS per ten runs.
+    """
+
+    def __init__(self, client: Any, queue_url: str, senders: int = 8) -> None:
         self._client = client
         self._url = queue_url
+        self._senders = max(1, senders)
 
     def send(self, requests: Sequence[ResumeRequest]) -> list[ResumeRequest]:
         """Enqueue requests; return those SQS refused (the caller releases their lease)."""
-        refused: list[ResumeRequest] = []
-        for start in range(0, len(requests), SQS_BATCH):
-            chunk = list(requests[start : start + SQS_BATCH])
-            entries = [
-                {
-                    "Id": str(i),
-                    "MessageBody": json.dumps(resume_message(r), separators=(",", ":")),
-                    "DelaySeconds": max(0, min(MAX_DELAY_SECONDS, r.delay_seconds)),
-                }
-                for i, r in enumerate(chunk)
-            ]
-            try:
-                reply = self._client.send_message_batch(QueueUrl=self._url, Entries=entries)
-            except Exception as error:  # network or throttling: the whole chunk is refused
-                log.warning("resume queue send failed: %r", error)
-                refused.extend(chunk)
-                continue
-            for failed in reply.get("Failed", []):
-                log.warning("resume queue refused a message: %s", failed.get("Code"))
-                refused.append(chunk[int(failed["Id"])])
+        chunks = [
+            list(requests[start : start + SQS_BATCH])
+            for start in range(0, len(requests), SQS_BATCH)
+        ]
+        if len(chunks) > 1 and self._senders > 1:
+            with ThreadPoolExecutor(max_workers=min(self._senders, len(chunks))) as pool:
+                results = list(pool.map(self._send_batch, chunks))
+        else:
+            results = [self._send_batch(chunk) for chunk in chunks]
+        return [request for refused in results for request in refused]
+
+    def _send_batch(self, chunk: list[ResumeRequest]) -> list[ResumeRequest]:
+        entries = [
+            {
+                "Id": str(i),
+                "MessageBody": json.dumps(resume_message(r), separators=(",", ":")),
+                "DelaySeconds": max(0, min(MAX_DELAY_SECONDS, r.delay_seconds)),
+            }
+            for i, r in enumerate(chunk)
+        ]
+        try:
+            reply = self._client.send_message_batch(QueueUrl=self._url, Entries=entries)
+        except Exception as error:  # network or throttling: the whole chunk is refused
+            log.warning("resume queue send failed: %r", error)
+            return chunk
+        refused = []
+        for failed in reply.get("Failed", []):
+            log.warning("resume queue refused a message: %s", failed.get("Code"))
+            refused.append(chunk[int(failed["Id"])])
         return refused
 
 

@@ -1,7 +1,8 @@
 """The engine's stages, one module each, in data-path order.
 
-ingest (trigger -> inbox -> run start; cron starts) · wakeup (awaited event -> match)
-· projection (run streams -> pending rows, look-back) · due_scan (pending rows ->
+ingest (trigger -> inbox -> run start; cron starts) · wakeup (awaited event -> match
+-> resume queue) · projection (run streams -> pending rows) · lookback (a new wait takes
+an event stored before it) · due_scan (pending rows ->
 resume queue) · enqueue (leases, delays) · resume and resume_batch (claim, pass,
 persist) · passes (what every pass shares) · cancel · redrive · erase · dispatcher
 (outbox -> mail and webhooks) · doctor (invariant checks).
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 from .cancel import CancelResult, cancel_run
 from .due_scan import DueScanResult, due_scan, start_cron_runs
-from .enqueue import enqueue_due
+from .enqueue import enqueue_due, enqueue_matched
 from .ingest import IngestResult, ingest_domain_event, start_cron_run, start_run
 from .passes import RunOutcome, load_run
 from .projection import PENDING_PROJECTION, ProjectionResult, project_pending
 from .resume import ResumeRequestItem, ResumeResult, resume_run, resume_runs
-from .wakeup import WokenRun, wake_on_event
+from .wakeup import WakeupResult, WokenRun, wake_and_enqueue, wake_on_event
 
 __all__ = [
     "PENDING_PROJECTION",
@@ -27,10 +28,12 @@ __all__ = [
     "ResumeRequestItem",
     "ResumeResult",
     "RunOutcome",
+    "WakeupResult",
     "WokenRun",
     "cancel_run",
     "due_scan",
     "enqueue_due",
+    "enqueue_matched",
     "ingest_domain_event",
     "load_run",
     "project_pending",
@@ -39,5 +42,6 @@ __all__ = [
     "start_cron_run",
     "start_cron_runs",
     "start_run",
+    "wake_and_enqueue",
     "wake_on_event",
 ]

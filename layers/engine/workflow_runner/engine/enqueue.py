@@ -19,6 +19,8 @@ from ..store import DueRow, Store
 
 MAX_DELAY_SECONDS = 900  # the SQS DelaySeconds ceiling
 DEFAULT_LEASE_SECONDS = 1200
+# Rows leased per statement (then sent in SQS batches of ten).
+LEASE_CHUNK = 500
 
 
 class SuspensionRef(Protocol):
@@ -48,7 +50,8 @@ def send_leased(
     lease_until: datetime,
 ) -> tuple[int, int]:
     """Send leased rows to the queue, soonest first; release the lease of those it
-    refused (the due scan retries them). Returns (sent, refused)."""
+    refused (the due scan retries them), and of all of them when sending raised (the
+    caller fails; its retry finds them free). Returns (sent, refused)."""
     requests = [
         ResumeRequest(
             tenant_id=row.tenant_id,
@@ -59,10 +62,18 @@ def send_leased(
         )
         for row in sorted(rows, key=lambda r: (r.wake_at, r.run_id))
     ]
-    refused = queue.send(requests) if requests else []
-    for request in refused:
-        store.pending.release(request.tenant_id, request.run_id, request.step_index, lease_until)
+    try:
+        refused = queue.send(requests) if requests else []
+    except Exception:
+        _release(store, requests, lease_until)
+        raise
+    _release(store, refused, lease_until)
     return len(requests) - len(refused), len(refused)
+
+
+def _release(store: Store, requests: Sequence[ResumeRequest], lease_until: datetime) -> None:
+    for request in requests:
+        store.pending.release(request.tenant_id, request.run_id, request.step_index, lease_until)
 
 
 def enqueue_due(
@@ -73,19 +84,46 @@ def enqueue_due(
     lease_seconds: int = DEFAULT_LEASE_SECONDS,
 ) -> tuple[int, int]:
     """Send named runs to the resume queue at once, delayed to their wake time: those
-    an awaited event just woke, or new suspensions due within the scan horizon.
+    the projection's look-back just woke, or new suspensions due within the scan horizon.
 
-    Each row is leased first so the next due scan does not send it again; a row
-    whose lease is taken is already on its way.
+    The rows are leased first, LEASE_CHUNK per statement, so the next due scan does not
+    send them again; a row whose lease is taken is already on its way.
 
     Returns:
         (sent, refused) counts; refused rows keep no lease and the due scan retries them.
     """
     lease_until = now + timedelta(seconds=lease_seconds)
-    leased = [
-        row
-        for run in runs
-        if (row := store.pending.lease(run.tenant_id, run.run_id, run.step_index, now, lease_until))
-        is not None
-    ]
-    return send_leased(store, queue, leased, now, lease_until)
+    named = list(dict.fromkeys((run.tenant_id, run.run_id, run.step_index) for run in runs))
+    sent = refused = 0
+    for start in range(0, len(named), LEASE_CHUNK):
+        leased = store.pending.lease_named(named[start : start + LEASE_CHUNK], now, lease_until)
+        chunk_sent, chunk_refused = send_leased(store, queue, leased, now, lease_until)
+        sent, refused = sent + chunk_sent, refused + chunk_refused
+    return sent, refused
+
+
+def enqueue_matched(
+    store: Store,
+    queue: ResumeQueue,
+    tenant_id: str,
+    event_id: str,
+    now: datetime,
+    lease_seconds: int = DEFAULT_LEASE_SECONDS,
+) -> tuple[int, int]:
+    """Send every row an awaited event matched whose lease is free to the resume queue.
+
+    What the database says is woken and not in flight, LEASE_CHUNK rows per statement:
+    whoever matched them (this call, an earlier attempt whose enqueue never happened),
+    they go out once per lease.
+
+    Returns:
+        (sent, refused); it stops at the first refusal (the due scan retries those rows).
+    """
+    lease_until = now + timedelta(seconds=lease_seconds)
+    sent = refused = 0
+    while True:
+        leased = store.pending.lease_matched(tenant_id, event_id, now, lease_until, LEASE_CHUNK)
+        chunk_sent, chunk_refused = send_leased(store, queue, leased, now, lease_until)
+        sent, refused = sent + chunk_sent, refused + chunk_refused
+        if len(leased) < LEASE_CHUNK or chunk_refused:
+            return sent, refused

@@ -1,25 +1,46 @@
 """Wakeup: an awaited event wakes the waiting runs of its tenant that it matches.
 
-EventWakeup calls `wake_on_event`: the event is stored in the inbox, the first match of
-each open wait is recorded on its run stream, and the run's pending row is made due
-now; the caller then hands the woken runs to the resume queue (`enqueue.enqueue_due`)
-so they resume within a second instead of at the next due-scan tick.
+EventWakeup calls `wake_and_enqueue`, one operation that is safe to run again whole:
 
-No lost wakeups (invariant 5): the wakeup and the pending projection's creation of a
-waiting row take the same advisory lock (tenant, event type); whichever of the two
-runs second sees the other's rows (the projection looks back into the inbox).
+1. The event is stored in the inbox (a redelivery changes nothing).
+2. The tenant's waits of its type that may take it are read under the (tenant, type)
+   lock, matched in Python, and the matches recorded in chunks of WAKE_CHUNK runs: each
+   chunk is one transaction of two set-based statements (the `workflow.step.event-matched`
+   appends, with optimistic concurrency per run, and the pending rows made due now). One
+   event matching 50,000 waits therefore costs a small constant per run, and the work
+   can stop between chunks when its time budget ends: what is recorded stays recorded,
+   and a retry continues with the waits still unmatched (never with a run that already
+   consumed the event).
+3. Once every wait was examined, the inbox row says so (`woken_at`): a redelivery
+   matches nothing more.
+4. Every row the event matched whose lease is free is leased and sent to the resume
+   queue (`enqueue.enqueue_matched`). That is read from the database, not taken from
+   what this call matched, so an invocation that committed its matches and then died,
+   or never got the acknowledgement of its commit, is finished by its retry.
+
+No lost wakeups (invariant 5): the read of step 2 and the pending projection's creation
+of a waiting row (with its look-back, engine/lookback.py) take the same advisory lock
+(tenant, event type), and the event is committed before that lock is taken: whichever
+of the two runs second sees the other's part.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..definition import DomainEvent
 from ..match import matches_safely, payload_keys
-from ..store import Store
+from ..ports import ResumeQueue
+from ..store import Store, WaitingRow
 from ..stream import RUN_STREAM, StepEventMatched
+from .enqueue import DEFAULT_LEASE_SECONDS, enqueue_matched
 from .ingest import store_inbox_event
+
+# Waits recorded per transaction: a few hundred milliseconds of work at most.
+WAKE_CHUNK = 1000
 
 
 @dataclass(frozen=True)
@@ -31,6 +52,23 @@ class WokenRun:
     step_index: int
     event_id: str
     wake_at: datetime
+
+
+@dataclass(frozen=True)
+class WakeupResult:
+    """What `wake_and_enqueue` did: the waits it matched, the requests it sent (which
+    may include runs an earlier attempt matched), and whether every wait was examined
+    (False: the time budget ended first; running it again continues)."""
+
+    event_id: str
+    woken: list[WokenRun] = field(default_factory=list)
+    enqueued: int = 0
+    refused: int = 0
+    complete: bool = True
+
+    @property
+    def matched(self) -> int:
+        return len(self.woken)
 
 
 def record_match(
@@ -59,34 +97,115 @@ def record_match(
     return appended
 
 
-def wake_on_event(store: Store, event: DomainEvent, now: datetime) -> list[WokenRun]:
-    """Store an awaited event and wake every waiting run of its tenant that it matches.
+def _record_matches(
+    store: Store, event: DomainEvent, waits: Sequence[WaitingRow], now: datetime
+) -> list[WokenRun]:
+    """Record the event on many waits at once (call inside a transaction)."""
+    appended = store.streams.append_to_many(
+        event.tenant_id,
+        RUN_STREAM,
+        [
+            (
+                w.run_id,
+                w.suspension_version,
+                StepEventMatched(
+                    step_index=w.step_index,
+                    event_id=event.id,
+                    event_type=event.type,
+                    suspension_version=w.suspension_version,
+                ),
+            )
+            for w in waits
+        ],
+        now,
+    )
+    won = [w for w in waits if w.run_id in appended]
+    if won:
+        store.pending.mark_matched_many(
+            event.tenant_id,
+            [(w.run_id, w.suspension_version) for w in won],
+            event.type,
+            event.id,
+            now,
+        )
+    return [WokenRun(event.tenant_id, w.run_id, w.step_index, event.id, now) for w in won]
 
-    One transaction. The match is recorded on each run's stream and its pending row
-    made due now; the caller sends the woken rows to the resume queue. A redelivery
-    wakes nothing more.
+
+def match_event(
+    store: Store,
+    event: DomainEvent,
+    now: datetime,
+    chunk: int = WAKE_CHUNK,
+    out_of_time: Callable[[], bool] = lambda: False,
+) -> tuple[list[WokenRun], bool]:
+    """Store an awaited event and record it on every open wait of its tenant it matches.
+
+    Steps 1 to 3 of the module docstring. Returns the waits this call woke, and whether
+    every wait was examined (False when `out_of_time` said so between two chunks).
     """
+    with store.transaction(), store.pipeline():
+        store_inbox_event(store, event, now)
+        instant, done = store.inbox.wakeup_state(event.tenant_id, event.id)
+    if done:
+        return [], True
     with store.transaction():
-        with store.pipeline():
-            store_inbox_event(store, event, now)
-            instant = store.inbox.claim_wakeup(event.tenant_id, event.id, now)
-        if instant is None:
-            return []
         store.inbox.lock_type(event.tenant_id, event.type)
-        woken: list[WokenRun] = []
-        keys = payload_keys(event.payload)
-        for row in store.pending.waiting_for(event.tenant_id, event.type, instant, keys):
-            if not matches_safely(row.match_expr, event.payload):
-                continue
-            if record_match(
-                store,
-                event.tenant_id,
-                row.run_id,
-                row.step_index,
-                row.suspension_version,
-                event.id,
-                event.type,
-                now,
-            ):
-                woken.append(WokenRun(event.tenant_id, row.run_id, row.step_index, event.id, now))
-        return woken
+        waiting = store.pending.waiting_for(
+            event.tenant_id, event.type, instant, payload_keys(event.payload), event.id
+        )
+    # Sorted by run id (the query's order): concurrent broadcasts append to overlapping
+    # runs in the same order, so they wait for each other but never deadlock.
+    hits = [w for w in waiting if matches_safely(w.match_expr, event.payload)]
+    woken: list[WokenRun] = []
+    for start in range(0, len(hits), chunk):
+        if start and out_of_time():
+            return woken, False
+        with store.transaction():
+            woken += _record_matches(store, event, hits[start : start + chunk], now)
+    store.inbox.finish_wakeup(event.tenant_id, event.id, now)
+    return woken, True
+
+
+def wake_on_event(store: Store, event: DomainEvent, now: datetime) -> list[WokenRun]:
+    """Store an awaited event and wake every waiting run of its tenant that it matches
+    (without a time budget; the caller enqueues). A redelivery wakes nothing more."""
+    return match_event(store, event, now)[0]
+
+
+def wake_and_enqueue(
+    store: Store,
+    queue: ResumeQueue,
+    event: DomainEvent,
+    now: datetime,
+    lease_seconds: int = DEFAULT_LEASE_SECONDS,
+    budget_seconds: float | None = None,
+    chunk: int = WAKE_CHUNK,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> WakeupResult:
+    """EventWakeup's operation: match an awaited event, then enqueue what it matched.
+
+    Safe to run again whole (a retry after a crash, a lost commit acknowledgement, a
+    redelivery): see the module docstring.
+
+    Args:
+        store: the database.
+        queue: the resume queue.
+        event: the awaited event.
+        now: business time.
+        lease_seconds: how long an enqueued row is not handed out again.
+        budget_seconds: record no further chunk of matches after this long (None: no
+            limit); what was matched is enqueued either way.
+        chunk: waits recorded per transaction.
+        monotonic: time source for the budget.
+
+    Returns:
+        A WakeupResult; `complete` False means waits are left and a retry continues.
+    """
+    started = monotonic()
+
+    def out_of_time() -> bool:
+        return budget_seconds is not None and monotonic() - started >= budget_seconds
+
+    woken, complete = match_event(store, event, now, chunk, out_of_time)
+    sent, refused = enqueue_matched(store, queue, event.tenant_id, event.id, now, lease_seconds)
+    return WakeupResult(event.id, woken, sent, refused, complete)

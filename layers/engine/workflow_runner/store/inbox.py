@@ -9,6 +9,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from ..errors import StoreError
 from .sql import Sql
 
 
@@ -102,13 +103,23 @@ class InboxStore:
         )
         return row is not None
 
-    def claim_wakeup(self, tenant_id: str, event_id: str, now: datetime) -> datetime | None:
-        """Mark an event as matched against waits; its instant (EventBridge time, else
-        receive time), or None if it was before."""
-        row = self._sql.one(
-            "claim_inbox_wakeup", {"tenant_id": tenant_id, "event_id": event_id, "now": now}
+    def wakeup_state(self, tenant_id: str, event_id: str) -> tuple[datetime, bool]:
+        """A stored awaited event's instant (EventBridge time, else receive time) and
+        whether every waiting run has been matched against it already.
+
+        Raises:
+            StoreError: the event is not stored.
+        """
+        row = self._sql.one("inbox_wakeup_state", {"tenant_id": tenant_id, "event_id": event_id})
+        if row is None:
+            raise StoreError(f"event {event_id} of tenant {tenant_id} is not in the inbox")
+        return row["instant"], bool(row["done"])
+
+    def finish_wakeup(self, tenant_id: str, event_id: str, now: datetime) -> None:
+        """Record that every waiting run has been matched against the event."""
+        self._sql.run(
+            "finish_inbox_wakeup", {"tenant_id": tenant_id, "event_id": event_id, "now": now}
         )
-        return row["instant"] if row else None
 
     def lookback(
         self,

@@ -180,9 +180,11 @@ class PendingStore:
         type: str,
         instant: datetime,
         keys: Sequence[str] | None = None,
+        event_id: str = "",
     ) -> list[WaitingRow]:
-        """Unmatched waits an event of `instant` may wake (their look-back starts at or
-        before it); `keys` (match.payload_keys) narrows by index."""
+        """Unmatched waits event `event_id` of `instant` may wake (their look-back starts
+        at or before it, their run has not consumed it); `keys` (match.payload_keys)
+        narrows by index. Ordered by run id."""
         rows = self._sql.all(
             "waiting_rows_for_event",
             {
@@ -190,12 +192,35 @@ class PendingStore:
                 "type": type,
                 "instant": instant,
                 "keys": None if keys is None else list(keys),
+                "event_id": event_id,
             },
         )
         return [
             WaitingRow(r["run_id"], r["step_index"], r["match_expr"], r["suspension_version"])
             for r in rows
         ]
+
+    def mark_matched_many(
+        self,
+        tenant_id: str,
+        waits: Sequence[tuple[str, int]],
+        event_type: str,
+        event_id: str,
+        now: datetime,
+    ) -> None:
+        """Record one awaited event on many waiting rows, (run_id, suspension_version)
+        each, and make them due now."""
+        self._sql.run(
+            "mark_pending_matched_many",
+            {
+                "tenant_id": tenant_id,
+                "run_ids": [run for run, _ in waits],
+                "suspension_versions": [version for _, version in waits],
+                "event_type": event_type,
+                "event_id": event_id,
+                "now": now,
+            },
+        )
 
     def due(self, tenant_id: str, now: datetime, limit: int) -> list[DueRow]:
         """A tenant's rows due at `now`, oldest first (leases ignored)."""
@@ -254,25 +279,38 @@ class PendingStore:
         )
         return [DueRow(tenant_id, r["run_id"], r["step_index"], r["wake_at"]) for r in rows]
 
-    def lease(
-        self, tenant_id: str, run_id: str, step_index: int, now: datetime, lease_until: datetime
-    ) -> DueRow | None:
-        """Lease one named row if its lease is free (None: it is already in flight)."""
-        row = self._sql.one(
-            "lease_pending_row",
+    def lease_named(
+        self, rows: Sequence[tuple[str, str, int]], now: datetime, lease_until: datetime
+    ) -> list[DueRow]:
+        """Lease the named rows, (tenant_id, run_id, step_index) each, whose lease is free
+        (those not returned are already in flight, or gone), in one statement."""
+        found = self._sql.all(
+            "lease_named_rows",
             {
-                "tenant_id": tenant_id,
-                "run_id": run_id,
-                "step_index": step_index,
+                "tenant_ids": [t for t, _, _ in rows],
+                "run_ids": [r for _, r, _ in rows],
+                "step_indexes": [i for _, _, i in rows],
                 "now": now,
                 "lease_until": lease_until,
             },
         )
-        return (
-            None
-            if row is None
-            else DueRow(tenant_id, row["run_id"], row["step_index"], row["wake_at"])
+        return [DueRow(r["tenant_id"], r["run_id"], r["step_index"], r["wake_at"]) for r in found]
+
+    def lease_matched(
+        self, tenant_id: str, event_id: str, now: datetime, lease_until: datetime, limit: int
+    ) -> list[DueRow]:
+        """Lease up to `limit` rows the event matched whose lease is free (SKIP LOCKED)."""
+        found = self._sql.all(
+            "lease_matched_rows",
+            {
+                "tenant_id": tenant_id,
+                "event_id": event_id,
+                "now": now,
+                "lease_until": lease_until,
+                "limit": limit,
+            },
         )
+        return [DueRow(tenant_id, r["run_id"], r["step_index"], r["wake_at"]) for r in found]
 
     def release(self, tenant_id: str, run_id: str, step_index: int, lease_until: datetime) -> None:
         """Give a row back (only the lease we set) when the queue refused its request."""

@@ -1,6 +1,19 @@
 -- Named queries of the engine. Each starts with `-- name: <name>` and a one-line
 -- purpose; parameters are psycopg named placeholders. Loaded once (store/queries.py).
 
+-- name: append_to_many
+-- Append one event to each of many streams of a tenant, each at an explicit version; the
+-- streams that come back got theirs (the version of the others was taken).
+INSERT INTO wf_events (tenant_id, stream_id, stream_type, version, type, payload, metadata,
+                       recorded_at)
+SELECT %(tenant_id)s, s.stream_id, %(stream_type)s, s.version, %(type)s, s.payload, '{}'::jsonb,
+       %(recorded_at)s
+FROM unnest(%(stream_ids)s::uuid[], %(versions)s::int[], %(payloads)s::jsonb[])
+     WITH ORDINALITY AS s(stream_id, version, payload, n)
+ORDER BY s.n
+ON CONFLICT (tenant_id, stream_id, version) DO NOTHING
+RETURNING stream_id::text AS stream_id;
+
 -- name: append_event
 -- Append one event at an explicit version; no row back means the version is taken.
 INSERT INTO wf_events (tenant_id, stream_id, stream_type, version, type, payload, metadata, recorded_at)
@@ -127,12 +140,17 @@ UPDATE inbox SET triggered_at = %(now)s
 WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s AND triggered_at IS NULL
 RETURNING event_id;
 
--- name: claim_inbox_wakeup
--- Mark an inbox event as matched against waiting runs; no row back means it was before.
--- Returns the event's instant: its EventBridge time, else when it was received.
-UPDATE inbox SET woken_at = %(now)s
-WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s AND woken_at IS NULL
-RETURNING coalesce(event_time, received_at) AS instant;
+-- name: inbox_wakeup_state
+-- An awaited event's instant (its EventBridge time, else when it was received) and
+-- whether every waiting run has been matched against it already (woken_at set).
+SELECT coalesce(event_time, received_at) AS instant, woken_at IS NOT NULL AS done
+FROM inbox
+WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s;
+
+-- name: finish_inbox_wakeup
+-- Every waiting run has been matched against this event: a redelivery matches nothing.
+UPDATE inbox SET woken_at = coalesce(woken_at, %(now)s)
+WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s;
 
 -- name: lookback_keyed
 -- Stored events of one type a new wait whose match requires the equality key %(key)s
@@ -281,15 +299,26 @@ SET trigger_event_type = %(event_type)s, awaited_event_id = %(event_id)s,
 WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s AND suspension_version = %(suspension_version)s;
 
 -- name: waiting_rows_for_event
--- A tenant's unmatched waits for one event type that may take an event of instant
--- %(instant)s: those without an equality key, and those whose key the event offers
--- (all of them when %(keys)s is NULL).
+-- A tenant's unmatched waits for one event type that may take event %(event_id)s of
+-- instant %(instant)s: those without an equality key, and those whose key the event
+-- offers (all of them when %(keys)s is NULL); not those whose run consumed the event
+-- with an earlier wait (a retried wakeup must not hand it to such a run again).
 SELECT run_id::text AS run_id, step_index, match_expr, suspension_version
 FROM workflow_run_pending
 WHERE tenant_id = %(tenant_id)s AND wait_event_type = %(type)s AND awaited_event_id IS NULL
   AND (%(keys)s::text[] IS NULL OR match_key IS NULL OR match_key = ANY(%(keys)s::text[]))
   AND (lookback_from IS NULL OR lookback_from <= %(instant)s)
-ORDER BY suspension_version, run_id;
+  AND NOT (coalesce(consumed_event_ids, '{}') @> ARRAY[%(event_id)s]::text[])
+ORDER BY run_id;
+
+-- name: mark_pending_matched_many
+-- Record one awaited event on many waiting rows of a tenant and make them due now.
+UPDATE workflow_run_pending p
+SET trigger_event_type = %(event_type)s, awaited_event_id = %(event_id)s,
+    wake_at = least(p.wake_at, %(now)s), leased_until = NULL,
+    lookback_after_instant = NULL, lookback_after_position = NULL, lookback_version = NULL
+FROM unnest(%(run_ids)s::uuid[], %(suspension_versions)s::int[]) AS m(run_id, version)
+WHERE p.tenant_id = %(tenant_id)s AND p.run_id = m.run_id AND p.suspension_version = m.version;
 
 -- name: due_pending
 -- A tenant's rows due at %(now)s, oldest first.

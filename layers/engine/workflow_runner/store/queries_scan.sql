@@ -48,13 +48,34 @@ FROM (
 WHERE p.tenant_id = due.tenant_id AND p.run_id = due.run_id AND p.step_index = due.step_index
 RETURNING p.run_id::text AS run_id, p.step_index, p.wake_at;
 
--- name: lease_pending_row
--- Lease one named row if its lease is free (event wakeup hands it to the queue itself).
-UPDATE workflow_run_pending
+-- name: lease_named_rows
+-- Lease many named rows whose lease is free (the projection hands new suspensions due
+-- soon, and the look-back's matches, to the queue itself).
+UPDATE workflow_run_pending p
 SET leased_until = %(lease_until)s
-WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s AND step_index = %(step_index)s
-  AND (leased_until IS NULL OR leased_until <= %(now)s)
-RETURNING run_id::text AS run_id, step_index, wake_at;
+FROM unnest(%(tenant_ids)s::uuid[], %(run_ids)s::uuid[], %(step_indexes)s::int[])
+     AS r(tenant_id, run_id, step_index)
+WHERE p.tenant_id = r.tenant_id AND p.run_id = r.run_id AND p.step_index = r.step_index
+  AND (p.leased_until IS NULL OR p.leased_until <= %(now)s)
+RETURNING p.tenant_id::text AS tenant_id, p.run_id::text AS run_id, p.step_index, p.wake_at;
+
+-- name: lease_matched_rows
+-- Lease up to %(limit)s of a tenant's rows an awaited event matched whose lease is free:
+-- what the database says is woken and not on its way to the queue yet. SKIP LOCKED, so
+-- concurrent invocations for the same event take disjoint rows.
+UPDATE workflow_run_pending p
+SET leased_until = %(lease_until)s
+FROM (
+    SELECT tenant_id, run_id, step_index
+    FROM workflow_run_pending
+    WHERE tenant_id = %(tenant_id)s AND awaited_event_id = %(event_id)s
+      AND (leased_until IS NULL OR leased_until <= %(now)s)
+    ORDER BY run_id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) m
+WHERE p.tenant_id = m.tenant_id AND p.run_id = m.run_id AND p.step_index = m.step_index
+RETURNING p.run_id::text AS run_id, p.step_index, p.wake_at;
 
 -- name: release_lease
 -- Give a row back when the queue refused its request (only the lease we set).

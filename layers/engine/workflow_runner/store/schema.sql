@@ -109,6 +109,9 @@ CREATE INDEX workflow_run_pending_wait_event_type_idx ON workflow_run_pending (w
 -- Wakeup lookup: a tenant's unmatched waits of a type by the key the event offers.
 CREATE INDEX workflow_run_pending_wakeup_idx ON workflow_run_pending
     (tenant_id, wait_event_type, match_key) WHERE awaited_event_id IS NULL;
+-- The rows an awaited event matched (EventWakeup enqueues those not in flight).
+CREATE INDEX workflow_run_pending_matched_idx ON workflow_run_pending
+    (tenant_id, awaited_event_id) WHERE awaited_event_id IS NOT NULL;
 -- Unfinished look-backs, continued by the next projection batches.
 CREATE INDEX workflow_run_pending_lookback_idx ON workflow_run_pending
     (tenant_id, run_id) WHERE lookback_after_position IS NOT NULL;

@@ -117,6 +117,39 @@ class StreamStore:
                 )
         return True
 
+    def append_to_many(
+        self,
+        tenant_id: str,
+        stream_type: str,
+        appends: Sequence[tuple[str, int, Fact]],
+        recorded_at: datetime,
+    ) -> set[str]:
+        """Append one event of one type to each of many streams, (stream_id,
+        expected_version, fact) each, in one statement; returns the streams that got it
+        (for the others the version was taken: another writer won).
+
+        Call with the streams in a stable order (e.g. sorted): two such statements over
+        overlapping streams then wait for each other in the same order, never in a cycle.
+        """
+        if not appends:
+            return set()
+        types = {type_of(fact) for _, _, fact in appends}
+        if len(types) != 1:
+            raise StoreError("append_to_many appends events of one type")
+        rows = self._sql.all(
+            "append_to_many",
+            {
+                "tenant_id": tenant_id,
+                "stream_type": stream_type,
+                "type": types.pop(),
+                "stream_ids": [stream for stream, _, _ in appends],
+                "versions": [version + 1 for _, version, _ in appends],
+                "payloads": [Jsonb(fact.to_payload()) for _, _, fact in appends],
+                "recorded_at": recorded_at,
+            },
+        )
+        return {r["stream_id"] for r in rows}
+
     def load(self, tenant_id: str, stream_id: str) -> list[StoredEvent]:
         """Every event of a stream, oldest first (empty when it does not exist)."""
         rows = self._sql.all("load_stream", {"tenant_id": tenant_id, "stream_id": stream_id})

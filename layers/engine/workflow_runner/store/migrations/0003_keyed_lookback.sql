@@ -1,6 +1,7 @@
 -- migration: no-transaction
 -- 0003: the look-back finds awaited events by the equality key a wait requires, and
--- resumes where it stopped when a projection batch runs out of budget.
+-- resumes where it stopped when a projection batch runs out of budget; a wakeup finds
+-- the rows its event matched, and which events a waiting run already consumed.
 --
 -- Safe on a big inbox while the previous release keeps running (expand only): columns
 -- are added without a default (no table rewrite; the brief ACCESS EXCLUSIVE lock gives
@@ -34,6 +35,12 @@ CREATE INDEX CONCURRENTLY inbox_match_keys_idx ON inbox USING gin (match_keys)
 DROP INDEX CONCURRENTLY IF EXISTS inbox_lookback_idx;
 CREATE INDEX CONCURRENTLY inbox_lookback_idx ON inbox
     (tenant_id, type, (match_keys IS NULL), (coalesce(event_time, received_at)), position);
+
+-- The rows an awaited event matched (EventWakeup enqueues what is matched and not in
+-- flight, so a retried invocation finishes the job).
+DROP INDEX CONCURRENTLY IF EXISTS workflow_run_pending_matched_idx;
+CREATE INDEX CONCURRENTLY workflow_run_pending_matched_idx ON workflow_run_pending
+    (tenant_id, awaited_event_id) WHERE awaited_event_id IS NOT NULL;
 
 DROP INDEX CONCURRENTLY IF EXISTS workflow_run_pending_lookback_idx;
 CREATE INDEX CONCURRENTLY workflow_run_pending_lookback_idx ON workflow_run_pending

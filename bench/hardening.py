@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -181,12 +182,17 @@ def broadcast(url: str, runs: int) -> dict[str, Any]:
 
 
 def run(admin_url: str, lookback_events: int, broadcast_runs: int) -> dict[str, Any]:
-    """Both workloads, each on a fresh database."""
+    """Both workloads, each on a fresh database (with the machine's load: it is shared)."""
+    load = [round(x, 2) for x in os.getloadavg()]
     with fresh_database(admin_url, "bench_lookback") as url:
         looked = lookback(url, lookback_events)
     with fresh_database(admin_url, "bench_broadcast") as url:
         woke = broadcast(url, broadcast_runs)
-    return {"lookback": looked, "broadcast": woke}
+    return {
+        "lookback": looked,
+        "broadcast": woke,
+        "load_average": {"start": load, "end": [round(x, 2) for x in os.getloadavg()]},
+    }
 
 
 def main() -> None:

@@ -363,9 +363,13 @@ def _hardening(figures: dict[str, Any] | None) -> list[str]:
         return []
     lb, bc = figures["lookback"], figures["broadcast"]
     ms = lb["look_back_ms"]
+    load = figures.get("load_average", {})
     out = [
         "",
         "## 7. A new wait's look-back over many stored events",
+        "",
+        f"(`python -m bench.hardening`, {figures.get('generated_at', '')}; load average "
+        f"{load.get('start', '?')} at the start, {load.get('end', '?')} at the end.)",
         "",
         f"{lb['stored_events']:,} approvals of other orders are stored; {lb['waits']} runs",
         "then reach their `wait_for_event` one at a time (half of them find their own",

@@ -56,8 +56,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if not result.complete:
         support.count("WakeupsLeft")
         raise WorkLeft(
-            f"event {domain.id}: {result.matched} waits woken and enqueued before the time "
-            "ran out; the retry wakes the others"
+            f"event {domain.id}: {result.matched} waits woken, {result.enqueued} runs "
+            "enqueued before the time ran out; the retry wakes and enqueues the others"
         )
     return {
         "eventId": domain.id,

@@ -191,10 +191,11 @@ def test_a_wakeup_out_of_time_stops_between_chunks_and_its_retry_finishes(
         store, queue, sale, SALE, budget_seconds=10, chunk=500, monotonic=lambda: next(ticks, 100.0)
     )
     assert (first.complete, first.matched) == (False, 1000)  # two chunks, then out of time
-    assert first.enqueued == first.matched  # what it matched went out anyway
+    assert first.enqueued == 500  # one chunk of leases still went out
 
     second = ops.wake_and_enqueue(store, queue, sale, SALE)
     assert second.complete and first.matched + second.matched == RUNS
+    assert first.enqueued + second.enqueued == RUNS  # the retry sends the rest, from the db
     matched = _matched_per_run(store, "sale-2")
     assert len(matched) == RUNS and set(matched.values()) == {1}
     assert Counter(r.run_id for r in queue.sent) == Counter(matched)

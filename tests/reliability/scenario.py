@@ -71,10 +71,11 @@ def play(
     copies: int = 1,
     seed: int | None = None,
     duplicate: float = 0.0,
+    driver_type: type[Driver] = Driver,
 ) -> Driver:
     """Replay the scenario (optionally each input `copies` times, shuffled) to END."""
     clock = ManualClock(START)
-    driver = Driver(db_url, registry, clock, plan)
+    driver = driver_type(db_url, registry, clock, plan)
     rng = random.Random(seed) if seed is not None else None
     by_offset: dict[timedelta, list[tuple[str, dict[str, object]]]] = {}
     for offset, target, event in inputs():

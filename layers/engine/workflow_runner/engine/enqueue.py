@@ -10,7 +10,8 @@ retries it, which is safe because a resume claims with optimistic concurrency.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -51,7 +52,12 @@ def send_leased(
 ) -> tuple[int, int]:
     """Send leased rows to the queue, soonest first; release the lease of those it
     refused (the due scan retries them), and of all of them when sending raised (the
-    caller fails; its retry finds them free). Returns (sent, refused)."""
+    caller fails; its retry finds them free). Returns (sent, refused).
+
+    Called inside the transaction that leased the rows, a crash during the send rolls
+    the leases back too, so nothing stays leased without having been sent; a request
+    sent twice that way is harmless (the resume claims with optimistic concurrency).
+    """
     requests = [
         ResumeRequest(
             tenant_id=row.tenant_id,
@@ -96,10 +102,20 @@ def enqueue_due(
     named = list(dict.fromkeys((run.tenant_id, run.run_id, run.step_index) for run in runs))
     sent = refused = 0
     for start in range(0, len(named), LEASE_CHUNK):
-        leased = store.pending.lease_named(named[start : start + LEASE_CHUNK], now, lease_until)
-        chunk_sent, chunk_refused = send_leased(store, queue, leased, now, lease_until)
+        with store.transaction():
+            leased = store.pending.lease_named(named[start : start + LEASE_CHUNK], now, lease_until)
+            chunk_sent, chunk_refused = send_leased(store, queue, leased, now, lease_until)
         sent, refused = sent + chunk_sent, refused + chunk_refused
     return sent, refused
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """What `enqueue_matched` sent; `complete` False: the time budget ended first."""
+
+    sent: int
+    refused: int
+    complete: bool = True
 
 
 def enqueue_matched(
@@ -109,21 +125,25 @@ def enqueue_matched(
     event_id: str,
     now: datetime,
     lease_seconds: int = DEFAULT_LEASE_SECONDS,
-) -> tuple[int, int]:
+    out_of_time: Callable[[], bool] = lambda: False,
+) -> Enqueued:
     """Send every row an awaited event matched whose lease is free to the resume queue.
 
     What the database says is woken and not in flight, LEASE_CHUNK rows per statement:
     whoever matched them (this call, an earlier attempt whose enqueue never happened),
-    they go out once per lease.
-
-    Returns:
-        (sent, refused); it stops at the first refusal (the due scan retries those rows).
+    they go out once per lease. It stops at the first refusal (the due scan retries
+    those rows), and between chunks when `out_of_time` says so (the rest stays matched
+    and free: running it again sends them).
     """
     lease_until = now + timedelta(seconds=lease_seconds)
     sent = refused = 0
     while True:
-        leased = store.pending.lease_matched(tenant_id, event_id, now, lease_until, LEASE_CHUNK)
-        chunk_sent, chunk_refused = send_leased(store, queue, leased, now, lease_until)
+        if sent and out_of_time():
+            return Enqueued(sent, refused, complete=False)
+        # Lease and send in one transaction: a crash in between leaves nothing leased.
+        with store.transaction():
+            leased = store.pending.lease_matched(tenant_id, event_id, now, lease_until, LEASE_CHUNK)
+            chunk_sent, chunk_refused = send_leased(store, queue, leased, now, lease_until)
         sent, refused = sent + chunk_sent, refused + chunk_refused
         if len(leased) < LEASE_CHUNK or chunk_refused:
-            return sent, refused
+            return Enqueued(sent, refused)

@@ -58,7 +58,8 @@ class WokenRun:
 class WakeupResult:
     """What `wake_and_enqueue` did: the waits it matched, the requests it sent (which
     may include runs an earlier attempt matched), and whether every wait was examined
-    (False: the time budget ended first; running it again continues)."""
+    and every match enqueued (False: the time budget ended first; running it again
+    continues)."""
 
     event_id: str
     woken: list[WokenRun] = field(default_factory=list)
@@ -193,19 +194,23 @@ def wake_and_enqueue(
         event: the awaited event.
         now: business time.
         lease_seconds: how long an enqueued row is not handed out again.
-        budget_seconds: record no further chunk of matches after this long (None: no
-            limit); what was matched is enqueued either way.
+        budget_seconds: record no further chunk of matches, and lease no further chunk
+            of matched rows, after this long (None: no limit).
         chunk: waits recorded per transaction.
         monotonic: time source for the budget.
 
     Returns:
-        A WakeupResult; `complete` False means waits are left and a retry continues.
+        A WakeupResult; `complete` False means waits are left to match, or matched runs
+        to enqueue, and running it again continues.
     """
     started = monotonic()
 
     def out_of_time() -> bool:
         return budget_seconds is not None and monotonic() - started >= budget_seconds
 
-    woken, complete = match_event(store, event, now, chunk, out_of_time)
-    sent, refused = enqueue_matched(store, queue, event.tenant_id, event.id, now, lease_seconds)
-    return WakeupResult(event.id, woken, sent, refused, complete)
+    woken, matched_all = match_event(store, event, now, chunk, out_of_time)
+    enqueued = enqueue_matched(
+        store, queue, event.tenant_id, event.id, now, lease_seconds, out_of_time
+    )
+    complete = matched_all and enqueued.complete
+    return WakeupResult(event.id, woken, enqueued.sent, enqueued.refused, complete)

@@ -292,9 +292,14 @@ WHERE p.tenant_id = d.tenant_id AND p.run_id = d.run_id;
 
 -- name: mark_pending_matched
 -- Record the awaited event on a waiting row and make it due now (its look-back is over).
+-- The lease is freed for the wakeup to send the row at once, unless the row already
+-- carries this very match: the projection applying the match after the wakeup leased
+-- and sent it must not free it for the due scan to send it a second time.
 UPDATE workflow_run_pending
 SET trigger_event_type = %(event_type)s, awaited_event_id = %(event_id)s,
-    wake_at = least(wake_at, %(now)s), leased_until = NULL,
+    wake_at = least(wake_at, %(now)s),
+    leased_until = CASE WHEN awaited_event_id IS NOT DISTINCT FROM %(event_id)s
+                        THEN leased_until END,
     lookback_after_instant = NULL, lookback_after_position = NULL, lookback_version = NULL
 WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s AND suspension_version = %(suspension_version)s;
 

@@ -27,8 +27,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     rt = support.runtime()
     now = rt.clock.now()
     settings = support.settings()
+    # Each batch commits and is bounded (its look-backs share a budget); stop starting
+    # batches 10 s before the timeout, the next invocation continues from the checkpoint.
+    budget = max(1.0, context.get_remaining_time_in_millis() / 1000 - 10)
     result = support.with_store(
-        lambda store: project_pending(store, now, horizon_seconds=settings.due_scan_horizon_seconds)
+        lambda store: project_pending(
+            store,
+            now,
+            horizon_seconds=settings.due_scan_horizon_seconds,
+            budget_seconds=budget,
+        )
     )
     # Timers due before the next due-scan tick go out now, delayed to the second.
     sent, _ = support.with_store(

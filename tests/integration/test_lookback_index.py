@@ -250,3 +250,18 @@ def test_the_no_transaction_migration_can_run_again_after_an_interruption(db_url
         assert {"inbox_match_keys_idx", "inbox_lookback_idx"} <= names
     with psycopg.connect(db_url) as conn, pytest.raises(Exception, match="autocommit"):
         apply_migrations(conn)  # type: ignore[arg-type]
+
+
+def test_a_projection_out_of_time_stops_between_batches_and_the_next_call_continues(
+    store: Store, registry: WorkflowRegistry
+) -> None:
+    _register(registry)
+    for i in range(5):
+        ops.ingest_domain_event(store, _placed(f"t{i}"), T0, registry)  # started + waiting
+    ticks = iter([0.0, 100.0])
+    first = ops.project_pending(
+        store, T0, batch_size=2, budget_seconds=10, monotonic=lambda: next(ticks, 100.0)
+    )
+    assert (first.applied, first.lag_events) == (2, 8)
+    second = ops.project_pending(store, T0)
+    assert (second.applied, second.lag_events) == (8, 0)

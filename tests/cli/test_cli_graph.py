@@ -82,8 +82,9 @@ def test_a_failed_run_marks_the_failed_step(cli: Cli, store: Store) -> None:
 def test_graph_errors(cli: Cli, store: Store) -> None:
     unknown = cli("graph", "no-such-workflow")
     assert unknown.code == 1 and 'Workflow "no-such-workflow" is not registered' in unknown.err
-    no_tenant = cli("graph", "user-onboarding", "--run", "00000000-0000-4000-8000-000000000001")
-    assert no_tenant.code == 2 and "--run needs --tenant" in no_tenant.err
+    unknown_run = cli("graph", "user-onboarding", "--run", "00000000-0000-4000-8000-000000000001")
+    assert unknown_run.code == 1
+    assert "run 00000000-0000-4000-8000-000000000001 not found in any tenant" in unknown_run.err
     run_id = send(store, "user.signed-up", SIGNUP).started[0].run_id
     other = cli("graph", "order-approval", "--run", run_id, "--tenant", TENANT)
     assert other.code == 2 and "is a run of 'user-onboarding'" in other.err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
 from .erasure import Relation
 from .inbox import CandidateEvent, InboxEvent
@@ -26,11 +27,14 @@ __all__ = [
     "NewPendingRow",
     "OutboxRow",
     "OutboxSummary",
+    "PendingKey",
     "PendingRow",
     "ProjectionState",
     "QueuedMessage",
     "Relation",
     "RunCheckRow",
+    "RunKey",
+    "RunQuery",
     "RunSummary",
     "Sql",
     "Store",

@@ -22,6 +22,7 @@ from .names import (
     DISPATCH_REQUESTED,
     DISPATCH_STREAM,
     DISPATCHED,
+    OPERATOR_ACTION,
     RETRY_SCHEDULED,
     RETURNED_FAILURE,
     RUN_CANCELLED,
@@ -43,6 +44,7 @@ from .names import (
     ResumedBy,
     RunStatus,
 )
+from .operator import OperatorAction, OperatorActionName
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -65,6 +67,7 @@ __all__ = [
     "DISPATCH_FAILED",
     "DISPATCH_REQUESTED",
     "DISPATCH_STREAM",
+    "OPERATOR_ACTION",
     "RETRY_SCHEDULED",
     "RETURNED_FAILURE",
     "RUN_CANCELLED",
@@ -86,6 +89,8 @@ __all__ = [
     "Dispatched",
     "Fact",
     "Frame",
+    "OperatorAction",
+    "OperatorActionName",
     "Path",
     "RecordedFact",
     "ResumedBy",

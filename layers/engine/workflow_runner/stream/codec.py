@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from .dispatch import Dispatched, DispatchFailed, DispatchRequested
+from .operator import OperatorAction
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -44,6 +45,7 @@ Fact: TypeAlias = (
     | DispatchRequested
     | Dispatched
     | DispatchFailed
+    | OperatorAction
     | UnknownFact
 )
 
@@ -63,6 +65,7 @@ _KNOWN: dict[str, Any] = {
         DispatchRequested,
         Dispatched,
         DispatchFailed,
+        OperatorAction,
     )
 }
 

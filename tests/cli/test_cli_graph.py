@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from cli_support import T0, TENANT, Cli, send
 from workflow_runner import define_workflow, on_event
+from workflow_runner.definition.dsl import DomainEvent
+from workflow_runner.engine import wake_on_event
 from workflow_runner.graph import flowchart, to_mermaid
 from workflow_runner.store import Store
 
@@ -66,6 +68,18 @@ def test_a_waiting_run_shows_its_path_and_position(cli: Cli, store: Store) -> No
     assert "    class start,s0,s1,s2,s3,s3t_0 visited" in text  # the engaged arm, not s3f_0
     assert "    class s4 current" in text
     assert "waiting until 2026-01-13T09:00:00.000000Z" in text
+
+
+def test_a_completed_run_marks_the_rest_of_the_arm_it_ran(cli: Cli, store: Store) -> None:
+    order = {"orderId": "o-9", "total": 5, "email": "a@example.com"}
+    run_id = send(store, "order.placed", order).started[0].run_id
+    approved = DomainEvent("ok-9", "order.approved", {"orderId": "o-9"}, TENANT, T0, "tests")
+    assert [w.run_id for w in wake_on_event(store, approved, T0)] == [run_id]
+    assert cli("resume", run_id, "--step", "1").out.startswith("completed")
+    marks = cli("graph", "order-approval", "--run", run_id, "--json").json()["marks"]
+    # The approved arm ran to its return, which left no trace on the stream.
+    assert marks["s3t_2"] == "visited" and marks["finish"] == "visited"
+    assert "s3f_0" not in marks
 
 
 def test_a_failed_run_marks_the_failed_step(cli: Cli, store: Store) -> None:

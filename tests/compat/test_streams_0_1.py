@@ -201,6 +201,9 @@ def test_recorded_runs_resume_to_the_end(
     }
 
 
+ADDED_SINCE_0_1 = {stream.OPERATOR_ACTION}
+
+
 def test_every_recorded_payload_decodes_to_its_fact_and_back(recorded: dict[str, Any]) -> None:
     """The typed stream reads each shape release 0.1.0 wrote and writes it unchanged."""
     seen: set[str] = set()
@@ -215,7 +218,9 @@ def test_every_recorded_payload_decodes_to_its_fact_and_back(recorded: dict[str,
         for name, value in vars(stream).items()
         if name.isupper() and isinstance(value, str) and "." in value
     }
-    assert seen == known  # the fixture covers every event type of the format
+    # The fixture covers every event type of the format, except those added since 0.1.0
+    # (they have their own round-trip tests).
+    assert seen == known - ADDED_SINCE_0_1
 
 
 def test_an_event_type_from_a_newer_release_is_skipped_by_the_fold() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -101,10 +102,10 @@ def console(db_url: str, allow_actions: bool = False) -> Client:
 def send(
     store: Store, type: str, detail: dict[str, Any], now: datetime = T0, tenant: str = TENANT_A
 ) -> str:
-    """Ingest one domain event, project, and return the id of the run it started."""
-    event = DomainEvent(
-        f"{type}-{detail}-{tenant}", type, {"tenantId": tenant, **detail}, tenant, now, "tests"
-    )
+    """Ingest one domain event, project, and return the id of the run it started
+    (the event's id derives from its content: sending it again starts nothing)."""
+    event_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{type}|{sorted(detail.items())}|{tenant}"))
+    event = DomainEvent(event_id, type, {"tenantId": tenant, **detail}, tenant, now, "tests")
     result = ingest_domain_event(store, event, now, default_registry())
     project_pending(store, now)
     return result.started[0].run_id if result.started else ""
@@ -118,31 +119,40 @@ class Runs:
     tenants: dict[str, str] = field(default_factory=dict)
 
 
-def populate(store: Store) -> Runs:
+def populate(store: Store, start: datetime = T0) -> Runs:
     """Runs in every state, in two tenants: waiting (timer, event), failed, completed,
-    cancelled."""
+    cancelled; the first starts at `start`, the last changes 1 h 25 min later."""
     runs = Runs()
 
     def add(name: str, run_id: str, tenant: str = TENANT_A) -> None:
         runs.ids[name] = run_id
         runs.tenants[name] = tenant
 
-    add("onboarding", send(store, "user.signed-up", {"userId": "ada", "email": "ada@example.com"}))
+    add(
+        "onboarding",
+        send(store, "user.signed-up", {"userId": "ada", "email": "ada@example.com"}, now=start),
+    )
     add(
         "onboarding-b",
-        send(store, "user.signed-up", {"userId": "bob", "email": "b@example.com"}, tenant=TENANT_B),
+        send(
+            store,
+            "user.signed-up",
+            {"userId": "bob", "email": "b@example.com"},
+            now=start,
+            tenant=TENANT_B,
+        ),
         TENANT_B,
     )
     order = {"orderId": "r-3", "total": 12, "email": "c@example.com"}
-    add("order", send(store, "order.placed", order, now=T0 + timedelta(minutes=1)))
+    add("order", send(store, "order.placed", order, now=start + timedelta(minutes=1)))
     cancelled = {"orderId": "r-4", "total": 5, "email": "d@example.com"}
-    add("cancelled", send(store, "order.placed", cancelled, now=T0 + timedelta(minutes=2)))
-    cancel_run(store, TENANT_A, runs.ids["cancelled"], T0 + timedelta(minutes=3), "test")
+    add("cancelled", send(store, "order.placed", cancelled, now=start + timedelta(minutes=2)))
+    cancel_run(store, TENANT_A, runs.ids["cancelled"], start + timedelta(minutes=3), "test")
     done = {"webhookUrl": "https://hooks.example.com/x", "data": {"n": 1}}
-    add("completed", send(store, "data.processed", done, now=T0 + timedelta(minutes=4)))
+    add("completed", send(store, "data.processed", done, now=start + timedelta(minutes=4)))
     sku = {"sku": "sku-9", "revision": 1, "failAttempts": 9}
-    add("failed", send(store, "inventory.changed", sku, now=T0 + timedelta(minutes=5)))
-    now = T0 + timedelta(minutes=5)
+    add("failed", send(store, "inventory.changed", sku, now=start + timedelta(minutes=5)))
+    now = start + timedelta(minutes=5)
     for _ in range(4):
         now += timedelta(minutes=20)
         resume_run(store, TENANT_A, runs.ids["failed"], 0, now, registry=default_registry())

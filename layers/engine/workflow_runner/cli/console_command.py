@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,7 @@ def serve_console(
     out.line(f"wfr console: http://{shown}:{bound}/  database {label}, {mode}")
     out.line("Ctrl-C stops it.")
     out.out.flush()
+    previous = _stop_on_sigterm()
     try:
         server.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:
@@ -63,7 +66,22 @@ def serve_console(
     finally:
         server.server_close()
         app.pool.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _stop_on_sigterm() -> Any:
+    """SIGTERM stops the console as Ctrl-C does, so what the caller started (the demo's
+    embedded PostgreSQL) is cleaned up; returns the handler it replaced (None: not the
+    main thread, where signals cannot be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, stop)
 
 
 def cmd_console(ctx: Context) -> int:

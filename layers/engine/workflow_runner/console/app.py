@@ -42,7 +42,11 @@ log = logging.getLogger("workflow_runner")
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MAX_FORM_BYTES = 64 * 1024
-STATIC = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
+STATIC = {
+    "console.css": "text/css; charset=utf-8",
+    "console.js": "text/javascript; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
+}
 _RUN_PATH = re.compile(r"^/runs/([0-9A-Fa-f-]{4,36})(?:/(cancel|resume|redrive))?$")
 _HEADERS = [
     (
@@ -52,7 +56,9 @@ _HEADERS = [
     ),
     ("X-Content-Type-Options", "nosniff"),
     ("X-Frame-Options", "DENY"),
-    ("Referrer-Policy", "no-referrer"),
+    # same-origin, not no-referrer: with no-referrer a browser sends `Origin: null` on the
+    # action forms, and the origin check below would refuse every action.
+    ("Referrer-Policy", "same-origin"),
     ("Cache-Control", "no-store"),
 ]
 
@@ -198,6 +204,8 @@ class ConsoleApp:
             )
         if request.path.startswith("/static/"):
             return self._static(request.path.removeprefix("/static/"))
+        if request.path == "/favicon.ico":
+            return self._static("favicon.svg")
         try:
             with self.pool.store() as store:
                 return self._route(request, self._view(store))

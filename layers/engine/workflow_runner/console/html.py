@@ -18,6 +18,10 @@ class Markup(str):
 
     __slots__ = ()
 
+    def __add__(self, other: str) -> Markup:
+        """Markup + text stays markup, the text escaped (str's + would drop the mark)."""
+        return Markup(str.__add__(self, esc(other)))
+
 
 def esc(value: object) -> Markup:
     """`value` as HTML: markup as is, anything else escaped (None: empty)."""

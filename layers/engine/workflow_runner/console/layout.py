@@ -113,6 +113,7 @@ def page(
                     Markup('<meta charset="utf-8">'),
                     Markup('<meta name="viewport" content="width=device-width, initial-scale=1">'),
                     el("title", f"{title} · wfr console"),
+                    Markup('<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">'),
                     Markup('<link rel="stylesheet" href="/static/console.css">'),
                     Markup('<script src="/static/console.js" defer></script>'),
                 ),

@@ -147,7 +147,7 @@ def _results(events: list[StoredEvent]) -> Markup:
     parts: list[object] = [el("p", intro + ", and how the run ended.", class_="muted")]
     if redacted:
         parts.append(notice("warning", "Redacted: an event these results came from was erased."))
-    parts.append(table(["Key", "Value"], rows, "No step results yet.", class_="results"))
+    parts.append(table(["Key", "Value"], rows, "No step results recorded.", class_="results"))
     return join(parts)
 
 
@@ -207,7 +207,8 @@ def _timeline(events: list[StoredEvent], deliveries: list[StoredEvent], view: Vi
     )
 
 
-def _pending(view: View, run: RunSummary) -> Markup:
+def _pending(view: View, run: RunSummary, settled: bool) -> Markup:
+    pending = view.store.console.pending_of_run(run.tenant_id, run.run_id)
     rows = [
         [
             str(p.step_index),
@@ -217,9 +218,18 @@ def _pending(view: View, run: RunSummary) -> Markup:
             el("code", p.awaited_event_id) if p.awaited_event_id else "–",
             when(p.leased_until, view.now) if p.leased_until else "–",
         ]
-        for p in view.store.console.pending_of_run(run.tenant_id, run.run_id)
+        for p in pending
     ]
-    return table(
+    lag = (
+        notice(
+            "warning",
+            "The run has ended; its pending row goes away when PendingProjection next runs "
+            "(nudged after every pass, and every minute).",
+        )
+        if settled and pending
+        else Markup("")
+    )
+    return lag + table(
         ["Step", "Suspension", "Awaited type", "Due at", "Matched event", "Leased until"],
         rows,
         "No pending row: the run is not suspended (or the projection has not caught up).",
@@ -272,7 +282,12 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
             el(
                 "section", el("h2", "Graph"), _graph(view, state, events, deliveries), class_="card"
             ),
-            el("section", el("h2", "Pending row"), _pending(view, run), class_="card"),
+            el(
+                "section",
+                el("h2", "Pending row"),
+                _pending(view, run, state.settled),
+                class_="card",
+            ),
             el("section", el("h2", "Step results"), _results(events), class_="card"),
             el("section", el("h2", "Timeline"), _timeline(events, deliveries, view), class_="card"),
             el("section", el("h2", "Mail and webhooks"), _deliveries(view, run), class_="card"),

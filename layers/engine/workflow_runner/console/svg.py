@@ -14,7 +14,7 @@ steps and the edges between them are the run's path, `current` is where it waits
 from __future__ import annotations
 
 import itertools
-import textwrap
+import re
 from dataclasses import dataclass, field
 
 from ..graph import Flowchart, Node
@@ -28,8 +28,8 @@ PAD_Y = 9
 GAP_X = 30
 GAP_Y = 40
 MARGIN = 20
-LOOP_SPACE = 56
-WRAP = 30
+WRAP = 36
+LABEL_CHAR_WIDTH = 6.4  # the 11 px edge-label font
 DUMMY_WIDTH = 12
 
 
@@ -66,16 +66,63 @@ class Route:
 
 
 @dataclass
+class Loop:
+    """A loop edge (for_each's next item, retry's next attempt) drawn on the right."""
+
+    d: str
+    label: list[str]
+    label_x: float
+    label_y: float
+
+
+@dataclass
 class Layout:
     boxes: dict[str, Box]
     routes: list[Route]
-    loops: list[tuple[str, str, str]]  # (source, target, label) of loop edges
+    loops: list[Loop]
     width: float
     height: float
 
 
+def _loop(boxes: dict[str, Box], source_id: str, target_id: str, label: str) -> Loop:
+    source, target = boxes[source_id], boxes[target_id]
+    lines = _wrap(label, 20, 2) if label else []
+    if source_id == target_id:
+        x, y = source.x + source.w / 2, source.mid
+        d = f"M{x:.1f},{y - 8:.1f} C{x + 44:.1f},{y - 30:.1f} {x + 44:.1f},{y + 30:.1f} "
+        d += f"{x:.1f},{y + 8:.1f}"
+        return Loop(d, lines, x + 40, y - 4 * len(lines) + 4)
+    span = [b for b in boxes.values() if target.rank <= b.rank <= source.rank]
+    right = max(b.x + b.w / 2 for b in span) + 26
+    sx, sy = source.x + source.w / 2, source.mid
+    tx, ty = target.x + target.w / 2, target.mid
+    d = f"M{sx:.1f},{sy:.1f} C{right:.1f},{sy:.1f} {right:.1f},{ty:.1f} {tx:.1f},{ty:.1f}"
+    return Loop(d, lines, right + 2, (sy + ty) / 2 - 6 * len(lines) + 10)
+
+
+_MICROS = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.\d+Z")
+
+
 def _wrap(text: str, width: int = WRAP, max_lines: int = 3) -> list[str]:
-    lines = textwrap.wrap(text, width, break_long_words=True) or [""]
+    """Lines of at most `width` characters: broken at spaces, and a word longer than a
+    line (a URL) after a slash or a dot rather than anywhere."""
+    pieces: list[tuple[str, bool]] = []  # (text, preceded by a space)
+    for word in _MICROS.sub(r"\1Z", text).split():
+        spaced = True
+        while len(word) > width:
+            cut = max(word.rfind("/", 0, width), word.rfind(".", 0, width))
+            cut = cut + 1 if cut > width // 3 else width
+            pieces.append((word[:cut], spaced))
+            word, spaced = word[cut:], False
+        pieces.append((word, spaced))
+    lines: list[str] = []
+    for piece, spaced in pieces:
+        joined = (lines[-1] + (" " if spaced else "") + piece) if lines else piece
+        if lines and len(joined) <= width:
+            lines[-1] = joined
+        else:
+            lines.append(piece)
+    lines = lines or [""]
     if len(lines) > max_lines:
         lines = [*lines[: max_lines - 1], lines[max_lines - 1][: width - 1] + "…"]
     return lines
@@ -141,11 +188,13 @@ def layout(chart: Flowchart) -> Layout:
             preds[b].append((a, index))
         routes.append(Route(chain, e.label))
     _place(boxes, preds, order)
-    width = max(b.x + b.w / 2 for b in boxes.values()) + MARGIN
-    if loops:
-        width += LOOP_SPACE
+    drawn = [_loop(boxes, source, target, label) for source, target, label in loops]
+    right = max(b.x + b.w / 2 for b in boxes.values())
+    for loop in drawn:
+        longest = max((len(line) for line in loop.label), default=0)
+        right = max(right, loop.label_x + longest * LABEL_CHAR_WIDTH, loop.label_x)
     height = max(b.bottom for b in boxes.values()) + MARGIN
-    return Layout(boxes, routes, loops, width, height)
+    return Layout(boxes, routes, drawn, right + MARGIN, height)
 
 
 def _place(
@@ -298,24 +347,21 @@ def to_svg(chart: Flowchart, title: str | None = None) -> Markup:
                     text_anchor="start" if x2 >= x1 else "end",
                 )
             )
-    for source_id, target_id, label in plan.loops:
-        source, target = boxes[source_id], boxes[target_id]
-        if source_id == target_id:
-            x, y = source.x + source.w / 2, source.mid
-            d = f"M{x:.1f},{y - 8:.1f} C{x + 44:.1f},{y - 30:.1f} {x + 44:.1f},{y + 30:.1f} "
-            d += f"{x:.1f},{y + 8:.1f}"
-            label_x, label_y = x + 40, y - 22
-        else:
-            span = [b for b in boxes.values() if target.rank <= b.rank <= source.rank]
-            right = max(b.x + b.w / 2 for b in span) + 26
-            sx, sy = source.x + source.w / 2, source.mid
-            tx, ty = target.x + target.w / 2, target.mid
-            d = f"M{sx:.1f},{sy:.1f} C{right:.1f},{sy:.1f} {right:.1f},{ty:.1f} {tx:.1f},{ty:.1f}"
-            label_x, label_y = right - 4, (sy + ty) / 2
-        parts.append(el("path", d=d, class_="edge loop", marker_end="url(#arrow)"))
-        if label:
+    for loop in plan.loops:
+        parts.append(el("path", d=loop.d, class_="edge loop", marker_end="url(#arrow)"))
+        if loop.label:
+            spans = join(
+                el("tspan", line, x=f"{loop.label_x:.1f}", dy="0" if n == 0 else "13")
+                for n, line in enumerate(loop.label)
+            )
             parts.append(
-                el("text", label, x=f"{label_x:.1f}", y=f"{label_y:.1f}", class_="edge-label")
+                el(
+                    "text",
+                    spans,
+                    x=f"{loop.label_x:.1f}",
+                    y=f"{loop.label_y:.1f}",
+                    class_="edge-label",
+                )
             )
     for box in boxes.values():
         if box.node is None:

@@ -326,6 +326,12 @@ def pending_page(view: View, query: Mapping[str, str]) -> tuple[int, str]:
     return 200, page(view, "Pending", body, active="/pending")
 
 
+def with_code(text: str) -> Markup:
+    """Text whose `backticked` parts are commands: shown as code, everything escaped."""
+    parts = text.split("`")
+    return join(el("code", part) if n % 2 else part for n, part in enumerate(parts))
+
+
 def _doctor_item(item: str) -> Markup:
     found = _UUID_PAIR.match(item)
     if not found:
@@ -354,7 +360,7 @@ def doctor_page(view: View) -> tuple[int, str]:
             else ""
         )
         fix = (
-            el("p", el("strong", "Fix: "), check.fix, class_="fix")
+            el("p", el("strong", "Fix: "), with_code(check.fix), class_="fix")
             if check.fix and check.status != "ok"
             else ""
         )
@@ -367,11 +373,11 @@ def doctor_page(view: View) -> tuple[int, str]:
                     " ",
                     check.name,
                 ),
-                el("p", check.summary),
+                el("p", with_code(check.summary)),
                 items,
                 more,
                 fix,
-                class_=f"check check-{check.status}",
+                class_=f"finding finding-{check.status}",
             )
         )
     verdict = (

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from workflow_runner.console import ConsoleConfig, make_console_server
 from workflow_runner.definition import default_registry
+from workflow_runner.local.demo import webhook_sink
+from workflow_runner.local.runtime import catch_up_local
 from workflow_runner.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "console"))
@@ -63,6 +65,10 @@ def console_url(db_url: str, store: Store) -> Iterator[tuple[str, Any]]:
     for n in range(3):
         order = {"orderId": f"o-{100 + n}", "total": 20 + n, "email": "shop@example.com"}
         send(store, "order.placed", order, now=start + timedelta(minutes=60 + 9 * n))
+    # Deliver what the runs asked for, as the nudged StepDispatcher would have.
+    with webhook_sink() as sink:
+        redirect = {"WFR_WEBHOOK_REDIRECTS": f"hooks.example.com={sink.url}"}
+        catch_up_local(store, default_registry(), redirect, ROOT / "template.yaml")
     config = ConsoleConfig(
         database_url=db_url,
         registry=default_registry(),

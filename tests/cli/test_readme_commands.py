@@ -51,6 +51,8 @@ def _argv(command: str) -> list[str]:
     first of alternatives, placeholders filled in."""
     text = command.replace("\\|", "|").replace("[", " ").replace("]", " ")
     words = shlex.split(text)[1:]
+    if "|" in words:  # a pipeline: the command is what comes before it
+        words = words[: words.index("|")]
     argv: list[str] = []
     for word in words:
         word = word.split("|", 1)[0]

@@ -34,7 +34,7 @@ from ..clock import SystemClock
 from ..definition import WorkflowRegistry
 from ..engine.run_lookup import AmbiguousRunId, resolve_run
 from ..errors import InvalidInput, RunNotFound, StoreError
-from ..store import Store, connect
+from ..store import RunSummary, Store, connect
 from . import actions, run_view, views
 from .layout import View, error_page
 
@@ -299,7 +299,8 @@ class ConsoleApp:
         return _html(code, text)
 
     @staticmethod
-    def _run(view: View, ref: str, tenant: str | None) -> Any:
+    def _run(view: View, ref: str, tenant: str | None) -> RunSummary | Response:
+        """The run a URL names, or the page that says why there is none (or which)."""
         try:
             return resolve_run(view.store, ref, tenant or None)
         except AmbiguousRunId as error:

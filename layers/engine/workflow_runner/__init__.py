@@ -10,6 +10,7 @@ from __future__ import annotations
 from .clock import Clock, ManualClock, SystemClock
 from .definition import (
     DomainEvent,
+    RetryPolicy,
     StepContext,
     WorkflowDefinition,
     WorkflowInfo,

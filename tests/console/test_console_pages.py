@@ -223,3 +223,21 @@ def test_requests_for_another_host_are_refused(client: Client, store: Store) -> 
 
 def test_unknown_pages_are_404(client: Client) -> None:
     assert client.get("/nope").status == 404
+
+
+def test_a_run_waiting_for_its_task_says_so(db_url: str, store: Store) -> None:
+    registry = WorkflowRegistry()
+    register(
+        registry,
+        name="pay",
+        trigger=on_event("pay.go"),
+        steps=lambda s: [s.task("charge", lambda ctx: {"ok": True}), s.return_()],
+    )
+    run_id = trigger(store, registry, "pay.go", {}, T0).started[0].run_id
+    client = console(db_url)
+    client.app.config.registry = registry
+    page = client.get(f"/runs/{run_id}").text
+    assert "Waiting at step 0 for its task charge" in page
+    assert "task.scheduled" in page and "9999" not in page
+    pending = _rows(client.get("/pending").text)
+    assert len(pending) == 1 and "its task" in pending[0] and "9999" not in pending[0]

@@ -2,7 +2,7 @@
 
 Public API::
 
-    from workflow_runner import define_workflow, on_event, on_cron, run_id_for
+    from workflow_runner import define_workflow, on_event, on_cron, run_id_for, RetryPolicy
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from .clock import Clock, ManualClock, SystemClock
 from .definition import (
     DomainEvent,
+    RetryPolicy,
     StepContext,
     WorkflowDefinition,
     WorkflowInfo,
@@ -36,6 +37,7 @@ __all__ = [
     "DomainEvent",
     "InvalidInput",
     "ManualClock",
+    "RetryPolicy",
     "RunNotFound",
     "StepContext",
     "StoreError",

@@ -13,6 +13,7 @@ from .errors import InvalidInput
 from .store import Store, StoredEvent
 from .stream import (
     RUN_STREAM,
+    DispatchAttemptFailed,
     Dispatched,
     DispatchFailed,
     DispatchRequested,
@@ -27,6 +28,11 @@ from .stream import (
     StepResumed,
     StepWaiting,
     StepWaitingForEvent,
+    SuspensionFact,
+    TaskAttemptFailed,
+    TaskCompleted,
+    TaskFailed,
+    TaskScheduled,
 )
 
 
@@ -82,6 +88,18 @@ def describe_event(e: StoredEvent) -> str:
         return f"{f.step_kind} delivered" + (
             f" (HTTP {f.status})" if f.step_kind == "webhook.send" else ""
         )
+    if isinstance(f, DispatchAttemptFailed):
+        retry = f", next at {instant(f.retry_at)}" if f.retry_at else ""
+        return f"{f.step_kind} attempt {f.attempt} failed ({f.error}){retry}"
+    if isinstance(f, TaskScheduled):
+        return f"step {f.step_index}: {f.step_kind} {f.task_key} scheduled ({f.task_id})"
+    if isinstance(f, TaskAttemptFailed):
+        retry = f", next at {instant(f.retry_at)}" if f.retry_at else ""
+        return f"task {f.task_key} attempt {f.attempt} failed ({f.error}){retry}"
+    if isinstance(f, TaskCompleted):
+        return f"task {f.task_key} completed on attempt {f.attempt}"
+    if isinstance(f, TaskFailed):
+        return f"task {f.task_key} failed after {f.attempts} attempt(s): {f.reason}"
     if isinstance(f, DispatchFailed):
         attempt = f" after {f.attempt} attempt(s)" if f.attempt else ""
         return f"{f.step_kind} failed{attempt}: {f.reason or f.error}"
@@ -143,7 +161,7 @@ def run_timeline(
     for e in merged:
         fact = e.fact
         took: timedelta | None = None
-        if isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled)):
+        if isinstance(fact, SuspensionFact):
             suspended_at = e.recorded_at
         elif isinstance(fact, StepResumed) and suspended_at is not None:
             took, suspended_at = e.recorded_at - suspended_at, None

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..definition import WorkflowRegistry
 from ..store import Store
+from ..stream import NEVER
 from ..timeline import duration, instant
 from .html import Markup, el, join, url
 
@@ -41,6 +42,8 @@ def when(moment: datetime | None, now: datetime | None = None) -> Markup:
     """An instant (UTC, to the second) with how long ago or ahead it is as a tooltip."""
     if moment is None:
         return Markup("–")
+    if moment >= NEVER:  # a task's suspension: due when its outcome is recorded
+        return el("span", "when its task ends", class_="muted")
     title = None
     if now is not None:
         delta = now - moment

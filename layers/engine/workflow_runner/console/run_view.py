@@ -17,6 +17,7 @@ from ..stream import (
     RunStarted,
     RunState,
     SuspensionFact,
+    TaskScheduled,
     fold_run,
 )
 from ..timeline import duration, run_timeline
@@ -87,46 +88,42 @@ def _graph(
     )
 
 
-def _results(events: list[StoredEvent]) -> Markup:
-    """Step results as the stream carries them: those on the last suspension, awaited
-    events by reference only, and how the run ended."""
+def _awaited_row(key: str, ref: str | None) -> list[object]:
+    if ref is None:
+        return [el("code", key), el("span", "no event came (the wait timed out)", class_="muted")]
+    return [
+        el("code", key),
+        join(
+            [
+                "awaited event ",
+                el("code", ref),
+                el(
+                    "p",
+                    "Referenced by id, not copied onto the run's stream: its payload stays "
+                    "in the inbox (and is gone once erased).",
+                    class_="muted small",
+                ),
+            ]
+        ),
+    ]
+
+
+def _results(view: View, run: RunSummary, events: list[StoredEvent]) -> Markup:
+    """The run's current step results (awaited events by reference only, never their
+    payloads), and how the run ended."""
     rows: list[list[object]] = []
+    stored = view.store.results.of_run(run.tenant_id, run.run_id)
+    values = {k: v for k, v in stored.values.items() if k not in stored.awaited_refs}
+    refs = dict(stored.awaited_refs)
     last = next((e for e in reversed(events) if isinstance(e.fact, SuspensionFact)), None)
-    redacted = False
-    if last is not None:
-        fact = last.fact
-        assert isinstance(fact, SuspensionFact)
-        redacted = fact.redacted
-        for key, value in fact.results.items():
-            if key in fact.awaited_refs:
-                continue
-            rows.append([el("code", key), json_value(value)])
-        for key, ref in fact.awaited_refs.items():
-            if ref is None:
-                rows.append(
-                    [
-                        el("code", key),
-                        el("span", "no event came (the wait timed out)", class_="muted"),
-                    ]
-                )
-            else:
-                rows.append(
-                    [
-                        el("code", key),
-                        join(
-                            [
-                                "awaited event ",
-                                el("code", ref),
-                                el(
-                                    "p",
-                                    "Referenced by id, not copied onto the run's stream: its "
-                                    "payload stays in the inbox (and is gone once erased).",
-                                    class_="muted small",
-                                ),
-                            ]
-                        ),
-                    ]
-                )
+    last_fact = last.fact if last is not None else None
+    redacted = isinstance(last_fact, SuspensionFact) and last_fact.redacted
+    if not values and not refs and isinstance(last_fact, SuspensionFact):
+        # A run written by 0.1 carries every result on its latest suspension.
+        refs = dict(last_fact.awaited_refs or {})
+        values = {k: v for k, v in (last_fact.results or {}).items() if k not in refs}
+    rows += [[el("code", key), json_value(value)] for key, value in values.items()]
+    rows += [_awaited_row(key, ref) for key, ref in refs.items()]
     for e in events:
         if isinstance(e.fact, RunCompleted):
             rows.append([el("strong", "returned"), json_value(e.fact.result)])
@@ -141,10 +138,8 @@ def _results(events: list[StoredEvent]) -> Markup:
                 ]
             )
             rows.append([el("strong", f"failed at step {e.fact.step_index}"), detail])
-    intro = "Results carried on the run's latest suspension"
-    if last is not None:
-        intro += f" (event v{last.version})"
-    parts: list[object] = [el("p", intro + ", and how the run ended.", class_="muted")]
+    intro = "Each step result as the run's passes last wrote it, and how the run ended."
+    parts: list[object] = [el("p", intro, class_="muted")]
     if redacted:
         parts.append(notice("warning", "Redacted: an event these results came from was erased."))
     parts.append(table(["Key", "Value"], rows, "No step results recorded.", class_="results"))
@@ -261,7 +256,14 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
     state = fold_run(run.run_id, run.tenant_id, [e.recorded for e in events])
     status = str(state.status)
     where = ""
-    if state.suspension is not None:
+    if isinstance(state.suspension, TaskScheduled):
+        task = state.suspension
+        where = el(
+            "p",
+            f"Waiting at step {task.step_index} for its {task.step_kind} {task.task_key}",
+            class_="where",
+        )
+    elif state.suspension is not None:
         where = el(
             "p",
             f"Waiting at step {state.suspension.step_index} until ",
@@ -288,7 +290,7 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
                 _pending(view, run, state.settled),
                 class_="card",
             ),
-            el("section", el("h2", "Step results"), _results(events), class_="card"),
+            el("section", el("h2", "Step results"), _results(view, run, events), class_="card"),
             el("section", el("h2", "Timeline"), _timeline(events, deliveries, view), class_="card"),
             el("section", el("h2", "Mail and webhooks"), _deliveries(view, run), class_="card"),
         ]

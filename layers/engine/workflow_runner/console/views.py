@@ -20,7 +20,7 @@ from ..engine.run_lookup import (
 from ..errors import InvalidInput
 from ..local.routes import template_routes
 from ..store import PendingKey, PendingRow
-from ..stream import RUN_STATUSES
+from ..stream import NEVER, RUN_STATUSES
 from ..timeline import duration, instant
 from .html import Markup, el, join, url
 from .layout import View, notice, page, run_link, short_id, status_badge, table, when
@@ -238,6 +238,8 @@ def _pending_state(row: PendingRow, now: datetime) -> Markup:
         return el("span", "event matched: due now", class_="badge status-running")
     if row.wake_at <= now:
         return el("span", f"due, {duration(now - row.wake_at)} late", class_="badge status-failed")
+    if row.wake_at >= NEVER:
+        return el("span", "its task runs", class_="muted")
     return el("span", f"in {duration(row.wake_at - now)}", class_="muted")
 
 
@@ -247,6 +249,8 @@ def _waiting_for(row: PendingRow) -> str:
         return f"event {row.wait_event_type}"
     if row.retry_attempt:
         return f"retry (attempt {row.retry_attempt} failed)"
+    if kind == "task.scheduled":
+        return "its task"
     return "timer" if kind == "step.waiting" else kind
 
 

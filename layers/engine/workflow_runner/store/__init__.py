@@ -11,13 +11,16 @@ from .migrate import Migration, apply_migrations, pending_migrations, schema_sql
 from .operator import FingerprintUse, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
 from .pending import DueRow, NewPendingRow, PendingRow, WaitingRow
+from .results import StoredResults
 from .runs import RunSummary
 from .sql import Sql, is_transient
 from .streams import NewEvent, StoredEvent
+from .tasks import ClaimedTask, NewTask, TaskRow, TaskStatus
 
 __all__ = [
     "CandidateEvent",
     "CapturedMail",
+    "ClaimedTask",
     "DispatchStatus",
     "DueRow",
     "FingerprintUse",
@@ -25,6 +28,7 @@ __all__ = [
     "Migration",
     "NewEvent",
     "NewPendingRow",
+    "NewTask",
     "OutboxRow",
     "OutboxSummary",
     "PendingKey",
@@ -39,6 +43,9 @@ __all__ = [
     "Sql",
     "Store",
     "StoredEvent",
+    "StoredResults",
+    "TaskRow",
+    "TaskStatus",
     "WaitingRow",
     "apply_migrations",
     "connect",

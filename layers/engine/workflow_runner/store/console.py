@@ -21,7 +21,7 @@ from .streams import StoredEvent
 # Bounds that stand for "no bound", so that every keyset and time condition stays an
 # index condition (a NULL would turn it into a filter in a generic plan).
 _EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
-_LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+_LATEST = datetime.max.replace(tzinfo=UTC)  # after NEVER, a task suspension's wake time
 _MAX_UUID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 _MIN_UUID = "00000000-0000-0000-0000-000000000000"
 

@@ -15,13 +15,15 @@ stream per dispatch request (`step-dispatch`, id = request id).
 from __future__ import annotations
 
 from .codec import Fact, UnknownFact, decode, type_of
-from .dispatch import Dispatched, DispatchFailed, DispatchRequested
+from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .fold import RecordedFact, RunState, fold_run
 from .names import (
+    DISPATCH_ATTEMPT_FAILED,
     DISPATCH_FAILED,
     DISPATCH_REQUESTED,
     DISPATCH_STREAM,
     DISPATCHED,
+    NEVER,
     OPERATOR_ACTION,
     RETRY_SCHEDULED,
     RETURNED_FAILURE,
@@ -38,6 +40,10 @@ from .names import (
     STEP_WAITING,
     STEP_WAITING_FOR_EVENT,
     SUSPENSION_TYPES,
+    TASK_ATTEMPT_FAILED,
+    TASK_COMPLETED,
+    TASK_FAILED,
+    TASK_SCHEDULED,
     TERMINAL_TYPES,
     Frame,
     Path,
@@ -60,13 +66,17 @@ from .suspensions import (
     StepWaitingForEvent,
     Suspension,
     SuspensionFact,
+    TaskScheduled,
 )
+from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed, TaskOutcome
 
 __all__ = [
     "DISPATCHED",
+    "DISPATCH_ATTEMPT_FAILED",
     "DISPATCH_FAILED",
     "DISPATCH_REQUESTED",
     "DISPATCH_STREAM",
+    "NEVER",
     "OPERATOR_ACTION",
     "RETRY_SCHEDULED",
     "RETURNED_FAILURE",
@@ -83,7 +93,12 @@ __all__ = [
     "STEP_WAITING",
     "STEP_WAITING_FOR_EVENT",
     "SUSPENSION_TYPES",
+    "TASK_ATTEMPT_FAILED",
+    "TASK_COMPLETED",
+    "TASK_FAILED",
+    "TASK_SCHEDULED",
     "TERMINAL_TYPES",
+    "DispatchAttemptFailed",
     "DispatchFailed",
     "DispatchRequested",
     "Dispatched",
@@ -108,6 +123,11 @@ __all__ = [
     "StepWaitingForEvent",
     "Suspension",
     "SuspensionFact",
+    "TaskAttemptFailed",
+    "TaskCompleted",
+    "TaskFailed",
+    "TaskOutcome",
+    "TaskScheduled",
     "UnknownFact",
     "decode",
     "fold_run",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from .dispatch import Dispatched, DispatchFailed, DispatchRequested
+from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .operator import OperatorAction
 from .run import (
     RunCancelled,
@@ -17,7 +17,8 @@ from .run import (
     StepEventMatched,
     StepResumed,
 )
-from .suspensions import RetryScheduled, StepWaiting, StepWaitingForEvent
+from .suspensions import RetryScheduled, StepWaiting, StepWaitingForEvent, TaskScheduled
+from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,10 @@ Fact: TypeAlias = (
     | StepWaiting
     | StepWaitingForEvent
     | RetryScheduled
+    | TaskScheduled
+    | TaskAttemptFailed
+    | TaskCompleted
+    | TaskFailed
     | StepEventMatched
     | StepResumed
     | RunCompleted
@@ -43,6 +48,7 @@ Fact: TypeAlias = (
     | RunCancelled
     | RunRedriven
     | DispatchRequested
+    | DispatchAttemptFailed
     | Dispatched
     | DispatchFailed
     | OperatorAction
@@ -56,6 +62,10 @@ _KNOWN: dict[str, Any] = {
         StepWaiting,
         StepWaitingForEvent,
         RetryScheduled,
+        TaskScheduled,
+        TaskAttemptFailed,
+        TaskCompleted,
+        TaskFailed,
         StepEventMatched,
         StepResumed,
         RunCompleted,
@@ -63,6 +73,7 @@ _KNOWN: dict[str, Any] = {
         RunCancelled,
         RunRedriven,
         DispatchRequested,
+        DispatchAttemptFailed,
         Dispatched,
         DispatchFailed,
         OperatorAction,

@@ -88,7 +88,7 @@ def test_runs_show_json_has_the_contract_shape(cli: Cli, store: Store) -> None:
     shown = cli("runs", "show", run_id, "--tenant", TENANT, "--json")
     assert shown.code == 0
     body = shown.json()
-    assert set(body) == {"runId", "tenantId", "workflowName", "status", "events"}
+    assert set(body) == {"runId", "tenantId", "workflowName", "status", "events", "deliveries"}
     assert (body["runId"], body["tenantId"]) == (run_id, TENANT)
     assert (body["workflowName"], body["status"]) == ("user-onboarding", "waiting")
     assert [e["type"] for e in body["events"]] == [
@@ -99,6 +99,10 @@ def test_runs_show_json_has_the_contract_shape(cli: Cli, store: Store) -> None:
     assert set(first) == {"version", "type", "payload", "recordedAt"}
     assert first["version"] == 1 and first["recordedAt"] == "2026-01-05T09:00:00.000000Z"
     assert first["payload"]["workflowName"] == "user-onboarding"
+    # The welcome mail's own stream: requested, not delivered yet.
+    (mail,) = body["deliveries"]
+    assert set(mail) == {"requestId", "version", "type", "payload", "recordedAt"}
+    assert (mail["type"], mail["payload"]["stepKind"]) == ("step.dispatch-requested", "mail.send")
 
 
 def test_runs_show_text_is_a_timeline(cli: Cli, store: Store) -> None:

@@ -10,6 +10,7 @@ from .errors import InvalidInput
 from .store import Store, StoredEvent
 from .stream import (
     RUN_STREAM,
+    DispatchAttemptFailed,
     Dispatched,
     DispatchFailed,
     DispatchRequested,
@@ -23,6 +24,10 @@ from .stream import (
     StepResumed,
     StepWaiting,
     StepWaitingForEvent,
+    TaskAttemptFailed,
+    TaskCompleted,
+    TaskFailed,
+    TaskScheduled,
 )
 
 
@@ -67,7 +72,43 @@ def describe_event(e: StoredEvent) -> str:
         return str(f.reason or "-")
     if isinstance(f, RunRedriven):
         return f"from step {f.from_step_index} on definition {f.definition_fingerprint[:12]}…"
+    if isinstance(f, TaskScheduled):
+        return (
+            f"step {f.step_index}: {f.step_kind} {f.task_key!r} (up to {f.max_attempts} attempts)"
+        )
+    if isinstance(f, TaskAttemptFailed):
+        retry = f", next at {instant(f.retry_at)}" if f.retry_at else ""
+        return f"task {f.task_key!r} attempt {f.attempt} failed ({f.error_class}){retry}"
+    if isinstance(f, TaskCompleted):
+        return f"task {f.task_key!r} done on attempt {f.attempt}"
+    if isinstance(f, TaskFailed):
+        return (
+            f"task {f.task_key!r} failed after {f.attempts} attempt(s): "
+            f"{f.error_class} ({f.reason})"
+        )
+    if isinstance(f, DispatchRequested):
+        again = f" (redelivery {f.redelivery})" if f.redelivery else ""
+        return f"step {f.step_index}: {f.step_kind} requested{again}"
+    if isinstance(f, DispatchAttemptFailed):
+        retry = f", next at {instant(f.retry_at)}" if f.retry_at else ""
+        return f"{f.step_kind} attempt {f.attempt} failed: {f.error}{retry}"
+    if isinstance(f, Dispatched):
+        return f"{f.step_kind} delivered" + (
+            f" (HTTP {f.status})" if f.step_kind == "webhook.send" else ""
+        )
+    if isinstance(f, DispatchFailed):
+        return f"{f.step_kind} failed: {f.error}" + (f" ({f.reason})" if f.reason else "")
     return ""
+
+
+def run_timeline(store: Store, tenant_id: str, run_id: str) -> list[StoredEvent]:
+    """A run's stream with its fire-and-forget deliveries' events woven in, in time order
+    (the run stream's own order kept)."""
+    events = store.streams.load(tenant_id, run_id)
+    deliveries = store.streams.dispatch_events_of_run(tenant_id, run_id)
+    merged = [(e.recorded_at, 0, e.version, e) for e in events]
+    merged += [(e.recorded_at, 1, e.position, e) for e in deliveries]
+    return [e for *_, e in sorted(merged, key=lambda item: item[:3])]
 
 
 def activity_rows(store: Store, events: list[StoredEvent]) -> list[list[str]]:
@@ -95,14 +136,18 @@ def activity_rows(store: Store, events: list[StoredEvent]) -> list[list[str]]:
                     describe_event(e),
                 ]
             )
-        elif isinstance(fact, (Dispatched, DispatchFailed)):
+        elif isinstance(fact, (Dispatched, DispatchFailed, DispatchAttemptFailed)):
             first = store.streams.load(e.tenant_id, e.stream_id)[:1]
             origin = first[0].fact if first else None
             requested = origin if isinstance(origin, DispatchRequested) else None
             if isinstance(fact, Dispatched) and fact.step_kind == "webhook.send":
                 detail = f"HTTP {fact.status}"
+            elif isinstance(fact, DispatchFailed) and fact.reason:
+                detail = f"{fact.error} ({fact.reason})"
+            elif isinstance(fact, Dispatched):
+                detail = ""
             else:
-                detail = fact.error if isinstance(fact, DispatchFailed) else ""
+                detail = fact.error
             rows.append(
                 [
                     instant(e.recorded_at),

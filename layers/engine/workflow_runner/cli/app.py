@@ -22,7 +22,7 @@ from ..errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
-from . import local_commands, operate
+from . import dispatches, local_commands, operate
 from .context import Context, Handler, UsageError
 from .render import Output
 
@@ -158,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--tenant", metavar="T", help="only this tenant's runs (default: all)")
     p.add_argument("--template", metavar="FILE", help="SAM template (default: ./template.yaml)")
+    p.add_argument("--now", metavar="ISO", help="business time (what is overdue)")
+
+    dispatches.add_commands(commands, command)
 
     local = commands.add_parser(
         "local", help="the local runtime: send events, let time pass (business time)"

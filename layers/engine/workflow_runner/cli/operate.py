@@ -16,11 +16,11 @@ from ..engine.erase import erase_event
 from ..engine.passes import load_run
 from ..engine.redrive import redrive_run
 from ..engine.resume import resume_run
-from ..graph import GraphUnavailable, flowchart, mark_run, to_mermaid, to_png
+from ..graph import GraphUnavailable, flowchart, run_chart, to_mermaid, to_png
 from ..local.routes import template_routes
 from ..store import RunSummary, StoredEvent
-from ..stream import fold_run
-from ..timeline import describe_event, instant
+from ..stream import RUN_STREAM, fold_run
+from ..timeline import describe_event, instant, run_timeline
 from .context import Context, UsageError, parse_now, parse_uuid
 
 
@@ -86,6 +86,7 @@ def cmd_runs_show(ctx: Context) -> int:
     run_id = parse_uuid(ctx.args.run_id, "RUN_ID")
     events = _load_stream(ctx, tenant, run_id)
     state = fold_run(run_id, tenant, [e.recorded for e in events])
+    timeline = run_timeline(ctx.store(), tenant, run_id)
     if ctx.output.as_json:
         ctx.output.json(
             {
@@ -102,6 +103,18 @@ def cmd_runs_show(ctx: Context) -> int:
                     }
                     for e in events
                 ],
+                # Each fire-and-forget delivery's own stream: requested, attempts, outcome.
+                "deliveries": [
+                    {
+                        "requestId": e.stream_id,
+                        "version": e.version,
+                        "type": e.type,
+                        "payload": e.payload,
+                        "recordedAt": e.recorded_at,
+                    }
+                    for e in timeline
+                    if e.stream_type != RUN_STREAM
+                ],
             }
         )
         return 0
@@ -111,8 +124,13 @@ def cmd_runs_show(ctx: Context) -> int:
     out.table(
         ["V", "RECORDED", "EVENT", "DETAIL"],
         [
-            [e.version, instant(e.recorded_at), e.type.removeprefix("workflow."), describe_event(e)]
-            for e in events
+            [
+                e.version if e.stream_type == RUN_STREAM else f"{e.stream_id[:8]}/{e.version}",
+                instant(e.recorded_at),
+                e.type.removeprefix("workflow."),
+                describe_event(e),
+            ]
+            for e in timeline
         ],
     )
     return 0
@@ -303,9 +321,7 @@ def cmd_graph(ctx: Context) -> int:
                 f"run {run_id} is a run of {state.workflow_name!r}, not {definition.name!r}"
             )
         definition = registry.find(definition.name, state.fingerprint) or definition
-        chart = flowchart(definition)
-        dispatches = ctx.store().streams.dispatch_requests_of_run(tenant, run_id)
-        mark_run(chart, definition, events, [d.payload.get("path") or [] for d in dispatches])
+        chart = run_chart(ctx.store(), definition, tenant, run_id)
     else:
         chart = flowchart(definition)
     if ctx.args.format == "png":
@@ -345,7 +361,7 @@ def cmd_doctor(ctx: Context) -> int:
     if template is not None and not template.is_file():
         raise UsageError(f"--template {template}: no such file")
     routes = template_routes(template, ctx.registry())
-    report = run_doctor(ctx.store(), ctx.registry(), tenant, routes)
+    report = run_doctor(ctx.store(), ctx.registry(), tenant, routes, ctx.now())
     if ctx.output.as_json:
         ctx.output.json(report.to_json())
     else:

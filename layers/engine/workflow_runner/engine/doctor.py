@@ -8,11 +8,13 @@ runs or types concerned and how to fix it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from ..definition import WorkflowRegistry
 from ..store import Store
+from .deliveries import STUCK_AFTER, list_deliveries
 
 Status = Literal["ok", "warning", "problem"]
 
@@ -214,11 +216,70 @@ def check_template(routes: TemplateRoutes | None, registry: WorkflowRegistry) ->
     )
 
 
+def check_deliveries(store: Store, tenant: str | None, now: datetime) -> Check:
+    """Fire-and-forget deliveries: stuck ones (no dispatcher running) are a problem;
+    failed and ambiguous ones in the last day are worth a look."""
+    name = "mail and webhook deliveries"
+    stuck = list_deliveries(store, "stuck", now, tenant_id=tenant, limit=1000)
+    if stuck:
+        return Check(
+            name,
+            "problem",
+            f"{len(stuck)} delivery(ies) are overdue by more than "
+            f"{int(STUCK_AFTER.total_seconds() // 60)} minutes: no dispatcher is delivering",
+            "check StepDispatcher's errors and its schedule (locally: `wfr local tick`)",
+            [f"{r.tenant_id} {r.request_id} {r.step_kind} run {r.run_id}" for r in stuck],
+        )
+    failed = list_deliveries(store, "failed", now, tenant_id=tenant, limit=1000)
+    if failed:
+        ambiguous = sum(1 for r in failed if r.failure_reason == "ambiguous")
+        return Check(
+            name,
+            "warning",
+            f"{len(failed)} delivery(ies) failed in the last day"
+            + (f", {ambiguous} of them ambiguous mail (maybe sent)" if ambiguous else ""),
+            "see `wfr dispatches list --status failed`; fix the cause, then "
+            "`wfr dispatches redeliver --all` (check an ambiguous mail's mailbox first)",
+            [
+                f"{r.tenant_id} {r.request_id} {r.step_kind}: {r.last_error} ({r.failure_reason})"
+                for r in failed
+            ],
+        )
+    return Check(name, "ok", "no delivery failed in the last day, none is overdue")
+
+
+def check_tasks(store: Store, tenant: str | None, now: datetime) -> Check:
+    """Tasks: stuck ones (no worker running) are a problem; failed ones worth a look."""
+    name = "tasks"
+    stuck = store.tasks.find("stuck", now, now - STUCK_AFTER, tenant_id=tenant, limit=1000)
+    if stuck:
+        return Check(
+            name,
+            "problem",
+            f"{len(stuck)} task(s) are overdue by more than "
+            f"{int(STUCK_AFTER.total_seconds() // 60)} minutes: no worker is running them",
+            "check StepDispatcher (the worker): its errors, schedule and time budget",
+            [f"{t.tenant_id} {t.task_id} {t.task_key} of run {t.run_id}" for t in stuck],
+        )
+    failed = store.tasks.find("failed", now - timedelta(days=1), now, tenant_id=tenant, limit=1000)
+    if failed:
+        return Check(
+            name,
+            "warning",
+            f"{len(failed)} task(s) failed for good in the last day",
+            "their runs failed (reason task_failed) unless they catch it: fix the cause, "
+            "then `wfr redrive RUN_ID --tenant T`",
+            [f"{t.tenant_id} run {t.run_id} task {t.task_key}: {t.last_error}" for t in failed],
+        )
+    return Check(name, "ok", "no task failed in the last day, none is overdue")
+
+
 def run_doctor(
     store: Store,
     registry: WorkflowRegistry,
     tenant: str | None = None,
     routes: TemplateRoutes | None = None,
+    now: datetime | None = None,
 ) -> DoctorReport:
     """Run every check.
 
@@ -227,13 +288,17 @@ def run_doctor(
         registry: the registered workflows (what the functions would load).
         tenant: restrict the run checks to one tenant (default: all).
         routes: what the SAM template routes (None: not checked, a warning).
+        now: business time (default: the system clock).
     """
+    now = now or datetime.now(UTC)
     return DoctorReport(
         [
             check_unsettled_runs(store, tenant),
             check_settled_pending(store, tenant),
             check_projection_lag(store),
             check_fingerprints(store, registry, tenant),
+            check_deliveries(store, tenant, now),
+            check_tasks(store, tenant, now),
             check_template(routes, registry),
         ]
     )

@@ -1,13 +1,15 @@
 -- Named queries of the `wfr` operator commands and `wfr doctor`. Tenant filters are
 -- optional (NULL: every tenant) only where an operator checks the whole database.
 
--- name: cli_run_dispatches
--- The dispatch requests one run's passes made (their paths locate the steps).
-SELECT e.stream_id::text AS request_id, e.payload, e.recorded_at
+-- name: run_dispatch_events
+-- Every event of the dispatch streams of one run's fire-and-forget deliveries.
+SELECT e.position, e.tenant_id::text AS tenant_id, e.stream_id::text AS stream_id,
+       e.stream_type, e.version, e.type, e.payload, e.metadata, e.recorded_at
 FROM wf_events e
 WHERE e.tenant_id = %(tenant_id)s AND e.stream_type = 'step-dispatch'
-  AND e.type = 'step.dispatch-requested' AND e.payload->>'runId' = %(run_id)s
-ORDER BY e.position;
+  AND e.stream_id IN (SELECT o.request_id FROM dispatch_outbox o
+                      WHERE o.tenant_id = %(tenant_id)s AND o.run_id = %(run_id)s)
+ORDER BY e.recorded_at, e.position;
 
 -- name: cli_outbox_for_run
 -- One run's dispatch requests and their delivery state.

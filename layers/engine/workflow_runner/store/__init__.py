@@ -7,7 +7,7 @@ from .erasure import Relation
 from .inbox import CandidateEvent, InboxEvent
 from .local import CapturedMail, QueuedMessage
 from .migrate import Migration, apply_migrations, pending_migrations, schema_sql
-from .operator import FingerprintUse, ProjectionState, RunCheckRow
+from .operator import PinnedRunGroup, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
 from .pending import DueRow, NewPendingRow, PendingRow, WaitingRow
 from .runs import RunSummary
@@ -19,7 +19,6 @@ __all__ = [
     "CapturedMail",
     "DispatchStatus",
     "DueRow",
-    "FingerprintUse",
     "InboxEvent",
     "Migration",
     "NewEvent",
@@ -27,6 +26,7 @@ __all__ = [
     "OutboxRow",
     "OutboxSummary",
     "PendingRow",
+    "PinnedRunGroup",
     "ProjectionState",
     "QueuedMessage",
     "Relation",

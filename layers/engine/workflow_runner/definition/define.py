@@ -83,5 +83,5 @@ def define_workflow(
     fingerprint = compute_fingerprint(definition, steps)
     definition = WorkflowDefinition(**{**definition.__dict__, "fingerprint": fingerprint})
     if register:
-        default_registry().register(definition)
+        default_registry().register(definition, module=getattr(steps, "__module__", None))
     return definition

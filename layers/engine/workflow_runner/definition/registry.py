@@ -22,10 +22,24 @@ class WorkflowRegistry:
 
     def __init__(self) -> None:
         self._by_name: dict[str, dict[int, WorkflowDefinition]] = {}
+        self._by_module: dict[str, list[WorkflowDefinition]] = {}
 
-    def register(self, definition: WorkflowDefinition) -> None:
-        """Add or replace (same name and version) a definition."""
+    def register(self, definition: WorkflowDefinition, module: str | None = None) -> None:
+        """Add or replace (same name and version) a definition; `module`: the module
+        that defined it (`define_workflow` passes it, for `defined_in`)."""
         self._by_name.setdefault(definition.name, {})[definition.version] = definition
+        if module:
+            self._by_module.setdefault(module, []).append(definition)
+
+    def defined_in(self, module: str) -> list[WorkflowDefinition]:
+        """Definitions registered by `module` or a module of the package `module`, in the
+        order they were registered (what importing it contributed to this registry)."""
+        return [
+            definition
+            for name, definitions in self._by_module.items()
+            if name == module or name.startswith(f"{module}.")
+            for definition in definitions
+        ]
 
     def unregister(self, name: str, version: int | None = None) -> None:
         """Remove one version of a workflow, or all of them."""

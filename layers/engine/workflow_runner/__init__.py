@@ -2,7 +2,7 @@
 
 Public API::
 
-    from workflow_runner import define_workflow, on_event, on_cron, run_id_for
+    from workflow_runner import define_workflow, on_event, on_cron, run_id_for, RetryPolicy
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ __all__ = [
     "DomainEvent",
     "InvalidInput",
     "ManualClock",
+    "RetryPolicy",
     "RunNotFound",
     "StepContext",
     "StoreError",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .builder import StepBuilder
 from .define import define_workflow
 from .dsl import (
     Branch,
@@ -15,8 +16,8 @@ from .dsl import (
     Retry,
     Return,
     Step,
-    StepBuilder,
     StepContext,
+    Task,
     Trigger,
     Wait,
     WaitForEvent,
@@ -35,6 +36,7 @@ from .registry import (
     default_registry,
     load_workflow_modules,
 )
+from .retry import RetryPolicy
 
 __all__ = [
     "DEFAULT_WORKFLOW_MODULES",
@@ -47,10 +49,12 @@ __all__ = [
     "MailSend",
     "Resolver",
     "Retry",
+    "RetryPolicy",
     "Return",
     "Step",
     "StepBuilder",
     "StepContext",
+    "Task",
     "Trigger",
     "Wait",
     "WaitForEvent",

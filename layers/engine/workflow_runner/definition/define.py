@@ -6,15 +6,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import WorkflowDefinitionError
+from .builder import StepBuilder, as_steps
 from .dsl import (
     CronTrigger,
     DomainEvent,
     EventTrigger,
     Step,
-    StepBuilder,
     Trigger,
     WorkflowDefinition,
-    as_steps,
 )
 from .fingerprint import compute_fingerprint
 from .registry import default_registry

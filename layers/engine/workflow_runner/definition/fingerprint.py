@@ -8,6 +8,7 @@ the next deploy (tests/compat pins the fingerprints of recorded runs).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import json
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .dsl import STEP_TYPES, EventTrigger, WorkflowDefinition
+from .retry import RetryPolicy
 
 
 def _source_of(fn: Callable[..., Any]) -> str:
@@ -31,7 +33,14 @@ def _source_of(fn: Callable[..., Any]) -> str:
 
 def _describe(value: Any) -> Any:
     if isinstance(value, STEP_TYPES):
-        return {name: _describe(getattr(value, name)) for name in value.__dataclass_fields__}
+        return {
+            f.name: _describe(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            # A field added after release 0.1 counts only once it is used.
+            if not (f.metadata.get("added_later") and getattr(value, f.name) == f.default)
+        }
+    if isinstance(value, RetryPolicy):
+        return value.to_json()
     if isinstance(value, tuple):
         return [_describe(item) for item in value]
     if isinstance(value, Mapping):

@@ -51,6 +51,7 @@ def cancel_run(
                 reason=reason or None,
             )
             if store.streams.append(tenant_id, run_id, RUN_STREAM, state.version, [cancelled], now):
+                store.tasks.cancel_for_run(tenant_id, run_id, now)
                 store.runs.upsert(
                     tenant_id,
                     run_id,

@@ -23,10 +23,12 @@ from ..definition import (
     run_id_for,
 )
 from ..durations import format_instant
-from ..interpreter import Interpreter, describe_step_error
+from ..interpreter import Interpreter
+from ..pass_result import describe_step_error
 from ..store import Store
 from ..stream import RUN_STREAM, RunFailed, RunStarted
-from .passes import RunOutcome, cron_event, persist_pass
+from .passes import cron_event
+from .persist import RunOutcome, persist_pass
 
 log = logging.getLogger("workflow_runner")
 

@@ -27,10 +27,16 @@ from ..stream import (
     StepWaiting,
     StepWaitingForEvent,
     Suspension,
+    TaskCompleted,
+    TaskFailed,
+    TaskScheduled,
 )
 from .wakeup import WokenRun, record_match
 
 PENDING_PROJECTION = "workflow_run_pending"
+# What a pending row of a task suspension records in trigger_event_type once the task's
+# outcome is recorded (awaited_event_id then holds the task id).
+TASK_OUTCOME = "workflow.task"
 LOOK_BACK_PAGE = 500
 
 
@@ -53,7 +59,13 @@ def _look_back(
     after = 0
     while True:
         rows = store.inbox.candidates(
-            e.tenant_id, wait.event_type, since, wait.consumed_event_ids, after, LOOK_BACK_PAGE
+            e.tenant_id,
+            e.stream_id,
+            wait.event_type,
+            since,
+            wait.consumed_event_ids or [],
+            after,
+            LOOK_BACK_PAGE,
         )
         for row in rows:
             if matches_safely(wait.match, row.detail):
@@ -121,7 +133,7 @@ def _apply(
     store: Store, e: StoredEvent, now: datetime, deletes: _PendingDeletes
 ) -> WokenRun | None:
     fact = e.fact
-    if isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled)):
+    if isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)):
         deletes.before_write(e.tenant_id, e.stream_id)
         if isinstance(fact, StepWaitingForEvent):
             store.inbox.lock_type(e.tenant_id, fact.event_type)
@@ -136,6 +148,18 @@ def _apply(
             fact.suspension_version,
             fact.event_type,
             fact.event_id,
+            e.recorded_at,
+        )
+    elif isinstance(fact, (TaskCompleted, TaskFailed)):
+        # The task's outcome is recorded: the run is due (the worker also marks it and
+        # enqueues the resume at once; this is the path of a rebuilt projection).
+        deletes.before_write(e.tenant_id, e.stream_id)
+        store.pending.mark_matched(
+            e.tenant_id,
+            e.stream_id,
+            fact.suspension_version,
+            TASK_OUTCOME,
+            fact.task_id,
             e.recorded_at,
         )
     elif isinstance(fact, StepResumed) or e.type in TERMINAL_TYPES:

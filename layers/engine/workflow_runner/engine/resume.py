@@ -18,8 +18,16 @@ from typing import Literal
 from ..definition import WorkflowRegistry, default_registry
 from ..errors import RunNotFound, TransientStoreError
 from ..store import Store
-from ..stream import RUN_STREAM, ResumedBy, RetryScheduled, StepResumed, StepWaitingForEvent
-from .passes import continue_run, fail_run, load_run_for_pass
+from ..stream import (
+    RUN_STREAM,
+    ResumedBy,
+    RetryScheduled,
+    StepResumed,
+    StepWaitingForEvent,
+    TaskScheduled,
+)
+from .passes import continue_run, load_run_for_pass
+from .persist import fail_run
 
 log = logging.getLogger("workflow_runner")
 
@@ -30,8 +38,9 @@ ResumeOutcome = Literal["already-resumed", "not-due", "suspended", "completed", 
 class ResumeResult:
     """The outcome of resume_run; never an exception for an expected outcome.
 
-    `wake_at`: when the claimed suspension was due; `suspended_at` and
-    `resumed_wake_at`: where and until when the pass suspended again.
+    `wake_at`: when the claimed suspension was due (None: a task without its outcome
+    yet, reason waiting_for_task); `suspended_at` and `resumed_wake_at`: where and until
+    when the pass suspended again; `task_id`: the task it suspended at, if any.
     """
 
     outcome: ResumeOutcome
@@ -42,6 +51,7 @@ class ResumeResult:
     suspended_at: int | None = None
     reason: str | None = None
     resumed_wake_at: datetime | None = None
+    task_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +83,7 @@ def _resume_in_transaction(
     """resume_run's body, inside the caller's transaction. RunNotFound is raised
     before anything is written."""
     tenant_id, run_id, step_index = item.tenant_id, item.run_id, item.step_index
-    run = load_run_for_pass(store, tenant_id, run_id)
+    run = load_run_for_pass(store, tenant_id, run_id, tail=True)
     state = run.state
 
     base = ResumeResult("already-resumed", tenant_id, run_id, step_index)
@@ -81,9 +91,17 @@ def _resume_in_transaction(
     if state.status != "waiting" or suspension is None or suspension.step_index != step_index:
         return base
     matched = state.matched_event_id
-    wake_at = suspension.due_at
-    if matched is None and not item.force and wake_at > now:
-        return replace(base, outcome="not-due", wake_at=wake_at)
+    task_outcome = state.task_outcome
+    if isinstance(suspension, TaskScheduled):
+        if task_outcome is None:
+            # Not even force resumes a task without its outcome: the pass would have
+            # nothing to put under its key. The worker resumes it once it is recorded.
+            return replace(base, outcome="not-due", reason="waiting_for_task")
+        wake_at = state.outcome_recorded_at or now
+    else:
+        wake_at = suspension.due_at
+        if matched is None and not item.force and wake_at > now:
+            return replace(base, outcome="not-due", wake_at=wake_at)
     definition = registry.find(state.workflow_name, state.fingerprint)
     if definition is None:
         error = _not_registered_error(registry, state.workflow_name, run_id, state.fingerprint)
@@ -94,9 +112,11 @@ def _resume_in_transaction(
     resumed_by: ResumedBy
     if isinstance(suspension, StepWaitingForEvent):
         resumed_by = "event" if matched else "timeout"
+    elif isinstance(suspension, TaskScheduled):
+        resumed_by = "task"
     else:
         resumed_by = "timer"
-    if item.force and matched is None and wake_at > now:
+    if item.force and matched is None and task_outcome is None and wake_at > now:
         resumed_by = "forced"
     claim = StepResumed(
         step_index=step_index,
@@ -105,10 +125,20 @@ def _resume_in_transaction(
         suspension_version=state.suspension_version,
         awaited_event_id=matched,
         resumed_by=resumed_by,
+        task_id=suspension.task_id if isinstance(suspension, TaskScheduled) else None,
     )
     if not store.streams.append(tenant_id, run_id, RUN_STREAM, state.version, [claim], now):
         return base
-    outcome = continue_run(store, run, definition, suspension, matched, state.version + 1, now)
+    outcome = continue_run(
+        store,
+        run,
+        definition,
+        suspension,
+        matched,
+        state.version + 1,
+        now,
+        task_outcome=task_outcome,
+    )
     return replace(
         base,
         outcome=outcome.outcome,
@@ -116,6 +146,7 @@ def _resume_in_transaction(
         resumed_wake_at=outcome.wake_at,
         reason=outcome.reason,
         wake_at=wake_at,
+        task_id=outcome.task_id,
     )
 
 

@@ -10,19 +10,23 @@ from .migrate import Migration, apply_migrations, pending_migrations, schema_sql
 from .operator import PinnedRunGroup, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
 from .pending import DueRow, NewPendingRow, PendingRow, WaitingRow
+from .results import StoredResults
 from .runs import RunSummary
 from .sql import Sql, is_transient
 from .streams import NewEvent, StoredEvent
+from .tasks import ClaimedTask, NewTask, TaskRow, TaskStatus
 
 __all__ = [
     "CandidateEvent",
     "CapturedMail",
+    "ClaimedTask",
     "DispatchStatus",
     "DueRow",
     "InboxEvent",
     "Migration",
     "NewEvent",
     "NewPendingRow",
+    "NewTask",
     "OutboxRow",
     "OutboxSummary",
     "PendingRow",
@@ -35,6 +39,9 @@ __all__ = [
     "Sql",
     "Store",
     "StoredEvent",
+    "StoredResults",
+    "TaskRow",
+    "TaskStatus",
     "WaitingRow",
     "apply_migrations",
     "connect",

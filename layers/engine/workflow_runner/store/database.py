@@ -24,9 +24,11 @@ from .migrate import Migration, apply_migrations
 from .operator import OperatorStore
 from .outbox import OutboxStore
 from .pending import PendingStore
+from .results import ResultStore
 from .runs import RunStore
 from .sql import Sql, wrap_error
 from .streams import CheckpointStore, StreamStore
+from .tasks import TaskStore
 
 
 class Store:
@@ -61,6 +63,14 @@ class Store:
     @cached_property
     def pending(self) -> PendingStore:
         return PendingStore(self._sql)
+
+    @cached_property
+    def results(self) -> ResultStore:
+        return ResultStore(self._sql)
+
+    @cached_property
+    def tasks(self) -> TaskStore:
+        return TaskStore(self._sql)
 
     @cached_property
     def outbox(self) -> OutboxStore:

@@ -107,17 +107,20 @@ class InboxStore:
     def candidates(
         self,
         tenant_id: str,
+        run_id: str,
         type: str,
         since: datetime,
         exclude: Sequence[str],
         after_position: int = 0,
         limit: int = 500,
     ) -> list[CandidateEvent]:
-        """Stored events of a type since an instant, by position after `after_position`."""
+        """Stored events of a type since an instant that the run has not consumed, by
+        position after `after_position`."""
         rows = self._sql.all(
             "awaited_event_candidates",
             {
                 "tenant_id": tenant_id,
+                "run_id": run_id,
                 "type": type,
                 "since": since,
                 "exclude": list(exclude),

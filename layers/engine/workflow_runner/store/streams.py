@@ -122,10 +122,14 @@ class StreamStore:
         rows = self._sql.all("load_stream", {"tenant_id": tenant_id, "stream_id": stream_id})
         return [StoredEvent.from_row(r) for r in rows]
 
-    def load_run(self, tenant_id: str, run_id: str) -> tuple[list[StoredEvent], InboxEvent | None]:
+    def load_run(
+        self, tenant_id: str, run_id: str, tail: bool = False
+    ) -> tuple[list[StoredEvent], InboxEvent | None]:
         """A run's events and its trigger event's inbox row (None when not stored), in
-        one round trip."""
-        rows = self._sql.all("load_run_stream", {"tenant_id": tenant_id, "stream_id": run_id})
+        one round trip. `tail`: only the first event and those from the last pass's
+        outcome on (what a resume needs; see load_run_tail)."""
+        name = "load_run_tail" if tail else "load_run_stream"
+        rows = self._sql.all(name, {"tenant_id": tenant_id, "stream_id": run_id})
         trigger = None
         if rows and rows[0]["trigger_event_id"] is not None:
             first = rows[0]

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from .dispatch import Dispatched, DispatchFailed, DispatchRequested
+from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -16,7 +16,8 @@ from .run import (
     StepEventMatched,
     StepResumed,
 )
-from .suspensions import RetryScheduled, StepWaiting, StepWaitingForEvent
+from .suspensions import RetryScheduled, StepWaiting, StepWaitingForEvent, TaskScheduled
+from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,10 @@ Fact: TypeAlias = (
     | StepWaiting
     | StepWaitingForEvent
     | RetryScheduled
+    | TaskScheduled
+    | TaskAttemptFailed
+    | TaskCompleted
+    | TaskFailed
     | StepEventMatched
     | StepResumed
     | RunCompleted
@@ -42,6 +47,7 @@ Fact: TypeAlias = (
     | RunCancelled
     | RunRedriven
     | DispatchRequested
+    | DispatchAttemptFailed
     | Dispatched
     | DispatchFailed
     | UnknownFact
@@ -54,6 +60,10 @@ _KNOWN: dict[str, Any] = {
         StepWaiting,
         StepWaitingForEvent,
         RetryScheduled,
+        TaskScheduled,
+        TaskAttemptFailed,
+        TaskCompleted,
+        TaskFailed,
         StepEventMatched,
         StepResumed,
         RunCompleted,
@@ -61,6 +71,7 @@ _KNOWN: dict[str, Any] = {
         RunCancelled,
         RunRedriven,
         DispatchRequested,
+        DispatchAttemptFailed,
         Dispatched,
         DispatchFailed,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -18,7 +18,14 @@ from .run import (
     StepEventMatched,
     StepResumed,
 )
-from .suspensions import RetryScheduled, StepWaiting, StepWaitingForEvent, Suspension
+from .suspensions import (
+    RetryScheduled,
+    StepWaiting,
+    StepWaitingForEvent,
+    Suspension,
+    TaskScheduled,
+)
+from .tasks import TaskCompleted, TaskFailed, TaskOutcome
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,8 @@ class RunState:
     suspension: Suspension | None = None  # the open suspension
     suspension_version: int = 0
     matched_event_id: str | None = None  # the first event that matched the open wait
-    consumed_event_ids: list[str] = field(default_factory=list)
+    task_outcome: TaskOutcome | None = None  # the recorded outcome of the open task
+    outcome_recorded_at: datetime | None = None
     last_failure: RunFailed | None = None
 
     @property
@@ -76,21 +84,30 @@ class RunState:
             self.started_at = recorded.recorded_at
             self.fingerprint = fact.definition_fingerprint
             self.status = "running"
-        elif isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled)):
+        elif isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)):
             self.status = "waiting"
             self.suspension = fact
             self.suspension_version = recorded.version
             self.matched_event_id = None
+            self.task_outcome = None
             self.fingerprint = fact.definition_fingerprint or self.fingerprint
         elif isinstance(fact, StepEventMatched):
             if self.matched_event_id is None:
                 self.matched_event_id = fact.event_id
+        elif isinstance(fact, (TaskCompleted, TaskFailed)):
+            open_task = self.suspension
+            if (
+                isinstance(open_task, TaskScheduled)
+                and open_task.task_id == fact.task_id
+                and self.task_outcome is None
+            ):
+                self.task_outcome = fact
+                self.outcome_recorded_at = recorded.recorded_at
         elif isinstance(fact, StepResumed):
             self.status = "running"
-            if self.matched_event_id:
-                self.consumed_event_ids.append(self.matched_event_id)
             self.suspension = None
             self.matched_event_id = None
+            self.task_outcome = None
         elif isinstance(fact, RunCompleted):
             self.status = "completed"
             self.suspension = None

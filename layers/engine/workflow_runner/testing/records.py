@@ -9,19 +9,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..engine.passes import restore_results
 from ..ports import HttpResponse
 from ..store import Store, StoredEvent
-from ..stream import (
-    RETURNED_FAILURE,
-    RunCompleted,
-    RunFailed,
-    RunState,
-    StepResumed,
-    StepWaitingForEvent,
-    SuspensionFact,
-    fold_run,
-)
+from ..stream import RETURNED_FAILURE, RunCompleted, RunFailed, StepWaitingForEvent, fold_run
 from ..timeline import describe_event
 
 
@@ -44,9 +34,9 @@ class RunSnapshot:
     Attributes:
         status: running, waiting, completed, failed or cancelled (the words of
             `wfr runs show --json`).
-        steps: step results by key as recorded: those of the steps before the latest
-            suspension and the awaited event's payload (None after a timeout). A pass
-            that ends the run stores only its return value (`result`).
+        steps: every step result by key, as the engine keeps them for the next pass
+            (awaited payloads included, None after a timeout), with those the pass that
+            failed the run computed.
         result: the returned value of a completed run or of a returned failure.
         reason, error: why a failed run failed (`reason` e.g. returned_failure or
             invalid_argument:timeout) and the stored generic error text.
@@ -73,23 +63,18 @@ class RunSnapshot:
         return [e.type for e in self.events]
 
 
-def _recorded_steps(store: Store, state: RunState, events: Sequence[StoredEvent]) -> dict[str, Any]:
-    last: SuspensionFact | None = None
-    resumed: StepResumed | None = None
+def _recorded_steps(
+    store: Store, tenant_id: str, run_id: str, events: Sequence[StoredEvent]
+) -> dict[str, Any]:
+    steps = dict(store.results.of_run(tenant_id, run_id).values)
     for event in events:
         fact = event.fact
-        if isinstance(fact, SuspensionFact):
-            last, resumed = fact, None
-        elif isinstance(fact, StepResumed) and last is not None:
-            resumed = fact
-    if last is None:
-        return {}
-    matched = resumed.awaited_event_id if resumed is not None else state.matched_event_id
-    restored = restore_results(store, state.tenant_id, last, matched)
-    steps = dict(restored[0]) if restored is not None else dict(last.results)
-    still_open = resumed is None and matched is None
-    if still_open and isinstance(last, StepWaitingForEvent):
-        steps.pop(last.result_key, None)  # not timed out: nothing arrived yet
+        if isinstance(fact, RunFailed):
+            # A failed pass's results stay on its event (a redrive repeats the pass).
+            steps.update(fact.results_delta or {})
+            for key, event_id in (fact.awaited_refs_delta or {}).items():
+                row = store.inbox.get(tenant_id, event_id) if event_id else None
+                steps[key] = row.detail if row is not None else None
     return steps
 
 
@@ -111,7 +96,7 @@ def snapshot(store: Store, tenant_id: str, run_id: str, events: list[StoredEvent
         tenant_id=tenant_id,
         workflow=state.workflow_name,
         status=state.status,
-        steps=_recorded_steps(store, state, events),
+        steps=_recorded_steps(store, tenant_id, run_id, events),
         result=result,
         reason=reason,
         error=error,

@@ -114,15 +114,22 @@ def load_workflow_modules(
     """Import the modules named in WORKFLOW_MODULES (comma separated); they register themselves.
 
     Raises:
-        WorkflowDefinitionError: a module cannot be imported; the message names it.
+        WorkflowDefinitionError: a module cannot be imported, or importing it raised
+            (a definition error, or anything else its code raised); the message names it.
     """
     env = os.environ if environ is None else environ
     names = [n.strip() for n in env.get("WORKFLOW_MODULES", DEFAULT_WORKFLOW_MODULES).split(",")]
     for module in filter(None, names):
         try:
             importlib.import_module(module)
+        except WorkflowDefinitionError:
+            raise  # names the workflow and the place already
         except ImportError as error:
             raise WorkflowDefinitionError(
                 f"WORKFLOW_MODULES names {module!r}, which cannot be imported: {error}"
+            ) from error
+        except Exception as error:
+            raise WorkflowDefinitionError(
+                f"importing {module!r} (WORKFLOW_MODULES) failed: {type(error).__name__}: {error}"
             ) from error
     return registry or default_registry()

@@ -55,7 +55,13 @@ _TEXT_SEGMENT = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
 
 class UnresolvedReference(WorkflowRunnerError):
     """A reference points at something the run does not have (a missing payload field,
-    a result no step stored yet, an index past the end of a list)."""
+    a result no step stored yet, an index past the end of a list). A run that meets one
+    fails with `reason: unresolved_reference:<the reference's path>` (the path comes from
+    the definition, never from the data)."""
+
+    def __init__(self, reference: Ref, problem: str) -> None:
+        super().__init__(f"{reference.text}: {problem}")
+        self.reason = f"unresolved_reference:{reference.text}"
 
 
 def _show(segment: Segment) -> str:
@@ -126,7 +132,7 @@ class Ref:
         steps = getattr(source, "steps", None)
         if steps is None:
             if self.root != "event":
-                raise UnresolvedReference(f"{self.text}: only event references work here")
+                raise UnresolvedReference(self, "only event references work here")
             current: Any = source
             rest = self.path[1:]
         elif self.root == "event":
@@ -142,17 +148,17 @@ class Ref:
                 current = getattr(current, str(segment))
             elif isinstance(current, Mapping):
                 if segment not in current:
-                    raise UnresolvedReference(f"{self.text}: no {segment!r} in {self._upto(depth)}")
+                    raise UnresolvedReference(self, f"no {segment!r} in {self._upto(depth)}")
                 current = current[segment]
             elif isinstance(current, Sequence) and not isinstance(current, (str, bytes)):
                 index = _index(segment)
                 if index is None or not -len(current) <= index < len(current):
-                    raise UnresolvedReference(f"{self.text}: no [{segment}] in {self._upto(depth)}")
+                    raise UnresolvedReference(self, f"no [{segment}] in {self._upto(depth)}")
                 current = current[index]
             else:
                 raise UnresolvedReference(
-                    f"{self.text}: {self._upto(depth)} is {type(current).__name__}, "
-                    f"not an object or a list"
+                    self,
+                    f"{self._upto(depth)} is {type(current).__name__}, not an object or a list",
                 )
         return format_instant(current) if isinstance(current, datetime) else current
 

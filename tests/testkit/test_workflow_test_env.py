@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from workflow_runner import define_workflow, on_event
@@ -214,3 +215,42 @@ def test_redeploying_a_new_version_next_to_the_old_keeps_waiting_runs(make_env: 
     env.advance("P1D")
     assert sorted(m.subject for m in env.mails) == ["New", "Thanks"]
     assert env.pinned_definitions() == []
+
+
+def _charging(version: int = 1) -> Any:
+    return define_workflow(
+        name="kit-charge",
+        version=version,
+        trigger=on_event("kit.charge"),
+        steps=lambda s: [
+            s.branch(
+                if_=True,
+                on_true=[s.retry(times=2, do=[s.task("charge", lambda ctx: {"real": True})])],
+            ),
+            s.return_({"isSuccess": True}),
+        ],
+        register=False,
+    )
+
+
+def test_a_stubbed_task_function_replaces_the_real_one_without_a_new_fingerprint(
+    make_env: MakeEnv,
+) -> None:
+    original = _charging()
+    env = make_env(workflows=[original], now=T0)
+
+    def stand_in(ctx: object) -> dict[str, bool]:
+        return {"real": False}
+
+    env.stub_task("charge", stand_in)
+
+    stubbed = env.registry.find("kit-charge", original.fingerprint)
+    assert stubbed is not None and stubbed is not original
+    task = stubbed.steps[0].on_true[0].do[0]  # type: ignore[union-attr]
+    assert task.fn is stand_in  # type: ignore[union-attr]
+    assert original.steps[0].on_true[0].do[0].fn is not stand_in  # type: ignore[union-attr]
+    env.put_event(tenant=TENANT_A, type="kit.charge", payload={})
+    run = env.run(tenant=TENANT_A, workflow="kit-charge")
+    assert run.event_types[-1] == "workflow.task.scheduled"
+    with pytest.raises(ValueError, match="has no task 'refund'"):
+        env.stub_task("refund", stand_in)

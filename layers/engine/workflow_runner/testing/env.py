@@ -8,9 +8,10 @@ PostgreSQL database, with captured mail and stubbable webhooks.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -18,12 +19,18 @@ from typing import Any
 
 from ..cron import CronSchedule
 from ..definition import (
+    Branch,
     CronTrigger,
+    ForEach,
+    Retry,
+    Step,
+    StepContext,
     WorkflowDefinition,
     WorkflowRegistry,
     default_registry,
     run_id_for,
 )
+from ..definition.dsl import Task
 from ..durations import format_instant, parse_duration, parse_instant
 from ..embedded import drop_database
 from ..engine.doctor import PinnedDefinition, pinned_definitions
@@ -72,6 +79,30 @@ def registry_of(
     for definition in workflows:
         registry.register(definition)
     return registry
+
+
+def _with_task_fn(
+    steps: tuple[Step, ...], key: str, fn: Callable[[StepContext], Any]
+) -> tuple[tuple[Step, ...], int]:
+    """`steps` with the function of every task `key` (nested ones too) replaced, and how
+    many were."""
+    replaced = 0
+    out: list[Step] = []
+    for step in steps:
+        if isinstance(step, Task) and step.key == key:
+            step = dataclasses.replace(step, fn=fn)
+            replaced += 1
+        elif isinstance(step, Branch):
+            on_true, in_true = _with_task_fn(step.on_true, key, fn)
+            on_false, in_false = _with_task_fn(step.on_false, key, fn)
+            step = dataclasses.replace(step, on_true=on_true, on_false=on_false)
+            replaced += in_true + in_false
+        elif isinstance(step, (ForEach, Retry)):
+            do, inside = _with_task_fn(step.do, key, fn)
+            step = dataclasses.replace(step, do=do)
+            replaced += inside
+        out.append(step)
+    return tuple(out), replaced
 
 
 class WorkflowTestEnv:
@@ -323,6 +354,30 @@ class WorkflowTestEnv:
         `url` matches every URL with that prefix. 5xx, 429 and failed connections are
         retried by the dispatcher with backoff; other 4xx fail the delivery for good."""
         self._http.stub(url, statuses)
+
+    def stub_task(
+        self, key: str, fn: Callable[[StepContext], Any], *, workflow: str | None = None
+    ) -> None:
+        """Run `fn(ctx)` instead of the function of task `key` (in `workflow`, or in every
+        workflow that has one), e.g. a payment provider's stand-in that returns a result
+        or raises. The definition keeps its fingerprint: runs stay pinned to it.
+
+        Raises:
+            ValueError: no registered workflow has a task with this key.
+        """
+        registry = WorkflowRegistry()
+        replaced = 0
+        for definition in self.registry:
+            if workflow is None or definition.name == workflow:
+                steps, count = _with_task_fn(definition.steps, key, fn)
+                definition = dataclasses.replace(definition, steps=steps)
+                replaced += count
+            registry.register(definition)
+        if not replaced:
+            where = f"workflow {workflow!r}" if workflow else "any registered workflow"
+            raise ValueError(f"stub_task: {where} has no task {key!r}")
+        self.registry = registry
+        self.runtime.registry = registry
 
     # --- versions ---------------------------------------------------------------------
 

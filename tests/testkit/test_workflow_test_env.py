@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from workflow_runner import define_workflow, on_event
+from workflow_runner import Event, define_workflow, on_event
 from workflow_runner.errors import NotConfigured, RunNotFound, WorkflowDefinitionError
 from workflow_runner.testing import WorkflowTestEnv
 
@@ -254,3 +254,26 @@ def test_a_stubbed_task_function_replaces_the_real_one_without_a_new_fingerprint
     assert run.event_types[-1] == "workflow.task.scheduled"
     with pytest.raises(ValueError, match="has no task 'refund'"):
         env.stub_task("refund", stand_in)
+
+
+def test_a_bad_value_from_a_resolver_fails_the_run_naming_the_argument_not_the_value(
+    make_env: MakeEnv,
+) -> None:
+    deadline = define_workflow(
+        name="kit-deadline",
+        trigger=on_event("kit.wait"),
+        awaits={"done": "kit.done"},
+        steps=lambda s: [s.wait_for_event("done", timeout=Event.payload["deadline"])],
+        register=False,
+    )
+    env = make_env(workflows=[deadline], now=T0)
+    env.put_event(tenant=TENANT_A, type="kit.wait", payload={"deadline": "3 days"})
+    env.put_event(tenant=TENANT_A, type="kit.wait", payload={"other": "x"}, event_id="e-2")
+    bad, missing = sorted(env.runs(tenant=TENANT_A), key=lambda r: r.reason or "")
+    assert (bad.status, bad.reason) == ("failed", "invalid_argument:timeout")
+    assert bad.error == "workflow step failed (InvalidArgument)"
+    assert "3 days" not in str([e.payload for e in bad.events])
+    assert (missing.status, missing.reason) == (
+        "failed",
+        "unresolved_reference:event.payload.deadline",
+    )

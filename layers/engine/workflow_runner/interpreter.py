@@ -317,6 +317,7 @@ class Interpreter:
         if match is not None:
             try:
                 validate_event_match(match)
+                check_storable(match, "the wait's match", self.max_result_bytes)
             except Exception as error:
                 raise _StepFailed(InvalidArgument.of("match", error), path) from error
         timeout_at = self._wake_at(self._call(step.timeout, path, scope), path, "timeout")

@@ -36,7 +36,7 @@ from .registry import (
     default_registry,
     load_workflow_modules,
 )
-from .retry import RetryPolicy
+from .retry import RetryPolicy, backoff_seconds
 
 __all__ = [
     "DEFAULT_WORKFLOW_MODULES",
@@ -62,6 +62,7 @@ __all__ = [
     "WorkflowDefinition",
     "WorkflowInfo",
     "WorkflowRegistry",
+    "backoff_seconds",
     "compute_fingerprint",
     "default_registry",
     "define_workflow",

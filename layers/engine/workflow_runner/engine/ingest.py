@@ -23,6 +23,7 @@ from ..definition import (
     run_id_for,
 )
 from ..durations import format_instant
+from ..errors import StoreError, TransientStoreError
 from ..interpreter import Interpreter
 from ..pass_result import describe_step_error
 from ..store import Store
@@ -153,6 +154,30 @@ def _start_triggered(
     )
 
 
+def _start_isolated(
+    store: Store, definition: WorkflowDefinition, event: DomainEvent, now: datetime
+) -> RunOutcome | None:
+    """Start one workflow's run in a savepoint: if the database refuses what its first
+    pass wrote, that run is recorded as failed (reason pass_not_storable) and the event's
+    other workflows still start; the event is not redelivered forever."""
+    try:
+        with store.transaction():
+            return _start_triggered(store, definition, event, now)
+    except TransientStoreError:
+        raise
+    except StoreError as error:
+        fallback_id = run_id_for(definition.name, f"event:{event.id}")
+        try:
+            key = definition.key_for(event)
+        except Exception:
+            key = None
+        run_id = run_id_for(definition.name, key) if key is not None else fallback_id
+        with store.transaction():
+            return _trigger_failure(
+                store, definition, event, run_id, now, error, "pass_not_storable"
+            )
+
+
 def ingest_domain_event(
     store: Store, event: DomainEvent, now: datetime, registry: WorkflowRegistry | None = None
 ) -> IngestResult:
@@ -172,7 +197,7 @@ def ingest_domain_event(
         started: list[RunOutcome] = []
         skipped: list[str] = []
         for definition in registry.triggered_by(event.type):
-            outcome = _start_triggered(store, definition, event, now)
+            outcome = _start_isolated(store, definition, event, now)
             if outcome is None:
                 skipped.append(definition.name)
             else:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Literal
 
 from ..definition import WorkflowRegistry, default_registry
-from ..errors import RunNotFound, TransientStoreError
+from ..errors import RunNotFound, StoreError, TransientStoreError
 from ..store import Store
 from ..stream import (
     RUN_STREAM,
@@ -209,6 +209,37 @@ def resume_runs(
                 isolated.append(_resume_in_transaction(store, item, now, registry))
         except TransientStoreError:
             raise
+        except StoreError as error:
+            # The database refused what the pass wrote: repeating it would fail the
+            # same way forever. The run fails instead, recorded, never resent.
+            isolated.append(_fail_refused_pass(store, item, now, error))
         except Exception as error:  # one bad item must not sink the others
             isolated.append(error)
     return isolated
+
+
+PASS_NOT_STORABLE = "pass_not_storable"
+
+
+def _fail_refused_pass(
+    store: Store, item: ResumeRequestItem, now: datetime, error: StoreError
+) -> ResumeResult | Exception:
+    log.warning(
+        "the database refused a pass; the run fails",
+        extra={"tenant_id": item.tenant_id, "run_id": item.run_id, "detail": str(error)[:200]},
+    )
+    base = ResumeResult("already-resumed", item.tenant_id, item.run_id, item.step_index)
+    try:
+        with store.transaction():
+            state = load_run_for_pass(store, item.tenant_id, item.run_id, tail=True).state
+            suspension = state.suspension
+            if state.status != "waiting" or suspension is None:
+                return base
+            text = f"workflow step failed ({type(error).__name__})"
+            if fail_run(store, state, state.version, item.step_index, PASS_NOT_STORABLE, text, now):
+                return replace(base, outcome="failed", reason=PASS_NOT_STORABLE)
+            return base
+    except TransientStoreError:
+        raise
+    except Exception as failure:
+        return failure

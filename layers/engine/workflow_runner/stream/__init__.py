@@ -15,7 +15,7 @@ stream per dispatch request (`step-dispatch`, id = request id).
 from __future__ import annotations
 
 from .codec import Fact, UnknownFact, decode, type_of
-from .dispatch import Dispatched, DispatchFailed, DispatchRequested
+from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .fold import RecordedFact, RunState, fold_run
 from .names import (
     DISPATCH_ATTEMPT_FAILED,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from workflow_runner import Event, define_workflow, on_event
+from workflow_runner import Event, RetryPolicy, StepContext, Steps, define_workflow, on_event
 from workflow_runner.errors import NotConfigured, RunNotFound, WorkflowDefinitionError
 from workflow_runner.testing import WorkflowTestEnv
 
@@ -217,43 +217,52 @@ def test_redeploying_a_new_version_next_to_the_old_keeps_waiting_runs(make_env: 
     assert env.pinned_definitions() == []
 
 
-def _charging(version: int = 1) -> Any:
+def _charging() -> Any:
     return define_workflow(
         name="kit-charge",
-        version=version,
         trigger=on_event("kit.charge"),
         steps=lambda s: [
             s.branch(
                 if_=True,
-                on_true=[s.retry(times=2, do=[s.task("charge", lambda ctx: {"real": True})])],
+                on_true=[
+                    s.task(
+                        "charge",
+                        lambda ctx: {"real": True},
+                        retry=RetryPolicy(max_attempts=3, base="PT10S", jitter="none"),
+                    )
+                ],
             ),
-            s.return_({"isSuccess": True}),
+            s.return_({"isSuccess": True, "charge": Steps["charge"]}),
         ],
         register=False,
     )
 
 
-def test_a_stubbed_task_function_replaces_the_real_one_without_a_new_fingerprint(
+def test_a_stubbed_task_function_runs_instead_of_the_real_one_with_its_retries(
     make_env: MakeEnv,
 ) -> None:
     original = _charging()
     env = make_env(workflows=[original], now=T0)
+    attempts: list[tuple[int, str | None]] = []
 
-    def stand_in(ctx: object) -> dict[str, bool]:
+    def provider(ctx: StepContext) -> dict[str, bool]:
+        attempts.append((ctx.workflow.retry_attempt, ctx.workflow.task_key))
+        if len(attempts) == 1:
+            raise ConnectionError("provider down")
         return {"real": False}
 
-    env.stub_task("charge", stand_in)
-
-    stubbed = env.registry.find("kit-charge", original.fingerprint)
-    assert stubbed is not None and stubbed is not original
-    task = stubbed.steps[0].on_true[0].do[0]  # type: ignore[union-attr]
-    assert task.fn is stand_in  # type: ignore[union-attr]
-    assert original.steps[0].on_true[0].do[0].fn is not stand_in  # type: ignore[union-attr]
+    env.stub_task("charge", provider)
     env.put_event(tenant=TENANT_A, type="kit.charge", payload={})
+    assert env.run(tenant=TENANT_A, workflow="kit-charge").status == "waiting"
+    env.advance("PT10S")
+
     run = env.run(tenant=TENANT_A, workflow="kit-charge")
-    assert run.event_types[-1] == "workflow.task.scheduled"
+    assert (run.status, run.result) == ("completed", {"isSuccess": True, "charge": {"real": False}})
+    assert [a for a, _ in attempts] == [1, 2]
+    assert attempts[0][1] is not None and attempts[0][1] == attempts[1][1]  # one task key
+    assert run.definition_fingerprint == original.fingerprint  # still pinned to the real one
     with pytest.raises(ValueError, match="has no task 'refund'"):
-        env.stub_task("refund", stand_in)
+        env.stub_task("refund", provider)
 
 
 def test_a_bad_value_from_a_resolver_fails_the_run_naming_the_argument_not_the_value(

@@ -42,6 +42,7 @@ class RunSnapshot:
             invalid_argument:timeout) and the stored generic error text.
         waiting_for: the event type a waiting run waits for (None: not waiting for one).
         wake_at: when a waiting run is due (its timer, timeout or next retry).
+        definition_fingerprint: the definition the run is pinned to.
         events: every event of the stream, oldest first.
     """
 
@@ -55,6 +56,7 @@ class RunSnapshot:
     error: str | None
     waiting_for: str | None
     wake_at: datetime | None
+    definition_fingerprint: str
     events: list[RunEvent]
 
     @property
@@ -102,6 +104,7 @@ def snapshot(store: Store, tenant_id: str, run_id: str, events: list[StoredEvent
         error=error,
         waiting_for=suspension.event_type if isinstance(suspension, StepWaitingForEvent) else None,
         wake_at=state.wake_at,
+        definition_fingerprint=state.fingerprint,
         events=[
             RunEvent(e.version, e.type, e.payload, e.recorded_at, describe_event(e)) for e in events
         ],

@@ -30,8 +30,14 @@ def test_branches_are_diamonds_with_labelled_arms_that_join(cli: Cli) -> None:
 
 def test_waits_for_events_and_retries_have_their_own_shapes(cli: Cli) -> None:
     order = cli("graph", "order-approval").out
-    assert '    s1{{"wait for order.approved, timeout P3D"}}' in order
-    assert '    s3f_0("return failure")' in order
+    assert (
+        '    s1{{"wait for order.approved where orderId == event.payload.orderId, timeout P3D"}}'
+        in order
+    )
+    assert '    s2f_0("return failure")' in order
+    assert '    s2t_0[["mail.send: Your order is approved"]]' in order
+    hook = cli("graph", "webhook-delivery").out
+    assert '    s0[["webhook.send {event.payload.webhookUrl}"]]' in hook
     sync = cli("graph", "inventory-sync").out
     assert '    s0["retry ×5 (exponential, base PT30S, cap PT10M)"]' in sync
     assert '    s0 -. "step fails: back off, try again" .-> s0' in sync

@@ -38,6 +38,8 @@ from .definition.dsl import (
 from .definition.retry import RetryPolicy
 from .durations import format_instant
 from .errors import WorkflowRunnerError
+from .match_builders import describe_match
+from .refs import Ref
 from .store import Store, StoredEvent
 from .stream import (
     RETURNED_FAILURE,
@@ -102,6 +104,9 @@ def _node_id(key: StepKey) -> str:
 
 
 def _static(value: Any) -> str | None:
+    """A label for a step argument: static text as is, a reference as `{its.path}`."""
+    if isinstance(value, Ref):
+        return "{" + value.text + "}"
     return value if isinstance(value, str) else None
 
 
@@ -124,7 +129,8 @@ def _label(step: Step) -> tuple[str, str]:
         return f"wait {amount}", "stadium"
     if isinstance(step, WaitForEvent):
         timeout = _static(step.timeout) or "(computed)"
-        return f"wait for {step.event}, timeout {timeout}", "hexagon"
+        where = "" if step.match is None else f" where {describe_match(step.match)}"
+        return f"wait for {step.event}{where}, timeout {timeout}", "hexagon"
     if isinstance(step, Return):
         value = step.value
         failed = isinstance(value, dict) and value.get("isSuccess") is False

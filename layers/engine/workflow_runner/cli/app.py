@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 the command ran but the answer is "no" (run not found,
 redrive refused, doctor found problems, database error); 2 bad usage or bad input
-(argparse's habit). Errors go to stderr as `wfr: error: ...`; results to stdout.
+(argparse's habit; a workflow definition error too). Errors go to stderr as
+`wfr: error: ...`; results to stdout.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Business time (--now) defaults to the local runtime's clock when the database "
             "has one (set by `wfr local` and `wfr demo`), else the system clock. Exit codes: "
             "0 done, 1 the answer is no (not found, refused, problems found), 2 bad usage "
-            "or input (nothing written)."
+            "or input, a workflow definition error included (nothing written)."
         ),
     )
     # Sub-command copies of the common options must not overwrite values given before
@@ -242,10 +243,10 @@ def main(
     try:
         handler: Handler = args.handler
         return handler(ctx)
-    except (UsageError, InvalidInput) as error:
+    except (UsageError, InvalidInput, WorkflowDefinitionError) as error:
         print(f"wfr: error: {error}", file=err)
         return 2
-    except (RunNotFound, UnknownWorkflow, WorkflowDefinitionError) as error:
+    except (RunNotFound, UnknownWorkflow) as error:
         print(f"wfr: error: {error}", file=err)
         return 1
     except StoreError as error:

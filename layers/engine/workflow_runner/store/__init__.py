@@ -7,7 +7,7 @@ from .erasure import Relation
 from .inbox import CandidateEvent, InboxEvent
 from .local import CapturedMail, QueuedMessage
 from .migrate import Migration, apply_migrations, pending_migrations, schema_sql
-from .operator import FingerprintUse, ProjectionState, RunCheckRow
+from .operator import PinnedRunGroup, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
 from .pending import DueRow, NewPendingRow, PendingRow, WaitingRow
 from .results import StoredResults
@@ -22,7 +22,6 @@ __all__ = [
     "ClaimedTask",
     "DispatchStatus",
     "DueRow",
-    "FingerprintUse",
     "InboxEvent",
     "Migration",
     "NewEvent",
@@ -31,6 +30,7 @@ __all__ = [
     "OutboxRow",
     "OutboxSummary",
     "PendingRow",
+    "PinnedRunGroup",
     "ProjectionState",
     "QueuedMessage",
     "Relation",

@@ -66,11 +66,22 @@ SELECT
     (SELECT updated_at FROM projection_checkpoints WHERE name = 'workflow_run_pending')
         AS checkpoint_at;
 
--- name: doctor_waiting_fingerprints
--- Waiting runs per workflow and the definition fingerprint their suspension recorded.
-SELECT workflow_name, definition_fingerprint, count(*) AS runs,
-       min(run_id::text) AS example_run_id, min(tenant_id::text) AS example_tenant_id
-FROM workflow_run_pending
-WHERE (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
-GROUP BY workflow_name, definition_fingerprint
-ORDER BY workflow_name, definition_fingerprint;
+-- name: doctor_pinned_definitions
+-- Suspended runs per workflow, the definition fingerprint their suspension recorded and
+-- the step they wait at, with the tenants of the fingerprint and one example run.
+WITH suspended AS (
+    SELECT tenant_id, run_id, workflow_name, step_index, suspension_event_type,
+           coalesce(definition_fingerprint, '') AS definition_fingerprint
+    FROM workflow_run_pending
+    WHERE (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
+), tenants AS (
+    SELECT workflow_name, definition_fingerprint, count(DISTINCT tenant_id) AS tenants
+    FROM suspended GROUP BY workflow_name, definition_fingerprint
+)
+SELECT s.workflow_name, s.definition_fingerprint, s.step_index, s.suspension_event_type,
+       count(*) AS runs, t.tenants,
+       min(s.tenant_id::text || ' ' || s.run_id::text) AS example
+FROM suspended s JOIN tenants t USING (workflow_name, definition_fingerprint)
+GROUP BY s.workflow_name, s.definition_fingerprint, s.step_index, s.suspension_event_type,
+         t.tenants
+ORDER BY s.workflow_name, s.definition_fingerprint, s.step_index, s.suspension_event_type;

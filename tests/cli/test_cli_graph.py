@@ -32,8 +32,14 @@ def test_branches_are_diamonds_with_labelled_arms_that_join(cli: Cli) -> None:
 
 def test_waits_for_events_and_retries_have_their_own_shapes(cli: Cli) -> None:
     order = cli("graph", "order-approval").out
-    assert '    s1{{"wait for order.approved, timeout P3D"}}' in order
-    assert '    s3f_0("return failure")' in order
+    assert (
+        '    s1{{"wait for order.approved where orderId == event.payload.orderId, timeout P3D"}}'
+        in order
+    )
+    assert '    s2f_0("return failure")' in order
+    assert '    s2t_0[["mail.send: Your order is approved"]]' in order
+    hook = cli("graph", "webhook-delivery").out
+    assert '    s0[["webhook.send {event.payload.webhookUrl}"]]' in hook
     sync = cli("graph", "inventory-sync").out
     assert '    s0["retry ×5 (exponential, base PT30S, cap PT10M)"]' in sync
     assert '    s0 -. "step fails: back off, try again" .-> s0' in sync
@@ -73,13 +79,15 @@ def test_a_waiting_run_shows_its_path_and_position(cli: Cli, store: Store) -> No
 def test_a_completed_run_marks_the_rest_of_the_arm_it_ran(cli: Cli, store: Store) -> None:
     order = {"orderId": "o-9", "total": 5, "email": "a@example.com"}
     run_id = send(store, "order.placed", order).started[0].run_id
-    approved = DomainEvent("ok-9", "order.approved", {"orderId": "o-9"}, TENANT, T0, "tests")
+    approved = DomainEvent(
+        "ok-9", "order.approved", {"orderId": "o-9", "approver": "carol"}, TENANT, T0, "tests"
+    )
     assert [w.run_id for w in wake_on_event(store, approved, T0)] == [run_id]
     assert cli("resume", run_id, "--step", "1").out.startswith("completed")
     marks = cli("graph", "order-approval", "--run", run_id, "--json").json()["marks"]
     # The approved arm ran to its return, which left no trace on the stream.
-    assert marks["s3t_2"] == "visited" and marks["finish"] == "visited"
-    assert "s3f_0" not in marks
+    assert marks["s2t_2"] == "visited" and marks["finish"] == "visited"
+    assert "s2f_0" not in marks
 
 
 def test_a_failed_run_marks_the_failed_step(cli: Cli, store: Store) -> None:

@@ -109,6 +109,10 @@ def test_runs_show_json_has_the_contract_shape(cli: Cli, store: Store) -> None:
     assert set(first) == {"version", "type", "payload", "recordedAt"}
     assert first["version"] == 1 and first["recordedAt"] == "2026-01-05T09:00:00.000000Z"
     assert first["payload"]["workflowName"] == "user-onboarding"
+    # The welcome mail's own stream: requested, not delivered yet.
+    (mail,) = body["deliveries"]
+    assert set(mail) == {"requestId", "version", "type", "payload", "recordedAt"}
+    assert (mail["type"], mail["payload"]["stepKind"]) == ("step.dispatch-requested", "mail.send")
 
 
 def test_runs_show_text_is_a_timeline(cli: Cli, store: Store) -> None:

@@ -194,13 +194,20 @@ def test_pending_page_lists_waiting_runs_of_every_tenant_soonest_first(
     assert len(due) == 2 and all("late</span>" in r for r in due)
 
 
+def _finding(text: str, name: str) -> str:
+    found = re.search(r'<section class="finding finding-(\w+)"><h2>.*?</span> ' + name, text)
+    assert found, name
+    return found.group(1)
+
+
 def test_doctor_page_reports_a_stranded_run_with_a_link(client: Client, store: Store) -> None:
     runs = populate(store)
-    ok = client.get("/doctor")
-    assert ok.status == 200 and "No problems found." in ok.text
+    store.local.set_clock(T0 + timedelta(hours=2))  # doctor judges in business time
+    check = "every unsettled run has a pending row"
+    assert _finding(client.get("/doctor").text, check) == "ok"
     store.conn.execute("DELETE FROM workflow_run_pending WHERE run_id = %s", (runs.ids["order"],))
     text = client.get("/doctor").text
-    assert "problem(s) found" in text
+    assert _finding(text, check) == "problem" and "problem(s) found" in text
     assert f'href="/runs/{runs.ids["order"]}?tenant={TENANT_A}"' in text
 
 

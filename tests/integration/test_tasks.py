@@ -689,3 +689,64 @@ def test_a_mail_task_whose_worker_died_mid_send_ends_ambiguous(
         "error": "MailDeliveryAmbiguous",
         "attempts": 1,
     }
+
+
+def test_a_failed_task_is_on_the_timeline_the_graph_and_the_doctor(
+    rig: Rig, store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    from workflow_runner.engine.doctor import check_tasks
+    from workflow_runner.graph import run_chart
+    from workflow_runner.timeline import describe_event, run_timeline
+
+    def broken(ctx: Any) -> None:
+        raise KeyError("missing")
+
+    wf = register(
+        registry,
+        name="visible",
+        trigger=on_event("visible.go"),
+        idempotency_key="k",
+        steps=lambda s: [
+            s.task("lookup", broken, retry=RetryPolicy(max_attempts=2, **NO_JITTER), catch=True),
+            s.mail_send(to="ada@example.com", subject="s", body="b"),
+            s.return_({"isSuccess": True}),
+        ],
+    )
+    trigger(store, registry, "visible.go", {}, clock.now())
+    rig.settle()
+    clock.advance(timedelta(seconds=2))
+    rig.settle()
+    run_id = run_id_for("visible", "k")
+    lines = [describe_event(e) for e in run_timeline(store, TENANT_A, run_id)]
+    assert "step 0: task 'lookup' (up to 2 attempts)" in lines
+    assert any(line.startswith("task 'lookup' attempt 1 failed (KeyError)") for line in lines)
+    assert "task 'lookup' failed after 2 attempt(s): KeyError (attempts_exhausted)" in lines
+    assert "step 1: mail.send requested" in lines  # the delivery's stream, woven in
+
+    chart = run_chart(store, wf, TENANT_A, run_id)
+    node = chart.node_for(((0, ""),))
+    assert node is not None
+    assert chart.marks[node.id] == "failed"
+    assert chart.notes[node.id] == "task failed: KeyError (attempts_exhausted)"
+
+    check = check_tasks(store, None, clock.now())
+    assert check.status == "warning" and "1 task(s) failed" in check.summary
+    assert any(run_id in item for item in check.items)
+
+
+def test_a_task_nobody_runs_is_reported_stuck(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    from workflow_runner.engine.doctor import check_tasks
+
+    register(
+        registry,
+        name="orphan",
+        trigger=on_event("orphan.go"),
+        idempotency_key="k",
+        steps=lambda s: [s.task("t", lambda ctx: 1)],
+    )
+    trigger(store, registry, "orphan.go", {}, clock.now())
+    assert check_tasks(store, None, clock.now() + timedelta(minutes=5)).status == "ok"
+    late = check_tasks(store, None, clock.now() + timedelta(minutes=11))
+    assert late.status == "problem" and "no worker is running them" in late.summary

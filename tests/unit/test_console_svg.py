@@ -36,12 +36,12 @@ def test_every_step_is_drawn_once_and_no_two_overlap(name: str) -> None:
 def test_branch_arms_sit_left_and_right_and_a_skipping_edge_avoids_the_arm() -> None:
     chart = flowchart(default_registry().latest("order-approval"))
     boxes = layout(chart).boxes
-    branch, true_arm, false_arm = boxes["s3"], boxes["s3t_0"], boxes["s3f_0"]
+    branch, true_arm, false_arm = boxes["s2"], boxes["s2t_0"], boxes["s2f_0"]
     assert true_arm.x < branch.x < false_arm.x
     assert true_arm.rank == false_arm.rank == branch.rank + 1
     # The false arm ends early; its edge to the end passes waypoints beside the true arm.
-    waypoints = [b for b in boxes.values() if b.node is None and b.id.startswith("s3f_0>")]
-    assert waypoints and all(w.x > boxes["s3t_1"].x + boxes["s3t_1"].w / 2 for w in waypoints)
+    waypoints = [b for b in boxes.values() if b.node is None and b.id.startswith("s2f_0>")]
+    assert waypoints and all(w.x > boxes["s2t_1"].x + boxes["s2t_1"].w / 2 for w in waypoints)
 
 
 def test_a_loop_body_comes_before_what_follows_the_loop() -> None:

@@ -332,7 +332,9 @@ def test_an_invalid_match_expression_fails_the_step() -> None:
     )
     result = _run(wf)
     assert result.outcome == "failed"
-    assert result.error == "workflow step failed (InvalidEventMatch)"
+    assert result.error == "workflow step failed (InvalidArgument)"
+    assert result.reason == "invalid_argument:match"
+    assert "EventMatch version 9 is not supported" in str(result.error_detail)
 
 
 def test_step_at_follows_nested_paths() -> None:

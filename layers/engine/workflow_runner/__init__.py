@@ -3,6 +3,9 @@
 Public API::
 
     from workflow_runner import define_workflow, on_event, on_cron, run_id_for, RetryPolicy
+    from workflow_runner import Event, Steps, Scope, ref      # references, no lambda needed
+    from workflow_runner.match import eq, in_, all_of, ...     # EventMatch builders
+    from workflow_runner.testing import WorkflowTestEnv        # tests of your workflows
 """
 
 from __future__ import annotations
@@ -31,15 +34,19 @@ from .errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
+from .refs import Event, Scope, Steps, ref
 
 __all__ = [
     "Clock",
     "DomainEvent",
+    "Event",
     "InvalidInput",
     "ManualClock",
     "RetryPolicy",
     "RunNotFound",
+    "Scope",
     "StepContext",
+    "Steps",
     "StoreError",
     "SystemClock",
     "TransientStoreError",
@@ -54,5 +61,6 @@ __all__ = [
     "load_workflow_modules",
     "on_cron",
     "on_event",
+    "ref",
     "run_id_for",
 ]

@@ -29,16 +29,23 @@ from .definition.dsl import (
     Retry,
     Return,
     Step,
+    Task,
     Wait,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
 )
+from .definition.retry import RetryPolicy
 from .durations import format_instant
 from .errors import WorkflowRunnerError
-from .store import StoredEvent
+from .match_builders import describe_match
+from .refs import Ref
+from .store import Store, StoredEvent
 from .stream import (
     RETURNED_FAILURE,
+    Dispatched,
+    DispatchFailed,
+    DispatchRequested,
     RetryScheduled,
     RunCancelled,
     RunCompleted,
@@ -47,6 +54,8 @@ from .stream import (
     StepResumed,
     StepWaiting,
     StepWaitingForEvent,
+    TaskFailed,
+    TaskScheduled,
 )
 
 # Structural key of a step: one (index, arm) pair per level; for_each items and retry
@@ -95,6 +104,9 @@ def _node_id(key: StepKey) -> str:
 
 
 def _static(value: Any) -> str | None:
+    """A label for a step argument: static text as is, a reference as `{its.path}`."""
+    if isinstance(value, Ref):
+        return "{" + value.text + "}"
     return value if isinstance(value, str) else None
 
 
@@ -104,16 +116,21 @@ def _label(step: Step) -> tuple[str, str]:
         return f"compute {step.key}", "rect"
     if isinstance(step, MailSend):
         subject = _static(step.subject)
-        return ("mail.send" + (f": {subject}" if subject else "")), "subroutine"
+        label = "mail.send" + (f": {subject}" if subject else "")
+        return label + _awaited(step.result_key, step.retry, step.catch), "subroutine"
     if isinstance(step, WebhookSend):
         url = _static(step.url)
-        return ("webhook.send" + (f" {url}" if url else "")), "subroutine"
+        label = "webhook.send" + (f" {url}" if url else "")
+        return label + _awaited(step.result_key, step.retry, step.catch), "subroutine"
+    if isinstance(step, Task):
+        return f"task {step.key}" + _awaited(step.key, step.retry, step.catch), "subroutine"
     if isinstance(step, Wait):
         amount = _static(step.for_) or _static(step.until) or "(computed)"
         return f"wait {amount}", "stadium"
     if isinstance(step, WaitForEvent):
         timeout = _static(step.timeout) or "(computed)"
-        return f"wait for {step.event}, timeout {timeout}", "hexagon"
+        where = "" if step.match is None else f" where {describe_match(step.match)}"
+        return f"wait for {step.event}{where}, timeout {timeout}", "hexagon"
     if isinstance(step, Return):
         value = step.value
         failed = isinstance(value, dict) and value.get("isSuccess") is False
@@ -125,6 +142,14 @@ def _label(step: Step) -> tuple[str, str]:
     if isinstance(step, Retry):
         return f"retry ×{step.times} ({step.backoff}, base {step.base}, cap {step.cap})", "rect"
     return type(step).__name__, "rect"  # pragma: no cover - every step kind is above
+
+
+def _awaited(result_key: str | None, retry: RetryPolicy | None, catch: bool) -> str:
+    """What a task's node adds: where its result goes, its attempts, whether it catches."""
+    if result_key is None:
+        return ""
+    attempts = f", ×{retry.max_attempts} {retry.backoff}" if retry else ""
+    return f" → {result_key}{attempts}" + (", catch" if catch else "")
 
 
 class _Builder:
@@ -225,11 +250,43 @@ def _run_to_the_end(chart: Flowchart) -> None:
             later += 1
 
 
+def delivery_paths(
+    dispatch_events: Iterable[StoredEvent],
+) -> tuple[list[Sequence[dict[str, Any]]], list[Sequence[dict[str, Any]]]]:
+    """(paths of every requested delivery, paths of those that failed for good) from a
+    run's dispatch-stream events (StreamStore.dispatch_events_of_run)."""
+    requested: dict[str, Sequence[dict[str, Any]]] = {}
+    failed: dict[str, Sequence[dict[str, Any]]] = {}
+    for e in dispatch_events:
+        fact = e.fact
+        if isinstance(fact, DispatchRequested):
+            requested[e.stream_id] = fact.path
+            failed.pop(e.stream_id, None)  # a redelivery starts over
+        elif isinstance(fact, DispatchFailed) and e.stream_id in requested:
+            failed[e.stream_id] = requested[e.stream_id]
+        elif isinstance(fact, Dispatched):
+            failed.pop(e.stream_id, None)
+    return list(requested.values()), list(failed.values())
+
+
+def run_chart(
+    store: Store, definition: WorkflowDefinition, tenant_id: str, run_id: str
+) -> Flowchart:
+    """The workflow's flowchart with a run's path, position, failed tasks and failed
+    deliveries marked (the definition the run is pinned to, when given that one)."""
+    chart = flowchart(definition)
+    events = store.streams.load(tenant_id, run_id)
+    requested, failed = delivery_paths(store.streams.dispatch_events_of_run(tenant_id, run_id))
+    mark_run(chart, definition, events, requested, failed)
+    return chart
+
+
 def mark_run(
     chart: Flowchart,
     definition: WorkflowDefinition,
     run_events: Sequence[StoredEvent],
     dispatch_paths: Iterable[Sequence[dict[str, Any]]] = (),
+    failed_deliveries: Iterable[Sequence[dict[str, Any]]] = (),
 ) -> None:
     """Mark a run's path and position on the flowchart (in place).
 
@@ -238,17 +295,28 @@ def mark_run(
         definition: the definition the chart was drawn from.
         run_events: the run's stored stream events, oldest first.
         dispatch_paths: paths of the run's dispatch requests (mail, webhooks).
+        failed_deliveries: paths of those whose delivery failed for good.
     """
     chart.marks["start"] = "visited"
     position: tuple[StepKey, str, str] | None = None
     for path in dispatch_paths:
         _visit(chart, _key_of(path))
+    task_paths: dict[str, StepKey] = {}
     for e in run_events:
         fact = e.fact
-        if isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled)):
+        if isinstance(fact, TaskScheduled):
+            task_paths[fact.task_id] = _key_of(fact.entry_path)
+        elif isinstance(fact, TaskFailed) and fact.task_id in task_paths:
+            node = chart.node_for(task_paths[fact.task_id])
+            if node is not None:
+                chart.marks[node.id] = "failed"
+                chart.notes[node.id] = f"task failed: {fact.error_class} ({fact.reason})"
+        if isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)):
             key = _key_of(fact.entry_path)
             _visit(chart, key)
-            if isinstance(fact, RetryScheduled):
+            if isinstance(fact, TaskScheduled):
+                note = f"waiting for {fact.step_kind} {fact.task_key!r}"
+            elif isinstance(fact, RetryScheduled):
                 note = f"retry {fact.attempt}/{fact.max_attempts} failed, next at"
                 note += f" {format_instant(fact.wake_at)}"
             elif isinstance(fact, StepWaiting):
@@ -279,6 +347,11 @@ def mark_run(
                 position = (position[0], "failed", "cancelled here")
         elif isinstance(fact, RunRedriven):
             position = None
+    for path in failed_deliveries:
+        node = chart.node_for(_key_of(path))
+        if node is not None:
+            chart.marks[node.id] = "failed"
+            chart.notes[node.id] = "delivery failed"
     if position is not None:
         key, mark, note = position
         node = chart.node_for(key) if key else chart.node_for_id("finish")

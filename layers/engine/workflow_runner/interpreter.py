@@ -34,6 +34,7 @@ from .match import validate_event_match
 from .pass_result import (
     DispatchRequest,
     EventWait,
+    InvalidArgument,
     PassResult,
     ResumedTask,
     RetryWait,
@@ -263,7 +264,8 @@ class Interpreter:
             self._store(step.key, value)
         elif isinstance(step, Wait):
             raw = step.for_ if step.for_ is not None else step.until
-            wake_at = self._wake_at(self._call(raw, path, scope), path)
+            argument = "for_" if step.for_ is not None else "until"
+            wake_at = self._wake_at(self._call(raw, path, scope), path, argument)
             raise _Suspend(Suspension("waiting", path, wake_at))
         elif isinstance(step, WaitForEvent):
             self._suspend_for_event(step, path, scope)
@@ -304,11 +306,11 @@ class Interpreter:
         except Exception as error:
             raise _StepFailed(error, path) from error
 
-    def _wake_at(self, raw: Any, path: Path) -> datetime:
+    def _wake_at(self, raw: Any, path: Path, argument: str) -> datetime:
         try:
             return resolve_wake_at(raw, self.now)
         except Exception as error:
-            raise _StepFailed(error, path) from error
+            raise _StepFailed(InvalidArgument.of(argument, error), path) from error
 
     def _suspend_for_event(self, step: WaitForEvent, path: Path, scope: dict[str, Any]) -> None:
         match = self._call(step.match, path, scope)
@@ -317,8 +319,8 @@ class Interpreter:
                 validate_event_match(match)
                 check_storable(match, "the wait's match", self.max_result_bytes)
             except Exception as error:
-                raise _StepFailed(error, path) from error
-        timeout_at = self._wake_at(self._call(step.timeout, path, scope), path)
+                raise _StepFailed(InvalidArgument.of("match", error), path) from error
+        timeout_at = self._wake_at(self._call(step.timeout, path, scope), path, "timeout")
         lookback = self._call(step.lookback, path, scope)
         if lookback is None:
             lookback_from = self.run_started_at
@@ -326,7 +328,7 @@ class Interpreter:
             try:
                 lookback_from = self.now - parse_duration(lookback)
             except Exception as error:
-                raise _StepFailed(error, path) from error
+                raise _StepFailed(InvalidArgument.of("lookback", error), path) from error
         wait = EventWait(step.event, match, lookback_from, step.result_key)
         raise _Suspend(Suspension("waiting-for-event", path, timeout_at, event=wait))
 
@@ -396,7 +398,7 @@ class Interpreter:
         items = self._call(step.over, path, scope)
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
             raise _StepFailed(
-                WorkflowStepError(f"for_each over must give a list, got {type(items).__name__}"),
+                InvalidArgument("over", f"for_each needs a list, got {type(items).__name__}"),
                 path,
             )
         first = int(head.get("item", 0)) if head is not None else 0
@@ -417,9 +419,7 @@ class Interpreter:
                 to = self._call(step.to, path, scope)
                 recipients = [to] if isinstance(to, str) else list(to or [])
                 if not recipients or not all(isinstance(r, str) and "@" in r for r in recipients):
-                    raise WorkflowStepError(
-                        "mail_send: to must be an address or a list of addresses"
-                    )
+                    raise InvalidArgument("to", "mail_send takes an address or a list of them")
                 request = {
                     "to": recipients,
                     "subject": str(self._call(step.subject, path, scope)),
@@ -429,15 +429,15 @@ class Interpreter:
             else:
                 url = self._call(step.url, path, scope)
                 if not isinstance(url, str) or not url:
-                    raise WorkflowStepError("webhook_send: url must be a non-empty string")
+                    raise InvalidArgument("url", "webhook_send takes a non-empty string")
                 method = self._call(step.method, path, scope) or "POST"
                 if method not in ("POST", "PUT", "PATCH"):
-                    raise WorkflowStepError("webhook_send: method must be POST, PUT or PATCH")
+                    raise InvalidArgument("method", "webhook_send takes POST, PUT or PATCH")
                 headers = self._call(step.headers, path, scope) or {}
                 if not isinstance(headers, Mapping) or not all(
                     isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
                 ):
-                    raise WorkflowStepError("webhook_send: headers must map strings to strings")
+                    raise InvalidArgument("headers", "webhook_send takes strings to strings")
                 body = self._call(step.body, path, scope)
                 check_storable(body, "webhook body", self.max_result_bytes)
                 request = {

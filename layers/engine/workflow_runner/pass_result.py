@@ -26,6 +26,22 @@ class TaskFailedError(WorkflowStepError):
         self.error_class = error_class
 
 
+class InvalidArgument(WorkflowStepError):
+    """A step argument's value, computed when the step ran, is not what the step takes
+    (a timeout that is no duration, a match that is no EventMatch, a recipient without @).
+    The run fails with `reason: invalid_argument:<argument>`: the argument's name, never
+    the value (invariant 8)."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(f"{argument}: {message}")
+        self.argument = argument
+        self.reason = f"invalid_argument:{argument}"
+
+    @classmethod
+    def of(cls, argument: str, error: BaseException) -> InvalidArgument:
+        return cls(argument, str(error))
+
+
 def describe_step_error(error: BaseException) -> str:
     """The generic text stored for a failed step; the raw message goes to the log only."""
     if isinstance(error, TaskFailedError):

@@ -82,27 +82,32 @@ def describe_event(e: StoredEvent) -> str:
         if f.step_index is not None:
             text += f" (step {f.step_index})"
         return text + (f": {f.reason}" if f.reason else "")
+    if isinstance(f, TaskScheduled):
+        return (
+            f"step {f.step_index}: {f.step_kind} {f.task_key!r} (up to {f.max_attempts} attempts)"
+        )
+    if isinstance(f, TaskAttemptFailed):
+        retry = f", next at {instant(f.retry_at)}" if f.retry_at else ""
+        return f"task {f.task_key!r} attempt {f.attempt} failed ({f.error_class}){retry}"
+    if isinstance(f, TaskCompleted):
+        return f"task {f.task_key!r} done on attempt {f.attempt}"
+    if isinstance(f, TaskFailed):
+        return (
+            f"task {f.task_key!r} failed after {f.attempts} attempt(s): "
+            f"{f.error_class} ({f.reason})"
+        )
     if isinstance(f, DispatchRequested):
-        return f"step {f.step_index}: {f.step_kind} requested ({f.request_id})"
+        again = f" (redelivery {f.redelivery})" if f.redelivery else ""
+        return f"step {f.step_index}: {f.step_kind} requested{again}"
+    if isinstance(f, DispatchAttemptFailed):
+        retry = f", next at {instant(f.retry_at)}" if f.retry_at else ""
+        return f"{f.step_kind} attempt {f.attempt} failed: {f.error}{retry}"
     if isinstance(f, Dispatched):
         return f"{f.step_kind} delivered" + (
             f" (HTTP {f.status})" if f.step_kind == "webhook.send" else ""
         )
-    if isinstance(f, DispatchAttemptFailed):
-        retry = f", next at {instant(f.retry_at)}" if f.retry_at else ""
-        return f"{f.step_kind} attempt {f.attempt} failed ({f.error}){retry}"
-    if isinstance(f, TaskScheduled):
-        return f"step {f.step_index}: {f.step_kind} {f.task_key} scheduled ({f.task_id})"
-    if isinstance(f, TaskAttemptFailed):
-        retry = f", next at {instant(f.retry_at)}" if f.retry_at else ""
-        return f"task {f.task_key} attempt {f.attempt} failed ({f.error}){retry}"
-    if isinstance(f, TaskCompleted):
-        return f"task {f.task_key} completed on attempt {f.attempt}"
-    if isinstance(f, TaskFailed):
-        return f"task {f.task_key} failed after {f.attempts} attempt(s): {f.reason}"
     if isinstance(f, DispatchFailed):
-        attempt = f" after {f.attempt} attempt(s)" if f.attempt else ""
-        return f"{f.step_kind} failed{attempt}: {f.reason or f.error}"
+        return f"{f.step_kind} failed: {f.error}" + (f" ({f.reason})" if f.reason else "")
     return ""
 
 
@@ -147,13 +152,11 @@ class TimelineEntry:
         return self.event.stream_type != RUN_STREAM
 
 
-def run_timeline(
-    run_events: Sequence[StoredEvent], dispatch_events: Sequence[StoredEvent] = ()
-) -> list[TimelineEntry]:
-    """A run's events and its deliveries' events, in the order they were stored, each
-    with the time since the one before and, where it ends something, how long it took."""
-    merged = sorted([*run_events, *dispatch_events], key=lambda e: (e.recorded_at, e.position))
-    started = run_events[0].recorded_at if run_events else None
+def timeline_entries(timeline: Sequence[StoredEvent]) -> list[TimelineEntry]:
+    """A run's timeline (run_timeline's woven events) with, for each event, the time
+    since the one before and, where it ends something, how long that took."""
+    merged = list(timeline)
+    started = next((e.recorded_at for e in merged if e.stream_type == RUN_STREAM), None)
     suspended_at: datetime | None = None
     requested: dict[str, datetime] = {}
     entries: list[TimelineEntry] = []
@@ -175,6 +178,16 @@ def run_timeline(
         entries.append(TimelineEntry(e, describe_event(e) or _compact(e.payload), after, took))
         previous = e.recorded_at
     return entries
+
+
+def run_timeline(store: Store, tenant_id: str, run_id: str) -> list[StoredEvent]:
+    """A run's stream with its fire-and-forget deliveries' events woven in, in time order
+    (the run stream's own order kept)."""
+    events = store.streams.load(tenant_id, run_id)
+    deliveries = store.streams.dispatch_events_of_run(tenant_id, run_id)
+    merged = [(e.recorded_at, 0, e.version, e) for e in events]
+    merged += [(e.recorded_at, 1, e.position, e) for e in deliveries]
+    return [e for *_, e in sorted(merged, key=lambda item: item[:3])]
 
 
 def activity_rows(store: Store, events: list[StoredEvent]) -> list[list[str]]:
@@ -202,14 +215,18 @@ def activity_rows(store: Store, events: list[StoredEvent]) -> list[list[str]]:
                     describe_event(e),
                 ]
             )
-        elif isinstance(fact, (Dispatched, DispatchFailed)):
+        elif isinstance(fact, (Dispatched, DispatchFailed, DispatchAttemptFailed)):
             first = store.streams.load(e.tenant_id, e.stream_id)[:1]
             origin = first[0].fact if first else None
             requested = origin if isinstance(origin, DispatchRequested) else None
             if isinstance(fact, Dispatched) and fact.step_kind == "webhook.send":
                 detail = f"HTTP {fact.status}"
+            elif isinstance(fact, DispatchFailed) and fact.reason:
+                detail = f"{fact.error} ({fact.reason})"
+            elif isinstance(fact, Dispatched):
+                detail = ""
             else:
-                detail = fact.error if isinstance(fact, DispatchFailed) else ""
+                detail = fact.error
             rows.append(
                 [
                     instant(e.recorded_at),

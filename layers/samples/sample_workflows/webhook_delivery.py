@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from workflow_runner import define_workflow, on_event
+from workflow_runner import Event, define_workflow, on_event
 
 webhook_delivery = define_workflow(
     name="webhook-delivery",
     trigger=on_event("data.processed"),
     steps=lambda s: [
-        s.webhook_send(
-            url=lambda ctx: ctx.event.payload["webhookUrl"],
-            body=lambda ctx: ctx.event.payload["data"],
-        ),
+        s.webhook_send(url=Event.payload["webhookUrl"], body=Event.payload["data"]),
         s.return_({"isSuccess": True}),
     ],
 )

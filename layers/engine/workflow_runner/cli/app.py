@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 the command ran but the answer is "no" (run not found,
 redrive refused, doctor found problems, database error); 2 bad usage or bad input
-(argparse's habit). Errors go to stderr as `wfr: error: ...`; results to stdout.
+(argparse's habit; a workflow definition error too). Errors go to stderr as
+`wfr: error: ...`; results to stdout.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
-from . import actions, console_command, local_commands, operate
+from . import actions, console_command, dispatches, local_commands, operate
 from .context import Context, Handler, UsageError
 from .render import Output
 
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Business time (--now) defaults to the local runtime's clock when the database "
             "has one (set by `wfr local` and `wfr demo`), else the system clock. Exit codes: "
             "0 done, 1 the answer is no (not found, refused, problems found), 2 bad usage "
-            "or input (nothing written)."
+            "or input, a workflow definition error included (nothing written)."
         ),
     )
     # Sub-command copies of the common options must not overwrite values given before
@@ -182,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--tenant", metavar="T", help="only this tenant's runs (default: all)")
     p.add_argument("--template", metavar="FILE", help="SAM template (default: ./template.yaml)")
+    p.add_argument("--now", metavar="ISO", help="business time (what is overdue)")
+
+    dispatches.add_commands(commands, command)
 
     local = commands.add_parser(
         "local", help="the local runtime: send events, let time pass (business time)"
@@ -335,10 +339,10 @@ def main(
         # killed by SIGPIPE would, without a traceback when Python flushes at exit.
         _discard(out)
         return 141
-    except (UsageError, InvalidInput) as error:
+    except (UsageError, InvalidInput, WorkflowDefinitionError) as error:
         print(f"wfr: error: {error}", file=err)
         return 2
-    except (RunNotFound, UnknownWorkflow, WorkflowDefinitionError) as error:
+    except (RunNotFound, UnknownWorkflow) as error:
         print(f"wfr: error: {error}", file=err)
         return 1
     except StoreError as error:

@@ -16,11 +16,11 @@ from ..engine.doctor import run_doctor
 from ..engine.erase import erase_event
 from ..engine.passes import load_run
 from ..engine.run_lookup import RunFilter, list_runs, workflow_version_of
-from ..graph import GraphUnavailable, flowchart, mark_run, to_mermaid, to_png
+from ..graph import GraphUnavailable, flowchart, run_chart, to_mermaid, to_png
 from ..local.routes import template_routes
 from ..store import PendingRow, RunSummary, StoredEvent
-from ..stream import fold_run
-from ..timeline import duration, instant, run_timeline
+from ..stream import RUN_STREAM, fold_run
+from ..timeline import duration, instant, run_timeline, timeline_entries
 from .context import Context, UsageError, parse_now, parse_since
 
 
@@ -114,8 +114,8 @@ def cmd_runs_show(ctx: Context) -> int:
     run = ctx.run()
     tenant, run_id = run.tenant_id, run.run_id
     events = _load_stream(ctx, tenant, run_id)
-    deliveries = ctx.store().console.dispatch_events_of_run(tenant, run_id)
     state = fold_run(run_id, tenant, [e.recorded for e in events])
+    timeline = run_timeline(ctx.store(), tenant, run_id)
     if ctx.output.as_json:
         ctx.output.json(
             {
@@ -125,7 +125,12 @@ def cmd_runs_show(ctx: Context) -> int:
                 "workflowVersion": workflow_version_of(run, ctx.registry()),
                 "status": state.status,
                 "events": [_event_json(e) for e in events],
-                "deliveries": [{"requestId": e.stream_id, **_event_json(e)} for e in deliveries],
+                # Each fire-and-forget delivery's own stream: requested, attempts, outcome.
+                "deliveries": [
+                    {"requestId": e.stream_id, **_event_json(e)}
+                    for e in timeline
+                    if e.stream_type != RUN_STREAM
+                ],
             }
         )
         return 0
@@ -138,13 +143,15 @@ def cmd_runs_show(ctx: Context) -> int:
         ["V", "RECORDED", "AFTER", "EVENT", "DETAIL"],
         [
             [
-                e.event.version if not e.on_dispatch_stream else "",
+                e.event.version
+                if not e.on_dispatch_stream
+                else f"{e.event.stream_id[:8]}/{e.event.version}",
                 instant(e.event.recorded_at),
                 f"+{duration(e.after)}" if e.after else "",
                 e.event.type.removeprefix("workflow."),
                 e.detail + (f" (took {duration(e.took)})" if e.took else ""),
             ]
-            for e in run_timeline(events, deliveries)
+            for e in timeline_entries(timeline)
         ],
     )
     return 0
@@ -258,9 +265,7 @@ def cmd_graph(ctx: Context) -> int:
                 f"run {run_id} is a run of {state.workflow_name!r}, not {definition.name!r}"
             )
         definition = registry.find(definition.name, state.fingerprint) or definition
-        chart = flowchart(definition)
-        dispatches = ctx.store().streams.dispatch_requests_of_run(tenant, run_id)
-        mark_run(chart, definition, events, [d.payload.get("path") or [] for d in dispatches])
+        chart = run_chart(ctx.store(), definition, tenant, run_id)
     else:
         chart = flowchart(definition)
     if ctx.args.format == "png":
@@ -300,7 +305,7 @@ def cmd_doctor(ctx: Context) -> int:
     if template is not None and not template.is_file():
         raise UsageError(f"--template {template}: no such file")
     routes = template_routes(template, ctx.registry())
-    report = run_doctor(ctx.store(), ctx.registry(), tenant, routes)
+    report = run_doctor(ctx.store(), ctx.registry(), tenant, routes, ctx.now())
     if ctx.output.as_json:
         ctx.output.json(report.to_json())
     else:

@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from ..definition import WorkflowDefinition
 from ..engine.run_lookup import workflow_version_of
 from ..errors import UnknownWorkflow
-from ..graph import flowchart, mark_run
+from ..graph import run_chart
 from ..store import RunSummary, StoredEvent
 from ..stream import (
-    DispatchRequested,
     OperatorAction,
     RunCompleted,
     RunFailed,
@@ -20,7 +19,7 @@ from ..stream import (
     TaskScheduled,
     fold_run,
 )
-from ..timeline import duration, run_timeline
+from ..timeline import duration, run_timeline, timeline_entries
 from .actions import action_bar, done_notice
 from .html import Markup, el, join
 from .layout import (
@@ -54,15 +53,11 @@ def _definition(view: View, state: RunState) -> tuple[WorkflowDefinition | None,
     )
 
 
-def _graph(
-    view: View, state: RunState, events: list[StoredEvent], deliveries: list[StoredEvent]
-) -> Markup:
+def _graph(view: View, run: RunSummary, state: RunState) -> Markup:
     definition, note = _definition(view, state)
     if definition is None:
         return notice("warning", note)
-    chart = flowchart(definition)
-    paths = [e.fact.path for e in deliveries if isinstance(e.fact, DispatchRequested)]
-    mark_run(chart, definition, events, paths)
+    chart = run_chart(view.store, definition, run.tenant_id, run.run_id)
     legend = el(
         "ul",
         join(
@@ -168,9 +163,9 @@ def _summary(view: View, run: RunSummary, state: RunState) -> Markup:
     return el("dl", join(join([el("dt", k), el("dd", v)]) for k, v in facts), class_="facts-grid")
 
 
-def _timeline(events: list[StoredEvent], deliveries: list[StoredEvent], view: View) -> Markup:
+def _timeline(view: View, run: RunSummary) -> Markup:
     rows = []
-    for entry in run_timeline(events, deliveries):
+    for entry in timeline_entries(run_timeline(view.store, run.tenant_id, run.run_id)):
         e = entry.event
         stream: Markup | str
         if entry.on_dispatch_stream:
@@ -252,7 +247,6 @@ def _deliveries(view: View, run: RunSummary) -> Markup:
 def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
     """Everything about one run: where it stands, its graph, results and timeline."""
     events = view.store.streams.load(run.tenant_id, run.run_id)
-    deliveries = view.store.console.dispatch_events_of_run(run.tenant_id, run.run_id)
     state = fold_run(run.run_id, run.tenant_id, [e.recorded for e in events])
     status = str(state.status)
     where = ""
@@ -281,9 +275,7 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
             ),
             where,
             _summary(view, run, state),
-            el(
-                "section", el("h2", "Graph"), _graph(view, state, events, deliveries), class_="card"
-            ),
+            el("section", el("h2", "Graph"), _graph(view, run, state), class_="card"),
             el(
                 "section",
                 el("h2", "Pending row"),
@@ -291,7 +283,7 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
                 class_="card",
             ),
             el("section", el("h2", "Step results"), _results(view, run, events), class_="card"),
-            el("section", el("h2", "Timeline"), _timeline(events, deliveries, view), class_="card"),
+            el("section", el("h2", "Timeline"), _timeline(view, run), class_="card"),
             el("section", el("h2", "Mail and webhooks"), _deliveries(view, run), class_="card"),
         ]
     )

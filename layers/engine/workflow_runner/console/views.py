@@ -348,9 +348,8 @@ def _doctor_item(item: str) -> Markup:
 
 def doctor_page(view: View) -> tuple[int, str]:
     """`wfr doctor` as a page: every check with what is wrong and how to fix it."""
-    report = run_doctor(
-        view.store, view.registry, None, template_routes(view.template, view.registry)
-    )
+    routes = template_routes(view.template, view.registry)
+    report = run_doctor(view.store, view.registry, None, routes, view.now)
     sections = []
     for check in report.checks:
         items = (

@@ -10,6 +10,8 @@ from typing import Any
 from ..durations import parse_duration
 from ..errors import WorkflowDefinitionError
 from ..match import validate_event_match
+from ..refs import contains_refs
+from .checks import Unbuilt
 from .dsl import (
     MAX_TASK_TIMEOUT,
     STEP_TYPES,
@@ -37,7 +39,8 @@ def as_steps(value: object, where: str) -> tuple[Step, ...]:
         raise WorkflowDefinitionError(f"{where} must be a list of steps")
     steps = tuple(value)
     for i, step in enumerate(steps):
-        if not isinstance(step, STEP_TYPES):
+        # Unbuilt: a step the builder refused, reported with its place once the tree is built.
+        if not isinstance(step, (*STEP_TYPES, Unbuilt)):
             raise WorkflowDefinitionError(
                 f"{where}[{i}] is not a step (got {type(step).__name__}); "
                 "build steps with the builder passed to steps=lambda s: [...]"
@@ -113,7 +116,7 @@ class StepBuilder:
             parse_duration(timeout)
         if isinstance(lookback, str):
             parse_duration(lookback)
-        if isinstance(match, Mapping):
+        if isinstance(match, Mapping) and not contains_refs(match):
             validate_event_match(match)
         return WaitForEvent(
             event=event_type,

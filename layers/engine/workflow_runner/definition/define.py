@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from ..errors import WorkflowDefinitionError
+from ..errors import InvalidInput, WorkflowDefinitionError
 from .builder import StepBuilder, as_steps
+from .checks import PlacingBuilder, check_definition
 from .dsl import (
     CronTrigger,
     DomainEvent,
@@ -42,7 +43,9 @@ def define_workflow(
         version: keep older versions registered next to newer ones and runs that
             started on them keep resuming on them; new runs start on the highest.
     Raises:
-        WorkflowDefinitionError: the definition is malformed.
+        WorkflowDefinitionError: the definition is malformed; every static argument is
+            checked here, and the message names the workflow, the step path (steps
+            numbered from 0, as stepIndex), the argument and the bad value.
     """
     if not isinstance(name, str) or not name.strip() or "|" in name:
         raise WorkflowDefinitionError(
@@ -64,9 +67,11 @@ def define_workflow(
         raise WorkflowDefinitionError(
             f"workflow {name!r}: steps must be a function lambda s: [...]"
         )
+    # The user's function sees every StepBuilder method (refusals become placeholders).
+    builder = cast(StepBuilder, PlacingBuilder(StepBuilder(awaits_map)))
     try:
-        built = as_steps(steps(StepBuilder(awaits_map)), "steps")
-    except WorkflowDefinitionError as error:
+        built = as_steps(steps(builder), "steps")
+    except (WorkflowDefinitionError, InvalidInput) as error:
         raise WorkflowDefinitionError(f"workflow {name!r}: {error}") from None
     if not built:
         raise WorkflowDefinitionError(f"workflow {name!r}: needs at least one step")
@@ -79,8 +84,9 @@ def define_workflow(
         version=version,
         description=description,
     )
+    check_definition(definition)
     fingerprint = compute_fingerprint(definition, steps)
     definition = WorkflowDefinition(**{**definition.__dict__, "fingerprint": fingerprint})
     if register:
-        default_registry().register(definition)
+        default_registry().register(definition, module=getattr(steps, "__module__", None))
     return definition

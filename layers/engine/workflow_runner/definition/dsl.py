@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
-from ..cron import CronSchedule
 from ..errors import WorkflowDefinitionError
+from ..refs import substitute_refs
 from .retry import BackoffKind, JitterKind, RetryPolicy
 
 # Frozen: changing it would re-key every existing run stream (seeds, aggregate-id.ts).
@@ -65,8 +65,9 @@ Resolver: TypeAlias = Any  # a value, or a callable taking StepContext
 
 
 def resolve(value: Resolver, ctx: StepContext) -> Any:
-    """Return `value(ctx)` for a callable, else `value` itself."""
-    return value(ctx) if callable(value) else value
+    """Return `value(ctx)` for a callable (a reference too), else `value` with the
+    references inside it resolved (itself when it holds none)."""
+    return value(ctx) if callable(value) else substitute_refs(value, ctx)
 
 
 # --- triggers ---------------------------------------------------------------
@@ -98,8 +99,8 @@ def on_event(event_type: str, filter: Callable[[DomainEvent], bool] | None = Non
 
 
 def on_cron(schedule: str) -> CronTrigger:
-    """Trigger a run per tenant at each instant of a 5-field UTC cron schedule."""
-    CronSchedule.parse(schedule)
+    """Trigger a run per tenant at each instant of a 5-field UTC cron schedule (checked
+    by define_workflow, which names the workflow in the error)."""
     return CronTrigger(schedule=schedule)
 
 

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..refs import Ref
 from .dsl import STEP_TYPES, EventTrigger, WorkflowDefinition
 from .retry import RetryPolicy
 
@@ -41,6 +42,9 @@ def _describe(value: Any) -> Any:
         }
     if isinstance(value, RetryPolicy):
         return value.to_json()
+    if isinstance(value, Ref):
+        # Before `callable`: a reference is a resolver, hashed by its path text.
+        return {"ref": value.text}
     if isinstance(value, tuple):
         return [_describe(item) for item in value]
     if isinstance(value, Mapping):

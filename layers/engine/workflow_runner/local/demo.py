@@ -25,7 +25,7 @@ from typing import Any
 from ..definition import load_workflow_modules
 from ..engine.cancel import cancel_run
 from ..engine.doctor import run_doctor
-from ..graph import flowchart, mark_run, to_mermaid
+from ..graph import run_chart, to_mermaid
 from ..store import Store, connect
 from ..timeline import activity_rows, describe_event
 from . import routes as r
@@ -254,7 +254,7 @@ class Demo:
 
         self.scene("wfr doctor")
         routes = r.template_routes(self.rt.routing.template, self.rt.registry)
-        report = run_doctor(self.store, self.rt.registry, self.tenant, routes)
+        report = run_doctor(self.store, self.rt.registry, self.tenant, routes, self.rt.now())
         for check in report.checks:
             out.line(f"  {out.status(check.status):<8} {check.name}: {check.summary}")
         expected = {
@@ -316,10 +316,7 @@ class Demo:
 
     def graph(self, workflow: str, run_id: str) -> None:
         definition = self.rt.registry.latest(workflow)
-        chart = flowchart(definition)
-        events = self.store.streams.load(self.tenant, run_id)
-        dispatches = self.store.streams.dispatch_requests_of_run(self.tenant, run_id)
-        mark_run(chart, definition, events, [d.payload.get("path") or [] for d in dispatches])
+        chart = run_chart(self.store, definition, self.tenant, run_id)
         for line in to_mermaid(chart).splitlines():
             self.out.line("  " + line)
 

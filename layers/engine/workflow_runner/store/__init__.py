@@ -8,7 +8,7 @@ from .erasure import Relation
 from .inbox import CandidateEvent, InboxEvent
 from .local import CapturedMail, QueuedMessage
 from .migrate import Migration, apply_migrations, pending_migrations, schema_sql
-from .operator import FingerprintUse, ProjectionState, RunCheckRow
+from .operator import PinnedRunGroup, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
 from .pending import DueRow, NewPendingRow, PendingRow, WaitingRow
 from .results import StoredResults
@@ -23,7 +23,6 @@ __all__ = [
     "ClaimedTask",
     "DispatchStatus",
     "DueRow",
-    "FingerprintUse",
     "InboxEvent",
     "Migration",
     "NewEvent",
@@ -33,6 +32,7 @@ __all__ = [
     "OutboxSummary",
     "PendingKey",
     "PendingRow",
+    "PinnedRunGroup",
     "ProjectionState",
     "QueuedMessage",
     "Relation",

@@ -16,7 +16,6 @@ from typing import Any
 from .pending import PendingRow
 from .runs import RunSummary
 from .sql import Sql
-from .streams import StoredEvent
 
 # Bounds that stand for "no bound", so that every keyset and time condition stays an
 # index condition (a NULL would turn it into a filter in a generic plan).
@@ -77,7 +76,7 @@ def _pending_row(r: dict[str, Any]) -> PendingRow:
 
 
 class ConsoleStore:
-    """Runs, pending rows and a run's deliveries, as an operator browses them."""
+    """Runs and pending rows, as an operator browses them."""
 
     def __init__(self, sql: Sql) -> None:
         self._sql = sql
@@ -153,10 +152,3 @@ class ConsoleStore:
         """The run's pending row (a list: empty when it has none)."""
         rows = self._sql.all("console_pending_of_run", {"tenant_id": tenant_id, "run_id": run_id})
         return [_pending_row(r) for r in rows]
-
-    def dispatch_events_of_run(self, tenant_id: str, run_id: str) -> list[StoredEvent]:
-        """Every event of the run's dispatch streams (requests and outcomes), in order."""
-        rows = self._sql.all(
-            "console_run_dispatch_events", {"tenant_id": tenant_id, "run_id": run_id}
-        )
-        return [StoredEvent.from_row(r) for r in rows]

@@ -142,13 +142,3 @@ SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, step_index, workflo
 FROM workflow_run_pending
 WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s
 ORDER BY step_index;
-
--- name: console_run_dispatch_events
--- Every event of one run's dispatch streams (requests and their delivery outcomes),
--- found through the outbox rows of the run (dispatch_outbox_run_idx).
-SELECT e.position, e.tenant_id::text AS tenant_id, e.stream_id::text AS stream_id,
-       e.stream_type, e.version, e.type, e.payload, e.metadata, e.recorded_at
-FROM dispatch_outbox o
-JOIN wf_events e ON e.tenant_id = o.tenant_id AND e.stream_id = o.request_id
-WHERE o.tenant_id = %(tenant_id)s AND o.run_id = %(run_id)s
-ORDER BY e.position;

@@ -77,8 +77,8 @@ SELECT min(next_attempt_at) AS due FROM dispatch_outbox WHERE status = 'pending'
 
 -- name: list_deliveries
 -- Fire-and-forget deliveries across tenants (or of one), newest first, by status:
--- failed (settled since %(since)s), stuck (pending and overdue by %(stuck_after)s) or
--- pending; keyset pagination on (created_at, request_id) below %(before_*)s.
+-- failed (settled since the given instant), stuck (pending and due before the stuck
+-- bound, no lease running) or pending; keyset pagination on (created_at, request_id).
 SELECT tenant_id::text AS tenant_id, request_id::text AS request_id, run_id::text AS run_id,
        step_kind, status, attempts, next_attempt_at, leased_until, last_error, failure_reason,
        created_at, settled_at, request IS NOT NULL AS has_request

@@ -104,3 +104,19 @@ WHERE r.tenant_id = %(tenant_id)s AND r.run_id = %(run_id)s;
 INSERT INTO run_consumed_events (tenant_id, run_id, event_id)
 SELECT %(tenant_id)s, %(run_id)s, unnest(%(event_ids)s::text[])
 ON CONFLICT DO NOTHING;
+
+-- name: find_tasks
+-- Tasks across tenants (or of one) by status: failed (settled since %(since)s) or stuck
+-- (open and more than a while past due: no worker is running), newest first.
+SELECT tenant_id::text AS tenant_id, task_id::text AS task_id, run_id::text AS run_id,
+       workflow_name, definition_fingerprint, task_key, step_kind, path, scope, request,
+       status, attempts, max_attempts, timeout_ms, next_attempt_at, leased_until, last_error,
+       created_at, settled_at
+FROM task_queue
+WHERE (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
+  AND CASE %(status)s
+        WHEN 'failed' THEN status = 'failed' AND settled_at >= %(since)s
+        ELSE status IN ('pending', 'running') AND next_attempt_at < %(stuck_before)s
+      END
+ORDER BY created_at DESC, task_id DESC
+LIMIT %(limit)s;

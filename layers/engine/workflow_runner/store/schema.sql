@@ -135,9 +135,9 @@ CREATE TABLE dispatch_outbox (
     PRIMARY KEY (tenant_id, request_id)
 );
 CREATE INDEX dispatch_outbox_due_idx ON dispatch_outbox (next_attempt_at) WHERE status = 'pending';
-CREATE INDEX dispatch_outbox_run_idx ON dispatch_outbox (tenant_id, run_id);
 CREATE INDEX dispatch_outbox_settled_idx ON dispatch_outbox (settled_at)
     WHERE status = 'failed';
+CREATE INDEX dispatch_outbox_run_idx ON dispatch_outbox (tenant_id, run_id);
 
 -- Tasks the runs wait for (s.task, and mail/webhook steps with result_key): a worker
 -- claims a row with a lease, runs the attempt outside any transaction and records the

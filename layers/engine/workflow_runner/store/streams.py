@@ -152,23 +152,10 @@ class StreamStore:
         )
         return [StoredEvent.from_row(r) for r in rows]
 
-    def dispatch_requests_of_run(self, tenant_id: str, run_id: str) -> list[StoredEvent]:
-        """The `step.dispatch-requested` events a run's passes appended, oldest first."""
-        rows = self._sql.all("cli_run_dispatches", {"tenant_id": tenant_id, "run_id": run_id})
-        return [
-            StoredEvent(
-                position=0,
-                tenant_id=tenant_id,
-                stream_id=r["request_id"],
-                stream_type="step-dispatch",
-                version=1,
-                type="step.dispatch-requested",
-                payload=r["payload"],
-                metadata={},
-                recorded_at=r["recorded_at"],
-            )
-            for r in rows
-        ]
+    def dispatch_events_of_run(self, tenant_id: str, run_id: str) -> list[StoredEvent]:
+        """Every event of a run's fire-and-forget delivery streams, in time order."""
+        rows = self._sql.all("run_dispatch_events", {"tenant_id": tenant_id, "run_id": run_id})
+        return [StoredEvent.from_row(r) for r in rows]
 
 
 class CheckpointStore:

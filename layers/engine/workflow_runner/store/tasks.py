@@ -170,26 +170,50 @@ class TaskStore:
 
     def get(self, tenant_id: str, task_id: str) -> TaskRow | None:
         row = self._sql.one("get_task", {"tenant_id": tenant_id, "task_id": task_id})
-        if row is None:
-            return None
-        return TaskRow(
-            tenant_id=row["tenant_id"],
-            task_id=row["task_id"],
-            run_id=row["run_id"],
-            workflow_name=row["workflow_name"],
-            task_key=row["task_key"],
-            step_kind=row["step_kind"],
-            status=row["status"],
-            attempts=row["attempts"],
-            max_attempts=row["max_attempts"],
-            next_attempt_at=row["next_attempt_at"],
-            leased_until=row["leased_until"],
-            last_error=row["last_error"],
-            created_at=row["created_at"],
-            settled_at=row["settled_at"],
+        return None if row is None else _task_row(row)
+
+    def find(
+        self,
+        status: Literal["failed", "stuck"],
+        since: datetime,
+        stuck_before: datetime,
+        tenant_id: str | None = None,
+        limit: int = 100,
+    ) -> list[TaskRow]:
+        """Failed tasks (settled since `since`) or stuck ones (open, due before
+        `stuck_before`), across tenants or of one, newest first."""
+        rows = self._sql.all(
+            "find_tasks",
+            {
+                "status": status,
+                "since": since,
+                "stuck_before": stuck_before,
+                "tenant_id": tenant_id,
+                "limit": limit,
+            },
         )
+        return [_task_row(r) for r in rows]
 
     def next_due(self) -> datetime | None:
         """When the earliest open task is due (None: none is open)."""
         row = self._sql.one("next_task_due", {})
         return None if row is None else row["due"]
+
+
+def _task_row(row: dict[str, Any]) -> TaskRow:
+    return TaskRow(
+        tenant_id=row["tenant_id"],
+        task_id=row["task_id"],
+        run_id=row["run_id"],
+        workflow_name=row["workflow_name"],
+        task_key=row["task_key"],
+        step_kind=row["step_kind"],
+        status=row["status"],
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        next_attempt_at=row["next_attempt_at"],
+        leased_until=row["leased_until"],
+        last_error=row["last_error"],
+        created_at=row["created_at"],
+        settled_at=row["settled_at"],
+    )

@@ -23,7 +23,8 @@ from .names import (
 
 @dataclass(frozen=True, kw_only=True)
 class DispatchRequested:
-    """A pass asked for a mail or webhook (version 1 of the request's stream)."""
+    """A pass asked for a mail or webhook (version 1 of the request's stream); again,
+    with `redelivery`, when an operator asked to deliver a failed one once more."""
 
     TYPE: ClassVar[str] = DISPATCH_REQUESTED
 
@@ -33,9 +34,10 @@ class DispatchRequested:
     step_kind: str
     step_index: int
     path: Path
+    redelivery: int | None = None  # n: the n-th redelivery an operator asked for (0.2)
 
     def to_payload(self) -> dict[str, Any]:
-        return {
+        payload: dict[str, Any] = {
             "requestId": self.request_id,
             "runId": self.run_id,
             "workflowName": self.workflow_name,
@@ -43,6 +45,8 @@ class DispatchRequested:
             "stepIndex": self.step_index,
             "path": self.path,
         }
+        optional(payload, "redelivery", self.redelivery)
+        return payload
 
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> DispatchRequested:
@@ -53,6 +57,7 @@ class DispatchRequested:
             step_kind=p["stepKind"],
             step_index=int(p["stepIndex"]),
             path=list(p.get("path") or []),
+            redelivery=p.get("redelivery"),
         )
 
 

@@ -67,3 +67,4 @@ ALTER TABLE dispatch_outbox ADD COLUMN failure_reason text;
 ALTER TABLE dispatch_outbox ADD COLUMN settled_at timestamptz;
 CREATE INDEX dispatch_outbox_settled_idx ON dispatch_outbox (settled_at)
     WHERE status = 'failed';
+CREATE INDEX dispatch_outbox_run_idx ON dispatch_outbox (tenant_id, run_id);

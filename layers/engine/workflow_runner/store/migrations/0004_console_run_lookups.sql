@@ -1,7 +1,7 @@
 -- migrate: no-transaction
 -- The operator console and `wfr runs list` across tenants (issue 13). Built
--- CONCURRENTLY: workflow_runs and dispatch_outbox are big and written by every pass, and
--- a plain CREATE INDEX would block those writes for the whole build.
+-- CONCURRENTLY: workflow_runs is big and written by every pass, and a plain CREATE INDEX
+-- would block those writes for the whole build.
 
 -- The workflow version a run is on. Written by every pass from now on; rows written by
 -- older releases stay NULL until their run's next pass (no backfill: an UPDATE of every
@@ -20,7 +20,3 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS workflow_runs_workflow_recent_idx
 -- A run by id or id prefix without its tenant, and by idempotency key (the run id of a
 -- key is derived from it).
 CREATE INDEX CONCURRENTLY IF NOT EXISTS workflow_runs_run_id_idx ON workflow_runs (run_id);
-
--- One run's mail and webhook requests (its timeline and deliveries).
-CREATE INDEX CONCURRENTLY IF NOT EXISTS dispatch_outbox_run_idx
-    ON dispatch_outbox (tenant_id, run_id);

@@ -35,7 +35,7 @@ from ..definition import WorkflowRegistry
 from ..engine.run_lookup import AmbiguousRunId, resolve_run
 from ..errors import InvalidInput, RunNotFound, StoreError
 from ..store import RunSummary, Store, connect
-from . import actions, run_view, views
+from . import actions, deliveries, run_view, views
 from .layout import View, error_page
 
 log = logging.getLogger("workflow_runner")
@@ -48,6 +48,7 @@ STATIC = {
     "favicon.svg": "image/svg+xml",
 }
 _RUN_PATH = re.compile(r"^/runs/([0-9A-Fa-f-]{4,36})(?:/(cancel|resume|redrive))?$")
+_REDELIVER_PATH = re.compile(r"^/deliveries/([0-9A-Fa-f-]{36})/redeliver$")
 _HEADERS = [
     (
         "Content-Security-Policy",
@@ -254,6 +255,17 @@ class ConsoleApp:
             return _html(*views.pending_page(view, request.query))
         if path == "/doctor":
             return _html(*views.doctor_page(view))
+        if path == "/deliveries":
+            return _html(*deliveries.deliveries_page(view, request.query))
+        redelivery = _REDELIVER_PATH.match(path)
+        if redelivery is not None:
+            if not view.allow_actions:
+                return _read_only(view)
+            return _html(
+                *deliveries.confirm_redelivery(
+                    view, redelivery.group(1), request.query.get("tenant")
+                )
+            )
         found = _RUN_PATH.match(path)
         if found is None:
             return _html(404, error_page(view, "404 Not Found", f"No page at {request.path}"))
@@ -269,7 +281,8 @@ class ConsoleApp:
 
     def _post(self, request: Request, view: View, path: str) -> Response:
         found = _RUN_PATH.match(path)
-        if found is None or found.group(2) is None:
+        redelivery = _REDELIVER_PATH.match(path)
+        if (found is None or found.group(2) is None) and redelivery is None:
             return _html(
                 405, error_page(view, "405 Method Not Allowed", "Only actions are posted.")
             )
@@ -290,10 +303,14 @@ class ConsoleApp:
                     "and try again.",
                 ),
             )
-        run_or_error = self._run(view, found.group(1), request.form.get("tenant"))
-        if isinstance(run_or_error, Response):
-            return run_or_error
-        code, location, text = actions.perform(view, run_or_error, found.group(2), request.form)
+        if redelivery is not None:
+            code, location, text = deliveries.redeliver_now(view, redelivery.group(1), request.form)
+        else:
+            assert found is not None
+            run_or_error = self._run(view, found.group(1), request.form.get("tenant"))
+            if isinstance(run_or_error, Response):
+                return run_or_error
+            code, location, text = actions.perform(view, run_or_error, found.group(2), request.form)
         if code == 303:
             return Response(_STATUS[303], b"", headers=[("Location", location)])
         return _html(code, text)

@@ -21,7 +21,7 @@ from ..stream import (
 )
 from ..timeline import duration, run_timeline, timeline_entries
 from .actions import action_bar, done_notice
-from .html import Markup, el, join
+from .html import Markup, el, join, url
 from .layout import (
     View,
     json_value,
@@ -227,18 +227,29 @@ def _pending(view: View, run: RunSummary, settled: bool) -> Markup:
 
 
 def _deliveries(view: View, run: RunSummary) -> Markup:
-    rows = [
-        [
-            short_id(o.request_id),
-            o.step_kind,
-            status_badge(o.status),
-            str(o.attempts),
-            when(o.created_at, view.now),
-        ]
-        for o in view.store.outbox.of_run(run.tenant_id, run.run_id)
-    ]
+    rows = []
+    for o in view.store.outbox.of_run(run.tenant_id, run.run_id):
+        action: object = ""
+        if view.allow_actions and o.status == "failed":
+            action = el(
+                "a",
+                "Redeliver",
+                href=url(f"/deliveries/{o.request_id}/redeliver", {"tenant": run.tenant_id}),
+                class_="btn small",
+                data_action="redeliver",
+            )
+        rows.append(
+            [
+                short_id(o.request_id),
+                o.step_kind,
+                status_badge(o.status),
+                str(o.attempts),
+                when(o.created_at, view.now),
+                action,
+            ]
+        )
     return table(
-        ["Request", "Kind", "Status", "Attempts", "Requested"],
+        ["Request", "Kind", "Status", "Attempts", "Requested", ""],
         rows,
         "No mail or webhook requested.",
     )

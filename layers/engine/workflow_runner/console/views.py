@@ -336,14 +336,38 @@ def with_code(text: str) -> Markup:
     return join(el("code", part) if n % 2 else part for n, part in enumerate(parts))
 
 
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_RUN_MENTION = re.compile(rf"\brun ({_UUID})")
+_DELIVERY = re.compile(r"^ (mail\.send|webhook\.send)\b")
+_TENANT_FIRST = re.compile(rf"^({_UUID}) (.*)$")
+
+
 def _doctor_item(item: str) -> Markup:
-    found = _UUID_PAIR.match(item)
+    """A finding's item with what it names linked: items start with the tenant, then the
+    run (run checks), a delivery (linked to the deliveries page), or other words with
+    the run named as `run <id>`."""
+    found = _TENANT_FIRST.match(item)
     if not found:
         return el("li", item)
-    tenant, run_id, rest = found.groups()
-    return el(
-        "li", run_link(run_id, tenant, full=True), " ", el("span", f"tenant {tenant[:8]}{rest}")
-    )
+    tenant, rest = found.groups()
+    if _RUN_MENTION.search(rest) is None:
+        pair = _UUID_PAIR.match(item)
+        if pair is None:
+            return el("li", item)
+        second, tail = pair.group(2), pair.group(3)
+        if _DELIVERY.match(tail):
+            link = el("a", el("code", second), href=url("/deliveries", {"tenant": tenant}))
+        else:
+            link = run_link(second, tenant, full=True)
+        return el("li", link, " ", el("span", f"tenant {tenant[:8]}{tail}"))
+    parts: list[object] = [el("span", f"tenant {tenant[:8]} ")]
+    position = 0
+    for mention in _RUN_MENTION.finditer(rest):
+        parts.append(rest[position : mention.start(1)])
+        parts.append(run_link(mention.group(1), tenant, full=True))
+        position = mention.end(1)
+    parts.append(rest[position:])
+    return el("li", join(parts))
 
 
 def doctor_page(view: View) -> tuple[int, str]:

@@ -1,12 +1,13 @@
-"""Operator actions (console and CLI): cancel, resume now, redrive — each recorded on
-the run's stream as who asked for it, in the transaction of the engine operation that
-does the work.
+"""Operator actions (console and CLI): cancel, resume now, redrive, redeliver — each
+recorded on the run's stream as who asked for it, in the transaction of the engine
+operation that does the work.
 
 The audit fact `workflow.operator-action` {action, by, reason} is appended right before
 the operation's own events; an action that did not happen (the run was already settled,
 not due, resumed by someone else, or the redrive was refused) rolls it back, so the
 stream only ever says what an operator actually did. The operations themselves are the
-ones the functions and `wfr` always used: `cancel_run`, `resume_run`, `redrive_run`.
+ones the functions and `wfr` always used: `cancel_run`, `resume_run`, `redrive_run`,
+`deliveries.redeliver`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..errors import WorkflowRunnerError
 from ..store import Store
 from ..stream import RUN_STREAM, OperatorAction, RunState
 from .cancel import CancelResult, cancel_run
+from .deliveries import RedeliveryRefused, RedeliveryResult, redeliver
 from .passes import load_run
 from .redrive import RedriveResult, redrive_run
 from .resume import ResumeResult, resume_run
@@ -170,5 +172,46 @@ def redrive_as_operator(
         now,
         lambda state: OperatorAction(action="redrive", by=operator.by, reason=operator.reason),
         lambda state: redrive_run(store, tenant_id, run_id, now, registry=registry),
+        lambda result: True,
+    )
+
+
+def redeliver_as_operator(
+    store: Store, tenant_id: str, request_id: str, now: datetime, operator: Operator
+) -> ActionResult[RedeliveryResult]:
+    """Deliver a failed fire-and-forget request again and record who asked on the
+    stream of the run that requested it (its summary's version follows the stream).
+
+    Raises:
+        RedeliveryRefused: no such failed request with a stored payload (nothing written).
+    """
+    row = store.outbox.get(tenant_id, request_id)
+    if row is None:
+        raise RedeliveryRefused(f"no delivery {request_id} for tenant {tenant_id}")
+
+    def operate(state: RunState) -> RedeliveryResult:
+        result = redeliver(store, tenant_id, request_id, now)
+        # The audit fact moved the run's stream on: keep its summary's version in step.
+        store.runs.upsert(
+            tenant_id,
+            state.run_id,
+            state.workflow_name,
+            "running" if state.status == "missing" else state.status,
+            state.version + 1,
+            state.fingerprint,
+            state.trigger_event_type,
+            now,
+        )
+        return result
+
+    return _recorded(
+        store,
+        tenant_id,
+        row.run_id,
+        now,
+        lambda state: OperatorAction(
+            action="redeliver", by=operator.by, reason=operator.reason, request_id=request_id
+        ),
+        operate,
         lambda result: True,
     )

@@ -19,7 +19,7 @@ class OperatorAction:
     work (cancel, resume, redrive), right before them; an action that did not happen
     leaves no trace. The fold ignores it: it says who asked, not where the run stands.
     `by` names the operator and the tool (e.g. "console (ada@host)"); `step_index` is
-    the suspension a resume asked for.
+    the suspension a resume asked for, `request_id` the delivery a redeliver sent again.
     """
 
     TYPE: ClassVar[str] = OPERATOR_ACTION
@@ -28,11 +28,13 @@ class OperatorAction:
     by: str
     reason: str | None = None
     step_index: int | None = None
+    request_id: str | None = None
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"action": self.action, "by": self.by}
         optional(payload, "reason", self.reason)
         optional(payload, "stepIndex", self.step_index)
+        optional(payload, "requestId", self.request_id)
         return payload
 
     @classmethod
@@ -43,4 +45,5 @@ class OperatorAction:
             by=str(p.get("by", "")),
             reason=p.get("reason"),
             step_index=int(step) if step is not None else None,
+            request_id=p.get("requestId"),
         )

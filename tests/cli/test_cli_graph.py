@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from cli_support import T0, TENANT, Cli, send
 from workflow_runner import define_workflow, on_event
+from workflow_runner.definition.dsl import DomainEvent
+from workflow_runner.engine import wake_on_event
 from workflow_runner.graph import flowchart, to_mermaid
 from workflow_runner.store import Store
 
@@ -74,6 +76,20 @@ def test_a_waiting_run_shows_its_path_and_position(cli: Cli, store: Store) -> No
     assert "waiting until 2026-01-13T09:00:00.000000Z" in text
 
 
+def test_a_completed_run_marks_the_rest_of_the_arm_it_ran(cli: Cli, store: Store) -> None:
+    order = {"orderId": "o-9", "total": 5, "email": "a@example.com"}
+    run_id = send(store, "order.placed", order).started[0].run_id
+    approved = DomainEvent(
+        "ok-9", "order.approved", {"orderId": "o-9", "approver": "carol"}, TENANT, T0, "tests"
+    )
+    assert [w.run_id for w in wake_on_event(store, approved, T0)] == [run_id]
+    assert cli("resume", run_id, "--step", "1").out.startswith("completed")
+    marks = cli("graph", "order-approval", "--run", run_id, "--json").json()["marks"]
+    # The approved arm ran to its return, which left no trace on the stream.
+    assert marks["s2t_2"] == "visited" and marks["finish"] == "visited"
+    assert "s2f_0" not in marks
+
+
 def test_a_failed_run_marks_the_failed_step(cli: Cli, store: Store) -> None:
     detail = {"sku": "s", "revision": 1, "failAttempts": 9}
     run_id = send(store, "inventory.changed", detail).started[0].run_id
@@ -88,8 +104,9 @@ def test_a_failed_run_marks_the_failed_step(cli: Cli, store: Store) -> None:
 def test_graph_errors(cli: Cli, store: Store) -> None:
     unknown = cli("graph", "no-such-workflow")
     assert unknown.code == 1 and 'Workflow "no-such-workflow" is not registered' in unknown.err
-    no_tenant = cli("graph", "user-onboarding", "--run", "00000000-0000-4000-8000-000000000001")
-    assert no_tenant.code == 2 and "--run needs --tenant" in no_tenant.err
+    unknown_run = cli("graph", "user-onboarding", "--run", "00000000-0000-4000-8000-000000000001")
+    assert unknown_run.code == 1
+    assert "run 00000000-0000-4000-8000-000000000001 not found in any tenant" in unknown_run.err
     run_id = send(store, "user.signed-up", SIGNUP).started[0].run_id
     other = cli("graph", "order-approval", "--run", run_id, "--tenant", TENANT)
     assert other.code == 2 and "is a run of 'user-onboarding'" in other.err

@@ -15,7 +15,11 @@ MAX_LINES = 500
 # Layers from the bottom up: a module may import its own layer and those below it.
 LAYERS = ["store", "definition", "engine", "aws", "local", "cli"]
 # Packages at the level of another layer: entry points side by side at the top.
-LEVEL = {**{name: level for level, name in enumerate(LAYERS)}, "testing": LAYERS.index("cli")}
+LEVEL = {
+    **{name: level for level, name in enumerate(LAYERS)},
+    "testing": LAYERS.index("cli"),
+    "console": LAYERS.index("cli"),
+}
 # Packages that only the store layer (and the embedded test server) may import.
 DRIVER = "psycopg"
 DRIVER_ALLOWED = {"store", "embedded"}

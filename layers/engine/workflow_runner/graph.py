@@ -235,6 +235,21 @@ def _visit(chart: Flowchart, key: StepKey) -> None:
                 chart.marks.setdefault(node.id, "visited")
 
 
+def _run_to_the_end(chart: Flowchart) -> None:
+    """A completed run ran every step list it entered to its end or to a return: mark the
+    steps after a visited one in the same list (a branch arm, a loop body) visited."""
+    for node in list(chart.nodes):
+        if node.key is None or chart.marks.get(node.id) != "visited":
+            continue
+        *prefix, (index, arm) = node.key
+        later = index + 1
+        while (sibling := chart.node_for((*prefix, (later, arm)))) is not None:
+            chart.marks.setdefault(sibling.id, "visited")
+            if sibling.shape == "round":  # a return: the run ended here
+                break
+            later += 1
+
+
 def delivery_paths(
     dispatch_events: Iterable[StoredEvent],
 ) -> tuple[list[Sequence[dict[str, Any]]], list[Sequence[dict[str, Any]]]]:
@@ -324,6 +339,7 @@ def mark_run(
                 node = chart.node_for(((index, ""),))
                 if node is not None:
                     chart.marks.setdefault(node.id, "visited")
+            _run_to_the_end(chart)
             chart.marks["finish"] = "visited"
             position = None
         elif isinstance(fact, RunCancelled):

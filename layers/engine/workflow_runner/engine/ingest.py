@@ -124,7 +124,15 @@ def _trigger_failure(
     if not store.streams.append(tenant, run_id, RUN_STREAM, 0, [started, failed], now):
         return None
     store.runs.upsert(
-        tenant, run_id, definition.name, "failed", 2, definition.fingerprint, event.type, now
+        tenant,
+        run_id,
+        definition.name,
+        "failed",
+        2,
+        definition.fingerprint,
+        event.type,
+        now,
+        workflow_version=definition.version,
     )
     return RunOutcome(tenant, run_id, definition.name, "failed", step_index=0, reason=reason)
 

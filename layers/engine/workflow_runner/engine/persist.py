@@ -215,6 +215,7 @@ def persist_pass(
             definition.fingerprint,
             trigger_event_type,
             now,
+            workflow_version=definition.version,
         )
     return outcome
 

@@ -15,7 +15,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -321,8 +321,17 @@ class Demo:
             self.out.line("  " + line)
 
 
-def run_demo(out: Any, environ: Mapping[str, str], database_url: str | None = None) -> int:
-    """Play the demo; return the exit code (0 when every run ended as expected)."""
+def run_demo(
+    out: Any,
+    environ: Mapping[str, str],
+    database_url: str | None = None,
+    then: Callable[[str], object] | None = None,
+) -> int:
+    """Play the demo; return the exit code (0 when every run ended as expected).
+
+    `then` is called with the database's URL after the demo, while its database still
+    exists (`wfr demo --console` serves the console there).
+    """
     started = time.monotonic()
     url = database_url or environ.get("DATABASE_URL")
     server = None
@@ -351,8 +360,10 @@ def run_demo(out: Any, environ: Mapping[str, str], database_url: str | None = No
                 code = Demo(out, store, runtime, sink).play()
         finally:
             store.close()
+        out.line(out.paint(f"demo finished in {time.monotonic() - started:.1f} s", "dim"))
+        if then is not None:
+            then(url)
     finally:
         if server is not None:
             server.cleanup()
-    out.line(out.paint(f"demo finished in {time.monotonic() - started:.1f} s", "dim"))
     return code

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
 from .erasure import Relation
 from .inbox import CandidateEvent, InboxEvent
@@ -29,12 +30,15 @@ __all__ = [
     "NewTask",
     "OutboxRow",
     "OutboxSummary",
+    "PendingKey",
     "PendingRow",
     "PinnedRunGroup",
     "ProjectionState",
     "QueuedMessage",
     "Relation",
     "RunCheckRow",
+    "RunKey",
+    "RunQuery",
     "RunSummary",
     "Sql",
     "Store",

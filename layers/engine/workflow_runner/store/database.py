@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from .console import ConsoleStore
 from .cron import CronStore
 from .erasure import ErasureStore
 from .inbox import InboxStore
@@ -83,6 +84,10 @@ class Store:
     @cached_property
     def operator(self) -> OperatorStore:
         return OperatorStore(self._sql)
+
+    @cached_property
+    def console(self) -> ConsoleStore:
+        return ConsoleStore(self._sql)
 
     @cached_property
     def erasure(self) -> ErasureStore:

@@ -14,6 +14,13 @@ from ..errors import StoreError
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # Serialises concurrent migrators (two deploys, or Lambda retries of the custom resource).
 _MIGRATION_LOCK = 0x77667200
+# First line of a migration that must run outside a transaction, one statement at a time:
+# CREATE INDEX CONCURRENTLY builds an index on a big table without blocking its writers,
+# and cannot run inside a transaction block.
+_NO_TRANSACTION = "-- migrate: no-transaction"
+_CONCURRENT_INDEX = re.compile(
+    r"CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -21,6 +28,22 @@ class Migration:
     version: int
     name: str
     sql: str
+
+    @property
+    def transactional(self) -> bool:
+        """False for a migration marked `-- migrate: no-transaction` on its first line."""
+        return not self.sql.lstrip().startswith(_NO_TRANSACTION)
+
+    def statements(self) -> list[str]:
+        """The migration's statements (split at a `;` that ends a line), comments dropped."""
+        found = []
+        for chunk in re.split(r";\s*$", self.sql, flags=re.MULTILINE):
+            code = "\n".join(
+                line for line in chunk.splitlines() if not line.strip().startswith("--")
+            ).strip()
+            if code:
+                found.append(code)
+        return found
 
 
 def all_migrations() -> list[Migration]:
@@ -61,22 +84,60 @@ def pending_migrations(conn: psycopg.Connection[object]) -> list[Migration]:
     return [mig for mig in all_migrations() if mig.version not in applied]
 
 
+def _record(conn: psycopg.Connection[object], mig: Migration) -> None:
+    conn.execute(
+        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (mig.version, mig.name)
+    )
+
+
+def _apply_without_transaction(conn: psycopg.Connection[object], mig: Migration) -> None:
+    """Run a no-transaction migration statement by statement (autocommit).
+
+    Its statements must be idempotent (IF NOT EXISTS): a migrator that died half-way
+    runs them all again. A concurrent index build that died leaves an INVALID index
+    behind, which IF NOT EXISTS would keep; those are dropped first and built again.
+    """
+    names = _CONCURRENT_INDEX.findall(mig.sql)
+    cur = conn.cursor(row_factory=tuple_row)
+    invalid = cur.execute(
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " WHERE NOT i.indisvalid AND c.relname = ANY(%s)",
+        (names,),
+    ).fetchall()
+    for (name,) in invalid:
+        conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"'.encode())
+    for statement in mig.statements():
+        conn.execute(statement.encode())
+    _record(conn, mig)
+
+
 def apply_migrations(conn: psycopg.Connection[object]) -> list[Migration]:
     """Apply pending migrations, each in its own transaction; return those applied.
 
-    Safe to run concurrently and repeatedly: an advisory lock serialises migrators and
-    each version is recorded in the same transaction as its DDL.
+    Safe to run concurrently and repeatedly: a session-level advisory lock serialises
+    migrators and each version is recorded in the same transaction as its DDL (a
+    no-transaction migration records it after its last statement).
     """
     applied: list[Migration] = []
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        _ensure_version_table(conn)
-        for mig in pending_migrations(conn):
-            with conn.transaction():
-                conn.execute(mig.sql.encode())
-                conn.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                    (mig.version, mig.name),
-                )
-            applied.append(mig)
+    autocommit = conn.autocommit
+    conn.autocommit = True
+    try:
+        # A session lock, not a transaction's: no-transaction migrations run under it.
+        conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        try:
+            _ensure_version_table(conn)
+            for mig in pending_migrations(conn):
+                if mig.transactional:
+                    with conn.transaction():
+                        conn.execute(mig.sql.encode())
+                        _record(conn, mig)
+                else:
+                    _apply_without_transaction(conn, mig)
+                applied.append(mig)
+        finally:
+            if not conn.closed and not conn.broken:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.autocommit = autocommit
     return applied

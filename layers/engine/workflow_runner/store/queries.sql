@@ -144,25 +144,30 @@ SELECT tenant_id::text AS tenant_id FROM tenants ORDER BY tenant_id;
 SELECT pg_advisory_xact_lock(hashtextextended(%(tenant_id)s || '|' || %(type)s, 7));
 
 -- name: upsert_run
--- Inline run summary, written with the events it summarises.
+-- Inline run summary, written with the events it summarises. A redrive may move the run
+-- to another definition; a caller without the workflow version keeps the one recorded.
 INSERT INTO workflow_runs (tenant_id, run_id, workflow_name, status, version,
-                           definition_fingerprint, trigger_event_type, started_at, updated_at)
+                           definition_fingerprint, trigger_event_type, started_at, updated_at,
+                           workflow_version)
 VALUES (%(tenant_id)s, %(run_id)s, %(workflow_name)s, %(status)s, %(version)s,
-        %(definition_fingerprint)s, %(trigger_event_type)s, %(now)s, %(now)s)
+        %(definition_fingerprint)s, %(trigger_event_type)s, %(now)s, %(now)s,
+        %(workflow_version)s)
 ON CONFLICT (tenant_id, run_id) DO UPDATE
-SET status = excluded.status, version = excluded.version, updated_at = excluded.updated_at;
+SET status = excluded.status, version = excluded.version, updated_at = excluded.updated_at,
+    definition_fingerprint = excluded.definition_fingerprint,
+    workflow_version = COALESCE(excluded.workflow_version, workflow_runs.workflow_version);
 
 -- name: get_run
 -- One run summary.
 SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, workflow_name, status, version,
-       definition_fingerprint, trigger_event_type, started_at, updated_at
+       definition_fingerprint, trigger_event_type, started_at, updated_at, workflow_version
 FROM workflow_runs
 WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s;
 
 -- name: list_runs
 -- Run summaries of a tenant, newest first, optionally by workflow and status.
 SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, workflow_name, status, version,
-       definition_fingerprint, trigger_event_type, started_at, updated_at
+       definition_fingerprint, trigger_event_type, started_at, updated_at, workflow_version
 FROM workflow_runs
 WHERE tenant_id = %(tenant_id)s
   AND (%(workflow_name)s::text IS NULL OR workflow_name = %(workflow_name)s)

@@ -59,9 +59,18 @@ CREATE TABLE workflow_runs (
     trigger_event_type      text        NOT NULL,
     started_at              timestamptz NOT NULL,
     updated_at              timestamptz NOT NULL,
+    -- NULL on rows older releases wrote, until the run's next pass (0004).
+    workflow_version        integer,
     PRIMARY KEY (tenant_id, run_id)
 );
 CREATE INDEX workflow_runs_tenant_status_idx ON workflow_runs (tenant_id, status, updated_at);
+-- The console and `wfr runs list` across tenants: keyset pages on (updated_at, tenant_id,
+-- run_id) per status or per workflow and status; a run by id (prefix) without a tenant.
+CREATE INDEX workflow_runs_status_recent_idx
+    ON workflow_runs (status, updated_at, tenant_id, run_id);
+CREATE INDEX workflow_runs_workflow_recent_idx
+    ON workflow_runs (workflow_name, status, updated_at, tenant_id, run_id);
+CREATE INDEX workflow_runs_run_id_idx ON workflow_runs (run_id);
 
 -- The seeds' pending set, one row per suspended run (D1), kept by the pending
 -- projection. trigger_event_type/trigger_payload keep the seeds' names: the first

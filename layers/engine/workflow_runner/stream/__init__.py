@@ -24,6 +24,7 @@ from .names import (
     DISPATCH_STREAM,
     DISPATCHED,
     NEVER,
+    OPERATOR_ACTION,
     RETRY_SCHEDULED,
     RETURNED_FAILURE,
     RUN_CANCELLED,
@@ -49,6 +50,7 @@ from .names import (
     ResumedBy,
     RunStatus,
 )
+from .operator import OperatorAction, OperatorActionName
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -75,6 +77,7 @@ __all__ = [
     "DISPATCH_REQUESTED",
     "DISPATCH_STREAM",
     "NEVER",
+    "OPERATOR_ACTION",
     "RETRY_SCHEDULED",
     "RETURNED_FAILURE",
     "RUN_CANCELLED",
@@ -101,6 +104,8 @@ __all__ = [
     "Dispatched",
     "Fact",
     "Frame",
+    "OperatorAction",
+    "OperatorActionName",
     "Path",
     "RecordedFact",
     "ResumedBy",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
+from .operator import OperatorAction
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -50,6 +51,7 @@ Fact: TypeAlias = (
     | DispatchAttemptFailed
     | Dispatched
     | DispatchFailed
+    | OperatorAction
     | UnknownFact
 )
 
@@ -74,6 +76,7 @@ _KNOWN: dict[str, Any] = {
         DispatchAttemptFailed,
         Dispatched,
         DispatchFailed,
+        OperatorAction,
     )
 }
 

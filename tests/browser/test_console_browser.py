@@ -65,11 +65,9 @@ def console_url(db_url: str, store: Store) -> Iterator[tuple[str, Any]]:
     for n in range(3):
         order = {"orderId": f"o-{100 + n}", "total": 20 + n, "email": "shop@example.com"}
         send(store, "order.placed", order, now=start + timedelta(minutes=60 + 9 * n))
-    # A webhook to a private address: the dispatcher's SSRF guard refuses it for good.
-    refused = {"webhookUrl": "https://10.20.30.40/crm", "data": {"customer": "c-7"}}
-    send(store, "data.processed", refused, now=start + timedelta(minutes=95), tenant=TENANT_B)
-    # Deliver what the runs asked for, as the nudged StepDispatcher would have.
-    with webhook_sink() as sink:
+    # Deliver what the runs asked for, as the nudged StepDispatcher would have. The
+    # inventory partner answers 410 Gone: that fire-and-forget webhook fails for good.
+    with webhook_sink({"/inventory-synced": [410]}) as sink:
         redirect = {"WFR_WEBHOOK_REDIRECTS": f"hooks.example.com={sink.url}"}
         catch_up_local(store, default_registry(), redirect, ROOT / "template.yaml")
     config = ConsoleConfig(
@@ -123,7 +121,7 @@ def test_an_operator_finds_a_failed_run_and_cancels_a_waiting_one(
         )
 
         page.goto(base + "/")
-        assert page.locator("table.runs tbody tr").count() == 14
+        assert page.locator("table.runs tbody tr").count() == 13
         page.screenshot(path=str(shots / "runs.png"), full_page=True)
 
         page.get_by_role("link", name="Failed", exact=True).click()
@@ -172,11 +170,11 @@ def test_an_operator_finds_a_failed_run_and_cancels_a_waiting_one(
         page.get_by_role("link", name="Deliveries", exact=True).click()
         page.wait_for_url("**/deliveries")
         failed_rows = page.locator("table.deliveries tbody tr")
-        assert failed_rows.count() == 1 and "refused" in failed_rows.first.inner_text()
+        assert failed_rows.count() == 1 and "410" in failed_rows.first.inner_text()
         page.screenshot(path=str(shots / "deliveries.png"), full_page=True)
 
         page.goto(base + "/doctor")
-        # The refused webhook is worth a look, with a link to the deliveries.
+        # The failed webhook is worth a look, with a link to the deliveries.
         assert page.locator("section.finding-warning").count() == 1
         assert page.locator("section.finding-warning a[href^='/deliveries?tenant=']").count() == 1
         page.screenshot(path=str(shots / "doctor.png"), full_page=True)

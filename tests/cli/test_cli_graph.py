@@ -39,7 +39,10 @@ def test_waits_for_events_and_retries_have_their_own_shapes(cli: Cli) -> None:
     assert '    s2f_0("return failure")' in order
     assert '    s2t_0[["mail.send: Your order is approved"]]' in order
     hook = cli("graph", "webhook-delivery").out
-    assert '    s0[["webhook.send {event.payload.webhookUrl}"]]' in hook
+    assert (
+        '    s0[["webhook.send {event.payload.webhookUrl} → partner, ×3 exponential, catch"]]'
+        in hook
+    )
     sync = cli("graph", "inventory-sync").out
     assert '    s0["retry ×5 (exponential, base PT30S, cap PT10M)"]' in sync
     assert '    s0 -. "step fails: back off, try again" .-> s0' in sync

@@ -57,9 +57,9 @@ def test_migrate_is_idempotent_and_reports_json(cli: Cli) -> None:
 
 def test_runs_list_json_filters_by_workflow_and_status(cli: Cli, store: Store) -> None:
     send(store, "user.signed-up", SIGNUP)
-    send(store, "data.processed", {"webhookUrl": "https://hooks.example.com/x", "data": {}})
+    send(store, "inventory.changed", {"sku": "A-1", "revision": 1})  # completes in one pass
     everything = cli("runs", "list", "--tenant", TENANT, "--json").json()
-    assert {r["workflowName"] for r in everything} == {"user-onboarding", "webhook-delivery"}
+    assert {r["workflowName"] for r in everything} == {"user-onboarding", "inventory-sync"}
     assert set(everything[0]) == {
         "runId",
         "tenantId",
@@ -74,7 +74,7 @@ def test_runs_list_json_filters_by_workflow_and_status(cli: Cli, store: Store) -
     }
     waiting = cli("runs", "list", "--tenant", TENANT, "--status", "waiting", "--json").json()
     assert [r["workflowName"] for r in waiting] == ["user-onboarding"]
-    by_name = cli("--json", "runs", "list", "--tenant", TENANT, "--workflow", "webhook-delivery")
+    by_name = cli("--json", "runs", "list", "--tenant", TENANT, "--workflow", "inventory-sync")
     assert [r["status"] for r in by_name.json()] == ["completed"]
 
 
@@ -231,7 +231,7 @@ def test_cancel_then_cancel_again_then_a_settled_run(cli: Cli, store: Store) -> 
     assert events[-1]["payload"]["reason"] == "user left"
     again = cli("cancel", run_id, "--tenant", TENANT)
     assert again.code == 0 and again.out.startswith("already-cancelled")
-    done = send(store, "data.processed", {"webhookUrl": "https://h.example.com", "data": {}})
+    done = send(store, "inventory.changed", {"sku": "A-1", "revision": 1})
     settled = cli("cancel", done.started[0].run_id, "--tenant", TENANT)
     assert settled.code == 1
     assert "already completed; nothing to cancel" in settled.err

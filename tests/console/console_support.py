@@ -148,8 +148,8 @@ def populate(store: Store, start: datetime = T0) -> Runs:
     cancelled = {"orderId": "r-4", "total": 5, "email": "d@example.com"}
     add("cancelled", send(store, "order.placed", cancelled, now=start + timedelta(minutes=2)))
     cancel_run(store, TENANT_A, runs.ids["cancelled"], start + timedelta(minutes=3), "test")
-    done = {"webhookUrl": "https://hooks.example.com/x", "data": {"n": 1}}
-    add("completed", send(store, "data.processed", done, now=start + timedelta(minutes=4)))
+    done = {"sku": "sku-1", "revision": 1}  # inventory-sync completes in its first pass
+    add("completed", send(store, "inventory.changed", done, now=start + timedelta(minutes=4)))
     sku = {"sku": "sku-9", "revision": 1, "failAttempts": 9}
     add("failed", send(store, "inventory.changed", sku, now=start + timedelta(minutes=5)))
     now = start + timedelta(minutes=5)

@@ -398,6 +398,9 @@ _TIME_KEYS = frozenset({"wakeAt", "timeoutAt", "lookbackFrom", "retryAt"})
 # A crash costs a delivery an attempt (its lease runs out): which attempt delivered a
 # request depends on the crashes, not on what was delivered.
 _DISPATCH_CRASH_KEYS = _TIME_KEYS | {"attempt"}
+# The same holds for a task: a crashed worker's attempt is recorded as lost, then retried.
+_TASK_FACTS = frozenset({ev.TASK_ATTEMPT_FAILED, ev.TASK_COMPLETED, ev.TASK_FAILED})
+LOST_ATTEMPT = "TaskLeaseExpired"
 
 
 def _strip(value: Any, keys: frozenset[str] = _TIME_KEYS) -> Any:
@@ -416,7 +419,12 @@ def histories(store: Store) -> dict[tuple[str, str], list[tuple[str, Any]]]:
     ).fetchall()
     out: dict[tuple[str, str], list[tuple[str, Any]]] = {}
     for r in rows:
-        keys = _DISPATCH_CRASH_KEYS if r["stream_type"] == ev.DISPATCH_STREAM else _TIME_KEYS
+        if r["type"] == ev.TASK_ATTEMPT_FAILED and r["payload"].get("errorClass") == LOST_ATTEMPT:
+            continue  # a crash cut the attempt off; its lease ran out and it was retried
+        if r["stream_type"] == ev.DISPATCH_STREAM or r["type"] in _TASK_FACTS:
+            keys = _DISPATCH_CRASH_KEYS
+        else:
+            keys = _TIME_KEYS
         out.setdefault((r["t"], r["s"]), []).append((r["type"], _strip(r["payload"], keys)))
     return out
 

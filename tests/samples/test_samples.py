@@ -97,21 +97,50 @@ def test_order_approval_ignores_orders_without_a_total(env: WorkflowTestEnv) -> 
     assert env.runs(tenant=TENANT_A) == []
 
 
-def test_webhook_delivery_completes_with_exactly_one_dispatch_request(
-    env: WorkflowTestEnv,
-) -> None:
+def test_webhook_delivery_is_a_task_whose_answer_the_run_returns(env: WorkflowTestEnv) -> None:
     payload = {"data": {"id": 7}, "webhookUrl": "https://hooks.example.com/in"}
     env.put_event(tenant=TENANT_A, type="data.processed", payload=payload)
     [run] = env.runs(tenant=TENANT_A, workflow="webhook-delivery")
-    assert run.event_types == [ev.RUN_STARTED, ev.RUN_COMPLETED]
+    assert run.event_types == [
+        ev.RUN_STARTED,
+        ev.TASK_SCHEDULED,
+        ev.TASK_COMPLETED,
+        ev.STEP_RESUMED,
+        ev.RUN_COMPLETED,
+    ]
     [hook] = env.webhooks
     assert (hook.url, hook.body, hook.status) == ("https://hooks.example.com/in", {"id": 7}, 200)
-    requested = env.store.streams.load(TENANT_A, hook.idempotency_key)
-    assert [e.type for e in requested] == [ev.DISPATCH_REQUESTED, ev.DISPATCHED]
-    assert (requested[0].payload["stepKind"], requested[0].payload["runId"]) == (
-        "webhook.send",
-        run.run_id,
-    )
+    assert run.steps["partner"] == {"status": 200, "body": ""}
+    assert run.result == {"isSuccess": True, "partner": ""}
+    assert env.mails == []
+
+
+def test_webhook_delivery_retries_a_failing_partner_with_one_request_id(
+    env: WorkflowTestEnv,
+) -> None:
+    env.stub_webhook("https://hooks.example.com/in", 503, None, 200)
+    payload = {"data": {"id": 7}, "webhookUrl": "https://hooks.example.com/in"}
+    env.put_event(tenant=TENANT_A, type="data.processed", payload=payload)
+    assert env.run(tenant=TENANT_A, workflow="webhook-delivery").status == "waiting"
+    env.advance("PT1M")  # backoff 10 s, then 20 s
+    run = env.run(tenant=TENANT_A, workflow="webhook-delivery")
+    assert [w.status for w in env.webhooks] == [503, None, 200]
+    assert len({w.idempotency_key for w in env.webhooks}) == 1
+    assert (run.status, run.result) == ("completed", {"isSuccess": True, "partner": ""})
+
+
+def test_webhook_delivery_that_fails_for_good_tells_ops_and_fails_the_run(
+    env: WorkflowTestEnv,
+) -> None:
+    env.stub_webhook("https://hooks.example.com/in", 410)
+    payload = {"data": {"id": 7}, "webhookUrl": "https://hooks.example.com/in"}
+    env.put_event(tenant=TENANT_A, type="data.processed", payload=payload)
+    run = env.run(tenant=TENANT_A, workflow="webhook-delivery")
+    assert (run.status, run.reason) == ("failed", "returned_failure")
+    assert run.steps["partner"]["failed"] is True and run.steps["partner"]["attempts"] == 1
+    [mail] = env.mails
+    assert (mail.to, mail.subject) == (["ops@example.com"], "A webhook could not be delivered")
+    assert "https://hooks.example.com/in" in mail.body
 
 
 def test_daily_report_cron_run_starts_once_per_scheduled_instant(env: WorkflowTestEnv) -> None:

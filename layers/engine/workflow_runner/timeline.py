@@ -12,6 +12,7 @@ from .durations import parse_instant
 from .errors import InvalidInput
 from .store import Store, StoredEvent
 from .stream import (
+    NEVER,
     RUN_STREAM,
     DispatchAttemptFailed,
     Dispatched,
@@ -48,6 +49,12 @@ def instant(value: datetime | str | None) -> str:
             return value
     assert isinstance(moment, datetime)
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def wake_text(wake_at: datetime) -> str:
+    """When a pending row wakes, for a table: an instant, or "when its task ends" for a
+    run waiting on a task (its row wakes on the task's outcome, not at a time)."""
+    return "when its task ends" if wake_at >= NEVER else instant(wake_at)
 
 
 def describe_event(e: StoredEvent) -> str:

@@ -20,7 +20,7 @@ from ..graph import GraphUnavailable, flowchart, run_chart, to_mermaid, to_png
 from ..local.routes import template_routes
 from ..store import PendingRow, RunSummary, StoredEvent
 from ..stream import RUN_STREAM, fold_run
-from ..timeline import duration, instant, run_timeline, timeline_entries
+from ..timeline import duration, instant, run_timeline, timeline_entries, wake_text
 from .context import Context, UsageError, parse_now, parse_since
 
 
@@ -204,7 +204,7 @@ def cmd_pending(ctx: Context) -> int:
                 r.step_index,
                 r.workflow_name,
                 r.suspension_event_type.removeprefix("workflow."),
-                instant(r.wake_at),
+                wake_text(r.wake_at),
                 " ".join(
                     part
                     for part in (

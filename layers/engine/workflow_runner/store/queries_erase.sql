@@ -29,7 +29,11 @@ WHERE tenant_id = %(tenant_id)s AND stream_type = %(run_stream)s
 -- results) of runs' events.
 UPDATE wf_events
 SET payload = (payload - 'results' - 'resultsDelta' - 'match' - 'result')
-    || CASE WHEN payload ? 'results' THEN '{"results": {}}'::jsonb ELSE '{}'::jsonb END
+    || CASE
+         WHEN jsonb_typeof(payload -> 'results') = 'object' THEN '{"results": {}}'::jsonb
+         WHEN payload ? 'results' THEN jsonb_build_object('results', payload -> 'results')
+         ELSE '{}'::jsonb
+       END
     || CASE WHEN payload ? 'resultsDelta' THEN '{"resultsDelta": {}}'::jsonb ELSE '{}'::jsonb END
     || CASE WHEN payload ? 'match' THEN '{"match": null}'::jsonb ELSE '{}'::jsonb END
     || CASE WHEN payload ? 'result' THEN '{"result": null}'::jsonb ELSE '{}'::jsonb END

@@ -65,6 +65,10 @@ def optional(payload: dict[str, Any], key: str, value: Any) -> None:
         payload[key] = value
 
 
+# What 0.2 stores under `results` (see put_results): not a mapping, so 0.1 code fails.
+RESULTS_MOVED = "0.2: see resultsDelta and run_results"
+
+
 def put_results(
     payload: dict[str, Any],
     results: dict[str, Any] | None,
@@ -87,6 +91,11 @@ def put_results(
     ):
         if value is not None:
             payload[key] = value
+    if results is None and results_delta is not None:
+        # 0.1 code still running during a deploy would read a missing `results` as "no
+        # results" and resume the run without them; a string makes it fail the resume
+        # instead (the message returns to the queue until the new code takes it).
+        payload["results"] = RESULTS_MOVED
 
 
 def take_results(p: Any) -> dict[str, Any]:
@@ -94,7 +103,7 @@ def take_results(p: Any) -> dict[str, Any]:
 
     def optional_dict(key: str) -> dict[str, Any] | None:
         value = p.get(key)
-        return None if value is None else dict(value)
+        return None if value is None or value == RESULTS_MOVED else dict(value)
 
     return {
         "results": optional_dict("results"),

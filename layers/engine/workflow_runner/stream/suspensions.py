@@ -58,7 +58,7 @@ class SuspensionFact:
     @property
     def full_results(self) -> bool:
         """True for a 0.1 suspension, which carries every result so far."""
-        return self.results is not None
+        return self.results is not None and self.results_delta is None
 
     def _common(self) -> dict[str, Any]:
         payload: dict[str, Any] = {

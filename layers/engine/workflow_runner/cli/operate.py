@@ -16,7 +16,8 @@ from ..engine.doctor import run_doctor
 from ..engine.erase import erase_event
 from ..engine.passes import load_run
 from ..engine.run_lookup import RunFilter, list_runs, workflow_version_of
-from ..graph import GraphUnavailable, flowchart, run_chart, to_mermaid, to_png
+from ..graph import flowchart, run_chart
+from ..graph_render import GraphUnavailable, to_mermaid, to_png
 from ..local.routes import template_routes
 from ..store import PendingRow, RunSummary, StoredEvent
 from ..stream import RUN_STREAM, fold_run

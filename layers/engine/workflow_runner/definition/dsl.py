@@ -48,6 +48,7 @@ class WorkflowInfo:
     retry_attempt: int
     definition_fingerprint: str
     task_key: str | None = None
+    parent_run_id: str | None = None  # the run that started this one (call/start/map)
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,14 @@ class CronTrigger:
     kind: Literal["cron"] = "cron"
 
 
-Trigger: TypeAlias = EventTrigger | CronTrigger
+@dataclass(frozen=True)
+class CallTrigger:
+    """Started only by other workflows (call_workflow, start_workflow, map)."""
+
+    kind: Literal["call"] = "call"
+
+
+Trigger: TypeAlias = EventTrigger | CronTrigger | CallTrigger
 
 
 def on_event(event_type: str, filter: Callable[[DomainEvent], bool] | None = None) -> EventTrigger:
@@ -102,6 +110,11 @@ def on_cron(schedule: str) -> CronTrigger:
     """Trigger a run per tenant at each instant of a 5-field UTC cron schedule (checked
     by define_workflow, which names the workflow in the error)."""
     return CronTrigger(schedule=schedule)
+
+
+def on_call() -> CallTrigger:
+    """A workflow that only other workflows start: its input is `ctx.event.payload`."""
+    return CallTrigger()
 
 
 # --- steps ------------------------------------------------------------------
@@ -201,6 +214,43 @@ class Task:
 
 
 @dataclass(frozen=True)
+class CallWorkflow:
+    """Start a child run and wait until it settles (`wait=False`: start_workflow)."""
+
+    workflow: str
+    input: Resolver
+    key: Resolver
+    result_key: str | None
+    catch: bool
+    wait: bool = True
+    kind: str = "call_workflow"
+
+
+@dataclass(frozen=True)
+class Map:
+    """One child run per item of `over`, at most `concurrency` at once; their results
+    in item order."""
+
+    over: Resolver
+    workflow: str
+    key: Resolver
+    concurrency: int
+    result_key: str | None
+    catch: bool
+    kind: str = "map"
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Tasks (or deliveries with a result_key) run at once; the run goes on when all
+    have settled."""
+
+    steps: tuple[Step, ...]
+    result_key: str | None
+    kind: str = "parallel"
+
+
+@dataclass(frozen=True)
 class Return:
     value: Resolver
     kind: str = "return"
@@ -216,10 +266,15 @@ Step: TypeAlias = (
     | MailSend
     | WebhookSend
     | Task
+    | CallWorkflow
+    | Map
+    | Parallel
     | Return
 )
 
-SUSPENDING_KINDS = frozenset({"wait", "wait_for_event", "retry", "task"})
+SUSPENDING_KINDS = frozenset(
+    {"wait", "wait_for_event", "retry", "task", "call_workflow", "map", "parallel"}
+)
 # The longest attempt a task may ask for: it must fit in the worker Lambda's run.
 MAX_TASK_TIMEOUT = timedelta(minutes=14)
 
@@ -234,8 +289,13 @@ STEP_TYPES = (
     MailSend,
     WebhookSend,
     Task,
+    CallWorkflow,
+    Map,
+    Parallel,
     Return,
 )
+# The largest `concurrency` of a map (children running at once for one map step).
+MAX_MAP_CONCURRENCY = 10_000
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ def start_run(
     idempotency_key: str | None = None,
     trigger_event_id: str | None = None,
     cron_scheduled_at: str | None = None,
+    parent_run_id: str | None = None,
 ) -> RunOutcome | None:
     """Start a run and execute it to its first suspension or its end.
 
@@ -82,12 +83,19 @@ def start_run(
         definition_fingerprint=definition.fingerprint,
         idempotency_key=idempotency_key,
         cron_scheduled_at=cron_scheduled_at,
+        parent_run_id=parent_run_id,
     )
     tenant = event.tenant_id
     if not store.streams.append(tenant, run_id, RUN_STREAM, 0, [started], now):
         return None
     result = Interpreter(
-        definition, event, run_id, now, dispatch_seed=f"{tenant}|1", run_started_at=now
+        definition,
+        event,
+        run_id,
+        now,
+        dispatch_seed=f"{tenant}|1",
+        run_started_at=now,
+        parent_run_id=parent_run_id,
     ).run()
     return persist_pass(store, tenant, run_id, definition, event.type, 1, result, now)
 

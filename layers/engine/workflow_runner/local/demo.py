@@ -28,7 +28,8 @@ from typing import Any
 from ..definition import load_workflow_modules
 from ..engine.cancel import cancel_run
 from ..engine.doctor import DoctorReport, run_doctor
-from ..graph import run_chart, to_mermaid
+from ..graph import run_chart
+from ..graph_render import to_mermaid
 from ..store import Store, connect
 from ..stream import NEVER
 from ..timeline import activity_rows, describe_event

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .children import ChildOutcome, ChildRow, ClaimedJoin, JoinCount, NewChild
 from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
 from .erasure import Relation
@@ -20,11 +21,16 @@ from .tasks import ClaimedTask, NewTask, TaskRow, TaskStatus
 __all__ = [
     "CandidateEvent",
     "CapturedMail",
+    "ChildOutcome",
+    "ChildRow",
+    "ClaimedJoin",
     "ClaimedTask",
     "DispatchStatus",
     "DueRow",
     "InboxEvent",
+    "JoinCount",
     "Migration",
+    "NewChild",
     "NewEvent",
     "NewPendingRow",
     "NewTask",

@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from .children import ChildStore
 from .console import ConsoleStore
 from .cron import CronStore
 from .erasure import ErasureStore
@@ -72,6 +73,10 @@ class Store:
     @cached_property
     def tasks(self) -> TaskStore:
         return TaskStore(self._sql)
+
+    @cached_property
+    def children(self) -> ChildStore:
+        return ChildStore(self._sql)
 
     @cached_property
     def outbox(self) -> OutboxStore:

@@ -14,10 +14,14 @@ stream per dispatch request (`step-dispatch`, id = request id).
 
 from __future__ import annotations
 
+from .children import ChildrenRequested, ChildrenSettled
 from .codec import Fact, UnknownFact, decode, type_of
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .fold import RecordedFact, RunState, fold_run
 from .names import (
+    CHILDREN_REQUESTED,
+    CHILDREN_SETTLED,
+    CHILDREN_WAITING,
     DISPATCH_ATTEMPT_FAILED,
     DISPATCH_FAILED,
     DISPATCH_REQUESTED,
@@ -44,6 +48,7 @@ from .names import (
     TASK_COMPLETED,
     TASK_FAILED,
     TASK_SCHEDULED,
+    TASKS_SCHEDULED,
     TERMINAL_TYPES,
     Frame,
     Path,
@@ -61,16 +66,22 @@ from .run import (
     StepResumed,
 )
 from .suspensions import (
+    ChildrenWaiting,
+    ParallelTask,
     RetryScheduled,
     StepWaiting,
     StepWaitingForEvent,
     Suspension,
     SuspensionFact,
     TaskScheduled,
+    TasksScheduled,
 )
 from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed, TaskOutcome
 
 __all__ = [
+    "CHILDREN_REQUESTED",
+    "CHILDREN_SETTLED",
+    "CHILDREN_WAITING",
     "DISPATCHED",
     "DISPATCH_ATTEMPT_FAILED",
     "DISPATCH_FAILED",
@@ -93,11 +104,15 @@ __all__ = [
     "STEP_WAITING",
     "STEP_WAITING_FOR_EVENT",
     "SUSPENSION_TYPES",
+    "TASKS_SCHEDULED",
     "TASK_ATTEMPT_FAILED",
     "TASK_COMPLETED",
     "TASK_FAILED",
     "TASK_SCHEDULED",
     "TERMINAL_TYPES",
+    "ChildrenRequested",
+    "ChildrenSettled",
+    "ChildrenWaiting",
     "DispatchAttemptFailed",
     "DispatchFailed",
     "DispatchRequested",
@@ -106,6 +121,7 @@ __all__ = [
     "Frame",
     "OperatorAction",
     "OperatorActionName",
+    "ParallelTask",
     "Path",
     "RecordedFact",
     "ResumedBy",
@@ -128,6 +144,7 @@ __all__ = [
     "TaskFailed",
     "TaskOutcome",
     "TaskScheduled",
+    "TasksScheduled",
     "UnknownFact",
     "decode",
     "fold_run",

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from .children import ChildrenRequested, ChildrenSettled
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .operator import OperatorAction
 from .run import (
@@ -17,7 +18,14 @@ from .run import (
     StepEventMatched,
     StepResumed,
 )
-from .suspensions import RetryScheduled, StepWaiting, StepWaitingForEvent, TaskScheduled
+from .suspensions import (
+    ChildrenWaiting,
+    RetryScheduled,
+    StepWaiting,
+    StepWaitingForEvent,
+    TaskScheduled,
+    TasksScheduled,
+)
 from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed
 
 
@@ -38,6 +46,10 @@ Fact: TypeAlias = (
     | StepWaitingForEvent
     | RetryScheduled
     | TaskScheduled
+    | TasksScheduled
+    | ChildrenWaiting
+    | ChildrenSettled
+    | ChildrenRequested
     | TaskAttemptFailed
     | TaskCompleted
     | TaskFailed
@@ -63,6 +75,10 @@ _KNOWN: dict[str, Any] = {
         StepWaitingForEvent,
         RetryScheduled,
         TaskScheduled,
+        TasksScheduled,
+        ChildrenWaiting,
+        ChildrenSettled,
+        ChildrenRequested,
         TaskAttemptFailed,
         TaskCompleted,
         TaskFailed,

@@ -36,6 +36,7 @@ class RunStarted:
     definition_fingerprint: str
     idempotency_key: str | None = None
     cron_scheduled_at: str | None = None
+    parent_run_id: str | None = None  # started by call_workflow, start_workflow or map
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -49,6 +50,7 @@ class RunStarted:
         }
         optional(payload, "idempotencyKey", self.idempotency_key)
         optional(payload, "cronScheduledAt", self.cron_scheduled_at)
+        optional(payload, "parentRunId", self.parent_run_id)
         return payload
 
     @classmethod
@@ -62,6 +64,7 @@ class RunStarted:
             definition_fingerprint=p["definitionFingerprint"],
             idempotency_key=p.get("idempotencyKey"),
             cron_scheduled_at=p.get("cronScheduledAt"),
+            parent_run_id=p.get("parentRunId"),
         )
 
 

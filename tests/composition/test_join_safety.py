@@ -23,6 +23,7 @@ from workflow_runner.engine import children as children_module
 from workflow_runner.engine import joins
 from workflow_runner.engine.children import start_children
 from workflow_runner.engine.ingest import ingest_domain_event
+from workflow_runner.engine.joins import count_settled_children
 from workflow_runner.engine.projection import project_pending
 from workflow_runner.engine.resume import resume_run
 from workflow_runner.store import Store, connect
@@ -84,12 +85,14 @@ def running_children(store: Store) -> int:
 
 
 def finish_kids(store: Store, registry: WorkflowRegistry, now: datetime) -> int:
-    """Resume every waiting kid whose minute is up; how many passes ran."""
+    """Resume every waiting kid whose minute is up, then count them into their join (as
+    the worker does after the resumes); how many passes ran."""
     done = 0
     for row in runs_of(store, "kid"):
         if row.status == "waiting":
             result = resume_run(store, TENANT_A, row.run_id, 0, now, registry=registry)
             done += result.outcome in ("completed", "failed")
+    count_settled_children(store, now)
     return done
 
 
@@ -151,6 +154,8 @@ def test_a_redelivered_resume_of_a_child_counts_it_once(
         first = resume_run(store, TENANT_A, row.run_id, 0, later, registry=registry)
         again = resume_run(store, TENANT_A, row.run_id, 0, later, registry=registry)
         assert (first.outcome, again.outcome) == ("completed", "already-resumed")
+    assert count_settled_children(store, later) == 2
+    assert count_settled_children(store, later) == 0
     join = store.conn.execute("SELECT settled, running, failed FROM run_joins").fetchone()
     assert join == {"settled": 2, "running": 0, "failed": 0}
     events = store.streams.load(TENANT_A, parent)
@@ -218,3 +223,82 @@ def test_a_parent_cancelled_before_its_last_child_ends_is_never_woken(
     assert finish_kids(store, registry, later) == 0
     types = [e.type for e in store.streams.load(TENANT_A, parent)]
     assert types[-1] == ev.RUN_CANCELLED and ev.CHILDREN_SETTLED not in types
+
+
+def test_doctor_finds_children_no_worker_started(store: Store, registry: WorkflowRegistry) -> None:
+    from workflow_runner.engine.doctor import check_children
+
+    parent = start_fan(store, registry, 2)
+    assert check_children(store, None, T0 + timedelta(minutes=5)).status == "ok"
+    late = check_children(store, TENANT_A, T0 + timedelta(minutes=11))
+    assert late.status == "problem" and parent in late.items[0]
+    start_children(store, registry, T0 + timedelta(minutes=11))
+    assert check_children(store, None, T0 + timedelta(minutes=30)).status == "ok"
+
+
+def test_a_crash_while_counting_loses_no_completion(
+    store: Store, registry: WorkflowRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parent = start_fan(store, registry, 1)
+    start_children(store, registry, T0)
+    later = T0 + timedelta(minutes=1)
+    [kid] = runs_of(store, "kid")
+    resume_run(store, TENANT_A, kid.run_id, 0, later, registry=registry)
+    real = joins._append_to_waiting_parent
+
+    def crash(*args: Any, **kwargs: Any) -> bool:
+        raise RuntimeError("worker died while telling the parent")
+
+    monkeypatch.setattr(joins, "_append_to_waiting_parent", crash)
+    with pytest.raises(RuntimeError):
+        count_settled_children(store, later)
+    monkeypatch.setattr(joins, "_append_to_waiting_parent", real)
+    assert count_settled_children(store, later) == 1  # the count rolled back with it
+    project_pending(store, later)
+    assert resume_run(store, TENANT_A, parent, 0, later, registry=registry).outcome == "completed"
+
+
+def test_two_workers_counting_at_once_count_each_child_once(
+    db_url: str, store: Store, registry: WorkflowRegistry
+) -> None:
+    parent = start_fan(store, registry, 3)
+    start_children(store, registry, T0)
+    later = T0 + timedelta(minutes=1)
+    for row in runs_of(store, "kid"):
+        resume_run(store, TENANT_A, row.run_id, 0, later, registry=registry)
+    barrier = threading.Barrier(2)
+    totals: list[int] = []
+
+    def worker() -> None:
+        own = connect(db_url)
+        try:
+            barrier.wait()
+            totals.append(count_settled_children(own, later))
+        finally:
+            own.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(totals) == 3 and count_settled_children(store, later) == 0
+    types = [e.type for e in store.streams.load(TENANT_A, parent)]
+    assert types.count(ev.CHILDREN_SETTLED) == 1
+
+
+def test_doctor_finds_settled_children_no_worker_counted(
+    store: Store, registry: WorkflowRegistry
+) -> None:
+    from workflow_runner.engine.doctor import check_children
+
+    start_fan(store, registry, 1)
+    start_children(store, registry, T0)
+    later = T0 + timedelta(minutes=1)
+    [kid] = runs_of(store, "kid")
+    resume_run(store, TENANT_A, kid.run_id, 0, later, registry=registry)
+    assert check_children(store, None, later + timedelta(minutes=5)).status == "ok"
+    stuck = check_children(store, None, later + timedelta(minutes=11))
+    assert stuck.status == "problem" and "not counted" in stuck.summary
+    count_settled_children(store, later)
+    assert check_children(store, None, later + timedelta(minutes=11)).status == "ok"

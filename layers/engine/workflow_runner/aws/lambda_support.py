@@ -156,7 +156,7 @@ def report_work(result: WorkResult) -> dict[str, Any]:
     count("TasksFailed", result.tasks_with("failed"))
     count("TaskAttemptsFailed", result.tasks_with("retry"))
     count("ChildrenStarted", result.children_started)
-    if result.resumes_sent or result.children_started:
+    if result.resumes_sent or result.children_started or result.children_counted:
         # Started children may have settled (their parents are told on their streams,
         # which the projection turns into resumes) or asked for deliveries.
         runtime().nudger.nudge_projection()
@@ -174,6 +174,7 @@ def report_work(result: WorkResult) -> dict[str, Any]:
         },
         "resumed": result.resumes_sent,
         "childrenStarted": result.children_started,
+        "childrenCounted": result.children_counted,
         "drained": result.drained,
     }
 

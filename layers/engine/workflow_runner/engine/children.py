@@ -23,7 +23,7 @@ from datetime import datetime
 from ..definition import DomainEvent, WorkflowRegistry
 from ..store import ClaimedJoin, NewChild, Store
 from ..stream import RunCompleted, RunFailed, fold_run
-from .ingest import start_run, store_inbox_event
+from .ingest import start_run
 from .joins import run_settled
 
 CHILD_EVENT_TYPE = "workflow.call"
@@ -62,8 +62,19 @@ def start_children(
             joins += 1
             free = max(0, join.concurrency - join.running)
             children = store.children.to_start(join, min(free, batch)) if free else []
-            for child in children:
-                outcome = _start_one(store, registry, join, child, now)
+            events = [_trigger(join, child, now) for child in children]
+            with store.pipeline():
+                # Marked running before any child's first pass, which may settle it.
+                store.children.mark_running(join, [c.item_index for c in children], now)
+                store.children.store_inputs(
+                    join.tenant_id,
+                    [(e.id, e.payload) for e in events],
+                    CHILD_EVENT_TYPE,
+                    CHILD_EVENT_SOURCE,
+                    now,
+                )
+            for child, event in zip(children, events, strict=True):
+                outcome = _start_one(store, registry, join, child, event, now)
                 started += outcome == "started"
                 attached += outcome == "attached"
                 unknown += outcome == "unknown"
@@ -72,10 +83,26 @@ def start_children(
     return StartedChildren(joins, started, attached, unknown)
 
 
+def _trigger(join: ClaimedJoin, child: NewChild, now: datetime) -> DomainEvent:
+    """A child's trigger event: its input, stored in the inbox like a domain event."""
+    return DomainEvent(
+        id=str(uuid.uuid5(CHILD_NAMESPACE, f"{join.join_id}|{child.item_index}")),
+        type=CHILD_EVENT_TYPE,
+        payload=child.input,
+        tenant_id=join.tenant_id,
+        time=now,
+        source=CHILD_EVENT_SOURCE,
+    )
+
+
 def _start_one(
-    store: Store, registry: WorkflowRegistry, join: ClaimedJoin, child: NewChild, now: datetime
+    store: Store,
+    registry: WorkflowRegistry,
+    join: ClaimedJoin,
+    child: NewChild,
+    event: DomainEvent,
+    now: datetime,
 ) -> str:
-    store.children.mark_running(join, child.item_index, now)
     tenant = join.tenant_id
     try:
         definition = registry.latest(join.child_workflow)
@@ -83,15 +110,6 @@ def _start_one(
         # No such workflow: the child fails at once (it has no run to show).
         run_settled(store, tenant, child.child_run_id, "failed", None, UNKNOWN_WORKFLOW, now)
         return "unknown"
-    event = DomainEvent(
-        id=str(uuid.uuid5(CHILD_NAMESPACE, f"{join.join_id}|{child.item_index}")),
-        type=CHILD_EVENT_TYPE,
-        payload=child.input,
-        tenant_id=tenant,
-        time=now,
-        source=CHILD_EVENT_SOURCE,
-    )
-    store_inbox_event(store, event, now)
     outcome = start_run(
         store,
         definition,

@@ -1,20 +1,21 @@
 """Joins: the bookkeeping between a parent run and its child runs, done in the
-transactions that already move the runs — never a second pass, never a thread.
+transactions that already move the runs and by the worker — never a second pass,
+never a thread.
 
 - A parent's pass that reaches call_workflow, start_workflow or map records a join
   and its children (`record_join`, in the pass's transaction); the worker starts them
   (engine/children.py).
-- Every transaction that settles a run calls `run_settled`: as a child, the run is
-  counted in every join that waits for it, and the join that is now done (or failed
-  and not caught) tells its parent with a `workflow.children.settled` fact on the
-  parent's stream; the pending projection (nudged after every pass) marks the
-  parent's row due and enqueues its resume, and the due scan is the safety net. As a
-  parent, its
-  open call and map joins are closed and their running children cancelled (and
-  theirs, recursively).
+- Every transaction that settles a run calls `run_settled`: as a child, its row in
+  every join that waits for it is marked settled; as a parent, its open call and map
+  joins are closed and their running children cancelled (and theirs, recursively).
+- The worker counts settled rows into their joins (`count_settled_children`, one join
+  per transaction under its row lock) and, when a join is done (or failed and not
+  caught), tells the parent with a `workflow.children.settled` fact on the parent's
+  stream; the pending projection marks the parent's row due and enqueues its resume.
 
-A child settles once (its terminal event is appended once), so it is counted once;
-the parent is told once (`notified_at`), while it still waits at that join.
+A child settles once (its terminal event is appended once) and its row is counted
+once (`counted`); the parent is told once (`notified_at`), while it still waits at
+that join.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
 from ..pass_result import ChildJoin
-from ..store import JoinCount, NewChild, Store
+from ..store import ChildOutcome, JoinCount, NewChild, Store
 from ..stream import (
     RUN_STREAM,
     ChildrenSettled,
@@ -74,21 +75,37 @@ def run_settled(
     reason: str | None,
     now: datetime,
 ) -> None:
-    """A run just settled (in the caller's transaction): count it as a child, close
-    the joins it opened as a parent."""
-    for count in store.children.settle(tenant_id, run_id, status, result, reason, now):
-        _maybe_tell_parent(store, count, run_id, status, reason, now)
+    """A run just settled (in the caller's transaction): as a child, mark it settled in
+    every join that waits for it (the worker counts it); as a parent, close the joins it
+    opened and cancel their running children."""
+    store.children.settle(tenant_id, run_id, status, result, reason, now)
     for child in store.children.close_joins_of(tenant_id, run_id, now):
         cancel_in_transaction(store, tenant_id, child, now, "parent run ended")
 
 
+def count_settled_children(store: Store, now: datetime, max_joins: int = 50) -> int:
+    """Count settled children into their joins, each join in its own transaction, and
+    tell each parent whose join is now done (or failed and does not catch). Returns the
+    children counted.
+
+    Counting here, not in each child's transaction, keeps children that settle at
+    once from queueing on their join's row; the rows stay the truth, so a crash
+    between a child settling and its count loses nothing: the next call counts it.
+    """
+    counted = 0
+    for tenant_id, join_id in store.children.joins_with_uncounted(max_joins):
+        with store.transaction():
+            found = store.children.count_settled(tenant_id, join_id, now)
+            if found is None:
+                continue
+            count, children = found
+            counted += len(children)
+            _maybe_tell_parent(store, count, children, now)
+    return counted
+
+
 def _maybe_tell_parent(
-    store: Store,
-    count: JoinCount,
-    child_run_id: str,
-    status: str,
-    reason: str | None,
-    now: datetime,
+    store: Store, count: JoinCount, children: list[ChildOutcome], now: datetime
 ) -> None:
     if count.kind == "start" or count.notified or count.closed:
         return
@@ -96,15 +113,15 @@ def _maybe_tell_parent(
     failed_fast = count.failed > 0 and not count.catch
     if not (done or failed_fast):
         return
-    failure = status != "completed"
+    failure = next((c for c in children if c.status != "completed"), None)
     settled = ChildrenSettled(
         join_id=count.join_id,
         suspension_version=count.suspension_version or 0,
         step_index=0,
         settled=count.settled,
         failed=count.failed,
-        reason=(reason or status) if failure else None,
-        child_run_id=child_run_id if failure else None,
+        reason=(failure.reason or failure.status) if failure else None,
+        child_run_id=failure.child_run_id if failure else None,
     )
     if _append_to_waiting_parent(store, count, settled, now):
         # The pending projection marks the parent's row due and enqueues its resume.

@@ -1,10 +1,10 @@
-"""The worker behind StepDispatcher: start due child runs, run due tasks and deliver
-due fire-and-forget requests within the time the invocation has, and resume the runs
-whose task ended.
+"""The worker behind StepDispatcher: count settled child runs into their joins and
+start due ones, run due tasks and deliver due fire-and-forget requests within the
+time the invocation has, and resume the runs whose task ended.
 
 Children and tasks go first: runs wait for them. A task's final outcome is on the run
 stream when `run_task` returns, so the resume request is sent at once (leased like a
-woken wait); a join's last child tells its parent on the parent's stream, and the
+woken wait); a join that is done tells its parent on the parent's stream, and the
 pending projection (nudged after this invocation) enqueues the parent's resume.
 """
 
@@ -20,6 +20,7 @@ from ..store import Store
 from .children import start_children
 from .dispatcher import DispatchResult, dispatch_pending
 from .enqueue import enqueue_due
+from .joins import count_settled_children
 from .tasks import TaskAttemptResult, TaskPorts, run_task
 
 
@@ -32,6 +33,7 @@ class WorkResult:
     resumes_sent: int = 0
     drained: bool = True
     children_started: int = 0
+    children_counted: int = 0
 
     def tasks_with(self, outcome: str) -> int:
         return sum(1 for t in self.tasks if t.outcome == outcome)
@@ -72,9 +74,11 @@ def work(
     rng = rng or random.Random()
     result = WorkResult()
     while seconds_left() > CHILDREN_MARGIN_SECONDS:
+        counted = count_settled_children(store, now())
+        result.children_counted += counted
         started = start_children(store, ports.registry, now())
         result.children_started += started.started + started.attached + started.unknown
-        if started.joins == 0:
+        if started.joins == 0 and counted == 0:
             break
     while (attempt := run_task(store, ports, now, seconds_left, rng)) is not None:
         result.tasks.append(attempt)

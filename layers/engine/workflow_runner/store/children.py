@@ -77,7 +77,8 @@ class ChildRow:
 
 
 class ChildStore:
-    """Write joins and children; claim joins to start; count settled children."""
+    """Write joins and children; claim joins to start; count settled children into
+    their joins."""
 
     def __init__(self, sql: Sql) -> None:
         self._sql = sql
@@ -142,13 +143,34 @@ class ChildStore:
         )
         return [NewChild(**r) for r in rows]
 
-    def mark_running(self, join: ClaimedJoin, item_index: int, now: datetime) -> None:
+    def mark_running(self, join: ClaimedJoin, item_indexes: Sequence[int], now: datetime) -> None:
         self._sql.run(
-            "mark_child_running",
+            "mark_children_running",
             {
                 "tenant_id": join.tenant_id,
                 "join_id": join.join_id,
-                "item_index": item_index,
+                "item_indexes": list(item_indexes),
+                "now": now,
+            },
+        )
+
+    def store_inputs(
+        self,
+        tenant_id: str,
+        events: Sequence[tuple[str, Any]],
+        type: str,
+        source: str,
+        now: datetime,
+    ) -> None:
+        """Store children's trigger events ((event id, payload) pairs) in the inbox."""
+        rows = [{"event_id": event_id, "detail": detail} for event_id, detail in events]
+        self._sql.run(
+            "insert_child_events",
+            {
+                "tenant_id": tenant_id,
+                "rows": Jsonb(rows),
+                "type": type,
+                "source": source,
                 "now": now,
             },
         )
@@ -173,9 +195,9 @@ class ChildStore:
         result: Any,
         reason: str | None,
         now: datetime,
-    ) -> list[JoinCount]:
-        """Count a settled child in every join that waits for it."""
-        rows = self._sql.all(
+    ) -> None:
+        """Mark a settled child in every join that waits for it, for the worker to count."""
+        self._sql.run(
             "settle_child_rows",
             {
                 "tenant_id": tenant_id,
@@ -186,35 +208,54 @@ class ChildStore:
                 "now": now,
             },
         )
-        counts = []
-        for row in rows:
-            joined = self._sql.one(
-                "join_child_settled",
-                {
-                    "tenant_id": tenant_id,
-                    "join_id": row["join_id"],
-                    "failed": 0 if status == "completed" else 1,
-                    "now": now,
-                },
-            )
-            assert joined is not None
-            counts.append(
-                JoinCount(
-                    tenant_id=tenant_id,
-                    join_id=row["join_id"],
-                    parent_run_id=joined["parent_run_id"],
-                    kind=joined["kind"],
-                    child_workflow=joined["child_workflow"],
-                    total=joined["total"],
-                    settled=joined["settled"],
-                    failed=joined["failed"],
-                    catch=joined["catch"],
-                    suspension_version=joined["suspension_version"],
-                    notified=joined["notified_at"] is not None,
-                    closed=joined["closed_at"] is not None,
-                )
-            )
-        return counts
+
+    def joins_with_uncounted(self, limit: int) -> list[tuple[str, str]]:
+        """(tenant, join) pairs with settled children not counted yet."""
+        rows = self._sql.all("joins_with_uncounted", {"limit": limit})
+        return [(r["tenant_id"], r["join_id"]) for r in rows]
+
+    def count_settled(
+        self, tenant_id: str, join_id: str, now: datetime
+    ) -> tuple[JoinCount, list[ChildOutcome]] | None:
+        """Count a join's newly settled children into it (call in a transaction).
+
+        Returns the join after counting and the children counted now (in item order),
+        or None when another worker holds the join or nothing was left to count.
+        """
+        params: dict[str, Any] = {"tenant_id": tenant_id, "join_id": join_id}
+        if self._sql.one("lock_join", params) is None:
+            return None
+        taken = sorted(self._sql.all("take_uncounted", params), key=lambda r: r["item_index"])
+        if not taken:
+            return None
+        failed = sum(1 for r in taken if r["status"] != "completed")
+        joined = self._sql.one(
+            "join_counted", {**params, "settled": len(taken), "failed": failed, "now": now}
+        )
+        assert joined is not None
+        count = JoinCount(
+            tenant_id=tenant_id,
+            join_id=join_id,
+            parent_run_id=joined["parent_run_id"],
+            kind=joined["kind"],
+            child_workflow=joined["child_workflow"],
+            total=joined["total"],
+            settled=joined["settled"],
+            failed=joined["failed"],
+            catch=joined["catch"],
+            suspension_version=joined["suspension_version"],
+            notified=joined["notified_at"] is not None,
+            closed=joined["closed_at"] is not None,
+        )
+        counted = [
+            ChildOutcome(r["item_index"], r["child_run_id"], r["status"], None, r["reason"])
+            for r in taken
+        ]
+        return count, counted
+
+    def oldest_uncounted(self, tenant_id: str | None = None) -> datetime | None:
+        row = self._sql.one("oldest_uncounted", {"tenant_id": tenant_id})
+        return row["at"] if row else None
 
     def mark_notified(self, tenant_id: str, join_id: str, now: datetime) -> bool:
         params = {"tenant_id": tenant_id, "join_id": join_id, "now": now}
@@ -237,6 +278,13 @@ class ChildStore:
     def of_run(self, tenant_id: str, run_id: str, limit: int = 1000) -> list[ChildRow]:
         params = {"tenant_id": tenant_id, "run_id": run_id, "limit": limit}
         return [ChildRow(**r) for r in self._sql.all("children_of_run", params)]
+
+    def overdue(
+        self, before: datetime, tenant_id: str | None = None, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """Joins whose children were due to start before `before` (no worker ran)."""
+        params = {"before": before, "tenant_id": tenant_id, "limit": limit}
+        return self._sql.all("overdue_joins", params)
 
     def next_start(self) -> datetime | None:
         row = self._sql.one("next_join_start", {})

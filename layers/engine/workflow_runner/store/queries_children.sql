@@ -36,12 +36,20 @@ WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s
 ORDER BY item_index
 LIMIT %(limit)s;
 
--- name: mark_child_running
--- A child is being started (before its run starts, so that a first pass that settles
--- it finds the row).
+-- name: mark_children_running
+-- Children about to start (before their runs start, so that a first pass that settles
+-- one finds its row).
 UPDATE run_children SET status = 'running', started_at = %(now)s
-WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s AND item_index = %(item_index)s
-  AND status = 'pending';
+WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s
+  AND item_index = ANY(%(item_indexes)s::integer[]) AND status = 'pending';
+
+-- name: insert_child_events
+-- The trigger events (inputs) of children about to start, stored in the inbox in one
+-- statement (a repeated start stores nothing twice).
+INSERT INTO inbox (tenant_id, event_id, source, type, detail, event_time, received_at)
+SELECT %(tenant_id)s, r.event_id, %(source)s, %(type)s, r.detail, %(now)s, %(now)s
+FROM jsonb_to_recordset(%(rows)s) AS r(event_id text, detail jsonb)
+ON CONFLICT (tenant_id, event_id) DO NOTHING;
 
 -- name: join_started
 -- Count the children just started and say whether more may start now.
@@ -55,22 +63,43 @@ SET next_index = %(next_index)s,
 WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s;
 
 -- name: settle_child_rows
--- A child run settled: every join that waits for it counts it (a child's run id is
--- shared by joins that named the same workflow and key).
+-- A child run settled: mark its row in every join that waits for it (a child's run id
+-- is shared by joins that named the same workflow and key) for the worker to count.
+-- Only the child's own rows are written: children settling at once never wait on
+-- each other.
 UPDATE run_children
-SET status = %(status)s, result = %(result)s, reason = %(reason)s, settled_at = %(now)s
-WHERE tenant_id = %(tenant_id)s AND child_run_id = %(child_run_id)s AND status = 'running'
-RETURNING join_id::text AS join_id, item_index;
+SET status = %(status)s, result = %(result)s, reason = %(reason)s, settled_at = %(now)s,
+    counted = false
+WHERE tenant_id = %(tenant_id)s AND child_run_id = %(child_run_id)s AND status = 'running';
 
--- name: join_child_settled
--- Count a settled child of a join; free its slot for the next child to start.
+-- name: joins_with_uncounted
+-- Joins with settled children the worker has not counted yet.
+SELECT DISTINCT tenant_id::text AS tenant_id, join_id::text AS join_id
+FROM run_children
+WHERE NOT counted
+LIMIT %(limit)s;
+
+-- name: lock_join
+-- Lock one join for counting (another worker counting it: skip).
+SELECT join_id FROM run_joins
+WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: take_uncounted
+-- The settled children of a join not counted yet, now counted.
+UPDATE run_children SET counted = true
+WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s AND NOT counted
+RETURNING item_index, child_run_id::text AS child_run_id, status, reason;
+
+-- name: join_counted
+-- Count settled children into their join; free their slots for the next children.
 UPDATE run_joins
-SET running = running - 1,
-    settled = settled + 1,
+SET running = running - %(settled)s,
+    settled = settled + %(settled)s,
     failed = failed + %(failed)s,
     start_due_at = CASE
-        WHEN closed_at IS NULL AND next_index < total AND running - 1 < concurrency
-            THEN %(now)s
+        WHEN closed_at IS NULL AND next_index < total
+             AND running - %(settled)s < concurrency THEN %(now)s
         ELSE start_due_at END
 WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s
 RETURNING parent_run_id::text AS parent_run_id, kind, child_workflow, total, settled,
@@ -90,7 +119,7 @@ WHERE tenant_id = %(tenant_id)s AND parent_run_id = %(run_id)s AND kind <> 'star
 RETURNING join_id::text AS join_id;
 
 -- name: cancel_pending_children
--- Children of closed joins that never started: they never will.
+-- Children of closed joins that never started: they never will (nothing to count).
 UPDATE run_children SET status = 'cancelled', settled_at = %(now)s
 WHERE tenant_id = %(tenant_id)s AND join_id = ANY(%(join_ids)s::uuid[]) AND status = 'pending';
 
@@ -120,3 +149,17 @@ LIMIT %(limit)s;
 -- name: next_join_start
 -- When the worker next has children to start (the local runtime's time travel).
 SELECT min(start_due_at) AS at FROM run_joins WHERE start_due_at IS NOT NULL;
+
+-- name: oldest_uncounted
+-- When the oldest child the worker has not counted settled (doctor).
+SELECT min(settled_at) AS at FROM run_children
+WHERE NOT counted AND (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s);
+
+-- name: overdue_joins
+-- Joins whose children were due to start long ago: no worker is starting them.
+SELECT tenant_id::text AS tenant_id, join_id::text AS join_id,
+       parent_run_id::text AS parent_run_id, child_workflow, start_due_at
+FROM run_joins
+WHERE start_due_at < %(before)s AND (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s)
+ORDER BY start_due_at
+LIMIT %(limit)s;

@@ -2,8 +2,9 @@
 -- of the previous release ignores both tables.
 
 -- A join: the child runs one step of a parent asked for. The worker starts them, at
--- most `concurrency` running at once; each child's terminal transaction counts itself
--- here and, when the join is done (or failed and not caught), tells the parent.
+-- most `concurrency` running at once; each child's terminal transaction marks its own
+-- row settled (uncounted), and the worker counts settled rows into the join and, when
+-- it is done (or failed and not caught), tells the parent.
 CREATE TABLE run_joins (
     tenant_id           uuid        NOT NULL,
     join_id             uuid        NOT NULL,
@@ -41,8 +42,10 @@ CREATE TABLE run_children (
     reason          text,
     started_at      timestamptz,
     settled_at      timestamptz,
+    counted         boolean     NOT NULL DEFAULT true,  -- false: settled, join not told yet
     PRIMARY KEY (tenant_id, join_id, item_index)
 );
 CREATE INDEX run_children_running ON run_children (tenant_id, child_run_id)
     WHERE status = 'running';
 CREATE INDEX run_children_by_child ON run_children (tenant_id, child_run_id);
+CREATE INDEX run_children_uncounted ON run_children (tenant_id, join_id) WHERE NOT counted;

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: test lint unit integration demo bench bench-quick soak clean
+.PHONY: test lint unit integration demo console bench bench-quick soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ integration: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/wfr demo
+
+# The demo, then the operator console on its database (http://127.0.0.1:8080/) until Ctrl-C.
+console: $(STAMP)
+	$(VENV)/bin/wfr demo --console
 
 clean:
 	rm -rf $(VENV) build .mypy_cache .ruff_cache .aws-sam

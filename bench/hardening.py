@@ -1,4 +1,4 @@
-"""Workloads 7 and 8 (issue 11): a new wait's look-back over many stored events, and one
+"""Workload 11 (issue 11): a new wait's look-back over many stored events, and one
 awaited event waking tens of thousands of waits.
 
     python -m bench.hardening [--lookback-events N] [--broadcast-runs N]

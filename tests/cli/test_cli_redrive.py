@@ -208,10 +208,13 @@ def test_cli_redrive_inventory_sync_after_its_retries_ran_out(cli: Cli, store: S
     assert waiting.code == 1
     assert "is waiting; only failed runs can be redriven" in waiting.err
     now = T0
-    for _ in range(4):  # attempts 2..5 (attempt 1 ran when the event arrived)
+    for attempt in range(2, 6):  # attempt 1 ran when the event arrived
         now += timedelta(minutes=20)
         resumed = cli("resume", run_id, "--tenant", TENANT, "--now", now.isoformat(), "--json")
-        assert resumed.code == 0
+        # The last attempt fails the run: the resume happened, the run did not survive it.
+        assert resumed.code == (1 if attempt == 5 else 0), resumed.err
+    assert resumed.json()["outcome"] == "failed"
+    assert f"run {run_id} failed in the resumed pass" in resumed.err
     assert cli("runs", "show", run_id, "--tenant", TENANT, "--json").json()["status"] == "failed"
     redriven = cli("redrive", run_id, "--tenant", TENANT, "--now", now.isoformat(), "--json")
     assert redriven.code == 0

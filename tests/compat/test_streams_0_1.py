@@ -28,6 +28,22 @@ from tests.compat.legacy_workflows import legacy_workflows
 
 FIXTURE = Path(__file__).with_name("streams_0_1.json")
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+# Every event type release 0.1 wrote.
+TYPES_0_1 = {
+    stream.RUN_STARTED,
+    stream.STEP_WAITING,
+    stream.STEP_WAITING_FOR_EVENT,
+    stream.RETRY_SCHEDULED,
+    stream.STEP_EVENT_MATCHED,
+    stream.STEP_RESUMED,
+    stream.RUN_COMPLETED,
+    stream.RUN_FAILED,
+    stream.RUN_CANCELLED,
+    stream.RUN_REDRIVEN,
+    stream.DISPATCH_REQUESTED,
+    stream.DISPATCHED,
+    stream.DISPATCH_FAILED,
+}
 STARTED = {
     "workflowName": "w",
     "workflowVersion": 1,
@@ -210,18 +226,13 @@ def test_every_recorded_payload_decodes_to_its_fact_and_back(recorded: dict[str,
         assert stream.type_of(fact) == stored["type"]
         assert fact.to_payload() == stored["payload"], stored["type"]
         seen.add(stored["type"])
-    known = {
-        value
-        for name, value in vars(stream).items()
-        if name.isupper() and isinstance(value, str) and "." in value
-    }
-    assert seen == known  # the fixture covers every event type of the format
+    assert seen == TYPES_0_1  # the fixture covers every event type of the format
 
 
 def test_an_event_type_from_a_newer_release_is_skipped_by_the_fold() -> None:
     facts = [
         stream.RecordedFact(1, NOW, stream.decode(stream.RUN_STARTED, STARTED)),
-        stream.RecordedFact(2, NOW, stream.decode("workflow.task.scheduled", {"key": "x"})),
+        stream.RecordedFact(2, NOW, stream.decode("workflow.from-the-future", {"key": "x"})),
     ]
     state = stream.fold_run("r", "t", facts)
     assert isinstance(facts[1].fact, stream.UnknownFact)

@@ -12,6 +12,7 @@ from workflow_runner import ManualClock, run_id_for
 from workflow_runner import stream as ev
 from workflow_runner.aws.inprocess import InProcessApp
 from workflow_runner.aws.template import event_routes, load_template
+from workflow_runner.ports import HttpResponse
 from workflow_runner.store import Store
 
 from tests.functions.helpers import OTHER_TENANT, TEMPLATE, TENANT
@@ -99,27 +100,43 @@ def test_onboarding_runs_of_two_tenants_never_mix(
     )
 
 
-def test_webhook_delivery(app: InProcessApp, store: Store) -> None:
+def test_webhook_delivery_retries_a_503_and_returns_the_partners_answer(
+    app: InProcessApp, store: Store, clock: ManualClock
+) -> None:
+    answers = iter(
+        [
+            HttpResponse(503, {}),
+            HttpResponse(200, {"content-type": "application/json"}, b'{"accepted": 3}'),
+        ]
+    )
+    app.runtime.http.respond = lambda request: next(answers)  # type: ignore[attr-defined]
     put(
         app, "data.processed", {"webhookUrl": "https://partner.example.org/in", "data": {"rows": 3}}
     )
-    (call,) = hooks(app)
-    assert (call.url, call.json()) == ("https://partner.example.org/in", {"rows": 3})
+    (run,) = store.runs.for_tenant(TENANT, "webhook-delivery")
+    assert run.status == "waiting"  # the first call answered 503; the retry is due in 10 s
+    app.advance(timedelta(seconds=10))
+    first, second = hooks(app)
+    assert (first.url, first.json()) == ("https://partner.example.org/in", {"rows": 3})
+    assert first.headers["idempotency-key"] == second.headers["idempotency-key"]
     (run,) = store.runs.for_tenant(TENANT, "webhook-delivery")
     assert run.status == "completed"
-    outbox = store.conn.execute("SELECT status, request FROM dispatch_outbox").fetchall()
-    assert outbox == [{"status": "dispatched", "request": None}]
+    assert settled_at(store, run.run_id) == START + timedelta(seconds=10)
+    completed = store.streams.load(TENANT, run.run_id)[-1]
+    assert completed.payload["result"] == {"isSuccess": True, "partner": {"accepted": 3}}
 
 
-def test_webhook_to_a_private_address_fails_the_dispatch_not_the_run(
+def test_webhook_to_a_private_address_fails_the_task_and_the_run_tells_ops(
     app: InProcessApp, store: Store
 ) -> None:
     put(app, "data.processed", {"webhookUrl": "https://169.254.169.254/latest", "data": {}})
     assert hooks(app) == []
-    (row,) = store.conn.execute(
-        "SELECT e.payload FROM wf_events e WHERE e.type = %s", (ev.DISPATCH_FAILED,)
-    ).fetchall()
-    assert row["payload"]["error"] == "webhook destination refused"
+    (run,) = store.runs.for_tenant(TENANT, "webhook-delivery")
+    assert run.status == "failed"
+    events = store.streams.load(TENANT, run.run_id)
+    assert ev.TASK_FAILED in [e.type for e in events]
+    assert (events[-1].type, events[-1].payload["reason"]) == (ev.RUN_FAILED, "returned_failure")
+    assert mails(app) == [(("ops@example.com",), "A webhook could not be delivered")]
 
 
 def test_daily_report_runs_once_per_day_and_tenant(

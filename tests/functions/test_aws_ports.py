@@ -18,9 +18,8 @@ from psycopg.conninfo import conninfo_to_dict
 from workflow_runner.aws.connection import ConnectionCache, fetch_secret_string
 from workflow_runner.aws.ports import LambdaNudger, PinnedHttpSender, SesMailer, SqsResumeQueue
 from workflow_runner.aws.runtime import UnconfiguredQueue, build_aws_runtime
-from workflow_runner.engine.dispatcher import PermanentDeliveryError
 from workflow_runner.errors import InvalidInput
-from workflow_runner.ports import ResumeRequest
+from workflow_runner.ports import PermanentDeliveryError, ResumeRequest
 from workflow_runner.settings import Settings
 
 from tests.support import SAMPLE_TENANT as TENANT

@@ -87,7 +87,7 @@ def test_trigger_projection_starts_user_onboarding(
 @pytest.mark.parametrize(
     ("name", "workflow", "outcome"),
     [
-        ("trigger-projection-data-processed.json", "webhook-delivery", "completed"),
+        ("trigger-projection-data-processed.json", "webhook-delivery", "suspended"),
         ("trigger-projection-order-placed.json", "order-approval", "suspended"),
         ("trigger-projection-inventory-changed.json", "inventory-sync", "suspended"),
     ],

@@ -118,5 +118,6 @@ def test_the_catchup_policy_is_not_part_of_the_fingerprint() -> None:
 
 
 def test_an_unknown_policy_is_refused_when_the_workflow_is_defined() -> None:
-    with pytest.raises(WorkflowDefinitionError, match="catchup"):
-        on_cron("0 9 * * *", catchup="some")  # type: ignore[arg-type]
+    with pytest.raises(WorkflowDefinitionError, match="catchup") as refused:
+        _cron("report", "0 9 * * *", catchup="some")
+    assert str(refused.value).startswith("report › trigger (on_cron) › catchup: ")

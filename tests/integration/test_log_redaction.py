@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 from workflow_runner import ManualClock, define_workflow, on_event, redaction
 from workflow_runner import engine as ops
-from workflow_runner.aws.inprocess import CapturedMailer
+from workflow_runner.aws.inprocess import CapturedMailer, InMemoryResumeQueue, RecordingHttpSender
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.engine.dispatcher import dispatch_pending
+from workflow_runner.engine.tasks import TaskPorts
+from workflow_runner.engine.worker import work
 from workflow_runner.local.runtime import LocalRuntime
 from workflow_runner.store import Store
 from workflow_runner.webhook_guard import WebhookGuard
@@ -124,6 +126,41 @@ def test_a_provider_error_in_the_dispatcher_follows_the_same_policy(
     )
     assert "jane@example.com" not in _log_text(caplog)
     assert [d for d in _details(caplog) if HIDDEN.match(d)], _details(caplog)
+
+
+@pytest.mark.parametrize(
+    ("opt_in", "shown"), [(False, HIDDEN), (True, re.compile(f"^ValueError: {re.escape(SECRET)}$"))]
+)
+def test_a_failing_task_attempt_on_the_worker_follows_the_same_policy(
+    store: Store,
+    registry: WorkflowRegistry,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+    opt_in: bool,
+    shown: re.Pattern[str],
+) -> None:
+    registry.register(
+        define_workflow(
+            name="charging",
+            trigger=on_event("card.queued"),
+            register=False,
+            steps=lambda s: [s.task("charge", _declines)],
+        )
+    )
+    ops.ingest_domain_event(store, event("card.queued", {}), clock.now(), registry)
+    ops.project_pending(store, clock.now())
+    redaction.configure(opt_in)
+    caplog.set_level(logging.INFO)
+    work(
+        store,
+        TaskPorts(registry, CapturedMailer(), RecordingHttpSender(), WebhookGuard()),
+        InMemoryResumeQueue(clock),
+        clock.now,
+        lambda: 60.0,
+    )
+    attempts = [r for r in caplog.records if r.getMessage() == "task attempt failed"]
+    assert attempts and all(shown.match(str(r.detail)) for r in attempts), _details(caplog)
+    assert ("jane@example.com" in _log_text(caplog)) is opt_in
 
 
 @pytest.mark.parametrize(("opt_in", "visible"), [(None, False), ("true", True)])

@@ -394,27 +394,50 @@ class Driver:
 # --- histories and invariants ----------------------------------------------------------
 
 # Instants that depend on when a pass ran (a crash delays it), not on what it did.
-_TIME_KEYS = frozenset({"wakeAt", "timeoutAt", "lookbackFrom"})
+_TIME_KEYS = frozenset({"wakeAt", "timeoutAt", "lookbackFrom", "retryAt"})
+# A crash costs a delivery an attempt (its lease runs out): which attempt delivered a
+# request depends on the crashes, not on what was delivered.
+_DISPATCH_CRASH_KEYS = _TIME_KEYS | {"attempt"}
+# The same holds for a task: a crashed worker's attempt is recorded as lost, then retried.
+_TASK_FACTS = frozenset({ev.TASK_ATTEMPT_FAILED, ev.TASK_COMPLETED, ev.TASK_FAILED})
+LOST_ATTEMPT = "TaskLeaseExpired"
 
 
-def _strip(value: Any) -> Any:
+def _strip(value: Any, keys: frozenset[str] = _TIME_KEYS) -> Any:
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in sorted(value.items()) if k not in _TIME_KEYS}
+        return {k: _strip(v, keys) for k, v in sorted(value.items()) if k not in keys}
     if isinstance(value, list):
-        return [_strip(v) for v in value]
+        return [_strip(v, keys) for v in value]
     return value
 
 
 def histories(store: Store) -> dict[tuple[str, str], list[tuple[str, Any]]]:
     """Every stream as (type, payload without pass-time instants), keyed by (tenant, id)."""
     rows = store.conn.execute(
-        "SELECT tenant_id::text AS t, stream_id::text AS s, type, payload FROM wf_events "
-        "ORDER BY tenant_id, stream_id, version"
+        "SELECT tenant_id::text AS t, stream_id::text AS s, stream_type, type, payload "
+        "FROM wf_events ORDER BY tenant_id, stream_id, version"
     ).fetchall()
     out: dict[tuple[str, str], list[tuple[str, Any]]] = {}
     for r in rows:
-        out.setdefault((r["t"], r["s"]), []).append((r["type"], _strip(r["payload"])))
+        if r["type"] == ev.TASK_ATTEMPT_FAILED and r["payload"].get("errorClass") == LOST_ATTEMPT:
+            continue  # a crash cut the attempt off; its lease ran out and it was retried
+        if r["stream_type"] == ev.DISPATCH_STREAM or r["type"] in _TASK_FACTS:
+            keys = _DISPATCH_CRASH_KEYS
+        else:
+            keys = _TIME_KEYS
+        out.setdefault((r["t"], r["s"]), []).append((r["type"], _strip(r["payload"], keys)))
     return out
+
+
+def ambiguous_mail(history: list[tuple[str, Any]]) -> bool:
+    """A mail request that ended ambiguous: its send was cut off by a crash, and mail is
+    sent at most once (engine/dispatcher.py)."""
+    final_type, final = history[-1]
+    return (
+        final_type == ev.DISPATCH_FAILED
+        and final.get("stepKind") == "mail.send"
+        and final.get("reason") == "ambiguous"
+    )
 
 
 def check_invariants(store: Store, registry: WorkflowRegistry) -> list[str]:

@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from workflow_runner import define_workflow, on_event
 from workflow_runner import stream as ev
 from workflow_runner.clock import ManualClock
-from workflow_runner.definition import WorkflowRegistry
-from workflow_runner.definition.dsl import StepBuilder, StepContext
+from workflow_runner.definition import StepBuilder, StepContext, WorkflowRegistry
 
 from tests.reliability.harness import (
     TENANT_A,

@@ -2,7 +2,10 @@
 
 Public API::
 
-    from workflow_runner import define_workflow, on_event, on_cron, run_id_for
+    from workflow_runner import define_workflow, on_event, on_cron, on_call, run_id_for, RetryPolicy
+    from workflow_runner import Event, Steps, Scope, ref      # references, no lambda needed
+    from workflow_runner.match import eq, in_, all_of, ...     # EventMatch builders
+    from workflow_runner.testing import WorkflowTestEnv        # tests of your workflows
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from .clock import Clock, ManualClock, SystemClock
 from .definition import (
     DomainEvent,
+    RetryPolicy,
     StepContext,
     WorkflowDefinition,
     WorkflowInfo,
@@ -17,6 +21,7 @@ from .definition import (
     default_registry,
     define_workflow,
     load_workflow_modules,
+    on_call,
     on_cron,
     on_event,
     run_id_for,
@@ -30,14 +35,19 @@ from .errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
+from .refs import Event, Scope, Steps, ref
 
 __all__ = [
     "Clock",
     "DomainEvent",
+    "Event",
     "InvalidInput",
     "ManualClock",
+    "RetryPolicy",
     "RunNotFound",
+    "Scope",
     "StepContext",
+    "Steps",
     "StoreError",
     "SystemClock",
     "TransientStoreError",
@@ -50,7 +60,9 @@ __all__ = [
     "default_registry",
     "define_workflow",
     "load_workflow_modules",
+    "on_call",
     "on_cron",
     "on_event",
+    "ref",
     "run_id_for",
 ]

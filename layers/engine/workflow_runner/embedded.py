@@ -48,3 +48,37 @@ def database_url(base_url: str, dbname: str) -> str:
     params = {k: v for k, v in conninfo_to_dict(base_url).items() if v is not None}
     params["dbname"] = dbname
     return make_conninfo("", **params)
+
+
+def create_database(admin_url: str, name: str, template: str | None = None) -> str:
+    """Create database `name` on the server of `admin_url` (a copy of `template` when
+    given: a file copy, ~0.1 s); return its URL."""
+    from psycopg import sql
+
+    statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        statement = sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
+            sql.Identifier(name), sql.Identifier(template)
+        )
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(statement)
+    return database_url(admin_url, name)
+
+
+def drop_database(admin_url: str, name: str) -> None:
+    """Drop database `name` (if it exists), ending the sessions still connected to it."""
+    from psycopg import sql
+
+    statement = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(statement)
+
+
+def create_migrated_database(admin_url: str, name: str) -> str:
+    """Create database `name` with the engine's schema; return its URL."""
+    from .store import apply_migrations
+
+    url = create_database(admin_url, name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        apply_migrations(conn)
+    return url

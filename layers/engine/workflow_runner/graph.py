@@ -14,31 +14,39 @@ no trace, so only its diamond is marked.
 
 from __future__ import annotations
 
-import importlib
-import io
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .definition.dsl import (
     Branch,
+    CallWorkflow,
     Compute,
     CronTrigger,
+    EventTrigger,
     ForEach,
     MailSend,
+    Map,
+    Parallel,
     Retry,
     Return,
     Step,
+    Task,
     Wait,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
 )
+from .definition.retry import RetryPolicy
 from .durations import format_instant
-from .errors import WorkflowRunnerError
-from .store import StoredEvent
+from .match_builders import describe_match
+from .refs import Ref
+from .store import Store, StoredEvent
 from .stream import (
     RETURNED_FAILURE,
+    Dispatched,
+    DispatchFailed,
+    DispatchRequested,
     RetryScheduled,
     RunCancelled,
     RunCompleted,
@@ -47,6 +55,8 @@ from .stream import (
     StepResumed,
     StepWaiting,
     StepWaitingForEvent,
+    TaskFailed,
+    TaskScheduled,
 )
 
 # Structural key of a step: one (index, arm) pair per level; for_each items and retry
@@ -95,6 +105,9 @@ def _node_id(key: StepKey) -> str:
 
 
 def _static(value: Any) -> str | None:
+    """A label for a step argument: static text as is, a reference as `{its.path}`."""
+    if isinstance(value, Ref):
+        return "{" + value.text + "}"
     return value if isinstance(value, str) else None
 
 
@@ -104,16 +117,21 @@ def _label(step: Step) -> tuple[str, str]:
         return f"compute {step.key}", "rect"
     if isinstance(step, MailSend):
         subject = _static(step.subject)
-        return ("mail.send" + (f": {subject}" if subject else "")), "subroutine"
+        label = "mail.send" + (f": {subject}" if subject else "")
+        return label + _awaited(step.result_key, step.retry, step.catch), "subroutine"
     if isinstance(step, WebhookSend):
         url = _static(step.url)
-        return ("webhook.send" + (f" {url}" if url else "")), "subroutine"
+        label = "webhook.send" + (f" {url}" if url else "")
+        return label + _awaited(step.result_key, step.retry, step.catch), "subroutine"
+    if isinstance(step, Task):
+        return f"task {step.key}" + _awaited(step.key, step.retry, step.catch), "subroutine"
     if isinstance(step, Wait):
         amount = _static(step.for_) or _static(step.until) or "(computed)"
         return f"wait {amount}", "stadium"
     if isinstance(step, WaitForEvent):
         timeout = _static(step.timeout) or "(computed)"
-        return f"wait for {step.event}, timeout {timeout}", "hexagon"
+        where = "" if step.match is None else f" where {describe_match(step.match)}"
+        return f"wait for {step.event}{where}, timeout {timeout}", "hexagon"
     if isinstance(step, Return):
         value = step.value
         failed = isinstance(value, dict) and value.get("isSuccess") is False
@@ -124,7 +142,29 @@ def _label(step: Step) -> tuple[str, str]:
         return f"for each {step.as_}", "hexagon"
     if isinstance(step, Retry):
         return f"retry ×{step.times} ({step.backoff}, base {step.base}, cap {step.cap})", "rect"
+    if isinstance(step, CallWorkflow):
+        if not step.wait:
+            return f"start workflow {step.workflow}", "subroutine"
+        into = f" → {step.result_key}" if step.result_key else ""
+        return f"call workflow {step.workflow}{into}" + (", catch" if step.catch else ""), (
+            "subroutine"
+        )
+    if isinstance(step, Map):
+        into = f" → {step.result_key}" if step.result_key else ""
+        catch = ", catch" if step.catch else ""
+        return f"map {step.workflow} ×{step.concurrency} at once{into}{catch}", "subroutine"
+    if isinstance(step, Parallel):
+        into = f" → {step.result_key}" if step.result_key else ""
+        return f"parallel ({len(step.steps)} tasks){into}", "diamond"
     return type(step).__name__, "rect"  # pragma: no cover - every step kind is above
+
+
+def _awaited(result_key: str | None, retry: RetryPolicy | None, catch: bool) -> str:
+    """What a task's node adds: where its result goes, its attempts, whether it catches."""
+    if result_key is None:
+        return ""
+    attempts = f", ×{retry.max_attempts} {retry.backoff}" if retry else ""
+    return f" → {result_key}{attempts}" + (", catch" if catch else "")
 
 
 class _Builder:
@@ -168,6 +208,11 @@ class _Builder:
             for source, label in body:
                 self.chart.edges.append(Edge(source, node.id, label or "next item", dotted=True))
             return [(node.id, "done")]
+        if isinstance(step, Parallel):
+            joined: list[tuple[str, str]] = []
+            for j, task in enumerate(step.steps):
+                joined += self.step(task, (*head, (index, ""), (j, "")), [(node.id, "at once")])
+            return joined
         if isinstance(step, Retry):
             body = self.sequence(step.do, (*head, (index, "")), [(node.id, "attempt")])
             self.chart.edges.append(
@@ -182,8 +227,10 @@ def flowchart(definition: WorkflowDefinition) -> Flowchart:
     trigger = definition.trigger
     if isinstance(trigger, CronTrigger):
         start = f"cron {trigger.schedule}"
-    else:
+    elif isinstance(trigger, EventTrigger):
         start = f"on {trigger.event_type}"
+    else:
+        start = "called by a workflow"
     chart = Flowchart(title=f"{definition.name} v{definition.version}")
     chart.nodes.append(Node("start", start, "circle"))
     builder = _Builder(chart)
@@ -210,11 +257,58 @@ def _visit(chart: Flowchart, key: StepKey) -> None:
                 chart.marks.setdefault(node.id, "visited")
 
 
+def _run_to_the_end(chart: Flowchart) -> None:
+    """A completed run ran every step list it entered to its end or to a return: mark the
+    steps after a visited one in the same list (a branch arm, a loop body) visited."""
+    for node in list(chart.nodes):
+        if node.key is None or chart.marks.get(node.id) != "visited":
+            continue
+        *prefix, (index, arm) = node.key
+        later = index + 1
+        while (sibling := chart.node_for((*prefix, (later, arm)))) is not None:
+            chart.marks.setdefault(sibling.id, "visited")
+            if sibling.shape == "round":  # a return: the run ended here
+                break
+            later += 1
+
+
+def delivery_paths(
+    dispatch_events: Iterable[StoredEvent],
+) -> tuple[list[Sequence[dict[str, Any]]], list[Sequence[dict[str, Any]]]]:
+    """(paths of every requested delivery, paths of those that failed for good) from a
+    run's dispatch-stream events (StreamStore.dispatch_events_of_run)."""
+    requested: dict[str, Sequence[dict[str, Any]]] = {}
+    failed: dict[str, Sequence[dict[str, Any]]] = {}
+    for e in dispatch_events:
+        fact = e.fact
+        if isinstance(fact, DispatchRequested):
+            requested[e.stream_id] = fact.path
+            failed.pop(e.stream_id, None)  # a redelivery starts over
+        elif isinstance(fact, DispatchFailed) and e.stream_id in requested:
+            failed[e.stream_id] = requested[e.stream_id]
+        elif isinstance(fact, Dispatched):
+            failed.pop(e.stream_id, None)
+    return list(requested.values()), list(failed.values())
+
+
+def run_chart(
+    store: Store, definition: WorkflowDefinition, tenant_id: str, run_id: str
+) -> Flowchart:
+    """The workflow's flowchart with a run's path, position, failed tasks and failed
+    deliveries marked (the definition the run is pinned to, when given that one)."""
+    chart = flowchart(definition)
+    events = store.streams.load(tenant_id, run_id)
+    requested, failed = delivery_paths(store.streams.dispatch_events_of_run(tenant_id, run_id))
+    mark_run(chart, definition, events, requested, failed)
+    return chart
+
+
 def mark_run(
     chart: Flowchart,
     definition: WorkflowDefinition,
     run_events: Sequence[StoredEvent],
     dispatch_paths: Iterable[Sequence[dict[str, Any]]] = (),
+    failed_deliveries: Iterable[Sequence[dict[str, Any]]] = (),
 ) -> None:
     """Mark a run's path and position on the flowchart (in place).
 
@@ -223,17 +317,28 @@ def mark_run(
         definition: the definition the chart was drawn from.
         run_events: the run's stored stream events, oldest first.
         dispatch_paths: paths of the run's dispatch requests (mail, webhooks).
+        failed_deliveries: paths of those whose delivery failed for good.
     """
     chart.marks["start"] = "visited"
     position: tuple[StepKey, str, str] | None = None
     for path in dispatch_paths:
         _visit(chart, _key_of(path))
+    task_paths: dict[str, StepKey] = {}
     for e in run_events:
         fact = e.fact
-        if isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled)):
+        if isinstance(fact, TaskScheduled):
+            task_paths[fact.task_id] = _key_of(fact.entry_path)
+        elif isinstance(fact, TaskFailed) and fact.task_id in task_paths:
+            node = chart.node_for(task_paths[fact.task_id])
+            if node is not None:
+                chart.marks[node.id] = "failed"
+                chart.notes[node.id] = f"task failed: {fact.error_class} ({fact.reason})"
+        if isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)):
             key = _key_of(fact.entry_path)
             _visit(chart, key)
-            if isinstance(fact, RetryScheduled):
+            if isinstance(fact, TaskScheduled):
+                note = f"waiting for {fact.step_kind} {fact.task_key!r}"
+            elif isinstance(fact, RetryScheduled):
                 note = f"retry {fact.attempt}/{fact.max_attempts} failed, next at"
                 note += f" {format_instant(fact.wake_at)}"
             elif isinstance(fact, StepWaiting):
@@ -256,6 +361,7 @@ def mark_run(
                 node = chart.node_for(((index, ""),))
                 if node is not None:
                     chart.marks.setdefault(node.id, "visited")
+            _run_to_the_end(chart)
             chart.marks["finish"] = "visited"
             position = None
         elif isinstance(fact, RunCancelled):
@@ -263,142 +369,14 @@ def mark_run(
                 position = (position[0], "failed", "cancelled here")
         elif isinstance(fact, RunRedriven):
             position = None
+    for path in failed_deliveries:
+        node = chart.node_for(_key_of(path))
+        if node is not None:
+            chart.marks[node.id] = "failed"
+            chart.notes[node.id] = "delivery failed"
     if position is not None:
         key, mark, note = position
         node = chart.node_for(key) if key else chart.node_for_id("finish")
         if node is not None:
             chart.marks[node.id] = mark
             chart.notes[node.id] = note
-
-
-_SHAPES = {
-    "rect": ("[", "]"),
-    "round": ("(", ")"),
-    "stadium": ("([", "])"),
-    "diamond": ("{", "}"),
-    "hexagon": ("{{", "}}"),
-    "subroutine": ("[[", "]]"),
-    "circle": ("((", "))"),
-}
-
-
-def _quote(text: str) -> str:
-    return '"' + text.replace('"', "#quot;") + '"'
-
-
-def to_mermaid(chart: Flowchart) -> str:
-    """Mermaid `flowchart TD` source of a chart, with classes for a run's marks."""
-    lines = ["---", f"title: {chart.title}", "---", "flowchart TD"]
-    for node in chart.nodes:
-        left, right = _SHAPES[node.shape]
-        label = node.label
-        if node.id in chart.notes:
-            label = f"{label}<br/><i>{chart.notes[node.id]}</i>"
-        lines.append(f"    {node.id}{left}{_quote(label)}{right}")
-    for edge in chart.edges:
-        arrow = "-.->" if edge.dotted else "-->"
-        if edge.label:
-            text = _quote(edge.label)
-            arrow = f"-. {text} .->" if edge.dotted else f"-- {text} -->"
-        lines.append(f"    {edge.source} {arrow} {edge.target}")
-    if chart.marks:
-        lines.append("    classDef visited fill:#d8f3dc,stroke:#2d6a4f")
-        lines.append("    classDef current fill:#fff3bf,stroke:#f08c00,stroke-width:3px")
-        lines.append("    classDef failed fill:#ffe3e3,stroke:#c92a2a,stroke-width:3px")
-        for mark in ("visited", "current", "failed"):
-            ids = [node_id for node_id, m in chart.marks.items() if m == mark]
-            if ids:
-                lines.append(f"    class {','.join(ids)} {mark}")
-    return "\n".join(lines) + "\n"
-
-
-class GraphUnavailable(WorkflowRunnerError):
-    """The requested rendering needs a library that is not installed."""
-
-
-def _ranks(chart: Flowchart) -> dict[str, int]:
-    """Longest-path layer of every node over the forward (solid) edges."""
-    rank = {node.id: 0 for node in chart.nodes}
-    order = {node.id: n for n, node in enumerate(chart.nodes)}
-    forward = [e for e in chart.edges if not e.dotted and order[e.target] > order[e.source]]
-    # Nodes are created in an order consistent with the forward edges, so one sweep
-    # in creation order settles the longest paths.
-    for node in chart.nodes:
-        for edge in forward:
-            if edge.source == node.id:
-                rank[edge.target] = max(rank[edge.target], rank[node.id] + 1)
-    return rank
-
-
-def to_png(chart: Flowchart) -> bytes:
-    """Render a chart as PNG with matplotlib (an optional dependency).
-
-    Raises:
-        GraphUnavailable: matplotlib is not installed.
-    """
-    try:
-        matplotlib = importlib.import_module("matplotlib")
-    except ImportError as error:
-        raise GraphUnavailable(
-            "PNG output needs matplotlib, which is not installed "
-            "(pip install matplotlib); or use --format mermaid and render the text with "
-            "any Mermaid renderer (GitHub, mermaid.live, mermaid-cli)"
-        ) from error
-    matplotlib.use("Agg")
-    plt = importlib.import_module("matplotlib.pyplot")
-    rank = _ranks(chart)
-    layers: dict[int, list[str]] = {}
-    for node in chart.nodes:
-        layers.setdefault(rank[node.id], []).append(node.id)
-    where: dict[str, tuple[float, float]] = {}
-    for level, ids in layers.items():
-        for k, node_id in enumerate(ids):
-            where[node_id] = ((k - (len(ids) - 1) / 2) * 4.0, -level * 1.4)
-    width = max(len(ids) for ids in layers.values()) * 4.0 + 2
-    fig, ax = plt.subplots(figsize=(max(6.0, width * 0.9), max(4.0, len(layers) * 1.0)))
-    ax.set_axis_off()
-    colours = {"visited": "#d8f3dc", "current": "#fff3bf", "failed": "#ffe3e3"}
-    for edge in chart.edges:
-        if edge.source == edge.target:
-            continue
-        (x1, y1), (x2, y2) = where[edge.source], where[edge.target]
-        ax.annotate(
-            "",
-            xy=(x2, y2 + 0.25),
-            xytext=(x1, y1 - 0.25),
-            arrowprops={
-                "arrowstyle": "->",
-                "linestyle": ":" if edge.dotted else "-",
-                "connectionstyle": "arc3,rad=0.3" if edge.dotted else "arc3",
-            },
-        )
-        if edge.label:
-            ax.text((x1 + x2) / 2, (y1 + y2) / 2, edge.label, fontsize=7, color="#555555")
-    for node in chart.nodes:
-        x, y = where[node.id]
-        label = node.label + (f"\n{chart.notes[node.id]}" if node.id in chart.notes else "")
-        style = "round" if node.shape in ("round", "stadium", "circle") else "square"
-        if node.shape in ("diamond", "hexagon"):
-            style = "darrow" if node.shape == "hexagon" else "round4"
-        ax.text(
-            x,
-            y,
-            label,
-            ha="center",
-            va="center",
-            fontsize=8,
-            bbox={
-                "boxstyle": f"{style},pad=0.4",
-                "facecolor": colours.get(chart.marks.get(node.id, ""), "white"),
-                "edgecolor": "#333333",
-            },
-        )
-    xs = [x for x, _ in where.values()]
-    ys = [y for _, y in where.values()]
-    ax.set_xlim(min(xs) - 3, max(xs) + 3)
-    ax.set_ylim(min(ys) - 1, max(ys) + 1)
-    ax.set_title(chart.title)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return buffer.getvalue()

@@ -3,24 +3,26 @@ suspension, a return, the end, or a failure. Pure: no I/O; the caller persists."
 
 from __future__ import annotations
 
-import json
 import random
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from .definition.dsl import (
     Branch,
+    CallWorkflow,
     Compute,
     DomainEvent,
     ForEach,
     MailSend,
+    Map,
+    Parallel,
     Retry,
     Return,
     Step,
     StepContext,
+    Task,
     Wait,
     WaitForEvent,
     WebhookSend,
@@ -28,85 +30,28 @@ from .definition.dsl import (
     WorkflowInfo,
     resolve,
 )
+from .definition.retry import RetryPolicy, backoff_seconds
 from .durations import parse_duration, resolve_wake_at
-from .errors import WorkflowRunnerError
 from .match import validate_event_match
-from .stream import Frame, Path
+from .pass_result import (
+    ChildJoin,
+    DispatchRequest,
+    EventWait,
+    InvalidArgument,
+    PassResult,
+    ResumedTask,
+    RetryWait,
+    Suspension,
+    TaskWait,
+    WorkflowStepError,
+    describe_step_error,
+)
+from .step_requests import DISPATCH_NAMESPACE, child_join, delivery_request, seeded_id
+from .storable import DEFAULT_MAX_RESULT_BYTES, NotStorable, check_storable
+from .stream import NEVER, Frame, Path
 
-DISPATCH_NAMESPACE = uuid.UUID("6d0c4c8e-31f5-4c59-9d59-0f6f1c1a7a52")
-
-
-class WorkflowStepError(WorkflowRunnerError):
-    """A step produced something the engine cannot accept (bad wait time, result not JSON)."""
-
-
-def describe_step_error(error: BaseException) -> str:
-    """The generic text stored for a failed step; the raw message goes to the log only."""
-    name = type(error).__name__ if isinstance(error, Exception) else ""
-    return f"workflow step failed ({name})" if name else "workflow step failed (unknown error)"
-
-
-@dataclass(frozen=True)
-class EventWait:
-    """What a wait_for_event suspension waits for."""
-
-    event_type: str
-    match: dict[str, Any] | None
-    lookback_from: datetime
-    result_key: str
-    consumed_event_ids: list[str]
-
-
-@dataclass(frozen=True)
-class RetryWait:
-    """The failed attempt of a retry and the budget it belongs to."""
-
-    attempt: int
-    max_attempts: int
-    error: str
-
-
-@dataclass(frozen=True)
-class Suspension:
-    """Where a pass stopped: `path`, due at `wake_at` (a wait's time, a wait_for_event's
-    timeout, a retry's next attempt)."""
-
-    kind: Literal["waiting", "waiting-for-event", "retry-scheduled"]
-    path: Path
-    wake_at: datetime
-    event: EventWait | None = None
-    retry: RetryWait | None = None
-
-    @property
-    def step_index(self) -> int:
-        return int(self.path[0]["i"])
-
-
-@dataclass(frozen=True)
-class DispatchRequest:
-    request_id: str
-    step_kind: str
-    step_index: int
-    path: Path
-    request: dict[str, Any]
-
-
-@dataclass
-class PassResult:
-    outcome: Literal["suspended", "completed", "failed"]
-    results: dict[str, Any]
-    awaited_refs: dict[str, str | None]
-    dispatches: list[DispatchRequest]
-    suspension: Suspension | None = None
-    return_value: Any = None
-    reason: str | None = None
-    error: str | None = None
-    error_detail: str | None = None
-    failed_path: Path = field(default_factory=list)
-
-    def persisted_results(self) -> dict[str, Any]:
-        """Results to carry on the suspension event: awaited payloads stay references."""
-        return {k: v for k, v in self.results.items() if k not in self.awaited_refs}
+# The retry policy of a delivery that names none (as the dispatcher always did).
+DELIVERY_ATTEMPTS = 5
 
 
 class _Suspend(Exception):
@@ -144,6 +89,8 @@ def step_at(steps: Sequence[Step], path: Path) -> Step:
             current = step.on_true if frame.get("arm") == "true" else step.on_false
         elif isinstance(step, (ForEach, Retry)):
             current = step.do
+        elif isinstance(step, Parallel):
+            current = step.steps
         else:
             raise WorkflowStepError(f"path {path} enters a step that has no sub-steps")
     if step is None:
@@ -152,29 +99,17 @@ def step_at(steps: Sequence[Step], path: Path) -> Step:
 
 
 def backoff_delay(step: Retry, failed_attempt: int, rng: random.Random) -> timedelta:
-    """Delay before the attempt after `failed_attempt` (1-based)."""
-    base = parse_duration(step.base).total_seconds()
-    cap = parse_duration(step.cap).total_seconds()
-    if step.backoff == "linear":
-        delay = base * failed_attempt
-    elif step.backoff == "exponential":
-        delay = base * 2.0 ** min(failed_attempt - 1, 60)
-    else:
-        delay = base
-    delay = min(cap, delay)
-    if step.jitter == "full":
-        delay = rng.uniform(0, delay)
-    elif step.jitter == "equal":
-        delay = delay / 2 + rng.uniform(0, delay / 2)
-    return timedelta(seconds=delay)
+    """Delay before the attempt after `failed_attempt` (1-based) of a retry step."""
+    seconds = backoff_seconds(
+        step.backoff, step.base, step.cap, step.jitter, failed_attempt, rng.random
+    )
+    return timedelta(seconds=seconds)
 
 
-def _json_value(value: Any, what: str) -> Any:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as error:
-        raise WorkflowStepError(f"{what} is not JSON-serialisable: {error}") from error
-    return value
+def task_id_for(run_id: str, dispatch_seed: str, path: Path) -> str:
+    """A task's attempt-group id: stable when a rolled-back pass is repeated (same seed),
+    new for each retry attempt or for_each item (the path differs) and for a redrive."""
+    return seeded_id(run_id, dispatch_seed, "task", path)
 
 
 class Interpreter:
@@ -185,10 +120,18 @@ class Interpreter:
         event: the run's trigger event.
         run_id: the run.
         now: business time of the pass.
-        results: step results restored from the last suspension (mutated).
+        results: step results restored for a resume (copied).
         awaited_refs: result keys that hold an awaited event's payload -> inbox event id.
         dispatch_seed: unique per pass and stable across retries of the same pass, so
-            a pass that is rolled back and repeated requests the same dispatch ids.
+            a pass that is rolled back and repeated requests the same dispatch ids (a
+            redrive repeats the failed pass's seed: what it dispatched keeps its id).
+        task_seed: the same for tasks (default: dispatch_seed); unique per pass even for
+            a redrive, which must run a failed task again under a new id.
+        written: keys to record as written by this pass although it did not compute
+            them (the awaited payload or task result a resume seeds).
+        resumed_task: the task a resume re-enters at and how it ended.
+        max_result_bytes: the largest result a step may store.
+        parent_run_id: the run that started this one (`ctx.workflow.parent_run_id`).
     """
 
     def __init__(
@@ -201,8 +144,12 @@ class Interpreter:
         awaited_refs: dict[str, str | None] | None = None,
         dispatch_seed: str = "",
         run_started_at: datetime | None = None,
-        consumed_event_ids: Sequence[str] = (),
+        task_seed: str | None = None,
         rng: random.Random | None = None,
+        written: Sequence[str] = (),
+        resumed_task: ResumedTask | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        parent_run_id: str | None = None,
     ) -> None:
         self.definition = definition
         self.event = event
@@ -210,11 +157,16 @@ class Interpreter:
         self.now = now
         self.results: dict[str, Any] = dict(results or {})
         self.awaited_refs: dict[str, str | None] = dict(awaited_refs or {})
+        self.written: dict[str, None] = dict.fromkeys(written)
         self.dispatch_seed = dispatch_seed
+        self.task_seed = dispatch_seed if task_seed is None else task_seed
         self.run_started_at = run_started_at or now
-        self.consumed_event_ids = list(consumed_event_ids)
         self.rng = rng or random.Random()
+        self.resumed_task = resumed_task
+        self.max_result_bytes = max_result_bytes
+        self.parent_run_id = parent_run_id
         self.dispatches: list[DispatchRequest] = []
+        self.starts: list[ChildJoin] = []
         self._attempts: list[int] = []
 
     def run(self, resume_path: Path | None = None) -> PassResult:
@@ -222,7 +174,9 @@ class Interpreter:
 
         A resume path ending at a wait or wait_for_event continues after that step
         (seed the awaited result first); one ending at a retry frame re-enters the
-        retry at the attempt the frame names.
+        retry at the attempt the frame names; one ending at a task continues after it
+        with its seeded result, fails with it (`resumed_task.failure`) or, when no
+        outcome is given (a redrive), runs the task again.
         """
         try:
             self._run_list(self.definition.steps, [], resume_path or None, {})
@@ -244,6 +198,7 @@ class Interpreter:
                 error=describe_step_error(failed.error),
                 error_detail=f"{type(failed.error).__name__}: {failed.error}",
                 failed_path=failed.path,
+                reason=getattr(failed.error, "reason", None),
             )
         return self._result("completed")
 
@@ -254,9 +209,16 @@ class Interpreter:
             outcome=outcome,
             results=self.results,
             awaited_refs=self.awaited_refs,
+            written=list(self.written),
             dispatches=self.dispatches,
+            starts=self.starts,
             **kw,
         )
+
+    def _store(self, key: str, value: Any) -> None:
+        self.results[key] = value
+        self.awaited_refs.pop(key, None)
+        self.written[key] = None
 
     def _ctx(self, path: Path, scope: dict[str, Any]) -> StepContext:
         return StepContext(
@@ -269,6 +231,7 @@ class Interpreter:
                 step_index=int(path[0]["i"]),
                 retry_attempt=self._attempts[-1] if self._attempts else 1,
                 definition_fingerprint=self.definition.fingerprint,
+                parent_run_id=self.parent_run_id,
             ),
             now=self.now,
         )
@@ -304,27 +267,59 @@ class Interpreter:
             # Resumed at this very step: its effect (the suspension) already happened;
             # the caller has seeded an awaited event's payload under its result key.
             return
+        if resume is not None and self._task_settled(step, path):
+            return
         if isinstance(step, Compute):
             value = self._checked(self._call(step.fn, path, scope), f"compute({step.key!r})", path)
-            self.results[step.key] = value
-            self.awaited_refs.pop(step.key, None)
+            self._store(step.key, value)
         elif isinstance(step, Wait):
             raw = step.for_ if step.for_ is not None else step.until
-            wake_at = self._wake_at(self._call(raw, path, scope), path)
+            argument = "for_" if step.for_ is not None else "until"
+            wake_at = self._wake_at(self._call(raw, path, scope), path, argument)
             raise _Suspend(Suspension("waiting", path, wake_at))
         elif isinstance(step, WaitForEvent):
             self._suspend_for_event(step, path, scope)
+        elif isinstance(step, Task):
+            raise _Suspend(
+                Suspension("task-scheduled", path, NEVER, task=self._task(step, path, scope))
+            )
         elif isinstance(step, (MailSend, WebhookSend)):
-            self._request_dispatch(step, path, scope)
+            request = self._delivery_request(step, path, scope)
+            if step.result_key is not None:
+                wait = self._task(step, path, scope, request)
+                raise _Suspend(Suspension("task-scheduled", path, NEVER, task=wait))
+            self._request_dispatch(step, path, request)
+        elif isinstance(step, Parallel):
+            tasks = tuple(
+                self._task(sub, [*path, {"i": j}], scope, self._request_of(sub, path, scope))
+                for j, sub in enumerate(step.steps)
+                if isinstance(sub, (Task, MailSend, WebhookSend))
+            )
+            raise _Suspend(
+                Suspension("tasks-scheduled", path, NEVER, tasks=tasks, result_key=step.result_key)
+            )
+        elif isinstance(step, (CallWorkflow, Map)):
+            self._children(step, path, scope)
         elif isinstance(step, Return):
             value = self._checked(self._call(step.value, path, scope), "return value", path)
             raise _Returned(value)
 
+    def _task_settled(self, step: Step, path: Path) -> bool:
+        """Resumed at a task whose outcome is recorded: go on after it (its result is
+        seeded), or fail with its failure. False: run the task (again)."""
+        resumed = self.resumed_task
+        if resumed is None or resumed.path != path:
+            return False
+        if resumed.failure is not None:
+            raise _StepFailed(resumed.failure, path)
+        return isinstance(step, (Task, MailSend, WebhookSend, Parallel, CallWorkflow, Map))
+
     def _checked(self, value: Any, what: str, path: Path) -> Any:
         try:
-            return _json_value(value, what)
-        except WorkflowStepError as error:
+            check_storable(value, what, self.max_result_bytes)
+        except NotStorable as error:
             raise _StepFailed(error, path) from error
+        return value
 
     def _call(self, value: Any, path: Path, scope: dict[str, Any]) -> Any:
         try:
@@ -334,29 +329,27 @@ class Interpreter:
         except Exception as error:
             raise _StepFailed(error, path) from error
 
-    def _wake_at(self, raw: Any, path: Path) -> datetime:
+    def _wake_at(self, raw: Any, path: Path, argument: str) -> datetime:
         try:
             return resolve_wake_at(raw, self.now)
         except Exception as error:
-            raise _StepFailed(error, path) from error
+            raise _StepFailed(InvalidArgument.of(argument, error), path) from error
 
     def _suspend_for_event(self, step: WaitForEvent, path: Path, scope: dict[str, Any]) -> None:
         match = self._call(step.match, path, scope)
         if match is not None:
             try:
                 validate_event_match(match)
+                check_storable(match, "the wait's match", self.max_result_bytes)
             except Exception as error:
-                raise _StepFailed(error, path) from error
-        timeout_at = self._wake_at(self._call(step.timeout, path, scope), path)
+                raise _StepFailed(InvalidArgument.of("match", error), path) from error
+        timeout_at = self._wake_at(self._call(step.timeout, path, scope), path, "timeout")
         lookback = self._call(step.lookback, path, scope)
         if lookback is None:
-            # "Stored after the run started" is decided on the events' own clock: an
-            # awaited event counts when its time is not before the trigger event's time
-            # (EventBridge stamps both), never by comparing the clocks of the functions
-            # that received them. EventBridge does not order deliveries to two rules, and
-            # a retried trigger may start the run minutes after the awaited event came.
-            # Without an event time (events handed to the engine directly) the trigger's
-            # receive time stands in, as it does for the awaited event.
+            # "After the run started": an awaited event's time is not before the trigger
+            # event's (EventBridge stamps both), never the receiving functions' clocks:
+            # EventBridge does not order deliveries to two rules, and a retried trigger may
+            # start the run minutes late. Without event times, receive times stand in.
             lookback_from = self.event.time or self.run_started_at
         else:
             try:
@@ -364,15 +357,66 @@ class Interpreter:
                 # second the wait began counts as after it.
                 lookback_from = (self.now - parse_duration(lookback)).replace(microsecond=0)
             except Exception as error:
-                raise _StepFailed(error, path) from error
-        wait = EventWait(
-            event_type=step.event,
-            match=match,
-            lookback_from=lookback_from,
-            result_key=step.result_key,
-            consumed_event_ids=list(self.consumed_event_ids),
-        )
+                raise _StepFailed(InvalidArgument.of("lookback", error), path) from error
+        wait = EventWait(step.event, match, lookback_from, step.result_key)
         raise _Suspend(Suspension("waiting-for-event", path, timeout_at, event=wait))
+
+    def _task(
+        self,
+        step: Task | MailSend | WebhookSend,
+        path: Path,
+        scope: dict[str, Any],
+        request: dict[str, Any] | None = None,
+    ) -> TaskWait:
+        """The task a step asks for; the worker runs it with `scope` as ctx.scope."""
+        scope_copy = self._checked(dict(scope), f"the for_each items around {step.kind}", path)
+        policy: RetryPolicy | None = step.retry
+        timeout_ms: int | None = None
+        if isinstance(step, Task):
+            key = step.key
+            timeout_ms = int(parse_duration(step.timeout).total_seconds() * 1000)
+        else:
+            assert step.result_key is not None
+            key = step.result_key
+        return TaskWait(
+            task_key=key,
+            task_id=task_id_for(self.run_id, self.task_seed, path),
+            step_kind=step.kind,
+            max_attempts=policy.max_attempts if policy else DELIVERY_ATTEMPTS,
+            timeout_ms=timeout_ms,
+            catch=step.catch,
+            scope=scope_copy,
+            request=request,
+        )
+
+    def _request_of(self, step: Step, path: Path, scope: dict[str, Any]) -> dict[str, Any] | None:
+        if isinstance(step, (MailSend, WebhookSend)):
+            return self._delivery_request(step, path, scope)
+        return None
+
+    def _children(self, step: CallWorkflow | Map, path: Path, scope: dict[str, Any]) -> None:
+        """Ask for child runs: suspend until they settle, or go on (start_workflow)."""
+        try:
+            join = child_join(
+                step,
+                self.run_id,
+                self.task_seed,
+                path,
+                lambda value, at: self._call(value, path, at),
+                scope,
+                self.max_result_bytes,
+            )
+        except _StepFailed:
+            raise
+        except Exception as error:
+            raise _StepFailed(error, path) from error
+        if join.kind == "start":
+            self.starts.append(join)
+        elif not join.children:  # a map over nothing
+            if join.result_key:
+                self._store(join.result_key, [])
+        else:
+            raise _Suspend(Suspension("children-waiting", path, NEVER, join=join))
 
     def _run_retry(
         self,
@@ -411,7 +455,7 @@ class Interpreter:
         items = self._call(step.over, path, scope)
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
             raise _StepFailed(
-                WorkflowStepError(f"for_each over must give a list, got {type(items).__name__}"),
+                InvalidArgument("over", f"for_each needs a list, got {type(items).__name__}"),
                 path,
             )
         first = int(head.get("item", 0)) if head is not None else 0
@@ -422,48 +466,22 @@ class Interpreter:
                 step.do, [*prefix, {"i": index, "item": k}], inner_resume or None, inner_scope
             )
 
-    def _request_dispatch(
+    def _delivery_request(
         self, step: MailSend | WebhookSend, path: Path, scope: dict[str, Any]
-    ) -> None:
-        request: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The request a mail or webhook step asks for, checked before it is stored."""
         try:
-            if isinstance(step, MailSend):
-                to = self._call(step.to, path, scope)
-                recipients = [to] if isinstance(to, str) else list(to or [])
-                if not recipients or not all(isinstance(r, str) and "@" in r for r in recipients):
-                    raise WorkflowStepError(
-                        "mail_send: to must be an address or a list of addresses"
-                    )
-                request = {
-                    "to": recipients,
-                    "subject": str(self._call(step.subject, path, scope)),
-                    "body": str(self._call(step.body, path, scope)),
-                    "from": self._call(step.from_, path, scope),
-                }
-            else:
-                url = self._call(step.url, path, scope)
-                if not isinstance(url, str) or not url:
-                    raise WorkflowStepError("webhook_send: url must be a non-empty string")
-                method = self._call(step.method, path, scope) or "POST"
-                if method not in ("POST", "PUT", "PATCH"):
-                    raise WorkflowStepError("webhook_send: method must be POST, PUT or PATCH")
-                headers = self._call(step.headers, path, scope) or {}
-                if not isinstance(headers, Mapping) or not all(
-                    isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-                ):
-                    raise WorkflowStepError("webhook_send: headers must map strings to strings")
-                body = _json_value(self._call(step.body, path, scope), "webhook body")
-                request = {
-                    "url": url,
-                    "method": method,
-                    "headers": dict(headers),
-                    "bodyJson": json.dumps(body, separators=(",", ":")),
-                    "auth": _json_value(self._call(step.auth, path, scope), "webhook auth"),
-                }
+            return delivery_request(
+                step, lambda value, at: self._call(value, path, at), scope, self.max_result_bytes
+            )
         except _StepFailed:
             raise
         except Exception as error:
             raise _StepFailed(error, path) from error
+
+    def _request_dispatch(
+        self, step: MailSend | WebhookSend, path: Path, request: dict[str, Any]
+    ) -> None:
         seq = len(self.dispatches)
         request_id = str(
             uuid.uuid5(DISPATCH_NAMESPACE, f"{self.run_id}|{self.dispatch_seed}|{seq}")
@@ -478,5 +496,4 @@ class Interpreter:
             )
         )
         if step.key:
-            self.results[step.key] = {"requestId": request_id}
-            self.awaited_refs.pop(step.key, None)
+            self._store(step.key, {"requestId": request_id})

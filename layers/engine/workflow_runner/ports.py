@@ -15,7 +15,7 @@ from typing import Protocol
 
 from .clock import Clock
 from .definition import WorkflowRegistry
-from .errors import NotConfigured
+from .errors import NotConfigured, WorkflowRunnerError
 from .settings import Settings
 from .store import Store
 from .webhook_guard import WebhookGuard
@@ -53,14 +53,35 @@ class Mailer(Protocol):
     def send_mail(
         self, request_id: str, sender: str, to: Sequence[str], subject: str, body: str
     ) -> str:
-        """Send one mail; return the provider's message id. Raise on failure."""
+        """Send one mail; return the provider's message id.
+
+        Raises:
+            PermanentDeliveryError: rejected for good.
+            DeliveryOutcomeUnknown: it may or may not have been sent.
+            Exception: anything else: it was not sent (worth another attempt).
+        """
         ...
 
 
 @dataclass(frozen=True)
 class HttpResponse:
+    """A webhook's answer; `body` holds at most the first 64 KB (+1 byte to tell that
+    there was more)."""
+
     status: int
     headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+
+class PermanentDeliveryError(WorkflowRunnerError):
+    """A mailer raises it when the provider rejected a message for good (another
+    attempt cannot fix it). Any other exception of a mailer means it was not sent."""
+
+
+class DeliveryOutcomeUnknown(WorkflowRunnerError):
+    """A mailer raises it when it cannot tell whether the provider took the message
+    (a timeout after the request went out): mail is never sent twice, so such a
+    delivery ends ambiguous, for an operator to check."""
 
 
 class HttpSender(Protocol):

@@ -332,5 +332,10 @@ class InProcessApp:
     def _next_wake(self) -> datetime | None:
         store = self.runtime.store()
         now = self.runtime.clock.now()
-        moments = [m for m in (store.pending.next_wake_at(now), store.outbox.next_due()) if m]
+        candidates = (
+            store.pending.next_wake_at(now),
+            store.outbox.next_due(),
+            store.tasks.next_due(),
+        )
+        moments = [m for m in candidates if m]
         return min(moments, default=None)

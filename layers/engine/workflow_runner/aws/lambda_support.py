@@ -26,6 +26,7 @@ from ..definition import DomainEvent, WorkflowRegistry, load_workflow_modules
 from ..engine.passes import RunOutcome
 from ..engine.resume import ResumeRequestItem, ResumeResult
 from ..engine.resume_batch import resume_batch as engine_resume_batch
+from ..engine.worker import WorkResult
 from ..envelope import EventBridgeEvent, parse_envelope, to_domain_event
 from ..errors import InvalidInput, RunNotFound, TransientStoreError
 from ..ports import Runtime, get_runtime
@@ -144,6 +145,41 @@ def with_store(operation: Callable[[Store], T]) -> T:
         if rt.reconnect is not None:
             rt.reconnect()
         return operation(rt.store())
+
+
+def report_work(result: WorkResult) -> dict[str, Any]:
+    """StepDispatcher's metrics and answer. DeliveriesFailed and TasksFailed are system
+    failures (a partner down, a task raising), apart from the business outcomes of runs;
+    the template alarms on them."""
+    deliveries = result.deliveries
+    for outcome in ("dispatched", "retry", "failed"):
+        count(f"DispatchOutcome{outcome.capitalize()}", deliveries.count(outcome))
+    count("DeliveriesFailed", deliveries.count("failed"))
+    count("TasksCompleted", result.tasks_with("completed"))
+    count("TasksFailed", result.tasks_with("failed"))
+    count("TaskAttemptsFailed", result.tasks_with("retry"))
+    count("ChildrenStarted", result.children_started)
+    if result.resumes_sent or result.children_started or result.children_counted:
+        # Started children may have settled (their parents are told on their streams,
+        # which the projection turns into resumes) or asked for deliveries.
+        runtime().nudger.nudge_projection()
+    logger.info(
+        "worker done",
+        extra={"deliveries": len(deliveries.outcomes), "tasks": len(result.tasks)},
+    )
+    return {
+        "dispatched": deliveries.count("dispatched"),
+        "retried": deliveries.count("retry"),
+        "failed": deliveries.count("failed"),
+        "tasks": {
+            outcome: result.tasks_with(outcome)
+            for outcome in ("completed", "failed", "retry", "dropped")
+        },
+        "resumed": result.resumes_sent,
+        "childrenStarted": result.children_started,
+        "childrenCounted": result.children_counted,
+        "drained": result.drained,
+    }
 
 
 def record_outcomes(outcomes: Iterable[RunOutcome]) -> int:

@@ -4,16 +4,23 @@ the workflows) and the parsing of ids and instants."""
 from __future__ import annotations
 
 import argparse
+import getpass
+import os
+import re
+import socket
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..clock import SystemClock
 from ..definition import WorkflowRegistry, default_registry, load_workflow_modules
-from ..durations import parse_instant
+from ..durations import parse_duration, parse_instant
+from ..engine.operator_actions import Operator
+from ..engine.run_lookup import resolve_run
 from ..errors import InvalidInput
-from ..store import Store, connect
+from ..store import RunSummary, Store, connect
 from .render import Output
 
 Handler = Callable[["Context"], int]
@@ -46,9 +53,33 @@ class Context:
         return self._store
 
     def registry(self) -> WorkflowRegistry:
+        """The workflows of WORKFLOW_MODULES, imported with the current directory on the
+        module path (as `python -m` would), so `my_workflows.trial` is found from the
+        project folder without setting PYTHONPATH."""
         if self._registry is None:
+            here = os.getcwd()
+            if here not in sys.path:
+                sys.path.insert(0, here)
             self._registry = load_workflow_modules(self.environ, default_registry())
         return self._registry
+
+    def run(self, attribute: str = "run_id", what: str = "RUN_ID") -> RunSummary:
+        """The run the argument names: a full run id or a unique prefix of at least four
+        hex digits, in --tenant when given, else in any tenant."""
+        raw = getattr(self.args, attribute)
+        try:
+            return resolve_run(self.store(), raw, self.tenant(required=False))
+        except InvalidInput as error:
+            raise UsageError(f"{what}: {error}") from None
+
+    def operator(self) -> Operator:
+        """Who acts (recorded on the run's stream) and the --reason given, if any."""
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "unknown"
+        reason = getattr(self.args, "reason", None)
+        return Operator(by=f"cli ({user}@{socket.gethostname()})", reason=reason or None)
 
     def tenant(self, required: bool = True) -> str | None:
         raw = getattr(self.args, "tenant", None)
@@ -82,6 +113,33 @@ def parse_uuid(raw: str, what: str) -> str:
         return str(uuid.UUID(str(raw)))
     except ValueError:
         raise UsageError(f"{what} must be a UUID, got {raw!r}") from None
+
+
+_AGO = re.compile(r"^(\d+)([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(raw: str, what: str, now: datetime) -> datetime:
+    """An instant, or how long ago as a duration: 90m, 1h, 2d, 1w or ISO-8601 (PT1H).
+
+    Raises:
+        UsageError: neither.
+    """
+    short = _AGO.match(raw.strip())
+    if short:
+        return now - timedelta(**{_UNITS[short.group(2)]: int(short.group(1))})
+    if raw.strip().startswith("P"):
+        try:
+            return now - parse_duration(raw.strip())
+        except InvalidInput as error:
+            raise UsageError(f"{what}: {error}") from None
+    try:
+        return parse_instant(raw)
+    except InvalidInput:
+        raise UsageError(
+            f"{what}: expected an instant (2026-01-05T09:00:00Z) or a duration ago "
+            f"(30m, 2h, 1d, PT1H), got {raw!r}"
+        ) from None
 
 
 def parse_now(raw: str, what: str) -> datetime:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 from collections.abc import Sequence
@@ -9,6 +10,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ..definition import WorkflowRegistry, load_workflow_modules
 from ..durations import parse_duration
 from ..envelope import parse_envelope, to_domain_event
 from ..errors import InvalidInput
@@ -16,8 +18,9 @@ from ..local import routes as r
 from ..local.demo import run_demo
 from ..local.runtime import Activity, LocalRuntime, to_eventbridge_event
 from ..settings import Settings
-from ..store import CapturedMail, Store
+from ..store import CapturedMail, Store, connect
 from ..timeline import activity_rows, instant
+from .console_command import database_label, serve_console
 from .context import Context, UsageError, parse_now
 from .render import Output
 
@@ -68,17 +71,42 @@ def prepare_events(
     so a bad entry stops the whole file before anything is sent.
 
     Raises:
-        InvalidInput: an entry is malformed; the message names it (1-based).
+        InvalidInput: entries are malformed; the message names every one (1-based).
     """
     events = []
+    problems = []
     for number, entry in enumerate(entries, start=1):
         try:
             event = to_eventbridge_event(entry, now)
             to_domain_event(parse_envelope(event), tenant_path)
         except InvalidInput as error:
-            raise UsageError(f"{source}: entry {number}: {error}") from None
+            problems.append(f"{source}: entry {number}: {error}")
+            continue
         events.append(event)
+    if problems:
+        count = (
+            f"{len(problems)} of {len(entries)} entries are" if len(entries) > 1 else "the entry is"
+        )
+        raise UsageError(f"{count} invalid; nothing was sent:\n" + "\n".join(problems))
     return events
+
+
+def unused_types(events: Sequence[dict[str, Any]], registry: WorkflowRegistry) -> list[str]:
+    """A warning per event whose detail-type no registered workflow starts on or waits
+    for (the functions will ignore it), with the closest names as a hint."""
+    known = sorted(registry.trigger_types() | registry.awaited_types())
+    warnings = []
+    for number, event in enumerate(events, start=1):
+        kind = str(event.get("detail-type"))
+        if kind in known:
+            continue
+        close = difflib.get_close_matches(kind, known, n=2)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        warnings.append(
+            f"entry {number}: no workflow is triggered by or waits for {kind!r}, so it will "
+            f"be ignored{hint}"
+        )
+    return warnings
 
 
 def _move_clock(ctx: Context, runtime_now: datetime | None, target: datetime) -> None:
@@ -163,6 +191,8 @@ def cmd_put_events(ctx: Context) -> int:
         _move_clock(ctx, current, target)
     tenant_path = Settings.model_fields["tenant_id_path"].default
     events = prepare_events(entries, target or current or ctx.now(), tenant_path, ctx.args.file)
+    for warning in unused_types(events, ctx.registry()):
+        ctx.output.warn(warning)
     runtime = LocalRuntime(
         store, ctx.registry(), template, start=target or current, environ=ctx.environ
     )
@@ -300,5 +330,20 @@ def cmd_mail(ctx: Context) -> int:
 
 
 def cmd_demo(ctx: Context) -> int:
-    """Play the sample workflows end to end."""
-    return run_demo(ctx.output, ctx.environ, getattr(ctx.args, "database_url", None))
+    """Play the sample workflows end to end (then serve the console on its database)."""
+    then = None
+    if ctx.args.console:
+
+        def then(url: str) -> object:
+            store = connect(url)
+            try:
+                label = database_label(store.dsn)
+            finally:
+                store.close()
+            registry = load_workflow_modules({"WORKFLOW_MODULES": "sample_workflows"})
+            # The demo's database is thrown away afterwards: actions are safe to try.
+            return serve_console(
+                ctx.output, url, label, registry, "127.0.0.1", ctx.args.port, True, None
+            )
+
+    return run_demo(ctx.output, ctx.environ, getattr(ctx.args, "database_url", None), then)

@@ -76,6 +76,12 @@ class Output:
     def line(self, text: str = "") -> None:
         print(text, file=self.out)
 
+    def error(self, text: str) -> None:
+        print(f"wfr: error: {text}", file=self.err)
+
+    def warn(self, text: str) -> None:
+        print(f"wfr: warning: {text}", file=self.err)
+
     def heading(self, text: str) -> None:
         self.line(self.paint(text, "bold"))
 

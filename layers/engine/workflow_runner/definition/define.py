@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from ..errors import WorkflowDefinitionError
+from ..errors import InvalidInput, WorkflowDefinitionError
+from .builder import StepBuilder, as_steps
+from .checks import PlacingBuilder, check_definition
 from .dsl import (
+    CallTrigger,
     CronTrigger,
     DomainEvent,
     EventTrigger,
     Step,
-    StepBuilder,
     Trigger,
     WorkflowDefinition,
-    as_steps,
 )
 from .fingerprint import compute_fingerprint
 from .registry import default_registry
@@ -43,15 +44,17 @@ def define_workflow(
         version: keep older versions registered next to newer ones and runs that
             started on them keep resuming on them; new runs start on the highest.
     Raises:
-        WorkflowDefinitionError: the definition is malformed.
+        WorkflowDefinitionError: the definition is malformed; every static argument is
+            checked here, and the message names the workflow, the step path (steps
+            numbered from 0, as stepIndex), the argument and the bad value.
     """
     if not isinstance(name, str) or not name.strip() or "|" in name:
         raise WorkflowDefinitionError(
             "define_workflow: name must be a non-empty string without '|'"
         )
-    if not isinstance(trigger, (EventTrigger, CronTrigger)):
+    if not isinstance(trigger, (EventTrigger, CronTrigger, CallTrigger)):
         raise WorkflowDefinitionError(
-            f"workflow {name!r}: trigger must be on_event(...) or on_cron(...)"
+            f"workflow {name!r}: trigger must be on_event(...), on_cron(...) or on_call()"
         )
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise WorkflowDefinitionError(f"workflow {name!r}: version must be an integer >= 1")
@@ -65,9 +68,11 @@ def define_workflow(
         raise WorkflowDefinitionError(
             f"workflow {name!r}: steps must be a function lambda s: [...]"
         )
+    # The user's function sees every StepBuilder method (refusals become placeholders).
+    builder = cast(StepBuilder, PlacingBuilder(StepBuilder(awaits_map)))
     try:
-        built = as_steps(steps(StepBuilder(awaits_map)), "steps")
-    except WorkflowDefinitionError as error:
+        built = as_steps(steps(builder), "steps")
+    except (WorkflowDefinitionError, InvalidInput) as error:
         raise WorkflowDefinitionError(f"workflow {name!r}: {error}") from None
     if not built:
         raise WorkflowDefinitionError(f"workflow {name!r}: needs at least one step")
@@ -80,8 +85,9 @@ def define_workflow(
         version=version,
         description=description,
     )
+    check_definition(definition)
     fingerprint = compute_fingerprint(definition, steps)
     definition = WorkflowDefinition(**{**definition.__dict__, "fingerprint": fingerprint})
     if register:
-        default_registry().register(definition)
+        default_registry().register(definition, module=getattr(steps, "__module__", None))
     return definition

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
-from ..cron import CronSchedule
-from ..durations import parse_duration
 from ..errors import WorkflowDefinitionError
-from ..match import validate_event_match
+from ..refs import substitute_refs
+from .retry import BackoffKind, JitterKind, RetryPolicy
 
 # Frozen: changing it would re-key every existing run stream (seeds, aggregate-id.ts).
 RUN_ID_NAMESPACE = uuid.UUID("1f8a6c3e-7d2b-4a91-9e3f-5c8b2a41d6f0")
@@ -36,13 +35,20 @@ class DomainEvent:
 
 @dataclass(frozen=True)
 class WorkflowInfo:
-    """What a step knows about the run it belongs to (`ctx.workflow`)."""
+    """What a step knows about the run it belongs to (`ctx.workflow`).
+
+    `retry_attempt` is the attempt of the innermost retry (1 outside one) or, inside a
+    task's function, the task's attempt; `task_key` (in a task's function only) is the
+    attempt group's idempotency key: the same for every attempt of this task.
+    """
 
     run_id: str
     workflow_name: str
     step_index: int
     retry_attempt: int
     definition_fingerprint: str
+    task_key: str | None = None
+    parent_run_id: str | None = None  # the run that started this one (call/start/map)
 
 
 @dataclass(frozen=True)
@@ -60,8 +66,9 @@ Resolver: TypeAlias = Any  # a value, or a callable taking StepContext
 
 
 def resolve(value: Resolver, ctx: StepContext) -> Any:
-    """Return `value(ctx)` for a callable, else `value` itself."""
-    return value(ctx) if callable(value) else value
+    """Return `value(ctx)` for a callable (a reference too), else `value` with the
+    references inside it resolved (itself when it holds none)."""
+    return value(ctx) if callable(value) else substitute_refs(value, ctx)
 
 
 # --- triggers ---------------------------------------------------------------
@@ -86,7 +93,14 @@ class CronTrigger:
     catchup: CatchUp = "all"
 
 
-Trigger: TypeAlias = EventTrigger | CronTrigger
+@dataclass(frozen=True)
+class CallTrigger:
+    """Started only by other workflows (call_workflow, start_workflow, map)."""
+
+    kind: Literal["call"] = "call"
+
+
+Trigger: TypeAlias = EventTrigger | CronTrigger | CallTrigger
 
 
 def on_event(event_type: str, filter: Callable[[DomainEvent], bool] | None = None) -> EventTrigger:
@@ -99,18 +113,19 @@ def on_event(event_type: str, filter: Callable[[DomainEvent], bool] | None = Non
 
 
 def on_cron(schedule: str, catchup: CatchUp = "all") -> CronTrigger:
-    """Trigger a run per tenant at each instant of a 5-field UTC cron schedule.
+    """Trigger a run per tenant at each instant of a 5-field UTC cron schedule (checked
+    by define_workflow, which names the workflow in the error).
 
     `catchup` decides what the due scan does with instants it reaches late (after an
     outage): "all" starts every one of them (the default), "latest" only the most
     recent, "none" only those at most a few minutes old.
     """
-    CronSchedule.parse(schedule)
-    if catchup not in CATCHUP_POLICIES:
-        raise WorkflowDefinitionError(
-            f"on_cron: catchup must be one of {', '.join(CATCHUP_POLICIES)}, not {catchup!r}"
-        )
     return CronTrigger(schedule=schedule, catchup=catchup)
+
+
+def on_call() -> CallTrigger:
+    """A workflow that only other workflows start: its input is `ctx.event.payload`."""
+    return CallTrigger()
 
 
 # --- steps ------------------------------------------------------------------
@@ -156,8 +171,9 @@ class WaitForEvent:
     kind: str = "wait_for_event"
 
 
-BackoffKind: TypeAlias = Literal["linear", "exponential", "fixed"]
-JitterKind: TypeAlias = Literal["none", "full", "equal"]
+# Fields added to a step after release 0.1 carry this metadata: the fingerprint leaves
+# them out while they hold their default, so definitions written before keep theirs.
+ADDED_LATER: Mapping[str, bool] = {"added_later": True}
 
 
 @dataclass(frozen=True)
@@ -179,6 +195,9 @@ class MailSend:
     from_: Resolver = None
     key: str | None = None
     kind: str = "mail.send"
+    result_key: str | None = field(default=None, metadata=ADDED_LATER)
+    retry: RetryPolicy | None = field(default=None, metadata=ADDED_LATER)
+    catch: bool = field(default=False, metadata=ADDED_LATER)
 
 
 @dataclass(frozen=True)
@@ -190,6 +209,56 @@ class WebhookSend:
     auth: Resolver = None
     key: str | None = None
     kind: str = "webhook.send"
+    result_key: str | None = field(default=None, metadata=ADDED_LATER)
+    retry: RetryPolicy | None = field(default=None, metadata=ADDED_LATER)
+    catch: bool = field(default=False, metadata=ADDED_LATER)
+
+
+@dataclass(frozen=True)
+class Task:
+    key: str
+    fn: Callable[[StepContext], Any]
+    retry: RetryPolicy
+    timeout: str
+    catch: bool = False
+    kind: str = "task"
+
+
+@dataclass(frozen=True)
+class CallWorkflow:
+    """Start a child run and wait until it settles (`wait=False`: start_workflow)."""
+
+    workflow: str
+    input: Resolver
+    key: Resolver
+    result_key: str | None
+    catch: bool
+    wait: bool = True
+    kind: str = "call_workflow"
+
+
+@dataclass(frozen=True)
+class Map:
+    """One child run per item of `over`, at most `concurrency` at once; their results
+    in item order."""
+
+    over: Resolver
+    workflow: str
+    key: Resolver
+    concurrency: int
+    result_key: str | None
+    catch: bool
+    kind: str = "map"
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Tasks (or deliveries with a result_key) run at once; the run goes on when all
+    have settled."""
+
+    steps: tuple[Step, ...]
+    result_key: str | None
+    kind: str = "parallel"
 
 
 @dataclass(frozen=True)
@@ -199,174 +268,45 @@ class Return:
 
 
 Step: TypeAlias = (
-    Compute | Branch | ForEach | Wait | WaitForEvent | Retry | MailSend | WebhookSend | Return
+    Compute
+    | Branch
+    | ForEach
+    | Wait
+    | WaitForEvent
+    | Retry
+    | MailSend
+    | WebhookSend
+    | Task
+    | CallWorkflow
+    | Map
+    | Parallel
+    | Return
 )
 
-SUSPENDING_KINDS = frozenset({"wait", "wait_for_event", "retry"})
+SUSPENDING_KINDS = frozenset(
+    {"wait", "wait_for_event", "retry", "task", "call_workflow", "map", "parallel"}
+)
+# The longest attempt a task may ask for: it must fit in the worker Lambda's run.
+MAX_TASK_TIMEOUT = timedelta(minutes=14)
 
 
-def as_steps(value: object, where: str) -> tuple[Step, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise WorkflowDefinitionError(f"{where} must be a list of steps")
-    steps = tuple(value)
-    for i, step in enumerate(steps):
-        if not isinstance(step, STEP_TYPES):
-            raise WorkflowDefinitionError(
-                f"{where}[{i}] is not a step (got {type(step).__name__}); "
-                "build steps with the builder passed to steps=lambda s: [...]"
-            )
-    return steps
-
-
-class StepBuilder:
-    """The `s` in `steps=lambda s: [...]`: one method per step kind."""
-
-    def __init__(self, awaits: Mapping[str, str]) -> None:
-        self._awaits = dict(awaits)
-
-    def compute(self, key: str, fn: Callable[[StepContext], Any]) -> Compute:
-        """Run `fn(ctx)` and store its (JSON-serialisable) result under `key`."""
-        if not isinstance(key, str) or not key:
-            raise WorkflowDefinitionError("compute: key must be a non-empty string")
-        if not callable(fn):
-            raise WorkflowDefinitionError(f"compute({key!r}): fn must be a function of ctx")
-        return Compute(key=key, fn=fn)
-
-    def branch(
-        self,
-        if_: Resolver,
-        on_true: Sequence[Step],
-        on_false: Sequence[Step] | None = None,
-    ) -> Branch:
-        """Run `on_true` when `if_` is truthy, else `on_false`."""
-        return Branch(
-            if_=if_,
-            on_true=as_steps(on_true, "branch.on_true"),
-            on_false=as_steps(on_false, "branch.on_false"),
-        )
-
-    def for_each(self, over: Resolver, as_: str, do: Sequence[Step]) -> ForEach:
-        """Run `do` once per item of `over`, in order, with `ctx.scope[as_]` set to the item."""
-        if not isinstance(as_, str) or not as_:
-            raise WorkflowDefinitionError("for_each: as_ must be a non-empty string")
-        return ForEach(over=over, as_=as_, do=as_steps(do, "for_each.do"))
-
-    def wait(self, for_: Resolver = None, until: Resolver = None) -> Wait:
-        """Suspend for a duration (`for_`, ISO-8601) or until an instant (`until`)."""
-        if (for_ is None) == (until is None):
-            raise WorkflowDefinitionError("wait: give exactly one of for_= or until=")
-        if isinstance(for_, str):
-            parse_duration(for_)
-        return Wait(for_=for_, until=until)
-
-    def wait_for_event(
-        self,
-        event: str,
-        match: Resolver = None,
-        timeout: Resolver = "P7D",
-        lookback: Resolver = None,
-        result_key: str | None = None,
-    ) -> WaitForEvent:
-        """Suspend until an awaited event that satisfies `match` arrives, or `timeout` passes.
-
-        `event` is an event type named in the workflow's `awaits` (or one of its keys).
-        `lookback`: None (default) also accepts matching events stored since the run
-        started; an ISO-8601 duration accepts those stored that long before the wait
-        step was reached ("PT0S": only events after it).
-        The matched event's payload (None on timeout) is stored under `result_key`
-        (default: the event type).
-        """
-        event_type = self._awaits.get(event, event)
-        if event_type not in self._awaits.values():
-            raise WorkflowDefinitionError(
-                f"wait_for_event: {event!r} is not declared in awaits "
-                f"(declared: {sorted(self._awaits.values())}); add it to awaits={{...}}"
-            )
-        if isinstance(timeout, str) and timeout.startswith("P"):
-            parse_duration(timeout)
-        if isinstance(lookback, str):
-            parse_duration(lookback)
-        if isinstance(match, Mapping):
-            validate_event_match(match)
-        return WaitForEvent(
-            event=event_type,
-            match=match,
-            timeout=timeout,
-            lookback=lookback,
-            result_key=result_key or event_type,
-        )
-
-    def retry(
-        self,
-        times: int,
-        do: Sequence[Step],
-        backoff: BackoffKind = "exponential",
-        base: str = "PT10S",
-        cap: str = "PT1H",
-        jitter: JitterKind = "none",
-    ) -> Retry:
-        """Run `do`; when it raises, run it again from its first step after a backoff.
-
-        `times` counts all attempts. Delay before attempt n+1: `base * n` (linear),
-        `base * 2**(n-1)` (exponential) or `base` (fixed), at most `cap`; `jitter="full"`
-        draws uniformly from [0, delay], `"equal"` from [delay/2, delay].
-        """
-        if isinstance(times, bool) or not isinstance(times, int) or times < 1:
-            raise WorkflowDefinitionError("retry: times must be an integer >= 1")
-        if backoff not in ("linear", "exponential", "fixed"):
-            raise WorkflowDefinitionError(
-                f"retry: backoff must be linear, exponential or fixed, not {backoff!r}"
-            )
-        if jitter not in ("none", "full", "equal"):
-            raise WorkflowDefinitionError(
-                f"retry: jitter must be none, full or equal, not {jitter!r}"
-            )
-        parse_duration(base)
-        parse_duration(cap)
-        return Retry(
-            times=times,
-            backoff=backoff,
-            base=base,
-            cap=cap,
-            jitter=jitter,
-            do=as_steps(do, "retry.do"),
-        )
-
-    def mail_send(
-        self,
-        to: Resolver,
-        subject: Resolver,
-        body: Resolver,
-        from_: Resolver = None,
-        key: str | None = None,
-    ) -> MailSend:
-        """Request a mail; the step dispatcher sends it after the pass commits."""
-        return MailSend(to=to, subject=subject, body=body, from_=from_, key=key)
-
-    def webhook_send(
-        self,
-        url: Resolver,
-        body: Resolver = None,
-        method: Resolver = "POST",
-        headers: Resolver = None,
-        auth: Resolver = None,
-        key: str | None = None,
-    ) -> WebhookSend:
-        """Request an HTTPS call; the step dispatcher delivers it after the pass commits."""
-        if isinstance(method, str) and method not in ("POST", "PUT", "PATCH"):
-            raise WorkflowDefinitionError(
-                f"webhook_send: method must be POST, PUT or PATCH, not {method!r}"
-            )
-        return WebhookSend(url=url, method=method, headers=headers, body=body, auth=auth, key=key)
-
-    def return_(self, value: Resolver = None) -> Return:
-        """End the run. `{"isSuccess": False, ...}` ends it as failed (reason returned_failure)."""
-        return Return(value=value)
-
-
-STEP_TYPES = (Compute, Branch, ForEach, Wait, WaitForEvent, Retry, MailSend, WebhookSend, Return)
+STEP_TYPES = (
+    Compute,
+    Branch,
+    ForEach,
+    Wait,
+    WaitForEvent,
+    Retry,
+    MailSend,
+    WebhookSend,
+    Task,
+    CallWorkflow,
+    Map,
+    Parallel,
+    Return,
+)
+# The largest `concurrency` of a map (children running at once for one map step).
+MAX_MAP_CONCURRENCY = 10_000
 
 
 @dataclass(frozen=True)

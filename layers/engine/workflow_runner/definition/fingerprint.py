@@ -8,13 +8,16 @@ the next deploy (tests/compat pins the fingerprints of recorded runs).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .dsl import STEP_TYPES, EventTrigger, WorkflowDefinition
+from ..refs import Ref
+from .dsl import STEP_TYPES, CallTrigger, EventTrigger, WorkflowDefinition
+from .retry import RetryPolicy
 
 
 def _source_of(fn: Callable[..., Any]) -> str:
@@ -31,7 +34,17 @@ def _source_of(fn: Callable[..., Any]) -> str:
 
 def _describe(value: Any) -> Any:
     if isinstance(value, STEP_TYPES):
-        return {name: _describe(getattr(value, name)) for name in value.__dataclass_fields__}
+        return {
+            f.name: _describe(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            # A field added after release 0.1 counts only once it is used.
+            if not (f.metadata.get("added_later") and getattr(value, f.name) == f.default)
+        }
+    if isinstance(value, RetryPolicy):
+        return value.to_json()
+    if isinstance(value, Ref):
+        # Before `callable`: a reference is a resolver, hashed by its path text.
+        return {"ref": value.text}
     if isinstance(value, tuple):
         return [_describe(item) for item in value]
     if isinstance(value, Mapping):
@@ -48,6 +61,8 @@ def compute_fingerprint(definition: WorkflowDefinition, builder: Callable[..., A
         trigger = {"kind": "event", "eventType": definition.trigger.event_type}
         if definition.trigger.filter is not None:
             trigger["filter"] = _source_of(definition.trigger.filter)
+    elif isinstance(definition.trigger, CallTrigger):
+        trigger = {"kind": "call"}
     else:
         # Not the catch-up policy: it decides which instants start, not how a run
         # behaves, so changing it must not fail the runs in flight.

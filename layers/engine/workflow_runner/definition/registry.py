@@ -22,10 +22,24 @@ class WorkflowRegistry:
 
     def __init__(self) -> None:
         self._by_name: dict[str, dict[int, WorkflowDefinition]] = {}
+        self._by_module: dict[str, list[WorkflowDefinition]] = {}
 
-    def register(self, definition: WorkflowDefinition) -> None:
-        """Add or replace (same name and version) a definition."""
+    def register(self, definition: WorkflowDefinition, module: str | None = None) -> None:
+        """Add or replace (same name and version) a definition; `module`: the module
+        that defined it (`define_workflow` passes it, for `defined_in`)."""
         self._by_name.setdefault(definition.name, {})[definition.version] = definition
+        if module:
+            self._by_module.setdefault(module, []).append(definition)
+
+    def defined_in(self, module: str) -> list[WorkflowDefinition]:
+        """Definitions registered by `module` or a module of the package `module`, in the
+        order they were registered (what importing it contributed to this registry)."""
+        return [
+            definition
+            for name, definitions in self._by_module.items()
+            if name == module or name.startswith(f"{module}.")
+            for definition in definitions
+        ]
 
     def unregister(self, name: str, version: int | None = None) -> None:
         """Remove one version of a workflow, or all of them."""
@@ -100,15 +114,22 @@ def load_workflow_modules(
     """Import the modules named in WORKFLOW_MODULES (comma separated); they register themselves.
 
     Raises:
-        WorkflowDefinitionError: a module cannot be imported; the message names it.
+        WorkflowDefinitionError: a module cannot be imported, or importing it raised
+            (a definition error, or anything else its code raised); the message names it.
     """
     env = os.environ if environ is None else environ
     names = [n.strip() for n in env.get("WORKFLOW_MODULES", DEFAULT_WORKFLOW_MODULES).split(",")]
     for module in filter(None, names):
         try:
             importlib.import_module(module)
+        except WorkflowDefinitionError:
+            raise  # names the workflow and the place already
         except ImportError as error:
             raise WorkflowDefinitionError(
                 f"WORKFLOW_MODULES names {module!r}, which cannot be imported: {error}"
+            ) from error
+        except Exception as error:
+            raise WorkflowDefinitionError(
+                f"importing {module!r} (WORKFLOW_MODULES) failed: {type(error).__name__}: {error}"
             ) from error
     return registry or default_registry()

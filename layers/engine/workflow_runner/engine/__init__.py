@@ -14,7 +14,8 @@ from .cancel import CancelResult, cancel_run
 from .due_scan import DueScanResult, due_scan, start_cron_runs
 from .enqueue import enqueue_due, enqueue_matched
 from .ingest import IngestResult, ingest_domain_event, start_cron_run, start_run
-from .passes import RunOutcome, load_run
+from .passes import load_run
+from .persist import RunOutcome
 from .projection import PENDING_PROJECTION, ProjectionResult, project_pending
 from .resume import ResumeRequestItem, ResumeResult, resume_run, resume_runs
 from .wakeup import WakeupResult, WokenRun, wake_and_enqueue, wake_on_event

@@ -1,41 +1,48 @@
-"""The step dispatcher: deliver mail and webhook requests from the outbox.
+"""The step dispatcher: deliver fire-and-forget mail and webhook requests from the outbox.
 
 A pass records its side effects as ``dispatch_outbox`` rows in its own transaction;
-this module delivers them after commit. Rows are claimed with a lease in a short
-transaction (``FOR UPDATE SKIP LOCKED``) and delivered outside it, so a slow
-webhook never holds a database lock. The outcome is appended to the request's
-dispatch stream at version 2 (after ``step.dispatch-requested`` at version 1): the
-optimistic-concurrency append is what makes a request settle exactly once even if
-two dispatchers delivered it after a lease ran out; the ``Idempotency-Key`` header
-(the request id) lets the receiver drop that duplicate.
+this module delivers them after commit. Rows are claimed with a short lease in a short
+transaction (``FOR UPDATE SKIP LOCKED``) and delivered outside it, so a slow webhook
+never holds a database lock. Every attempt's outcome is appended to the request's
+dispatch stream (``step.dispatch-attempt-failed``, then ``step.dispatched`` or
+``step.dispatch-failed``) at the version after the one its row holds: that
+optimistic-concurrency append is what makes an attempt settle once even if two
+dispatchers delivered it after a lease ran out.
 
-Webhooks go through the SSRF guard (webhook_guard.py).
+Guarantees (README, "Delivery guarantees"):
+- webhooks: at least once, with the request id as Idempotency-Key header, the same on
+  every attempt, for the receiver to drop duplicates;
+- mail: at most once. Before a mail is handed to the provider the row is marked
+  (``sending_since``) in a statement of its own; a claim that finds the mark after a
+  lease ran out cannot know whether the mail left, so it ends the request as
+  ``ambiguous`` (reason on the stream) for an operator to check instead of sending again.
+
+Time: every call is bounded by the time the function has left (`seconds_left`), and a
+row the dispatcher could not start goes back at once with its attempt uncounted.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from ..errors import WorkflowRunnerError
+from ..definition import backoff_seconds
 from ..ports import HttpSender, Mailer
-from ..redaction import exception_for_log
 from ..store import OutboxRow, Store
-from ..stream import DISPATCH_STREAM, Dispatched, DispatchFailed
-from ..webhook_guard import BlockedDestination, WebhookGuard
+from ..stream import DISPATCH_STREAM, DispatchAttemptFailed, Dispatched, DispatchFailed
+from ..webhook_guard import WebhookGuard
+from .delivery import DeliveryFailed, deliver_mail, deliver_webhook
 
 log = logging.getLogger("workflow_runner.dispatcher")
 
-
-class PermanentDeliveryError(WorkflowRunnerError):
-    """A delivery failure that another attempt cannot fix (a mailer raises it for
-    e.g. a rejected message); anything else a mailer raises counts as transient."""
+# A call is not started with less time left than this (seconds): it could not finish.
+MIN_CALL_SECONDS = 1.0
+# Time kept for recording an outcome after a call returns.
+SETTLE_MARGIN_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ class DeliveryOutcome:
     outcome: Literal["dispatched", "retry", "failed"]
     status: int | None = None
     error: str | None = None  # generic text, stored
+    reason: str | None = None  # of a failure: refused, rejected, exhausted, ambiguous
     next_attempt_at: datetime | None = None
 
 
@@ -64,139 +72,53 @@ class DispatchResult:
         return sum(1 for o in self.outcomes if o.outcome == outcome)
 
 
-class _Transient(Exception):
-    def __init__(self, error: str, status: int | None = None) -> None:
-        super().__init__(error)
-        self.error = error
-        self.status = status
+@dataclass(frozen=True)
+class DeliveryPolicy:
+    """Attempts and backoff of a request: its step's RetryPolicy, or the defaults
+    (exponential from 30 s, capped at an hour, equal jitter)."""
 
+    max_attempts: int
+    backoff: str = "exponential"
+    base: str = "PT30S"
+    cap: str = "PT1H"
+    jitter: str = "equal"
 
-class _Permanent(Exception):
-    def __init__(self, error: str, status: int | None = None) -> None:
-        super().__init__(error)
-        self.error = error
-        self.status = status
-
-
-def backoff_seconds(
-    attempt: int, rng: random.Random, base: float = 30.0, cap: float = 3600.0
-) -> float:
-    """Delay before attempt ``attempt + 1``: exponential from ``base``, capped, with
-    equal jitter (half fixed, half random) so retries of many requests spread out."""
-    ceiling = min(cap, base * 2.0 ** max(0, attempt - 1))
-    return ceiling / 2 + rng.uniform(0, ceiling / 2)
-
-
-def _auth_header(auth: Any) -> dict[str, str]:
-    if auth is None:
-        return {}
-    if (
-        isinstance(auth, dict)
-        and auth.get("type") == "bearer"
-        and isinstance(auth.get("token"), str)
-    ):
-        return {"authorization": f"Bearer {auth['token']}"}
-    if (
-        isinstance(auth, dict)
-        and auth.get("type") == "basic"
-        and isinstance(auth.get("username"), str)
-        and isinstance(auth.get("password"), str)
-    ):
-        raw = f"{auth['username']}:{auth['password']}".encode()
-        return {"authorization": "Basic " + base64.b64encode(raw).decode()}
-    raise _Permanent("unsupported webhook auth")
-
-
-def _deliver_webhook(
-    request: dict[str, Any],
-    request_id: str,
-    http: HttpSender,
-    guard: WebhookGuard,
-    timeout: float,
-) -> int:
-    url = request.get("url")
-    if not isinstance(url, str):
-        raise _Permanent("invalid webhook request")
-    try:
-        guard.check(url)
-    except BlockedDestination as error:
-        log.warning("webhook refused", extra={"request_id": request_id, "detail": str(error)})
-        raise _Permanent("webhook destination refused") from error
-    except OSError as error:
-        log.warning(
-            "webhook host lookup failed",
-            extra={"request_id": request_id, "detail": exception_for_log(error)},
+    @classmethod
+    def of(cls, request: dict[str, Any] | None, default_attempts: int) -> DeliveryPolicy:
+        retry = (request or {}).get("retry")
+        if not isinstance(retry, dict):
+            return cls(default_attempts)
+        return cls(
+            int(retry.get("maxAttempts") or default_attempts),
+            str(retry.get("backoff") or "exponential"),
+            str(retry.get("base") or "PT30S"),
+            str(retry.get("cap") or "PT1H"),
+            str(retry.get("jitter") or "equal"),
         )
-        raise _Transient("network error") from error
-    headers = {k.lower(): v for k, v in dict(request.get("headers") or {}).items()}
-    headers.update(_auth_header(request.get("auth")))
-    # Ours last: a workflow cannot override the content type or the idempotency key.
-    headers["content-type"] = "application/json"
-    headers["idempotency-key"] = request_id
-    body = str(request.get("bodyJson") or "null").encode()
-    try:
-        response = http.send(str(request.get("method") or "POST"), url, headers, body, timeout)
-    except BlockedDestination as error:
-        log.warning("webhook refused", extra={"request_id": request_id, "detail": str(error)})
-        raise _Permanent("webhook destination refused") from error
-    except OSError as error:
-        log.warning(
-            "webhook delivery failed",
-            extra={"request_id": request_id, "detail": exception_for_log(error)},
+
+    def delay(self, failed_attempt: int, rng: random.Random) -> timedelta:
+        seconds = backoff_seconds(
+            self.backoff, self.base, self.cap, self.jitter, failed_attempt, rng.random
         )
-        raise _Transient("network error") from error
-    status = response.status
-    if 200 <= status < 300:
-        return status
-    if status == 429 or status >= 500:
-        raise _Transient(f"HTTP {status}", status)
-    # 3xx included: redirects are never followed (the target could be internal).
-    raise _Permanent(f"HTTP {status}", status)
+        return timedelta(seconds=seconds)
 
 
-def _deliver_mail(
-    request: dict[str, Any], request_id: str, mailer: Mailer, default_sender: str | None
-) -> int:
-    sender = request.get("from") or default_sender
-    if not sender:
-        raise _Permanent("mail sender not configured")
-    try:
-        mailer.send_mail(
-            request_id,
-            str(sender),
-            [str(t) for t in request.get("to") or []],
-            str(request.get("subject") or ""),
-            str(request.get("body") or ""),
-        )
-    except PermanentDeliveryError as error:
-        log.warning(
-            "mail rejected", extra={"request_id": request_id, "detail": exception_for_log(error)}
-        )
-        raise _Permanent("mail delivery failed") from error
-    except Exception as error:
-        log.warning(
-            "mail delivery failed",
-            extra={"request_id": request_id, "detail": exception_for_log(error)},
-        )
-        raise _Transient("mail delivery failed") from error
-    return 200
-
-
-def _settle(
+def _record(
     store: Store,
     row: OutboxRow,
-    outcome: Dispatched | DispatchFailed,
-    status: Literal["dispatched", "failed"],
+    fact: Dispatched | DispatchFailed | DispatchAttemptFailed,
     now: datetime,
+    update: Callable[[int], None],
 ) -> bool:
-    """Append the outcome (version 2 of the dispatch stream) and close the outbox row,
-    in one transaction; False when another dispatcher settled it first."""
+    """Append an attempt's outcome after the stream version the row holds and update
+    the row, in one transaction; False when another dispatcher recorded it first."""
     with store.transaction():
-        appended = store.streams.append(
-            row.tenant_id, row.request_id, DISPATCH_STREAM, 1, [outcome], now
-        )
-        store.outbox.finish(row.tenant_id, row.request_id, status)
-    return appended
+        if not store.streams.append(
+            row.tenant_id, row.request_id, DISPATCH_STREAM, row.stream_version, [fact], now
+        ):
+            return False
+        update(row.stream_version + 1)
+    return True
 
 
 def dispatch_pending(
@@ -208,12 +130,11 @@ def dispatch_pending(
     mail_sender: str | None = None,
     max_attempts: int = 5,
     timeout: float = 10.0,
-    batch: int = 25,
-    budget_seconds: float = 50.0,
+    batch: int = 10,
+    seconds_left: Callable[[], float] = lambda: 50.0,
     rng: random.Random | None = None,
-    monotonic: Callable[[], float] = time.monotonic,
 ) -> DispatchResult:
-    """Deliver every due pending dispatch request until none is due or the budget ends.
+    """Deliver due fire-and-forget requests until none is due or the time runs out.
 
     Args:
         store: the database.
@@ -221,46 +142,50 @@ def dispatch_pending(
         mailer, http: the delivery ports.
         guard: the SSRF guard for webhook URLs.
         mail_sender: From address when the step names none.
-        max_attempts: attempts before a transient failure becomes final.
-        timeout: per webhook request, seconds.
+        max_attempts: attempts of a request whose step names no RetryPolicy.
+        timeout: per webhook call, seconds (further bounded by the time left).
         batch: rows claimed at once.
-        budget_seconds: stop claiming after this long.
+        seconds_left: the time the caller has left (in Lambda: the remaining time
+            minus a margin); checked before every call.
 
     Returns:
-        A DispatchResult listing each attempt's outcome. Transient failures (network,
-        HTTP 5xx and 429, mail provider errors) are retried with exponential backoff
-        and jitter; after ``max_attempts``, or at once for permanent ones, the request
-        ends as ``step.dispatch-failed`` with a generic error.
+        A DispatchResult listing each attempt's outcome; `drained` is False when the
+        time ran out with requests still due.
     """
     rng = rng or random.Random()
-    started = monotonic()
     result = DispatchResult()
-    # The lease must outlast one batch of deliveries, each bounded by the timeout.
-    lease = timedelta(seconds=max(60.0, timeout * batch * 2))
     while True:
-        if monotonic() - started >= budget_seconds:
+        left = seconds_left()
+        if left < MIN_CALL_SECONDS + SETTLE_MARGIN_SECONDS:
             result.drained = False
             return result
         moment = now()
-        lease_until = moment + lease
+        # A lease no longer than the time this invocation has: a row it does not get to
+        # is due again soon after, never after a long lease.
+        lease_until = moment + timedelta(seconds=left + SETTLE_MARGIN_SECONDS)
         with store.transaction():
             rows = store.outbox.claim(moment, lease_until, batch)
-        for row in rows:
-            result.outcomes.append(
-                _deliver_one(
-                    store,
-                    row,
-                    now,
-                    mailer,
-                    http,
-                    guard,
-                    mail_sender,
-                    max_attempts,
-                    timeout,
-                    lease_until,
-                    rng,
-                )
+        for index, row in enumerate(rows):
+            left = seconds_left() - SETTLE_MARGIN_SECONDS
+            if left < MIN_CALL_SECONDS:
+                for unstarted in rows[index:]:
+                    store.outbox.release(unstarted, now())
+                result.drained = False
+                return result
+            outcome = _deliver_one(
+                store,
+                row,
+                now,
+                mailer,
+                http,
+                guard,
+                mail_sender,
+                max_attempts,
+                min(timeout, left),
+                rng,
             )
+            if outcome is not None:
+                result.outcomes.append(outcome)
         if len(rows) < batch:
             return result
 
@@ -275,9 +200,8 @@ def _deliver_one(
     mail_sender: str | None,
     max_attempts: int,
     timeout: float,
-    lease_until: datetime,
     rng: random.Random,
-) -> DeliveryOutcome:
+) -> DeliveryOutcome | None:
     kind = row.step_kind
     attempt = row.attempts
     base: dict[str, Any] = {
@@ -288,18 +212,40 @@ def _deliver_one(
         "attempt": attempt,
     }
     request = row.request
+    policy = DeliveryPolicy.of(request, max_attempts)
     try:
         if not isinstance(request, dict):
-            raise _Permanent("invalid dispatch request")
+            raise DeliveryFailed("rejected", "invalid dispatch request", "RequestInvalid")
         if kind == "mail.send":
-            status = _deliver_mail(request, row.request_id, mailer, mail_sender)
+            if row.sending_since is not None:
+                # The last attempt handed the mail to the provider and never recorded
+                # what happened: it may have been sent. At most once: do not resend.
+                raise DeliveryFailed("ambiguous", "mail delivery ambiguous", "MailAmbiguous")
+            store.outbox.mark_sending(row, now())
+            deliver_mail(request, row.request_id, mailer, mail_sender)
+            status = 200
         else:
-            status = _deliver_webhook(request, row.request_id, http, guard, timeout)
-    except _Transient as failure:
-        if attempt < max_attempts:
+            status = deliver_webhook(request, row.request_id, http, guard, timeout).status
+    except DeliveryFailed as failure:
+        error_text = failure.error
+        if failure.kind == "transient" and attempt < policy.max_attempts:
             moment = now()
-            next_at = moment + timedelta(seconds=backoff_seconds(attempt, rng))
-            store.outbox.retry(row.tenant_id, row.request_id, next_at, lease_until)
+            next_at = moment + policy.delay(attempt, rng)
+            attempt_failed = DispatchAttemptFailed(
+                step_kind=kind,
+                attempt=attempt,
+                error=failure.error,
+                status=failure.status,
+                retry_at=next_at,
+            )
+            if not _record(
+                store,
+                row,
+                attempt_failed,
+                moment,
+                lambda version: store.outbox.retry(row, next_at, version, error_text),
+            ):
+                return None
             return DeliveryOutcome(
                 **base,
                 outcome="retry",
@@ -307,10 +253,18 @@ def _deliver_one(
                 error=failure.error,
                 next_attempt_at=next_at,
             )
-        return _fail(store, row, base, failure.error, failure.status, now())
-    except _Permanent as failure:
-        return _fail(store, row, base, failure.error, failure.status, now())
-    _settle(store, row, Dispatched(step_kind=kind, status=status), "dispatched", now())
+        reason = "exhausted" if failure.kind == "transient" else failure.kind
+        return _fail(store, row, base, failure.error, reason, failure.status, now())
+    moment = now()
+    delivered = Dispatched(step_kind=kind, status=status, attempt=attempt)
+    if not _record(
+        store,
+        row,
+        delivered,
+        moment,
+        lambda version: store.outbox.settle(row, "dispatched", version, moment),
+    ):
+        return None
     return DeliveryOutcome(**base, outcome="dispatched", status=status)
 
 
@@ -319,9 +273,23 @@ def _fail(
     row: OutboxRow,
     base: dict[str, Any],
     error: str,
+    reason: str,
     status: int | None,
     now: datetime,
-) -> DeliveryOutcome:
-    failed = DispatchFailed(step_kind=row.step_kind, error=error, attempt=base["attempt"])
-    _settle(store, row, failed, "failed", now)
-    return DeliveryOutcome(**base, outcome="failed", status=status, error=error)
+) -> DeliveryOutcome | None:
+    failed = DispatchFailed(
+        step_kind=row.step_kind, error=error, attempt=base["attempt"], reason=reason, status=status
+    )
+    if not _record(
+        store,
+        row,
+        failed,
+        now,
+        lambda version: store.outbox.settle(row, "failed", version, now, error, reason),
+    ):
+        return None
+    log.warning(
+        "delivery failed",
+        extra={"request_id": row.request_id, "run_id": row.run_id, "reason": reason},
+    )
+    return DeliveryOutcome(**base, outcome="failed", status=status, error=error, reason=reason)

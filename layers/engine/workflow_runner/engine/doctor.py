@@ -8,11 +8,21 @@ runs or types concerned and how to fix it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from ..definition import WorkflowRegistry
-from ..store import Store
+from ..store import PinnedRunGroup, Store
+from ..stream import (
+    RETRY_SCHEDULED,
+    STEP_WAITING,
+    STEP_WAITING_FOR_EVENT,
+    TASK_SCHEDULED,
+    RunRedriven,
+    RunStarted,
+)
+from .deliveries import STUCK_AFTER, list_deliveries
 
 Status = Literal["ok", "warning", "problem"]
 
@@ -142,36 +152,152 @@ def check_projection_lag(store: Store) -> Check:
     return Check(name, "ok", "the pending projection is up to date")
 
 
-def check_fingerprints(store: Store, registry: WorkflowRegistry, tenant: str | None) -> Check:
-    """Invariant 7: every waiting run's definition is still registered."""
-    rows = store.operator.waiting_fingerprints(tenant)
-    missing = []
-    for r in rows:
-        fingerprint = r.definition_fingerprint
-        if registry.find(r.workflow_name, fingerprint) is None:
-            try:
-                current = registry.latest(r.workflow_name)
-                now_registered = f"registered now: v{current.version} {current.fingerprint[:12]}…"
-            except Exception:
-                now_registered = "no version is registered"
-            missing.append(
-                f"{r.runs} waiting run(s) of {r.workflow_name} on definition "
-                f"{fingerprint[:12]}… ({now_registered}; e.g. run {r.example_run_id} "
-                f"of tenant {r.example_tenant_id})"
+_WAIT_KINDS = {
+    STEP_WAITING: "wait",
+    STEP_WAITING_FOR_EVENT: "wait_for_event",
+    RETRY_SCHEDULED: "retry",
+    TASK_SCHEDULED: "task",
+}
+
+
+@dataclass(frozen=True)
+class PinnedDefinition:
+    """Suspended runs of one workflow pinned to one definition, judged against a registry.
+
+    `version` is the workflow version the example run started (or was redriven) on;
+    `resumes_on` the registered version that serves them (None: they fail with
+    workflow_definition_changed when they resume); `verdict` says which, and why.
+    """
+
+    workflow_name: str
+    fingerprint: str
+    version: int | None
+    runs: int
+    tenants: int
+    steps: dict[str, int]
+    example_tenant_id: str
+    example_run_id: str
+    resumes_on: int | None
+    verdict: str
+
+    @property
+    def fails(self) -> bool:
+        return self.resumes_on is None
+
+    def describe(self) -> str:
+        """One line: what, how many, where they wait, an example."""
+        version = f" v{self.version}" if self.version is not None else ""
+        where = ", ".join(f"{place} ×{count}" for place, count in self.steps.items())
+        return (
+            f"{self.runs} run(s) of {self.workflow_name}{version} (definition "
+            f"{self.fingerprint[:12]}…, {self.tenants} tenant(s)) {self.verdict}; waiting at "
+            f"{where}; e.g. run {self.example_run_id} of tenant {self.example_tenant_id}"
+        )
+
+
+def _started_version(store: Store, tenant_id: str, run_id: str, fingerprint: str) -> int | None:
+    """The workflow version a run was started (or last redriven) on, from its stream."""
+    version: int | None = None
+    for event in store.streams.load(tenant_id, run_id):
+        fact = event.fact
+        if isinstance(fact, RunStarted):
+            version = fact.workflow_version
+        elif isinstance(fact, RunRedriven) and fact.definition_fingerprint == fingerprint:
+            version = fact.definition_version or version
+    return version
+
+
+def _verdict(
+    registry: WorkflowRegistry, name: str, fingerprint: str, version: int | None
+) -> tuple[int | None, str]:
+    serving = registry.find(name, fingerprint)
+    if serving is not None:
+        return serving.version, f"resume on registered v{serving.version}"
+    registered = sorted(wf.version for wf in registry if wf.name == name)
+    if not registered:
+        return None, f"will fail: no version of {name} is registered"
+    listed = ", ".join(f"v{v}" for v in registered)
+    if version in registered:
+        return None, (
+            f"will fail: v{version} is registered with another definition (edited in place; "
+            f"registered: {listed})"
+        )
+    return None, f"will fail: their version is no longer registered (registered: {listed})"
+
+
+def pinned_definitions(
+    store: Store, registry: WorkflowRegistry, tenant: str | None = None
+) -> list[PinnedDefinition]:
+    """Every definition suspended runs are pinned to, and whether `registry` (the code
+    about to be deployed, say) can resume them (invariant 7).
+
+    Args:
+        store: the database whose runs to judge.
+        registry: the definitions the functions would load.
+        tenant: only this tenant's runs (default: every tenant).
+
+    Returns:
+        One entry per (workflow, fingerprint), by workflow name; runs whose suspension the
+        pending projection has not applied yet are not counted.
+    """
+    grouped: dict[tuple[str, str], list[PinnedRunGroup]] = {}
+    for group in store.operator.pinned_run_groups(tenant):
+        grouped.setdefault((group.workflow_name, group.definition_fingerprint), []).append(group)
+    pinned = []
+    for (name, fingerprint), groups in grouped.items():
+        example = min(groups, key=lambda g: (g.example_tenant_id, g.example_run_id))
+        version = _started_version(
+            store, example.example_tenant_id, example.example_run_id, fingerprint
+        )
+        resumes_on, verdict = _verdict(registry, name, fingerprint, version)
+        steps: dict[str, int] = {}
+        for g in groups:
+            place = f"step {g.step_index} ({_WAIT_KINDS.get(g.suspension_event_type, 'wait')})"
+            steps[place] = steps.get(place, 0) + g.runs
+        pinned.append(
+            PinnedDefinition(
+                workflow_name=name,
+                fingerprint=fingerprint,
+                version=version,
+                runs=sum(g.runs for g in groups),
+                tenants=groups[0].tenants,
+                steps=steps,
+                example_tenant_id=example.example_tenant_id,
+                example_run_id=example.example_run_id,
+                resumes_on=resumes_on,
+                verdict=verdict,
             )
+        )
+    return pinned
+
+
+def check_pinned_definitions(store: Store, registry: WorkflowRegistry, tenant: str | None) -> Check:
+    """Invariant 7, before a deploy: which waiting runs the registered definitions (run
+    `wfr doctor` with the new code's WORKFLOW_MODULES) would fail."""
+    pinned = pinned_definitions(store, registry, tenant)
+    failing = [p for p in pinned if p.fails]
+    runs = sum(p.runs for p in pinned)
     name = "waiting runs' definitions are registered"
-    if missing:
+    if failing:
+        lost = sum(p.runs for p in failing)
         return Check(
             name,
             "problem",
-            f"{len(missing)} definition(s) that waiting runs are pinned to are not "
-            "registered: they will fail with workflow_definition_changed when they resume",
+            f"{lost} waiting run(s) on {len(failing)} definition(s) that are not registered: "
+            "they will fail with workflow_definition_changed when they resume",
             "keep the old definition registered next to the new one (define the new one "
-            "with version=N+1 and leave the old module in WORKFLOW_MODULES), or let them "
-            "fail and `wfr redrive` them on the new definition",
-            missing,
+            "with version=N+1 and leave the old one in WORKFLOW_MODULES until no run waits "
+            "on it), or let them fail and `wfr redrive` them on the new definition",
+            [p.describe() for p in failing],
         )
-    return Check(name, "ok", f"{len(rows)} definition(s) in use by waiting runs, all registered")
+    # Runs served by a version that is not the latest say when that one may be removed.
+    older = [p for p in pinned if p.resumes_on != registry.latest(p.workflow_name).version]
+    return Check(
+        name,
+        "ok",
+        f"{runs} waiting run(s) on {len(pinned)} definition(s), all registered",
+        items=[p.describe() for p in older],
+    )
 
 
 @dataclass(frozen=True)
@@ -214,11 +340,99 @@ def check_template(routes: TemplateRoutes | None, registry: WorkflowRegistry) ->
     )
 
 
+def check_deliveries(store: Store, tenant: str | None, now: datetime) -> Check:
+    """Fire-and-forget deliveries: stuck ones (no dispatcher running) are a problem;
+    failed and ambiguous ones in the last day are worth a look."""
+    name = "mail and webhook deliveries"
+    stuck = list_deliveries(store, "stuck", now, tenant_id=tenant, limit=1000)
+    if stuck:
+        return Check(
+            name,
+            "problem",
+            f"{len(stuck)} delivery(ies) are overdue by more than "
+            f"{int(STUCK_AFTER.total_seconds() // 60)} minutes: no dispatcher is delivering",
+            "check StepDispatcher's errors and its schedule (locally: `wfr local tick`)",
+            [f"{r.tenant_id} {r.request_id} {r.step_kind} run {r.run_id}" for r in stuck],
+        )
+    failed = list_deliveries(store, "failed", now, tenant_id=tenant, limit=1000)
+    if failed:
+        ambiguous = sum(1 for r in failed if r.failure_reason == "ambiguous")
+        return Check(
+            name,
+            "warning",
+            f"{len(failed)} delivery(ies) failed in the last day"
+            + (f", {ambiguous} of them ambiguous mail (maybe sent)" if ambiguous else ""),
+            "see `wfr dispatches list --status failed`; fix the cause, then "
+            "`wfr dispatches redeliver --all` (check an ambiguous mail's mailbox first)",
+            [
+                f"{r.tenant_id} {r.request_id} {r.step_kind}: {r.last_error} ({r.failure_reason})"
+                for r in failed
+            ],
+        )
+    return Check(name, "ok", "no delivery failed in the last day, none is overdue")
+
+
+def check_tasks(store: Store, tenant: str | None, now: datetime) -> Check:
+    """Tasks: stuck ones (no worker running) are a problem; failed ones worth a look."""
+    name = "tasks"
+    stuck = store.tasks.find("stuck", now, now - STUCK_AFTER, tenant_id=tenant, limit=1000)
+    if stuck:
+        return Check(
+            name,
+            "problem",
+            f"{len(stuck)} task(s) are overdue by more than "
+            f"{int(STUCK_AFTER.total_seconds() // 60)} minutes: no worker is running them",
+            "check StepDispatcher (the worker): its errors, schedule and time budget",
+            [f"{t.tenant_id} {t.task_id} {t.task_key} of run {t.run_id}" for t in stuck],
+        )
+    failed = store.tasks.find("failed", now - timedelta(days=1), now, tenant_id=tenant, limit=1000)
+    if failed:
+        return Check(
+            name,
+            "warning",
+            f"{len(failed)} task(s) failed for good in the last day",
+            "their runs failed (reason task_failed) unless they catch it: fix the cause, "
+            "then `wfr redrive RUN_ID --tenant T`",
+            [f"{t.tenant_id} run {t.run_id} task {t.task_key}: {t.last_error}" for t in failed],
+        )
+    return Check(name, "ok", "no task failed in the last day, none is overdue")
+
+
+def check_children(store: Store, tenant: str | None, now: datetime) -> Check:
+    """Child runs: a join whose children were due to start long ago has no worker."""
+    name = "child runs"
+    overdue = store.children.overdue(now - STUCK_AFTER, tenant)
+    if overdue:
+        return Check(
+            name,
+            "problem",
+            f"{len(overdue)} map/call step(s) have children waiting more than "
+            f"{int(STUCK_AFTER.total_seconds() // 60)} minutes to start: no worker is running",
+            "check StepDispatcher (the worker starts child runs): its errors and schedule",
+            [
+                f"{j['tenant_id']} run {j['parent_run_id']}: {j['child_workflow']} children "
+                f"due since {j['start_due_at']:%Y-%m-%dT%H:%M:%SZ}"
+                for j in overdue
+            ],
+        )
+    uncounted = store.children.oldest_uncounted(tenant)
+    if uncounted is not None and uncounted < now - STUCK_AFTER:
+        return Check(
+            name,
+            "problem",
+            f"child runs that settled at {uncounted:%Y-%m-%dT%H:%M:%SZ} are not counted into "
+            "their map/call step yet: no worker is running, so their parents wait",
+            "check StepDispatcher (the worker counts settled children): errors, schedule",
+        )
+    return Check(name, "ok", "every child run due to start has started and been counted")
+
+
 def run_doctor(
     store: Store,
     registry: WorkflowRegistry,
     tenant: str | None = None,
     routes: TemplateRoutes | None = None,
+    now: datetime | None = None,
 ) -> DoctorReport:
     """Run every check.
 
@@ -227,13 +441,18 @@ def run_doctor(
         registry: the registered workflows (what the functions would load).
         tenant: restrict the run checks to one tenant (default: all).
         routes: what the SAM template routes (None: not checked, a warning).
+        now: business time (default: the system clock).
     """
+    now = now or datetime.now(UTC)
     return DoctorReport(
         [
             check_unsettled_runs(store, tenant),
             check_settled_pending(store, tenant),
             check_projection_lag(store),
-            check_fingerprints(store, registry, tenant),
+            check_pinned_definitions(store, registry, tenant),
+            check_deliveries(store, tenant, now),
+            check_tasks(store, tenant, now),
+            check_children(store, tenant, now),
             check_template(routes, registry),
         ]
     )

@@ -30,7 +30,7 @@ from ..ports import ResumeQueue
 from ..store import Store
 from .enqueue import DEFAULT_LEASE_SECONDS, MAX_DELAY_SECONDS, send_leased
 from .ingest import start_cron_run
-from .passes import RunOutcome
+from .persist import RunOutcome
 
 log = logging.getLogger("workflow_runner.due_scan")
 

@@ -34,7 +34,8 @@ from datetime import datetime
 from ..errors import InvalidInput, WorkflowRunnerError
 from ..store import Relation, Store
 from ..stream import DISPATCH_STREAM, DispatchFailed
-from .passes import fail_run, load_run
+from .passes import load_run
+from .persist import fail_run
 
 log = logging.getLogger("workflow_runner.erase")
 
@@ -146,6 +147,7 @@ def _erase_once(
             raise _RunMoved()
         failed[run_id] = why
     redacted = store.erasure.redact_run_events(tenant_id, run_ids)
+    store.erasure.blank_results_and_tasks(tenant_id, run_ids)
     if failed:
         # Their pending rows copy match values of the erased event.
         store.pending.delete_runs([(tenant_id, run_id) for run_id in sorted(failed)])

@@ -23,12 +23,15 @@ from ..definition import (
     run_id_for,
 )
 from ..durations import format_instant
-from ..interpreter import Interpreter, describe_step_error
+from ..errors import StoreError, TransientStoreError
+from ..interpreter import Interpreter
 from ..match import inbox_keys
+from ..pass_result import describe_step_error
 from ..redaction import exception_for_log
 from ..store import Store
 from ..stream import RUN_STREAM, RunFailed, RunStarted
-from .passes import RunOutcome, cron_event, persist_pass
+from .passes import cron_event
+from .persist import RunOutcome, persist_pass
 
 log = logging.getLogger("workflow_runner")
 
@@ -71,6 +74,7 @@ def start_run(
     idempotency_key: str | None = None,
     trigger_event_id: str | None = None,
     cron_scheduled_at: str | None = None,
+    parent_run_id: str | None = None,
 ) -> RunOutcome | None:
     """Start a run and execute it to its first suspension or its end.
 
@@ -85,12 +89,19 @@ def start_run(
         definition_fingerprint=definition.fingerprint,
         idempotency_key=idempotency_key,
         cron_scheduled_at=cron_scheduled_at,
+        parent_run_id=parent_run_id,
     )
     tenant = event.tenant_id
     if not store.streams.append(tenant, run_id, RUN_STREAM, 0, [started], now):
         return None
     result = Interpreter(
-        definition, event, run_id, now, dispatch_seed=f"{tenant}|1", run_started_at=now
+        definition,
+        event,
+        run_id,
+        now,
+        dispatch_seed=f"{tenant}|1",
+        run_started_at=now,
+        parent_run_id=parent_run_id,
     ).run()
     return persist_pass(store, tenant, run_id, definition, event.type, 1, result, now)
 
@@ -131,7 +142,15 @@ def _trigger_failure(
     if not store.streams.append(tenant, run_id, RUN_STREAM, 0, [started, failed], now):
         return None
     store.runs.upsert(
-        tenant, run_id, definition.name, "failed", 2, definition.fingerprint, event.type, now
+        tenant,
+        run_id,
+        definition.name,
+        "failed",
+        2,
+        definition.fingerprint,
+        event.type,
+        now,
+        workflow_version=definition.version,
     )
     return RunOutcome(tenant, run_id, definition.name, "failed", step_index=0, reason=reason)
 
@@ -161,6 +180,30 @@ def _start_triggered(
     )
 
 
+def _start_isolated(
+    store: Store, definition: WorkflowDefinition, event: DomainEvent, now: datetime
+) -> RunOutcome | None:
+    """Start one workflow's run in a savepoint: if the database refuses what its first
+    pass wrote, that run is recorded as failed (reason pass_not_storable) and the event's
+    other workflows still start; the event is not redelivered forever."""
+    try:
+        with store.transaction():
+            return _start_triggered(store, definition, event, now)
+    except TransientStoreError:
+        raise
+    except StoreError as error:
+        fallback_id = run_id_for(definition.name, f"event:{event.id}")
+        try:
+            key = definition.key_for(event)
+        except Exception:
+            key = None
+        run_id = run_id_for(definition.name, key) if key is not None else fallback_id
+        with store.transaction():
+            return _trigger_failure(
+                store, definition, event, run_id, now, error, "pass_not_storable"
+            )
+
+
 def ingest_domain_event(
     store: Store, event: DomainEvent, now: datetime, registry: WorkflowRegistry | None = None
 ) -> IngestResult:
@@ -180,7 +223,7 @@ def ingest_domain_event(
         started: list[RunOutcome] = []
         skipped: list[str] = []
         for definition in registry.triggered_by(event.type):
-            outcome = _start_triggered(store, definition, event, now)
+            outcome = _start_isolated(store, definition, event, now)
             if outcome is None:
                 skipped.append(definition.name)
             else:

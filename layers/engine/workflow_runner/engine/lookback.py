@@ -90,7 +90,13 @@ def scan(
     while not budget.exhausted:
         page = min(LOOK_BACK_PAGE, budget.rows)
         rows = store.inbox.lookback(
-            wait.tenant_id, wait.event_type, wait.key, after, wait.consumed_event_ids, page
+            wait.tenant_id,
+            wait.run_id,
+            wait.event_type,
+            wait.key,
+            after,
+            wait.consumed_event_ids,
+            page,
         )
         budget.rows -= len(rows)
         for row in rows:

@@ -1,59 +1,54 @@
-"""A pass over a run: load it, re-enter its step tree, persist where the pass left it.
+"""A pass over a run: load what it needs, re-enter its step tree, persist where it stopped.
 
 Shared by every stage that moves a run forward — the start (ingest), the resume, the
-redrive — so that a pass is written one way only: its dispatch requests, the one event
-that says where the run stands, and the run summary, in the caller's transaction.
+redrive — so that a pass is read and written one way only (writing: persist.py).
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from ..definition import DomainEvent, WorkflowDefinition
 from ..durations import parse_instant
 from ..errors import RunNotFound
-from ..interpreter import Interpreter, PassResult, Suspension, WorkflowStepError, step_at
-from ..redaction import detail_for_log
+from ..interpreter import Interpreter, step_at
+from ..pass_result import ChildFailedError, ResumedTask, TaskFailedError, WorkflowStepError
 from ..store import InboxEvent, Store, StoredEvent
 from ..stream import (
-    DISPATCH_STREAM,
-    RETURNED_FAILURE,
-    RUN_STREAM,
-    DispatchRequested,
-    RetryScheduled,
-    RunCompleted,
-    RunFailed,
+    ChildrenWaiting,
     RunStarted,
     RunState,
-    RunStatus,
-    StepWaiting,
     StepWaitingForEvent,
     SuspensionFact,
+    TaskCompleted,
+    TaskOutcome,
+    TaskScheduled,
+    TasksScheduled,
     fold_run,
 )
+from .persist import RunOutcome, fail_run, persist_pass
 
-log = logging.getLogger("workflow_runner")
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """Where a pass left a run."""
-
-    tenant_id: str
-    run_id: str
-    workflow_name: str
-    outcome: Literal["suspended", "completed", "failed"]
-    step_index: int | None = None
-    wake_at: datetime | None = None
-    reason: str | None = None
+__all__ = [
+    "LoadedRun",
+    "RunOutcome",
+    "continue_run",
+    "domain_event_of",
+    "load_run",
+    "load_run_for_pass",
+    "restore_results",
+    "trigger_event",
+]
 
 
 @dataclass
 class LoadedRun:
-    """A run's stream, folded, with its trigger event's inbox row (read together)."""
+    """A run's stream, folded, with its trigger event's inbox row (read together).
+
+    `events` is the whole stream, or only its tail (the first event and those from the
+    last pass's outcome on) when loaded for a resume.
+    """
 
     state: RunState
     events: list[StoredEvent]
@@ -63,13 +58,13 @@ class LoadedRun:
 # --- reading a run ----------------------------------------------------------------------
 
 
-def load_run_for_pass(store: Store, tenant_id: str, run_id: str) -> LoadedRun:
-    """A run's stream and trigger row in one round trip.
+def load_run_for_pass(store: Store, tenant_id: str, run_id: str, tail: bool = False) -> LoadedRun:
+    """A run's stream (or its tail, `tail=True`) and trigger row in one round trip.
 
     Raises:
         RunNotFound: the tenant has no run with this id.
     """
-    events, trigger = store.streams.load_run(tenant_id, run_id)
+    events, trigger = store.streams.load_run(tenant_id, run_id, tail=tail)
     if not events or not isinstance(events[0].fact, RunStarted):
         raise RunNotFound(tenant_id, run_id)
     state = fold_run(run_id, tenant_id, [e.recorded for e in events])
@@ -123,198 +118,139 @@ def trigger_event(store: Store, run: LoadedRun) -> DomainEvent | None:
     return domain_event_of(row)
 
 
+@dataclass(frozen=True)
+class Restored:
+    """The results a resumed pass starts from, and the keys it must record again: those
+    it seeds (an awaited payload, a task's result) and, for a suspension written by
+    release 0.1 (every result on the event), all of them, so that they reach the
+    run_results projection the next resume reads."""
+
+    results: dict[str, Any]
+    awaited_refs: dict[str, str | None]
+    written: list[str]
+
+
 def restore_results(
-    store: Store, tenant_id: str, suspension: SuspensionFact, matched: str | None
-) -> tuple[dict[str, Any], dict[str, str | None]] | None:
-    """The results a suspension carried plus the awaited payloads it references by id
-    (the matched event under a wait_for_event's result key); None when one of them is
-    no longer stored."""
-    refs = dict(suspension.awaited_refs)
-    if isinstance(suspension, StepWaitingForEvent):
-        refs[suspension.result_key] = matched
-    restored = dict(suspension.results)
-    for key, event_id in refs.items():
-        if event_id is None:
-            restored[key] = None
-            continue
-        row = store.inbox.get(tenant_id, event_id)
-        if row is None or row.detail is None:
-            return None
-        restored[key] = row.detail
-    return restored, refs
-
-
-# --- writing a pass -----------------------------------------------------------------------
-
-
-def _suspension_fact(
-    definition: WorkflowDefinition, trigger_event_type: str, result: PassResult
-) -> StepWaiting | StepWaitingForEvent | RetryScheduled:
-    suspension = result.suspension
-    assert suspension is not None
-    common: dict[str, Any] = {
-        "workflow_name": definition.name,
-        "trigger_event_type": trigger_event_type,
-        "step_index": suspension.step_index,
-        "path": suspension.path,
-        "definition_fingerprint": definition.fingerprint,
-        "results": result.persisted_results(),
-        "awaited_refs": result.awaited_refs,
-    }
-    return suspension_fact(suspension, common)
-
-
-def suspension_fact(
-    suspension: Suspension, common: dict[str, Any]
-) -> StepWaiting | StepWaitingForEvent | RetryScheduled:
-    """The stream fact of an interpreter suspension (`common`: the shared fields)."""
-    if suspension.kind == "waiting-for-event":
-        wait = suspension.event
-        assert wait is not None
-        return StepWaitingForEvent(
-            **common,
-            event_type=wait.event_type,
-            match=wait.match,
-            timeout_at=suspension.wake_at,
-            lookback_from=wait.lookback_from,
-            result_key=wait.result_key,
-            consumed_event_ids=wait.consumed_event_ids,
-        )
-    if suspension.kind == "retry-scheduled":
-        retry = suspension.retry
-        assert retry is not None
-        return RetryScheduled(
-            **common,
-            wake_at=suspension.wake_at,
-            attempt=retry.attempt,
-            max_attempts=retry.max_attempts,
-            error=retry.error,
-        )
-    return StepWaiting(**common, wake_at=suspension.wake_at)
-
-
-def persist_pass(
     store: Store,
     tenant_id: str,
     run_id: str,
-    definition: WorkflowDefinition,
-    trigger_event_type: str,
-    version: int,
-    result: PassResult,
-    now: datetime,
-) -> RunOutcome:
-    """Append a pass's outcome after stream version `version` (held by this pass)."""
-    fact: StepWaiting | StepWaitingForEvent | RetryScheduled | RunCompleted | RunFailed
-    status: RunStatus
-    if result.outcome == "suspended":
-        fact = _suspension_fact(definition, trigger_event_type, result)
-        status = "waiting"
-        outcome = RunOutcome(
-            tenant_id,
-            run_id,
-            definition.name,
-            "suspended",
-            step_index=fact.step_index,
-            wake_at=fact.due_at,
-        )
-    elif result.outcome == "completed":
-        fact = RunCompleted(
-            workflow_name=definition.name,
-            trigger_event_type=trigger_event_type,
-            step_index=len(definition.steps),
-            result=result.return_value,
-        )
-        status = "completed"
-        outcome = RunOutcome(tenant_id, run_id, definition.name, "completed")
+    suspension: SuspensionFact,
+    matched: str | None,
+    work: RunState | None = None,
+) -> Restored | None:
+    """The results at a suspension plus what the resume seeds: the matched event's
+    payload under a wait_for_event's result key, the results of the task(s) or child
+    runs the suspension waited for (`work`: the run's state with their outcomes; None
+    for a redrive, which runs them again). None when an awaited payload is gone."""
+    seeded: list[str] = []
+    if suspension.full_results:
+        results = dict(suspension.results or {})
+        refs = dict(suspension.awaited_refs or {})
+        for key, event_id in refs.items():
+            payload = _awaited_payload(store, tenant_id, event_id)
+            if payload is _GONE:
+                return None
+            results[key] = payload
+        seeded = list(results)
     else:
-        failed_index = (
-            int(result.failed_path[0]["i"]) if result.failed_path else len(definition.steps)
-        )
-        fact = RunFailed(
-            workflow_name=definition.name,
-            trigger_event_type=trigger_event_type,
-            step_index=failed_index,
-            error=result.error or "",
-            path=result.failed_path or None,
-            reason=result.reason,
-            result=result.return_value if result.reason == RETURNED_FAILURE else None,
-        )
-        if result.error_detail:
-            # The raw text may carry personal data: never stored (invariant 8), and logged
-            # only as the redaction policy allows.
-            log.warning(
-                "workflow step failed",
-                extra={
-                    "tenant_id": tenant_id,
-                    "run_id": run_id,
-                    "detail": detail_for_log(result.error_detail),
-                },
-            )
-        status = "failed"
-        outcome = RunOutcome(
-            tenant_id, run_id, definition.name, "failed", failed_index, reason=result.reason
-        )
-    # Every write of the pass goes out in one round trip: the claim (or the start)
-    # already holds `version`, so none of these appends can lose a race.
-    with store.pipeline():
-        for dispatch in result.dispatches:
-            requested = DispatchRequested(
-                request_id=dispatch.request_id,
-                run_id=run_id,
-                workflow_name=definition.name,
-                step_kind=dispatch.step_kind,
-                step_index=dispatch.step_index,
-                path=dispatch.path,
-            )
-            store.streams.append(
-                tenant_id, dispatch.request_id, DISPATCH_STREAM, 0, [requested], now, check=False
-            )
-            store.outbox.insert(
-                tenant_id, dispatch.request_id, run_id, dispatch.step_kind, dispatch.request, now
-            )
-        store.streams.append(tenant_id, run_id, RUN_STREAM, version, [fact], now, check=False)
-        store.runs.upsert(
-            tenant_id,
-            run_id,
-            definition.name,
-            status,
-            version + 1,
-            definition.fingerprint,
-            trigger_event_type,
-            now,
-        )
-    return outcome
+        stored = store.results.of_run(tenant_id, run_id)
+        if stored.missing:
+            return None
+        results, refs = stored.values, stored.awaited_refs
+    if isinstance(suspension, StepWaitingForEvent):
+        key = suspension.result_key
+        payload = _awaited_payload(store, tenant_id, matched)
+        if payload is _GONE:
+            return None
+        results[key], refs[key] = payload, matched
+        seeded.append(key)
+    elif work is not None:
+        seeded += _seed_work(store, results, refs, suspension, work)
+    return Restored(results, refs, list(dict.fromkeys(seeded)))
 
 
-def fail_run(
+_GONE = object()
+# Suspensions that wait for work done elsewhere (a worker, child runs), not for time.
+WORK_SUSPENSIONS = (TaskScheduled, TasksScheduled, ChildrenWaiting)
+
+
+def _task_value(outcome: TaskOutcome) -> Any:
+    """What a task's key holds: its result, or its caught failure."""
+    if isinstance(outcome, TaskCompleted):
+        return outcome.result
+    return {"failed": True, "error": outcome.error_class, "attempts": outcome.attempts}
+
+
+def _seed_work(
     store: Store,
-    state: RunState,
-    version: int,
-    step_index: int,
-    reason: str,
-    error: str,
-    now: datetime,
-) -> bool:
-    """End a run as failed without a pass (its definition or an input is gone).
+    results: dict[str, Any],
+    refs: dict[str, str | None],
+    suspension: SuspensionFact,
+    work: RunState,
+) -> list[str]:
+    """Seed the outcomes of the work a suspension waited for; the keys seeded."""
+    seeded: list[str] = []
 
-    False when the stream moved past `version` (another writer won).
-    """
-    failed = RunFailed(
-        workflow_name=state.workflow_name, step_index=step_index, error=error, reason=reason
-    )
-    if not store.streams.append(state.tenant_id, state.run_id, RUN_STREAM, version, [failed], now):
-        return False
-    store.runs.upsert(
-        state.tenant_id,
-        state.run_id,
-        state.workflow_name,
-        "failed",
-        version + 1,
-        state.fingerprint,
-        state.trigger_event_type,
-        now,
-    )
-    return True
+    def put(key: str, value: Any) -> None:
+        refs.pop(key, None)
+        results[key] = value
+        seeded.append(key)
+
+    outcomes = work.task_outcomes
+    if isinstance(suspension, TaskScheduled):
+        outcome = outcomes.get(suspension.task_id)
+        if outcome is not None and (isinstance(outcome, TaskCompleted) or suspension.catch):
+            put(suspension.task_key, _task_value(outcome))
+    elif isinstance(suspension, TasksScheduled):
+        for task in suspension.tasks:
+            outcome = outcomes.get(task.task_id)
+            if outcome is not None and (isinstance(outcome, TaskCompleted) or task.catch):
+                put(task.task_key, _task_value(outcome))
+        if suspension.result_key:
+            put(suspension.result_key, [results.get(t.task_key) for t in suspension.tasks])
+    elif isinstance(suspension, ChildrenWaiting) and suspension.result_key:
+        values = [
+            c.result
+            if c.status == "completed"
+            else {"failed": True, "reason": c.reason or c.status, "runId": c.child_run_id}
+            for c in store.children.outcomes(work.tenant_id, suspension.join_id)
+        ]
+        put(suspension.result_key, values[0] if suspension.join_kind == "call" else values)
+    return seeded
+
+
+def _work_failure(
+    suspension: SuspensionFact, work: RunState
+) -> TaskFailedError | ChildFailedError | None:
+    """The failure a resume re-raises at the step: a task that failed for good, or a
+    child that failed, where the workflow does not catch it."""
+    outcomes = work.task_outcomes
+    if isinstance(suspension, TaskScheduled):
+        outcome = outcomes.get(suspension.task_id)
+        if outcome is not None and not isinstance(outcome, TaskCompleted) and not suspension.catch:
+            return TaskFailedError(outcome.error_class, suspension.task_key)
+    elif isinstance(suspension, TasksScheduled):
+        for task in suspension.tasks:
+            outcome = outcomes.get(task.task_id)
+            if outcome is not None and not isinstance(outcome, TaskCompleted) and not task.catch:
+                return TaskFailedError(outcome.error_class, task.task_key)
+    elif isinstance(suspension, ChildrenWaiting) and not suspension.catch:
+        settled = work.children_settled
+        if settled is not None and settled.failed:
+            return ChildFailedError(suspension.child_workflow, settled.reason or "failed")
+    return None
+
+
+def _awaited_payload(store: Store, tenant_id: str, event_id: str | None) -> Any:
+    if event_id is None:
+        return None
+    row = store.inbox.get(tenant_id, event_id)
+    if row is None or row.detail is None:
+        return _GONE
+    return row.detail
+
+
+# --- continuing a run ---------------------------------------------------------------------
 
 
 def continue_run(
@@ -326,12 +262,15 @@ def continue_run(
     version: int,
     now: datetime,
     dispatch_seed: str | None = None,
+    with_work: bool = False,
 ) -> RunOutcome:
     """Re-enter the step tree at a claimed suspension and persist the pass.
 
     `version` is the stream version this pass holds (its claim). `dispatch_seed`
     (default: derived from `version`) lets a redrive repeat a failed pass with that
-    pass's seed, so dispatches it already requested keep their ids.
+    pass's seed, so dispatches it already requested keep their ids. `with_work`: seed
+    the recorded outcomes of the task(s) or children the run waited at (False for a
+    redrive, which runs them again).
     """
     state = run.state
     tenant_id, run_id = state.tenant_id, state.run_id
@@ -348,15 +287,16 @@ def continue_run(
         return fail(
             "trigger_event_unavailable", f"the trigger event of run {run_id} is no longer stored"
         )
-    restored = restore_results(store, tenant_id, suspension, matched)
+    work = state if with_work else None
+    restored = restore_results(store, tenant_id, run_id, suspension, matched, work)
     if restored is None:
         return fail(
             "awaited_event_unavailable", f"an awaited event of run {run_id} is no longer stored"
         )
-    results, refs = restored
-    consumed = list(state.consumed_event_ids)
-    if matched is not None:
-        consumed.append(matched)
+    consumed = [matched] if matched is not None else []
+    if isinstance(suspension, StepWaitingForEvent) and suspension.consumed_event_ids:
+        consumed += suspension.consumed_event_ids  # a 0.1 suspension listed them itself
+    store.results.consume(tenant_id, run_id, consumed)
     path = suspension.entry_path
     try:
         step_at(definition.steps, path)
@@ -365,17 +305,25 @@ def continue_run(
             "workflow_definition_changed",
             f"run {run_id} is suspended at a step its definition does not have",
         )
+    resumed_task = None
+    if work is not None and isinstance(
+        suspension, (TaskScheduled, TasksScheduled, ChildrenWaiting)
+    ):
+        resumed_task = ResumedTask(path, _work_failure(suspension, work))
     assert state.started_at is not None
     result = Interpreter(
         definition,
         trigger,
         run_id,
         now,
-        results=results,
-        awaited_refs=refs,
+        results=restored.results,
+        awaited_refs=restored.awaited_refs,
         dispatch_seed=dispatch_seed or f"{tenant_id}|{version + 1}",
+        task_seed=f"{tenant_id}|{version + 1}",
         run_started_at=state.started_at,
-        consumed_event_ids=consumed,
+        written=restored.written,
+        resumed_task=resumed_task,
+        parent_run_id=state.started.parent_run_id if state.started else None,
     ).run(path)
     return persist_pass(
         store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now

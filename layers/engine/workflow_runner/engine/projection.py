@@ -25,17 +25,27 @@ from ..store import DueRow, NewPendingRow, Store, StoredEvent
 from ..stream import (
     RUN_STREAM,
     TERMINAL_TYPES,
+    ChildrenSettled,
+    ChildrenWaiting,
     RetryScheduled,
     StepEventMatched,
     StepResumed,
     StepWaiting,
     StepWaitingForEvent,
     Suspension,
+    TaskCompleted,
+    TaskFailed,
+    TaskScheduled,
+    TasksScheduled,
 )
+from .joins import CHILDREN_OUTCOME
 from .lookback import AwaitedWait, Cursor, LookBackBudget, continue_look_backs, scan, take
 from .wakeup import WokenRun
 
 PENDING_PROJECTION = "workflow_run_pending"
+# What a pending row of a task suspension records in trigger_event_type once the task's
+# outcome is recorded (awaited_event_id then holds the task id).
+TASK_OUTCOME = "workflow.task"
 
 
 def floor_second(moment: datetime) -> datetime:
@@ -100,7 +110,7 @@ def _pending_row(
         suspension_version=e.version,
         lookback_from=floor_second(wait.lookback_from) if wait and wait.lookback_from else None,
         match_key=equality_key(wait.match) if wait else None,
-        consumed_event_ids=wait.consumed_event_ids if wait else (),
+        consumed_event_ids=(wait.consumed_event_ids or ()) if wait else (),
         lookback_after=lookback_after,
     )
 
@@ -117,7 +127,7 @@ def _new_wait(
         fact.event_type,
         fact.match,
         equality_key(fact.match),
-        fact.consumed_event_ids,
+        fact.consumed_event_ids or (),
     )
     store.inbox.lock_type(e.tenant_id, fact.event_type)
     # (start, 0): every event whose instant is not before the look-back start.
@@ -131,7 +141,17 @@ def _apply(
     store: Store, e: StoredEvent, now: datetime, deletes: _PendingDeletes, budget: LookBackBudget
 ) -> WokenRun | None:
     fact = e.fact
-    if isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled)):
+    if isinstance(
+        fact,
+        (
+            StepWaiting,
+            StepWaitingForEvent,
+            RetryScheduled,
+            TaskScheduled,
+            TasksScheduled,
+            ChildrenWaiting,
+        ),
+    ):
         deletes.before_write(e.tenant_id, e.stream_id)
         if isinstance(fact, StepWaitingForEvent):
             return _new_wait(store, e, fact, now, budget)
@@ -146,6 +166,32 @@ def _apply(
             fact.event_id,
             e.recorded_at,
         )
+    elif isinstance(fact, (TaskCompleted, TaskFailed)) and fact.run_due:
+        # The task's outcome is recorded: the run is due (the worker also marks it and
+        # enqueues the resume at once; this is the path of a rebuilt projection).
+        deletes.before_write(e.tenant_id, e.stream_id)
+        store.pending.mark_matched(
+            e.tenant_id,
+            e.stream_id,
+            fact.suspension_version,
+            TASK_OUTCOME,
+            fact.task_id,
+            e.recorded_at,
+        )
+    elif isinstance(fact, ChildrenSettled):
+        # The join's children settled (recorded by the last child's transaction, which
+        # cannot reach the resume queue): the run is due now. Enqueueing leases the row
+        # first, so a row that is gone is not sent.
+        deletes.before_write(e.tenant_id, e.stream_id)
+        store.pending.mark_matched(
+            e.tenant_id,
+            e.stream_id,
+            fact.suspension_version,
+            CHILDREN_OUTCOME,
+            fact.join_id,
+            e.recorded_at,
+        )
+        return WokenRun(e.tenant_id, e.stream_id, fact.step_index, fact.join_id, e.recorded_at)
     elif isinstance(fact, StepResumed) or e.type in TERMINAL_TYPES:
         deletes.add(e.tenant_id, e.stream_id)
     return None

@@ -31,7 +31,8 @@ from typing import Literal
 
 from ..definition import WorkflowRegistry, default_registry
 from ..errors import UnknownWorkflow, WorkflowRunnerError
-from ..interpreter import Interpreter, WorkflowStepError, step_at
+from ..interpreter import Interpreter, step_at
+from ..pass_result import WorkflowStepError
 from ..store import Store, StoredEvent
 from ..stream import (
     RETURNED_FAILURE,
@@ -48,10 +49,10 @@ from .passes import (
     LoadedRun,
     continue_run,
     load_run_for_pass,
-    persist_pass,
     restore_results,
     trigger_event,
 )
+from .persist import persist_pass
 
 # Failures that happened before the run had a step: nothing to go back to.
 _BEFORE_FIRST_STEP = frozenset({"trigger_filter_failed", "idempotency_key_failed"})
@@ -216,7 +217,7 @@ def redrive_run(
         suspension: SuspensionFact | None = None
         if entry.suspension is not None:
             suspension = dataclasses.replace(entry.suspension, path=path)
-            if restore_results(store, tenant_id, suspension, entry.matched) is None:
+            if restore_results(store, tenant_id, run_id, suspension, entry.matched) is None:
                 raise RedriveRefused(f"an awaited event of run {run_id} is no longer stored")
         from_step = failure.step_index if failure else (path[0]["i"] if path else 0)
         redriven = RunRedriven(
@@ -240,6 +241,7 @@ def redrive_run(
                 run_id,
                 now,
                 dispatch_seed=entry.dispatch_seed,
+                task_seed=f"{tenant_id}|{version + 1}",
                 run_started_at=state.started_at,
             ).run()
             outcome = persist_pass(

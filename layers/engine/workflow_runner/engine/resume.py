@@ -16,11 +16,21 @@ from datetime import datetime
 from typing import Literal
 
 from ..definition import WorkflowRegistry, default_registry
-from ..errors import RunNotFound, TransientStoreError
+from ..errors import RunNotFound, StoreError, TransientStoreError
 from ..redaction import exception_for_log
 from ..store import Store
-from ..stream import RUN_STREAM, ResumedBy, RetryScheduled, StepResumed, StepWaitingForEvent
-from .passes import continue_run, fail_run, load_run_for_pass
+from ..stream import (
+    RUN_STREAM,
+    ChildrenWaiting,
+    ResumedBy,
+    RetryScheduled,
+    StepResumed,
+    StepWaitingForEvent,
+    TaskScheduled,
+    TasksScheduled,
+)
+from .passes import continue_run, load_run_for_pass
+from .persist import fail_run
 
 log = logging.getLogger("workflow_runner")
 
@@ -31,10 +41,11 @@ ResumeOutcome = Literal["already-resumed", "not-due", "suspended", "completed", 
 class ResumeResult:
     """The outcome of resume_run; never an exception for an expected outcome.
 
-    `wake_at`: when the claimed suspension was due; `suspended_at` and
-    `resumed_wake_at`: where and until when the pass suspended again; `waiting_at`:
-    set with `already-resumed` when the run waits at another step than the one asked
-    for (a direct invoke reports it; a stale queue message is simply done).
+    `wake_at`: when the claimed suspension was due (None: a task without its outcome
+    yet, reason waiting_for_task); `suspended_at` and `resumed_wake_at`: where and until
+    when the pass suspended again; `task_id`: the task it suspended at, if any;
+    `waiting_at`: set with `already-resumed` when the run waits at another step than the
+    one asked for (a direct invoke reports it; a stale queue message is simply done).
     """
 
     outcome: ResumeOutcome
@@ -45,6 +56,7 @@ class ResumeResult:
     suspended_at: int | None = None
     reason: str | None = None
     resumed_wake_at: datetime | None = None
+    task_id: str | None = None
     waiting_at: int | None = None
 
 
@@ -77,7 +89,7 @@ def _resume_in_transaction(
     """resume_run's body, inside the caller's transaction. RunNotFound is raised
     before anything is written."""
     tenant_id, run_id, step_index = item.tenant_id, item.run_id, item.step_index
-    run = load_run_for_pass(store, tenant_id, run_id)
+    run = load_run_for_pass(store, tenant_id, run_id, tail=True)
     state = run.state
 
     base = ResumeResult("already-resumed", tenant_id, run_id, step_index)
@@ -87,9 +99,19 @@ def _resume_in_transaction(
     if suspension.step_index != step_index:
         return replace(base, waiting_at=suspension.step_index)
     matched = state.matched_event_id
-    wake_at = suspension.due_at
-    if matched is None and not item.force and wake_at > now:
-        return replace(base, outcome="not-due", wake_at=wake_at)
+    by_work = isinstance(suspension, (TaskScheduled, TasksScheduled, ChildrenWaiting))
+    if by_work:
+        if not state.outcome_ready:
+            # Not even force resumes work without its outcome: the pass would have
+            # nothing to put under its key. The worker (or the join's last child)
+            # resumes it once it is recorded.
+            waiting = "children" if isinstance(suspension, ChildrenWaiting) else "task"
+            return replace(base, outcome="not-due", reason=f"waiting_for_{waiting}")
+        wake_at = state.outcome_recorded_at or now
+    else:
+        wake_at = suspension.due_at
+        if matched is None and not item.force and wake_at > now:
+            return replace(base, outcome="not-due", wake_at=wake_at)
     definition = registry.find(state.workflow_name, state.fingerprint)
     if definition is None:
         error = _not_registered_error(registry, state.workflow_name, run_id, state.fingerprint)
@@ -100,9 +122,13 @@ def _resume_in_transaction(
     resumed_by: ResumedBy
     if isinstance(suspension, StepWaitingForEvent):
         resumed_by = "event" if matched else "timeout"
+    elif isinstance(suspension, (TaskScheduled, TasksScheduled)):
+        resumed_by = "task"
+    elif isinstance(suspension, ChildrenWaiting):
+        resumed_by = "children"
     else:
         resumed_by = "timer"
-    if item.force and matched is None and wake_at > now:
+    if item.force and matched is None and not by_work and wake_at > now:
         resumed_by = "forced"
     claim = StepResumed(
         step_index=step_index,
@@ -111,10 +137,20 @@ def _resume_in_transaction(
         suspension_version=state.suspension_version,
         awaited_event_id=matched,
         resumed_by=resumed_by,
+        task_id=suspension.task_id if isinstance(suspension, TaskScheduled) else None,
     )
     if not store.streams.append(tenant_id, run_id, RUN_STREAM, state.version, [claim], now):
         return base
-    outcome = continue_run(store, run, definition, suspension, matched, state.version + 1, now)
+    outcome = continue_run(
+        store,
+        run,
+        definition,
+        suspension,
+        matched,
+        state.version + 1,
+        now,
+        with_work=True,
+    )
     return replace(
         base,
         outcome=outcome.outcome,
@@ -122,6 +158,7 @@ def _resume_in_transaction(
         resumed_wake_at=outcome.wake_at,
         reason=outcome.reason,
         wake_at=wake_at,
+        task_id=outcome.task_id,
     )
 
 
@@ -187,6 +224,41 @@ def resume_runs(
                 isolated.append(_resume_in_transaction(store, item, now, registry))
         except TransientStoreError:
             raise
+        except StoreError as error:
+            # The database refused what the pass wrote: repeating it would fail the
+            # same way forever. The run fails instead, recorded, never resent.
+            isolated.append(_fail_refused_pass(store, item, now, error))
         except Exception as error:  # one bad item must not sink the others
             isolated.append(error)
     return isolated
+
+
+PASS_NOT_STORABLE = "pass_not_storable"
+
+
+def _fail_refused_pass(
+    store: Store, item: ResumeRequestItem, now: datetime, error: StoreError
+) -> ResumeResult | Exception:
+    log.warning(
+        "the database refused a pass; the run fails",
+        extra={
+            "tenant_id": item.tenant_id,
+            "run_id": item.run_id,
+            "detail": exception_for_log(error),
+        },
+    )
+    base = ResumeResult("already-resumed", item.tenant_id, item.run_id, item.step_index)
+    try:
+        with store.transaction():
+            state = load_run_for_pass(store, item.tenant_id, item.run_id, tail=True).state
+            suspension = state.suspension
+            if state.status != "waiting" or suspension is None:
+                return base
+            text = f"workflow step failed ({type(error).__name__})"
+            if fail_run(store, state, state.version, item.step_index, PASS_NOT_STORABLE, text, now):
+                return replace(base, outcome="failed", reason=PASS_NOT_STORABLE)
+            return base
+    except TransientStoreError:
+        raise
+    except Exception as failure:
+        return failure

@@ -21,6 +21,7 @@ import logging
 import os
 import sys
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -99,7 +100,9 @@ class Activity:
 @contextmanager
 def quiet_powertools() -> Iterator[None]:
     """Keep the handlers' Powertools output off stdout while they run locally: logs at
-    WARNING and above go to stderr, EMF metrics are neither printed nor kept."""
+    WARNING and above go to stderr, EMF metrics are neither printed nor kept, and the
+    warning Metrics gives when a flush has nothing to publish is not shown (it is about
+    CloudWatch, which a local run has none of)."""
     from ..aws import lambda_support  # imports Powertools: only when handlers run here
 
     saved_env = os.environ.get("POWERTOOLS_METRICS_DISABLED")
@@ -112,7 +115,9 @@ def quiet_powertools() -> Iterator[None]:
     if isinstance(handler, logging.StreamHandler):
         handler.setStream(sys.stderr)
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="No application metrics to publish")
+            yield
     finally:
         # Disabled metrics are not flushed, so drop them: the process may serve real
         # handler calls (tests) after us, whose flush must not carry our counts.
@@ -275,6 +280,18 @@ class LocalRuntime:
         self._collect(activity, mark)
         return activity
 
+    def catch_up(self) -> Activity:
+        """Nudge PendingProjection and StepDispatcher, as the functions do after they
+        append, and run what follows: for appends made outside the functions (an
+        operator's cancel, resume or redrive), so their effects show at once."""
+        mark = self._mark()
+        activity = Activity(self.now())
+        self.nudger.nudge_projection()
+        self.nudger.nudge_dispatcher()
+        self._settle(activity)
+        self._collect(activity, mark)
+        return activity
+
     def _settle(self, activity: Activity) -> None:
         """Act on nudges and drain the visible resume messages until nothing is left."""
         for _ in range(MAX_SETTLE_ROUNDS):
@@ -301,6 +318,28 @@ class LocalRuntime:
         activity.mail = self.store.local.mail(mark[1])
 
 
+def catch_up_local(
+    store: Store,
+    registry: WorkflowRegistry,
+    environ: Mapping[str, str] | None = None,
+    template: Path | None = None,
+) -> Activity | None:
+    """After an operator's action on a local database (one with a local clock), run
+    the nudges the functions would have sent (see LocalRuntime.catch_up).
+
+    Returns None on any other database (Aurora: its own functions are nudged there).
+
+    Raises:
+        RoutingError: no template.yaml was given or found to load the functions from.
+    """
+    if store.local.clock() is None:
+        return None
+    found = template or r.find_template()
+    if found is None:
+        raise r.RoutingError("no template.yaml found in this directory or above")
+    return LocalRuntime(store, registry, found, environ=environ).catch_up()
+
+
 def _redirecting_resolver(redirects: Mapping[str, str]) -> Callable[[str, int], Sequence[str]]:
     """The guard resolves redirected hosts to where they are redirected."""
 
@@ -318,7 +357,8 @@ def to_eventbridge_event(entry: Mapping[str, Any], now: datetime) -> dict[str, A
     EventBusName?, Time?, Resources?}) or from a full event (kept, id and time filled in).
 
     Raises:
-        InvalidInput (RoutingError): the entry has neither shape, or Detail is not a JSON object.
+        InvalidInput (RoutingError): the entry has neither shape, or an entry's Detail is
+            not a string holding a JSON object.
     """
     import json
 
@@ -339,13 +379,20 @@ def to_eventbridge_event(entry: Mapping[str, Any], now: datetime) -> dict[str, A
             "source and detail (an EventBridge event)"
         )
     detail = entry.get("Detail", "{}")
-    if isinstance(detail, str):
-        try:
-            detail = json.loads(detail)
-        except json.JSONDecodeError as error:
-            raise r.RoutingError(f"Detail is not valid JSON: {error}") from None
+    if not isinstance(detail, str):
+        # The PutEvents API takes Detail as a string of JSON; an object would be refused
+        # by `aws events put-events` too, so it is refused here rather than fixed up.
+        raise r.RoutingError(
+            f"Detail must be a string of JSON, as in the PutEvents API, got a "
+            f'{type(detail).__name__}: write it as "Detail": '
+            f"{json.dumps(json.dumps(detail))[:80]}"
+        )
+    try:
+        detail = json.loads(detail)
+    except json.JSONDecodeError as error:
+        raise r.RoutingError(f"Detail is not valid JSON: {error}") from None
     if not isinstance(detail, dict):
-        raise r.RoutingError("Detail must be a JSON object")
+        raise r.RoutingError("Detail must be a JSON object (in a string)")
     time = entry.get("Time")
     return {
         "version": "0",

@@ -2,40 +2,57 @@
 
 from __future__ import annotations
 
+from .children import ChildOutcome, ChildRow, ClaimedJoin, JoinCount, NewChild
+from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
 from .erasure import Relation
 from .inbox import CandidateEvent, InboxEvent
 from .local import CapturedMail, QueuedMessage
 from .migrate import Migration, apply_migrations, pending_migrations, schema_sql
-from .operator import FingerprintUse, ProjectionState, RunCheckRow
+from .operator import PinnedRunGroup, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
 from .pending import DueRow, NewPendingRow, PendingRow, UnfinishedLookBack, WaitingRow
+from .results import StoredResults
 from .runs import RunSummary
 from .sql import Sql, is_transient
 from .streams import NewEvent, ProjectionLag, StoredEvent
+from .tasks import ClaimedTask, NewTask, TaskRow, TaskStatus
 
 __all__ = [
     "CandidateEvent",
     "CapturedMail",
+    "ChildOutcome",
+    "ChildRow",
+    "ClaimedJoin",
+    "ClaimedTask",
     "DispatchStatus",
     "DueRow",
-    "FingerprintUse",
     "InboxEvent",
+    "JoinCount",
     "Migration",
+    "NewChild",
     "NewEvent",
     "NewPendingRow",
+    "NewTask",
     "OutboxRow",
     "OutboxSummary",
+    "PendingKey",
     "PendingRow",
+    "PinnedRunGroup",
     "ProjectionLag",
     "ProjectionState",
     "QueuedMessage",
     "Relation",
     "RunCheckRow",
+    "RunKey",
+    "RunQuery",
     "RunSummary",
     "Sql",
     "Store",
     "StoredEvent",
+    "StoredResults",
+    "TaskRow",
+    "TaskStatus",
     "UnfinishedLookBack",
     "WaitingRow",
     "apply_migrations",

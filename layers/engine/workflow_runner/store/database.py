@@ -17,6 +17,8 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
+from .children import ChildStore
+from .console import ConsoleStore
 from .cron import CronStore
 from .erasure import ErasureStore
 from .inbox import InboxStore
@@ -25,9 +27,11 @@ from .migrate import Migration, apply_migrations
 from .operator import OperatorStore
 from .outbox import OutboxStore
 from .pending import PendingStore
+from .results import ResultStore
 from .runs import RunStore
 from .sql import Sql, wrap_error
 from .streams import CheckpointStore, StreamStore
+from .tasks import TaskStore
 
 # Every engine connection carries this application name (see _session_options).
 APPLICATION_NAME = "workflow-runner"
@@ -71,6 +75,18 @@ class Store:
         return PendingStore(self._sql)
 
     @cached_property
+    def results(self) -> ResultStore:
+        return ResultStore(self._sql)
+
+    @cached_property
+    def tasks(self) -> TaskStore:
+        return TaskStore(self._sql)
+
+    @cached_property
+    def children(self) -> ChildStore:
+        return ChildStore(self._sql)
+
+    @cached_property
     def outbox(self) -> OutboxStore:
         return OutboxStore(self._sql)
 
@@ -81,6 +97,10 @@ class Store:
     @cached_property
     def operator(self) -> OperatorStore:
         return OperatorStore(self._sql)
+
+    @cached_property
+    def console(self) -> ConsoleStore:
+        return ConsoleStore(self._sql)
 
     @cached_property
     def erasure(self) -> ErasureStore:

@@ -59,6 +59,11 @@ class ErasureStore:
         """Blank the payload-derived fields of the runs' events; how many were rewritten."""
         return self._sql.run("erase_redact_run_events", self._runs(tenant_id, run_ids))
 
+    def blank_results_and_tasks(self, tenant_id: str, run_ids: Sequence[str]) -> None:
+        """Drop the runs' current results and blank their task requests and scopes."""
+        self._sql.run("erase_run_results", self._runs(tenant_id, run_ids))
+        self._sql.run("erase_run_tasks", self._runs(tenant_id, run_ids))
+
     def open_dispatches(self, tenant_id: str, run_ids: Sequence[str]) -> list[OpenDispatch]:
         """The runs' requests not delivered yet."""
         rows = self._sql.all("erase_open_dispatches", self._runs(tenant_id, run_ids))

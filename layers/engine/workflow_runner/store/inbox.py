@@ -124,20 +124,23 @@ class InboxStore:
     def lookback(
         self,
         tenant_id: str,
+        run_id: str,
         type: str,
         key: str | None,
         after: tuple[datetime, int],
         exclude: Sequence[str],
         limit: int,
     ) -> list[CandidateEvent]:
-        """Stored events of a type a new wait may take, in (instant, position) order after
-        `after`: those offering the equality key `key` (and those stored without keys),
-        or, without a key, all of them. Index-driven either way (lookback_keyed,
-        lookback_any in queries.sql)."""
+        """Stored events of a type a new wait of run `run_id` may take, in (instant,
+        position) order after `after`: those offering the equality key `key` (and those
+        stored without keys), or, without a key, all of them; never one the run consumed
+        with an earlier wait (run_consumed_events, or `exclude` of a 0.1 suspension).
+        Index-driven either way (lookback_keyed, lookback_any in queries.sql)."""
         rows = self._sql.all(
             "lookback_keyed" if key is not None else "lookback_any",
             {
                 "tenant_id": tenant_id,
+                "run_id": run_id,
                 "type": type,
                 "key": key,
                 "after_instant": after[0],

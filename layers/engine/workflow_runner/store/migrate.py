@@ -1,11 +1,11 @@
 """Numbered, idempotent schema migrations recorded in schema_migrations.
 
 A migration runs in one transaction with its version record, unless its first line is
-`-- migration: no-transaction`: then its statements run one by one outside any
+`-- migrate: no-transaction`: then its statements run one by one outside any
 transaction (what CREATE INDEX CONCURRENTLY needs, so an index can be built on a big
 table without blocking its writers), and its version is recorded after the last one.
-Such a migration must be safe to run again from the start (IF NOT EXISTS, a DROP INDEX
-CONCURRENTLY IF EXISTS before each CREATE INDEX CONCURRENTLY), and each of its
+Such a migration must be safe to run again from the start (IF NOT EXISTS everywhere; an
+index a died build left INVALID is dropped and built again), and each of its
 statements ends with `;` at the end of a line.
 """
 
@@ -21,9 +21,15 @@ from psycopg.rows import tuple_row
 from ..errors import StoreError
 
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
-_NO_TRANSACTION = "-- migration: no-transaction"
 # Serialises concurrent migrators (two deploys, or Lambda retries of the custom resource).
 _MIGRATION_LOCK = 0x77667200
+# First line of a migration that must run outside a transaction, one statement at a time:
+# CREATE INDEX CONCURRENTLY builds an index on a big table without blocking its writers,
+# and cannot run inside a transaction block.
+_NO_TRANSACTION = "-- migrate: no-transaction"
+_CONCURRENT_INDEX = re.compile(
+    r"CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -33,22 +39,19 @@ class Migration:
     sql: str
 
     @property
-    def in_transaction(self) -> bool:
-        return not self.sql.startswith(_NO_TRANSACTION)
+    def transactional(self) -> bool:
+        """False for a migration marked `-- migrate: no-transaction` on its first line."""
+        return not self.sql.lstrip().startswith(_NO_TRANSACTION)
 
     def statements(self) -> list[str]:
-        """The statements of a no-transaction migration, comments dropped."""
-        found: list[str] = []
-        current: list[str] = []
-        for line in self.sql.splitlines():
-            if not line.strip() or line.lstrip().startswith("--"):
-                continue
-            current.append(line)
-            if line.rstrip().endswith(";"):
-                found.append("\n".join(current))
-                current = []
-        if current:
-            raise StoreError(f"migration {self.version:04d}: a statement does not end with ';'")
+        """The migration's statements (split at a `;` that ends a line), comments dropped."""
+        found = []
+        for chunk in re.split(r";\s*$", self.sql, flags=re.MULTILINE):
+            code = "\n".join(
+                line for line in chunk.splitlines() if not line.strip().startswith("--")
+            ).strip()
+            if code:
+                found.append(code)
         return found
 
 
@@ -90,43 +93,64 @@ def pending_migrations(conn: psycopg.Connection[object]) -> list[Migration]:
     return [mig for mig in all_migrations() if mig.version not in applied]
 
 
-def apply_migrations(conn: psycopg.Connection[object]) -> list[Migration]:
-    """Apply pending migrations, in version order; return those applied.
-
-    Safe to run concurrently and repeatedly: a session advisory lock serialises
-    migrators, and each version is recorded in the same transaction as its DDL (after
-    the last statement of a no-transaction migration, which may simply run again).
-
-    Raises:
-        StoreError: the connection is not in autocommit mode (each migration manages
-            its own transaction).
-    """
-    if not conn.autocommit:
-        raise StoreError("apply_migrations needs a connection in autocommit mode")
-    applied: list[Migration] = []
-    # A migration may legitimately run longer than the engine's statement timeout.
-    conn.execute("SET statement_timeout = 0")
-    conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
-    try:
-        _ensure_version_table(conn)
-        for mig in pending_migrations(conn):
-            if mig.in_transaction:
-                with conn.transaction():
-                    conn.execute(mig.sql.encode())
-                    _record(conn, mig)
-            else:
-                for statement in mig.statements():
-                    conn.execute(statement.encode())
-                _record(conn, mig)
-            applied.append(mig)
-    finally:
-        conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
-        conn.execute("RESET statement_timeout")
-    return applied
-
-
 def _record(conn: psycopg.Connection[object], mig: Migration) -> None:
     conn.execute(
-        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-        (mig.version, mig.name),
+        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (mig.version, mig.name)
     )
+
+
+def _apply_without_transaction(conn: psycopg.Connection[object], mig: Migration) -> None:
+    """Run a no-transaction migration statement by statement (autocommit).
+
+    Its statements must be idempotent (IF NOT EXISTS): a migrator that died half-way
+    runs them all again. A concurrent index build that died leaves an INVALID index
+    behind, which IF NOT EXISTS would keep; those are dropped first and built again.
+    """
+    names = _CONCURRENT_INDEX.findall(mig.sql)
+    cur = conn.cursor(row_factory=tuple_row)
+    invalid = cur.execute(
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " WHERE NOT i.indisvalid AND c.relname = ANY(%s)",
+        (names,),
+    ).fetchall()
+    for (name,) in invalid:
+        conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"'.encode())
+    for statement in mig.statements():
+        conn.execute(statement.encode())
+    _record(conn, mig)
+
+
+def apply_migrations(conn: psycopg.Connection[object]) -> list[Migration]:
+    """Apply pending migrations, each in its own transaction; return those applied.
+
+    Safe to run concurrently and repeatedly: a session-level advisory lock serialises
+    migrators and each version is recorded in the same transaction as its DDL (a
+    no-transaction migration records it after its last statement).
+    """
+    applied: list[Migration] = []
+    autocommit = conn.autocommit
+    conn.autocommit = True
+    try:
+        # A migration may legitimately run longer than the engine's statement timeout
+        # (connect() sets one on every engine session).
+        conn.execute("SET statement_timeout = 0")
+        # A session lock, not a transaction's: no-transaction migrations run under it.
+        conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        try:
+            _ensure_version_table(conn)
+            for mig in pending_migrations(conn):
+                if mig.transactional:
+                    with conn.transaction():
+                        conn.execute(mig.sql.encode())
+                        _record(conn, mig)
+                else:
+                    _apply_without_transaction(conn, mig)
+                applied.append(mig)
+        finally:
+            if not conn.closed and not conn.broken:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+                conn.execute("RESET statement_timeout")
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.autocommit = autocommit
+    return applied

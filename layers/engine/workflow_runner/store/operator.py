@@ -30,14 +30,18 @@ class ProjectionState:
 
 
 @dataclass(frozen=True)
-class FingerprintUse:
-    """Waiting runs of one workflow pinned to one definition fingerprint."""
+class PinnedRunGroup:
+    """Suspended runs of one workflow, pinned to one definition fingerprint, waiting at
+    one step; `tenants` counts the tenants of the fingerprint across all its steps."""
 
     workflow_name: str
     definition_fingerprint: str
+    step_index: int
+    suspension_event_type: str
     runs: int
-    example_run_id: str
+    tenants: int
     example_tenant_id: str
+    example_run_id: str
 
 
 class OperatorStore:
@@ -75,15 +79,22 @@ class OperatorStore:
         row = self._sql.one("doctor_projection_state", {}) or {}
         return ProjectionState(int(row.get("behind") or 0), row.get("checkpoint_at"))
 
-    def waiting_fingerprints(self, tenant_id: str | None) -> list[FingerprintUse]:
-        rows = self._sql.all("doctor_waiting_fingerprints", {"tenant_id": tenant_id})
-        return [
-            FingerprintUse(
-                r["workflow_name"],
-                r["definition_fingerprint"] or "",
-                int(r["runs"]),
-                r["example_run_id"],
-                r["example_tenant_id"],
+    def pinned_run_groups(self, tenant_id: str | None) -> list[PinnedRunGroup]:
+        """Suspended runs by workflow, definition fingerprint and step (the pending rows)."""
+        rows = self._sql.all("doctor_pinned_definitions", {"tenant_id": tenant_id})
+        groups = []
+        for r in rows:
+            example_tenant, _, example_run = str(r["example"]).partition(" ")
+            groups.append(
+                PinnedRunGroup(
+                    r["workflow_name"],
+                    r["definition_fingerprint"],
+                    int(r["step_index"]),
+                    r["suspension_event_type"],
+                    int(r["runs"]),
+                    int(r["tenants"]),
+                    example_tenant,
+                    example_run,
+                )
             )
-            for r in rows
-        ]
+        return groups

@@ -1,4 +1,4 @@
-"""The transactional outbox of mail and webhook requests (`dispatch_outbox`)."""
+"""The transactional outbox of fire-and-forget mail and webhook requests (`dispatch_outbox`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,11 @@ DispatchStatus: TypeAlias = Literal["pending", "dispatched", "failed"]
 
 @dataclass(frozen=True)
 class OutboxRow:
-    """A dispatch request (`request` is None once it settled or was erased)."""
+    """A dispatch request (`request` is None once delivered or erased).
+
+    `stream_version` is the version of the request's dispatch stream the next outcome
+    follows; `sending_since` is set while a mail is being handed to the provider.
+    """
 
     tenant_id: str
     request_id: str
@@ -26,6 +30,12 @@ class OutboxRow:
     next_attempt_at: datetime
     status: DispatchStatus = "pending"
     leased_until: datetime | None = None
+    stream_version: int = 1
+    sending_since: datetime | None = None
+    last_error: str | None = None
+    failure_reason: str | None = None
+    created_at: datetime | None = None
+    settled_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> OutboxRow:
@@ -34,11 +44,17 @@ class OutboxRow:
             request_id=row["request_id"],
             run_id=row["run_id"],
             step_kind=row["step_kind"],
-            request=row["request"],
+            request=row.get("request"),
             attempts=int(row["attempts"]),
             next_attempt_at=row["next_attempt_at"],
             status=row.get("status", "pending"),
             leased_until=row.get("leased_until"),
+            stream_version=int(row.get("stream_version") or 1),
+            sending_since=row.get("sending_since"),
+            last_error=row.get("last_error"),
+            failure_reason=row.get("failure_reason"),
+            created_at=row.get("created_at"),
+            settled_at=row.get("settled_at"),
         )
 
 
@@ -88,25 +104,72 @@ class OutboxStore:
         )
         return [OutboxRow.from_row(r) for r in rows]
 
-    def finish(self, tenant_id: str, request_id: str, status: DispatchStatus) -> None:
-        """Settle a request for good and drop its payload (addresses, bodies)."""
+    def _keys(self, row: OutboxRow) -> dict[str, Any]:
+        return {
+            "tenant_id": row.tenant_id,
+            "request_id": row.request_id,
+            "lease_until": row.leased_until,
+        }
+
+    def settle(
+        self,
+        row: OutboxRow,
+        status: Literal["dispatched", "failed"],
+        stream_version: int,
+        now: datetime,
+        error: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Close a request for good under its lease (a failed one keeps its payload)."""
         self._sql.run(
-            "finish_dispatch", {"tenant_id": tenant_id, "request_id": request_id, "status": status}
+            "settle_dispatch",
+            {
+                **self._keys(row),
+                "status": status,
+                "stream_version": stream_version,
+                "error": error,
+                "reason": reason,
+                "now": now,
+            },
         )
 
     def retry(
-        self, tenant_id: str, request_id: str, next_attempt_at: datetime, lease_until: datetime
+        self, row: OutboxRow, next_attempt_at: datetime, stream_version: int, error: str
     ) -> None:
-        """Schedule another attempt after a transient failure (only under our lease)."""
+        """Schedule another attempt after a transient failure (only under its lease)."""
         self._sql.run(
             "retry_dispatch",
             {
-                "tenant_id": tenant_id,
-                "request_id": request_id,
+                **self._keys(row),
                 "next_attempt_at": next_attempt_at,
-                "lease_until": lease_until,
+                "stream_version": stream_version,
+                "error": error,
             },
         )
+
+    def mark_sending(self, row: OutboxRow, now: datetime) -> None:
+        """Record that a mail is being handed to the provider (before the call)."""
+        self._sql.run("mark_dispatch_sending", {**self._keys(row), "now": now})
+
+    def release(self, row: OutboxRow, now: datetime) -> None:
+        """Give a claimed request back unstarted, due at once."""
+        self._sql.run("release_dispatch", {**self._keys(row), "now": now})
+
+    def redeliver(
+        self, tenant_id: str, request_id: str, stream_version: int, now: datetime
+    ) -> bool:
+        """Make a failed request (whose payload is still stored) due again with a fresh
+        attempt budget; False when it is not failed or its payload is gone."""
+        touched = self._sql.run(
+            "redeliver_dispatch",
+            {
+                "tenant_id": tenant_id,
+                "request_id": request_id,
+                "stream_version": stream_version,
+                "now": now,
+            },
+        )
+        return touched == 1
 
     def get(self, tenant_id: str, request_id: str) -> OutboxRow | None:
         row = self._sql.one("get_dispatch", {"tenant_id": tenant_id, "request_id": request_id})
@@ -126,3 +189,28 @@ class OutboxStore:
             )
             for r in rows
         ]
+
+    def find(
+        self,
+        status: Literal["failed", "stuck", "pending"],
+        since: datetime,
+        stuck_before: datetime,
+        tenant_id: str | None = None,
+        limit: int = 100,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[OutboxRow]:
+        """Requests across tenants (or of one) by status, newest first; `before` is the
+        (created_at, request_id) of the last row of the previous page."""
+        rows = self._sql.all(
+            "list_deliveries",
+            {
+                "tenant_id": tenant_id,
+                "status": status,
+                "since": since,
+                "stuck_before": stuck_before,
+                "limit": limit,
+                "before_created": before[0] if before else None,
+                "before_id": before[1] if before else None,
+            },
+        )
+        return [OutboxRow.from_row(r) for r in rows]

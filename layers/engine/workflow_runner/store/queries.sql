@@ -45,6 +45,26 @@ LEFT JOIN inbox i
 WHERE e.tenant_id = %(tenant_id)s AND e.stream_id = %(stream_id)s
 ORDER BY e.version;
 
+-- name: load_run_tail
+-- What a resume needs of a run's stream: its first event (with the trigger's inbox row)
+-- and the events from its last pass's outcome on (workflow_runs.version, written with
+-- that outcome), so a resume reads a few events however long the run is. Without a
+-- summary row it reads the whole stream.
+SELECT e.position, e.tenant_id::text AS tenant_id, e.stream_id::text AS stream_id,
+       e.stream_type, e.version, e.type, e.payload, e.metadata, e.recorded_at,
+       i.event_id AS trigger_event_id, i.source AS trigger_source, i.type AS trigger_type,
+       i.detail AS trigger_detail, i.event_time AS trigger_event_time,
+       i.received_at AS trigger_received_at
+FROM wf_events e
+LEFT JOIN inbox i
+       ON e.version = 1 AND i.tenant_id = e.tenant_id
+      AND i.event_id = e.payload #>> '{triggerEventRef,eventId}'
+WHERE e.tenant_id = %(tenant_id)s AND e.stream_id = %(stream_id)s
+  AND (e.version = 1 OR e.version >= coalesce(
+        (SELECT r.version FROM workflow_runs r
+         WHERE r.tenant_id = %(tenant_id)s AND r.run_id = %(stream_id)s), 0))
+ORDER BY e.version;
+
 -- name: projection_horizon
 -- The transaction id below which the pending projection may read wf_events: the
 -- snapshot's xmax, lowered to the oldest transaction still running in one of the
@@ -157,13 +177,18 @@ WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s;
 -- may take, in (instant, position) order after the cursor (the instant is the
 -- EventBridge time, else the receive time): the events offering the key, or too many
 -- keys to list ('*'), through the GIN index on match_keys; and rows stored without
--- keys (release 0.1.0) through the unkeyed branch of inbox_lookback_idx.
+-- keys (release 0.1.0) through the unkeyed branch of inbox_lookback_idx. Never an event
+-- the run took with an earlier wait (run_consumed_events; a 0.1 suspension also lists
+-- them itself, %(exclude)s).
 (SELECT event_id, detail, coalesce(event_time, received_at) AS instant, position
  FROM inbox
  WHERE tenant_id = %(tenant_id)s AND type = %(type)s
    AND match_keys && ARRAY[%(key)s, '*']::text[]
    AND (coalesce(event_time, received_at), position) > (%(after_instant)s, %(after_position)s)
    AND detail IS NOT NULL AND NOT (event_id = ANY(%(exclude)s))
+   AND NOT EXISTS (SELECT 1 FROM run_consumed_events c
+                   WHERE c.tenant_id = %(tenant_id)s AND c.run_id = %(run_id)s
+                     AND c.event_id = inbox.event_id)
  ORDER BY 3, 4
  LIMIT %(limit)s)
 UNION ALL
@@ -172,6 +197,9 @@ UNION ALL
  WHERE tenant_id = %(tenant_id)s AND type = %(type)s AND (match_keys IS NULL) IS TRUE
    AND (coalesce(event_time, received_at), position) > (%(after_instant)s, %(after_position)s)
    AND detail IS NOT NULL AND NOT (event_id = ANY(%(exclude)s))
+   AND NOT EXISTS (SELECT 1 FROM run_consumed_events c
+                   WHERE c.tenant_id = %(tenant_id)s AND c.run_id = %(run_id)s
+                     AND c.event_id = inbox.event_id)
  ORDER BY 3, 4
  LIMIT %(limit)s)
 ORDER BY instant, position
@@ -179,12 +207,16 @@ LIMIT %(limit)s;
 
 -- name: lookback_any
 -- Stored events of one type a new wait without an equality key may take, in (instant,
--- position) order after the cursor: both branches of inbox_lookback_idx, merged.
+-- position) order after the cursor: both branches of inbox_lookback_idx, merged (the
+-- run's consumed events excluded as in lookback_keyed).
 (SELECT event_id, detail, coalesce(event_time, received_at) AS instant, position
  FROM inbox
  WHERE tenant_id = %(tenant_id)s AND type = %(type)s AND (match_keys IS NULL) IS FALSE
    AND (coalesce(event_time, received_at), position) > (%(after_instant)s, %(after_position)s)
    AND detail IS NOT NULL AND NOT (event_id = ANY(%(exclude)s))
+   AND NOT EXISTS (SELECT 1 FROM run_consumed_events c
+                   WHERE c.tenant_id = %(tenant_id)s AND c.run_id = %(run_id)s
+                     AND c.event_id = inbox.event_id)
  ORDER BY 3, 4
  LIMIT %(limit)s)
 UNION ALL
@@ -193,6 +225,9 @@ UNION ALL
  WHERE tenant_id = %(tenant_id)s AND type = %(type)s AND (match_keys IS NULL) IS TRUE
    AND (coalesce(event_time, received_at), position) > (%(after_instant)s, %(after_position)s)
    AND detail IS NOT NULL AND NOT (event_id = ANY(%(exclude)s))
+   AND NOT EXISTS (SELECT 1 FROM run_consumed_events c
+                   WHERE c.tenant_id = %(tenant_id)s AND c.run_id = %(run_id)s
+                     AND c.event_id = inbox.event_id)
  ORDER BY 3, 4
  LIMIT %(limit)s)
 ORDER BY instant, position
@@ -213,25 +248,30 @@ SELECT tenant_id::text AS tenant_id FROM tenants ORDER BY tenant_id;
 SELECT pg_advisory_xact_lock(hashtextextended(%(tenant_id)s || '|' || %(type)s, 7));
 
 -- name: upsert_run
--- Inline run summary, written with the events it summarises.
+-- Inline run summary, written with the events it summarises. A redrive may move the run
+-- to another definition; a caller without the workflow version keeps the one recorded.
 INSERT INTO workflow_runs (tenant_id, run_id, workflow_name, status, version,
-                           definition_fingerprint, trigger_event_type, started_at, updated_at)
+                           definition_fingerprint, trigger_event_type, started_at, updated_at,
+                           workflow_version)
 VALUES (%(tenant_id)s, %(run_id)s, %(workflow_name)s, %(status)s, %(version)s,
-        %(definition_fingerprint)s, %(trigger_event_type)s, %(now)s, %(now)s)
+        %(definition_fingerprint)s, %(trigger_event_type)s, %(now)s, %(now)s,
+        %(workflow_version)s)
 ON CONFLICT (tenant_id, run_id) DO UPDATE
-SET status = excluded.status, version = excluded.version, updated_at = excluded.updated_at;
+SET status = excluded.status, version = excluded.version, updated_at = excluded.updated_at,
+    definition_fingerprint = excluded.definition_fingerprint,
+    workflow_version = COALESCE(excluded.workflow_version, workflow_runs.workflow_version);
 
 -- name: get_run
 -- One run summary.
 SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, workflow_name, status, version,
-       definition_fingerprint, trigger_event_type, started_at, updated_at
+       definition_fingerprint, trigger_event_type, started_at, updated_at, workflow_version
 FROM workflow_runs
 WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s;
 
 -- name: list_runs
 -- Run summaries of a tenant, newest first, optionally by workflow and status.
 SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, workflow_name, status, version,
-       definition_fingerprint, trigger_event_type, started_at, updated_at
+       definition_fingerprint, trigger_event_type, started_at, updated_at, workflow_version
 FROM workflow_runs
 WHERE tenant_id = %(tenant_id)s
   AND (%(workflow_name)s::text IS NULL OR workflow_name = %(workflow_name)s)
@@ -307,14 +347,19 @@ WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s AND suspension_version =
 -- A tenant's unmatched waits for one event type that may take event %(event_id)s of
 -- instant %(instant)s: those without an equality key, and those whose key the event
 -- offers (all of them when %(keys)s is NULL); not those whose run consumed the event
--- with an earlier wait (a retried wakeup must not hand it to such a run again).
-SELECT run_id::text AS run_id, step_index, match_expr, suspension_version
-FROM workflow_run_pending
-WHERE tenant_id = %(tenant_id)s AND wait_event_type = %(type)s AND awaited_event_id IS NULL
-  AND (%(keys)s::text[] IS NULL OR match_key IS NULL OR match_key = ANY(%(keys)s::text[]))
-  AND (lookback_from IS NULL OR lookback_from <= %(instant)s)
-  AND NOT (coalesce(consumed_event_ids, '{}') @> ARRAY[%(event_id)s]::text[])
-ORDER BY run_id;
+-- with an earlier wait (a retried wakeup must not hand it to such a run again):
+-- run_consumed_events, or the list a 0.1 suspension carried (consumed_event_ids).
+SELECT p.run_id::text AS run_id, p.step_index, p.match_expr, p.suspension_version
+FROM workflow_run_pending p
+WHERE p.tenant_id = %(tenant_id)s AND p.wait_event_type = %(type)s
+  AND p.awaited_event_id IS NULL
+  AND (%(keys)s::text[] IS NULL OR p.match_key IS NULL OR p.match_key = ANY(%(keys)s::text[]))
+  AND (p.lookback_from IS NULL OR p.lookback_from <= %(instant)s)
+  AND NOT (coalesce(p.consumed_event_ids, '{}') @> ARRAY[%(event_id)s]::text[])
+  AND NOT EXISTS (SELECT 1 FROM run_consumed_events c
+                  WHERE c.tenant_id = p.tenant_id AND c.run_id = p.run_id
+                    AND c.event_id = %(event_id)s)
+ORDER BY p.run_id;
 
 -- name: mark_pending_matched_many
 -- Record one awaited event on many waiting rows of a tenant and make them due now.

@@ -12,7 +12,9 @@ from .sql import Sql
 
 @dataclass(frozen=True)
 class RunSummary:
-    """One run as the summary table has it (`version`: the stream's version)."""
+    """One run as the summary table has it (`version`: the stream's version;
+    `workflow_version`: the definition's, None on rows older releases wrote until the
+    run's next pass)."""
 
     tenant_id: str
     run_id: str
@@ -23,6 +25,7 @@ class RunSummary:
     trigger_event_type: str
     started_at: datetime
     updated_at: datetime
+    workflow_version: int | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RunSummary:
@@ -36,6 +39,7 @@ class RunSummary:
             trigger_event_type=row["trigger_event_type"],
             started_at=row["started_at"],
             updated_at=row["updated_at"],
+            workflow_version=row.get("workflow_version"),
         )
 
 
@@ -55,8 +59,10 @@ class RunStore:
         definition_fingerprint: str,
         trigger_event_type: str,
         now: datetime,
+        workflow_version: int | None = None,
     ) -> None:
-        """Record where a run stands, in the transaction that appended its events."""
+        """Record where a run stands, in the transaction that appended its events
+        (`workflow_version` None: keep the version recorded before)."""
         self._sql.run(
             "upsert_run",
             {
@@ -68,6 +74,7 @@ class RunStore:
                 "definition_fingerprint": definition_fingerprint,
                 "trigger_event_type": trigger_event_type,
                 "now": now,
+                "workflow_version": workflow_version,
             },
         )
 

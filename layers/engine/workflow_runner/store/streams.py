@@ -155,10 +155,14 @@ class StreamStore:
         rows = self._sql.all("load_stream", {"tenant_id": tenant_id, "stream_id": stream_id})
         return [StoredEvent.from_row(r) for r in rows]
 
-    def load_run(self, tenant_id: str, run_id: str) -> tuple[list[StoredEvent], InboxEvent | None]:
+    def load_run(
+        self, tenant_id: str, run_id: str, tail: bool = False
+    ) -> tuple[list[StoredEvent], InboxEvent | None]:
         """A run's events and its trigger event's inbox row (None when not stored), in
-        one round trip."""
-        rows = self._sql.all("load_run_stream", {"tenant_id": tenant_id, "stream_id": run_id})
+        one round trip. `tail`: only the first event and those from the last pass's
+        outcome on (what a resume needs; see load_run_tail)."""
+        name = "load_run_tail" if tail else "load_run_stream"
+        rows = self._sql.all(name, {"tenant_id": tenant_id, "stream_id": run_id})
         trigger = None
         if rows and rows[0]["trigger_event_id"] is not None:
             first = rows[0]
@@ -189,23 +193,10 @@ class StreamStore:
         )
         return [StoredEvent.from_row(r) for r in rows]
 
-    def dispatch_requests_of_run(self, tenant_id: str, run_id: str) -> list[StoredEvent]:
-        """The `step.dispatch-requested` events a run's passes appended, oldest first."""
-        rows = self._sql.all("cli_run_dispatches", {"tenant_id": tenant_id, "run_id": run_id})
-        return [
-            StoredEvent(
-                position=0,
-                tenant_id=tenant_id,
-                stream_id=r["request_id"],
-                stream_type="step-dispatch",
-                version=1,
-                type="step.dispatch-requested",
-                payload=r["payload"],
-                metadata={},
-                recorded_at=r["recorded_at"],
-            )
-            for r in rows
-        ]
+    def dispatch_events_of_run(self, tenant_id: str, run_id: str) -> list[StoredEvent]:
+        """Every event of a run's fire-and-forget delivery streams, in time order."""
+        rows = self._sql.all("run_dispatch_events", {"tenant_id": tenant_id, "run_id": run_id})
+        return [StoredEvent.from_row(r) for r in rows]
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,21 @@ stream per dispatch request (`step-dispatch`, id = request id).
 
 from __future__ import annotations
 
+from .children import ChildrenRequested, ChildrenSettled
 from .codec import Fact, UnknownFact, decode, type_of
-from .dispatch import Dispatched, DispatchFailed, DispatchRequested
+from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .fold import RecordedFact, RunState, fold_run
 from .names import (
+    CHILDREN_REQUESTED,
+    CHILDREN_SETTLED,
+    CHILDREN_WAITING,
+    DISPATCH_ATTEMPT_FAILED,
     DISPATCH_FAILED,
     DISPATCH_REQUESTED,
     DISPATCH_STREAM,
     DISPATCHED,
+    NEVER,
+    OPERATOR_ACTION,
     RETRY_SCHEDULED,
     RETURNED_FAILURE,
     RUN_CANCELLED,
@@ -37,12 +44,18 @@ from .names import (
     STEP_WAITING,
     STEP_WAITING_FOR_EVENT,
     SUSPENSION_TYPES,
+    TASK_ATTEMPT_FAILED,
+    TASK_COMPLETED,
+    TASK_FAILED,
+    TASK_SCHEDULED,
+    TASKS_SCHEDULED,
     TERMINAL_TYPES,
     Frame,
     Path,
     ResumedBy,
     RunStatus,
 )
+from .operator import OperatorAction, OperatorActionName
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -53,18 +66,29 @@ from .run import (
     StepResumed,
 )
 from .suspensions import (
+    ChildrenWaiting,
+    ParallelTask,
     RetryScheduled,
     StepWaiting,
     StepWaitingForEvent,
     Suspension,
     SuspensionFact,
+    TaskScheduled,
+    TasksScheduled,
 )
+from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed, TaskOutcome
 
 __all__ = [
+    "CHILDREN_REQUESTED",
+    "CHILDREN_SETTLED",
+    "CHILDREN_WAITING",
     "DISPATCHED",
+    "DISPATCH_ATTEMPT_FAILED",
     "DISPATCH_FAILED",
     "DISPATCH_REQUESTED",
     "DISPATCH_STREAM",
+    "NEVER",
+    "OPERATOR_ACTION",
     "RETRY_SCHEDULED",
     "RETURNED_FAILURE",
     "RUN_CANCELLED",
@@ -80,12 +104,24 @@ __all__ = [
     "STEP_WAITING",
     "STEP_WAITING_FOR_EVENT",
     "SUSPENSION_TYPES",
+    "TASKS_SCHEDULED",
+    "TASK_ATTEMPT_FAILED",
+    "TASK_COMPLETED",
+    "TASK_FAILED",
+    "TASK_SCHEDULED",
     "TERMINAL_TYPES",
+    "ChildrenRequested",
+    "ChildrenSettled",
+    "ChildrenWaiting",
+    "DispatchAttemptFailed",
     "DispatchFailed",
     "DispatchRequested",
     "Dispatched",
     "Fact",
     "Frame",
+    "OperatorAction",
+    "OperatorActionName",
+    "ParallelTask",
     "Path",
     "RecordedFact",
     "ResumedBy",
@@ -103,6 +139,12 @@ __all__ = [
     "StepWaitingForEvent",
     "Suspension",
     "SuspensionFact",
+    "TaskAttemptFailed",
+    "TaskCompleted",
+    "TaskFailed",
+    "TaskOutcome",
+    "TaskScheduled",
+    "TasksScheduled",
     "UnknownFact",
     "decode",
     "fold_run",

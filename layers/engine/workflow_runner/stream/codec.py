@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from .dispatch import Dispatched, DispatchFailed, DispatchRequested
+from .children import ChildrenRequested, ChildrenSettled
+from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
+from .operator import OperatorAction
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -16,7 +18,15 @@ from .run import (
     StepEventMatched,
     StepResumed,
 )
-from .suspensions import RetryScheduled, StepWaiting, StepWaitingForEvent
+from .suspensions import (
+    ChildrenWaiting,
+    RetryScheduled,
+    StepWaiting,
+    StepWaitingForEvent,
+    TaskScheduled,
+    TasksScheduled,
+)
+from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,14 @@ Fact: TypeAlias = (
     | StepWaiting
     | StepWaitingForEvent
     | RetryScheduled
+    | TaskScheduled
+    | TasksScheduled
+    | ChildrenWaiting
+    | ChildrenSettled
+    | ChildrenRequested
+    | TaskAttemptFailed
+    | TaskCompleted
+    | TaskFailed
     | StepEventMatched
     | StepResumed
     | RunCompleted
@@ -42,8 +60,10 @@ Fact: TypeAlias = (
     | RunCancelled
     | RunRedriven
     | DispatchRequested
+    | DispatchAttemptFailed
     | Dispatched
     | DispatchFailed
+    | OperatorAction
     | UnknownFact
 )
 
@@ -54,6 +74,14 @@ _KNOWN: dict[str, Any] = {
         StepWaiting,
         StepWaitingForEvent,
         RetryScheduled,
+        TaskScheduled,
+        TasksScheduled,
+        ChildrenWaiting,
+        ChildrenSettled,
+        ChildrenRequested,
+        TaskAttemptFailed,
+        TaskCompleted,
+        TaskFailed,
         StepEventMatched,
         StepResumed,
         RunCompleted,
@@ -61,8 +89,10 @@ _KNOWN: dict[str, Any] = {
         RunCancelled,
         RunRedriven,
         DispatchRequested,
+        DispatchAttemptFailed,
         Dispatched,
         DispatchFailed,
+        OperatorAction,
     )
 }
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from .children import ChildrenSettled
 from .codec import Fact
 from .names import SETTLED_STATUSES, RunStatus
 from .run import (
@@ -18,7 +19,16 @@ from .run import (
     StepEventMatched,
     StepResumed,
 )
-from .suspensions import RetryScheduled, StepWaiting, StepWaitingForEvent, Suspension
+from .suspensions import (
+    ChildrenWaiting,
+    RetryScheduled,
+    StepWaiting,
+    StepWaitingForEvent,
+    Suspension,
+    TaskScheduled,
+    TasksScheduled,
+)
+from .tasks import TaskCompleted, TaskFailed, TaskOutcome
 
 
 @dataclass(frozen=True)
@@ -44,7 +54,10 @@ class RunState:
     suspension: Suspension | None = None  # the open suspension
     suspension_version: int = 0
     matched_event_id: str | None = None  # the first event that matched the open wait
-    consumed_event_ids: list[str] = field(default_factory=list)
+    # The recorded outcomes of the open suspension's task(s), by task id.
+    task_outcomes: dict[str, TaskOutcome] = field(default_factory=dict)
+    children_settled: ChildrenSettled | None = None  # the open join's children settled
+    outcome_recorded_at: datetime | None = None
     last_failure: RunFailed | None = None
 
     @property
@@ -64,6 +77,41 @@ class RunState:
         return self.status in SETTLED_STATUSES
 
     @property
+    def task_outcome(self) -> TaskOutcome | None:
+        """The outcome of the open single task (TaskScheduled), once recorded."""
+        open_task = self.suspension
+        if isinstance(open_task, TaskScheduled):
+            return self.task_outcomes.get(open_task.task_id)
+        return None
+
+    def waits_for_task(self, task_id: str) -> bool:
+        """Whether the open suspension has task `task_id` without its outcome."""
+        open_ = self.suspension
+        if isinstance(open_, TaskScheduled):
+            return open_.task_id == task_id and task_id not in self.task_outcomes
+        if isinstance(open_, TasksScheduled):
+            return open_.task(task_id) is not None and task_id not in self.task_outcomes
+        return False
+
+    @property
+    def outcome_ready(self) -> bool:
+        """Whether a suspension that waits for work (tasks, children) may resume: every
+        outcome is recorded, or one failed that the workflow does not catch."""
+        open_ = self.suspension
+        if isinstance(open_, TaskScheduled):
+            return open_.task_id in self.task_outcomes
+        if isinstance(open_, TasksScheduled):
+            if all(t.task_id in self.task_outcomes for t in open_.tasks):
+                return True
+            return any(
+                isinstance(self.task_outcomes.get(t.task_id), TaskFailed) and not t.catch
+                for t in open_.tasks
+            )
+        if isinstance(open_, ChildrenWaiting):
+            return self.children_settled is not None
+        return False
+
+    @property
     def wake_at(self) -> datetime | None:
         return None if self.suspension is None else self.suspension.due_at
 
@@ -76,21 +124,46 @@ class RunState:
             self.started_at = recorded.recorded_at
             self.fingerprint = fact.definition_fingerprint
             self.status = "running"
-        elif isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled)):
+        elif isinstance(
+            fact,
+            (
+                StepWaiting,
+                StepWaitingForEvent,
+                RetryScheduled,
+                TaskScheduled,
+                TasksScheduled,
+                ChildrenWaiting,
+            ),
+        ):
             self.status = "waiting"
             self.suspension = fact
             self.suspension_version = recorded.version
             self.matched_event_id = None
+            self.task_outcomes = {}
+            self.children_settled = None
             self.fingerprint = fact.definition_fingerprint or self.fingerprint
         elif isinstance(fact, StepEventMatched):
             if self.matched_event_id is None:
                 self.matched_event_id = fact.event_id
+        elif isinstance(fact, (TaskCompleted, TaskFailed)):
+            if self.waits_for_task(fact.task_id):
+                self.task_outcomes[fact.task_id] = fact
+                self.outcome_recorded_at = recorded.recorded_at
+        elif isinstance(fact, ChildrenSettled):
+            open_ = self.suspension
+            if (
+                isinstance(open_, ChildrenWaiting)
+                and open_.join_id == fact.join_id
+                and self.children_settled is None
+            ):
+                self.children_settled = fact
+                self.outcome_recorded_at = recorded.recorded_at
         elif isinstance(fact, StepResumed):
             self.status = "running"
-            if self.matched_event_id:
-                self.consumed_event_ids.append(self.matched_event_id)
             self.suspension = None
             self.matched_event_id = None
+            self.task_outcomes = {}
+            self.children_settled = None
         elif isinstance(fact, RunCompleted):
             self.status = "completed"
             self.suspension = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
 
 from ..durations import parse_instant
@@ -21,7 +21,17 @@ RUN_COMPLETED = "workflow.run-completed"
 RUN_FAILED = "workflow.run-failed"
 RUN_CANCELLED = "workflow.run-cancelled"
 RUN_REDRIVEN = "workflow.run-redriven"
+TASK_SCHEDULED = "workflow.task.scheduled"
+TASK_ATTEMPT_FAILED = "workflow.task.attempt-failed"
+TASK_COMPLETED = "workflow.task.completed"
+TASK_FAILED = "workflow.task.failed"
+TASKS_SCHEDULED = "workflow.tasks.scheduled"
+CHILDREN_WAITING = "workflow.children.waiting"
+CHILDREN_SETTLED = "workflow.children.settled"
+CHILDREN_REQUESTED = "workflow.children.requested"
+OPERATOR_ACTION = "workflow.operator-action"
 DISPATCH_REQUESTED = "step.dispatch-requested"
+DISPATCH_ATTEMPT_FAILED = "step.dispatch-attempt-failed"
 DISPATCHED = "step.dispatched"
 DISPATCH_FAILED = "step.dispatch-failed"
 
@@ -42,7 +52,10 @@ RunStatus: TypeAlias = Literal["running", "waiting", "completed", "failed", "can
 RUN_STATUSES: tuple[RunStatus, ...] = ("running", "waiting", "completed", "failed", "cancelled")
 SETTLED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
-ResumedBy: TypeAlias = Literal["event", "timeout", "timer", "forced"]
+ResumedBy: TypeAlias = Literal["event", "timeout", "timer", "forced", "task", "children"]
+
+# A task suspension has no time of its own: it is due when its outcome is recorded.
+NEVER = datetime(9999, 12, 31, tzinfo=UTC)
 
 
 def instant(value: Any) -> datetime:
@@ -54,3 +67,51 @@ def optional(payload: dict[str, Any], key: str, value: Any) -> None:
     """Set `key` only when there is a value (the stored shape omits absent fields)."""
     if value is not None:
         payload[key] = value
+
+
+# What 0.2 stores under `results` (see put_results): not a mapping, so 0.1 code fails.
+RESULTS_MOVED = "0.2: see resultsDelta and run_results"
+
+
+def put_results(
+    payload: dict[str, Any],
+    results: dict[str, Any] | None,
+    awaited_refs: dict[str, str | None] | None,
+    results_delta: dict[str, Any] | None,
+    awaited_refs_delta: dict[str, str | None] | None,
+) -> None:
+    """Write a pass's results in the stored shape.
+
+    Release 0.1 stored every result so far on each suspension (`results`,
+    `awaitedRefs`); since 0.2 a pass stores only what it wrote (`resultsDelta`,
+    `awaitedRefsDelta`), so each result is recorded once. A key is in at most one of a
+    delta's two maps: a result supersedes an awaited reference and vice versa.
+    """
+    for key, value in (
+        ("results", results),
+        ("awaitedRefs", awaited_refs),
+        ("resultsDelta", results_delta),
+        ("awaitedRefsDelta", awaited_refs_delta),
+    ):
+        if value is not None:
+            payload[key] = value
+    if results is None and results_delta is not None:
+        # 0.1 code still running during a deploy would read a missing `results` as "no
+        # results" and resume the run without them; a string makes it fail the resume
+        # instead (the message returns to the queue until the new code takes it).
+        payload["results"] = RESULTS_MOVED
+
+
+def take_results(p: Any) -> dict[str, Any]:
+    """The four result fields of a stored payload (None where absent)."""
+
+    def optional_dict(key: str) -> dict[str, Any] | None:
+        value = p.get(key)
+        return None if value is None or value == RESULTS_MOVED else dict(value)
+
+    return {
+        "results": optional_dict("results"),
+        "awaited_refs": optional_dict("awaitedRefs"),
+        "results_delta": optional_dict("resultsDelta"),
+        "awaited_refs_delta": optional_dict("awaitedRefsDelta"),
+    }

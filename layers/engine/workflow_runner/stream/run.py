@@ -18,6 +18,8 @@ from .names import (
     Path,
     ResumedBy,
     optional,
+    put_results,
+    take_results,
 )
 
 
@@ -34,6 +36,7 @@ class RunStarted:
     definition_fingerprint: str
     idempotency_key: str | None = None
     cron_scheduled_at: str | None = None
+    parent_run_id: str | None = None  # started by call_workflow, start_workflow or map
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -47,6 +50,7 @@ class RunStarted:
         }
         optional(payload, "idempotencyKey", self.idempotency_key)
         optional(payload, "cronScheduledAt", self.cron_scheduled_at)
+        optional(payload, "parentRunId", self.parent_run_id)
         return payload
 
     @classmethod
@@ -60,6 +64,7 @@ class RunStarted:
             definition_fingerprint=p["definitionFingerprint"],
             idempotency_key=p.get("idempotencyKey"),
             cron_scheduled_at=p.get("cronScheduledAt"),
+            parent_run_id=p.get("parentRunId"),
         )
 
 
@@ -104,9 +109,10 @@ class StepResumed:
     suspension_version: int
     awaited_event_id: str | None
     resumed_by: ResumedBy
+    task_id: str | None = None  # the task whose recorded outcome the pass takes
 
     def to_payload(self) -> dict[str, Any]:
-        return {
+        payload = {
             "stepIndex": self.step_index,
             "path": self.path,
             "retryAttempt": self.retry_attempt,
@@ -114,6 +120,8 @@ class StepResumed:
             "awaitedEventId": self.awaited_event_id,
             "resumedBy": self.resumed_by,
         }
+        optional(payload, "taskId", self.task_id)
+        return payload
 
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> StepResumed:
@@ -124,6 +132,7 @@ class StepResumed:
             suspension_version=int(p.get("suspensionVersion") or 0),
             awaited_event_id=p.get("awaitedEventId"),
             resumed_by=p.get("resumedBy", "timer"),
+            task_id=p.get("taskId"),
         )
 
 
@@ -137,6 +146,8 @@ class RunCompleted:
     trigger_event_type: str
     step_index: int
     result: Any = None
+    results_delta: dict[str, Any] | None = None  # since 0.2: what the last pass wrote
+    awaited_refs_delta: dict[str, str | None] | None = None
     redacted: bool = False
 
     def to_payload(self) -> dict[str, Any]:
@@ -146,17 +157,21 @@ class RunCompleted:
             "stepIndex": self.step_index,
             "result": self.result,
         }
+        put_results(payload, None, None, self.results_delta, self.awaited_refs_delta)
         if self.redacted:
             payload["redacted"] = True
         return payload
 
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> RunCompleted:
+        changes = take_results(p)
         return cls(
             workflow_name=p["workflowName"],
             trigger_event_type=p.get("triggerEventType", ""),
             step_index=int(p["stepIndex"]),
             result=p.get("result"),
+            results_delta=changes["results_delta"],
+            awaited_refs_delta=changes["awaited_refs_delta"],
             redacted=bool(p.get("redacted", False)),
         )
 
@@ -179,6 +194,8 @@ class RunFailed:
     path: Path | None = None
     reason: str | None = None
     result: Any = None
+    results_delta: dict[str, Any] | None = None  # since 0.2: what the failed pass wrote
+    awaited_refs_delta: dict[str, str | None] | None = None
     redacted: bool = False
 
     def to_payload(self) -> dict[str, Any]:
@@ -191,12 +208,14 @@ class RunFailed:
         optional(payload, "reason", self.reason)
         if self.reason == RETURNED_FAILURE:
             payload["result"] = self.result
+        put_results(payload, None, None, self.results_delta, self.awaited_refs_delta)
         if self.redacted:
             payload["redacted"] = True
         return payload
 
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> RunFailed:
+        changes = take_results(p)
         return cls(
             workflow_name=p["workflowName"],
             step_index=int(p.get("stepIndex") or 0),
@@ -205,6 +224,8 @@ class RunFailed:
             path=p.get("path"),
             reason=p.get("reason"),
             result=p.get("result"),
+            results_delta=changes["results_delta"],
+            awaited_refs_delta=changes["awaited_refs_delta"],
             redacted=bool(p.get("redacted", False)),
         )
 

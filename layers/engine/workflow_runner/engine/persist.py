@@ -1,0 +1,340 @@
+"""Writing a pass: the one event that says where the run stands, the results the pass
+set, its dispatch requests and tasks, and the run summary — in the caller's
+transaction, after the stream version the pass holds (its claim or its start)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from ..definition import WorkflowDefinition
+from ..pass_result import PassResult, Suspension, TaskWait
+from ..redaction import detail_for_log
+from ..store import NewTask, Store
+from ..stream import (
+    DISPATCH_STREAM,
+    RETURNED_FAILURE,
+    RUN_STREAM,
+    ChildrenRequested,
+    ChildrenWaiting,
+    DispatchRequested,
+    ParallelTask,
+    RetryScheduled,
+    RunCompleted,
+    RunFailed,
+    RunState,
+    RunStatus,
+    StepWaiting,
+    StepWaitingForEvent,
+    TaskScheduled,
+    TasksScheduled,
+)
+from .joins import record_join, run_settled
+
+log = logging.getLogger("workflow_runner")
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Where a pass left a run."""
+
+    tenant_id: str
+    run_id: str
+    workflow_name: str
+    outcome: Literal["suspended", "completed", "failed"]
+    step_index: int | None = None
+    wake_at: datetime | None = None
+    reason: str | None = None
+    task_id: str | None = None  # the task the run now waits for
+
+
+SuspensionEvent = (
+    StepWaiting
+    | StepWaitingForEvent
+    | RetryScheduled
+    | TaskScheduled
+    | TasksScheduled
+    | ChildrenWaiting
+)
+
+
+def suspension_fact(suspension: Suspension, common: dict[str, Any]) -> SuspensionEvent:
+    """The stream fact of an interpreter suspension (`common`: the shared fields)."""
+    if suspension.kind == "waiting-for-event":
+        wait = suspension.event
+        assert wait is not None
+        return StepWaitingForEvent(
+            **common,
+            event_type=wait.event_type,
+            match=wait.match,
+            timeout_at=suspension.wake_at,
+            lookback_from=wait.lookback_from,
+            result_key=wait.result_key,
+        )
+    if suspension.kind == "retry-scheduled":
+        retry = suspension.retry
+        assert retry is not None
+        return RetryScheduled(
+            **common,
+            wake_at=suspension.wake_at,
+            attempt=retry.attempt,
+            max_attempts=retry.max_attempts,
+            error=retry.error,
+        )
+    if suspension.kind == "task-scheduled":
+        task = suspension.task
+        assert task is not None
+        return TaskScheduled(
+            **common,
+            task_key=task.task_key,
+            task_id=task.task_id,
+            step_kind=task.step_kind,
+            max_attempts=task.max_attempts,
+            timeout_ms=task.timeout_ms,
+            catch=task.catch,
+        )
+    if suspension.kind == "tasks-scheduled":
+        return TasksScheduled(
+            **common,
+            tasks=tuple(
+                ParallelTask(
+                    task_key=t.task_key,
+                    task_id=t.task_id,
+                    step_kind=t.step_kind,
+                    max_attempts=t.max_attempts,
+                    timeout_ms=t.timeout_ms,
+                    catch=t.catch,
+                )
+                for t in suspension.tasks
+            ),
+            result_key=suspension.result_key,
+        )
+    if suspension.kind == "children-waiting":
+        join = suspension.join
+        assert join is not None
+        return ChildrenWaiting(
+            **common,
+            join_id=join.join_id,
+            join_kind=join.kind,
+            child_workflow=join.workflow,
+            children=len(join.children),
+            concurrency=join.concurrency,
+            result_key=join.result_key,
+            catch=join.catch,
+            child_run_id=join.children[0].run_id if join.kind == "call" else None,
+        )
+    return StepWaiting(**common, wake_at=suspension.wake_at)
+
+
+def _new_task(
+    tenant_id: str, run_id: str, definition: WorkflowDefinition, spec: TaskWait, path: Any
+) -> NewTask:
+    return NewTask(
+        tenant_id=tenant_id,
+        task_id=spec.task_id,
+        run_id=run_id,
+        workflow_name=definition.name,
+        definition_fingerprint=definition.fingerprint,
+        task_key=spec.task_key,
+        step_kind=spec.step_kind,
+        path=path,
+        scope=spec.scope,
+        request=spec.request,
+        max_attempts=spec.max_attempts,
+        timeout_ms=spec.timeout_ms,
+    )
+
+
+def persist_pass(
+    store: Store,
+    tenant_id: str,
+    run_id: str,
+    definition: WorkflowDefinition,
+    trigger_event_type: str,
+    version: int,
+    result: PassResult,
+    now: datetime,
+) -> RunOutcome:
+    """Append a pass's outcome after stream version `version` (held by this pass).
+
+    The outcome event carries only the results this pass wrote (each result is
+    recorded once); run_results keeps every key's current value for the next resume.
+    """
+    values, refs = result.results_delta(), result.awaited_refs_delta()
+    fact: SuspensionEvent | RunCompleted | RunFailed
+    status: RunStatus
+    tasks: list[NewTask] = []
+    # Children started without waiting are recorded before the pass's outcome, which
+    # stays the stream's last event (a resume reads from it on).
+    started = [
+        ChildrenRequested(
+            join_id=join.join_id,
+            child_workflow=join.workflow,
+            child_run_ids=tuple(c.run_id for c in join.children),
+            step_index=int(join.path[0]["i"]),
+            path=join.path,
+        )
+        for join in result.starts
+    ]
+    outcome_version = version + len(started) + 1
+    if result.outcome == "suspended":
+        suspension = result.suspension
+        assert suspension is not None
+        fact = suspension_fact(
+            suspension,
+            {
+                "workflow_name": definition.name,
+                "trigger_event_type": trigger_event_type,
+                "step_index": suspension.step_index,
+                "path": suspension.path,
+                "definition_fingerprint": definition.fingerprint,
+                "results_delta": values,
+                "awaited_refs_delta": refs,
+            },
+        )
+        status = "waiting"
+        if suspension.task is not None:
+            tasks = [_new_task(tenant_id, run_id, definition, suspension.task, suspension.path)]
+        for j, spec in enumerate(suspension.tasks):
+            tasks.append(
+                _new_task(tenant_id, run_id, definition, spec, [*suspension.path, {"i": j}])
+            )
+        by_work = bool(tasks) or suspension.join is not None
+        outcome = RunOutcome(
+            tenant_id,
+            run_id,
+            definition.name,
+            "suspended",
+            step_index=fact.step_index,
+            wake_at=None if by_work else fact.due_at,
+            task_id=suspension.task.task_id if suspension.task else None,
+        )
+    elif result.outcome == "completed":
+        fact = RunCompleted(
+            workflow_name=definition.name,
+            trigger_event_type=trigger_event_type,
+            step_index=len(definition.steps),
+            result=result.return_value,
+            results_delta=values,
+            awaited_refs_delta=refs,
+        )
+        status = "completed"
+        outcome = RunOutcome(tenant_id, run_id, definition.name, "completed")
+    else:
+        failed_index = (
+            int(result.failed_path[0]["i"]) if result.failed_path else len(definition.steps)
+        )
+        fact = RunFailed(
+            workflow_name=definition.name,
+            trigger_event_type=trigger_event_type,
+            step_index=failed_index,
+            error=result.error or "",
+            path=result.failed_path or None,
+            reason=result.reason,
+            result=result.return_value if result.reason == RETURNED_FAILURE else None,
+            results_delta=values,
+            awaited_refs_delta=refs,
+        )
+        if result.error_detail:
+            # The raw text may carry personal data: never stored (invariant 8), and logged
+            # only as the redaction policy allows.
+            log.warning(
+                "workflow step failed",
+                extra={
+                    "tenant_id": tenant_id,
+                    "run_id": run_id,
+                    "detail": detail_for_log(result.error_detail),
+                },
+            )
+        status = "failed"
+        outcome = RunOutcome(
+            tenant_id, run_id, definition.name, "failed", failed_index, reason=result.reason
+        )
+    # Every write of the pass goes out in one round trip: the claim (or the start)
+    # already holds `version`, so none of these appends can lose a race.
+    with store.pipeline():
+        for dispatch in result.dispatches:
+            requested = DispatchRequested(
+                request_id=dispatch.request_id,
+                run_id=run_id,
+                workflow_name=definition.name,
+                step_kind=dispatch.step_kind,
+                step_index=dispatch.step_index,
+                path=dispatch.path,
+            )
+            store.streams.append(
+                tenant_id, dispatch.request_id, DISPATCH_STREAM, 0, [requested], now, check=False
+            )
+            store.outbox.insert(
+                tenant_id, dispatch.request_id, run_id, dispatch.step_kind, dispatch.request, now
+            )
+        for task in tasks:
+            store.tasks.insert(task, now)
+        store.streams.append(
+            tenant_id, run_id, RUN_STREAM, version, [*started, fact], now, check=False
+        )
+        if status != "failed":
+            # A failed run keeps the results as of its last suspension: a redrive
+            # repeats the failed pass from there.
+            store.results.record(tenant_id, run_id, outcome_version, values, refs)
+        store.runs.upsert(
+            tenant_id,
+            run_id,
+            definition.name,
+            status,
+            outcome_version,
+            definition.fingerprint,
+            trigger_event_type,
+            now,
+            workflow_version=definition.version,
+        )
+    for join in result.starts:
+        record_join(store, tenant_id, run_id, join, None, now)
+    if result.suspension is not None and result.suspension.join is not None:
+        record_join(store, tenant_id, run_id, result.suspension.join, outcome_version, now)
+    if status != "waiting":
+        run_settled(
+            store,
+            tenant_id,
+            run_id,
+            status,
+            result.return_value,
+            result.reason if status == "failed" else None,
+            now,
+        )
+    return outcome
+
+
+def fail_run(
+    store: Store,
+    state: RunState,
+    version: int,
+    step_index: int,
+    reason: str,
+    error: str,
+    now: datetime,
+) -> bool:
+    """End a run as failed without a pass (its definition or an input is gone, a pass
+    could not be stored).
+
+    False when the stream moved past `version` (another writer won).
+    """
+    failed = RunFailed(
+        workflow_name=state.workflow_name, step_index=step_index, error=error, reason=reason
+    )
+    if not store.streams.append(state.tenant_id, state.run_id, RUN_STREAM, version, [failed], now):
+        return False
+    store.runs.upsert(
+        state.tenant_id,
+        state.run_id,
+        state.workflow_name,
+        "failed",
+        version + 1,
+        state.fingerprint,
+        state.trigger_event_type,
+        now,
+    )
+    run_settled(store, state.tenant_id, state.run_id, "failed", None, reason, now)
+    return True

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
 import psycopg
+from psycopg import errors as pg_errors
 from psycopg.rows import tuple_row
+
+from ..errors import StoreError
 
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # Serialises concurrent migrators (two deploys, or Lambda retries of the custom resource).
@@ -59,14 +64,46 @@ def pending_migrations(conn: psycopg.Connection[object]) -> list[Migration]:
     return [mig for mig in all_migrations() if mig.version not in applied]
 
 
-def apply_migrations(conn: psycopg.Connection[object]) -> list[Migration]:
+class MigrationTimeout(StoreError):
+    """The migrations could not take their locks or finish within the time allowed.
+
+    Nothing was applied by the attempt that timed out (its transaction rolled back)."""
+
+
+def _milliseconds(seconds: float) -> str:
+    return f"{max(1, int(seconds * 1000))}ms"
+
+
+def apply_migrations(
+    conn: psycopg.Connection[object],
+    *,
+    lock_timeout_s: float | None = None,
+    statement_timeout_s: float | None = None,
+) -> list[Migration]:
     """Apply pending migrations, each in its own transaction; return those applied.
 
     Safe to run concurrently and repeatedly: an advisory lock serialises migrators and
     each version is recorded in the same transaction as its DDL.
+
+    Args:
+        conn: a connection outside any transaction.
+        lock_timeout_s: give up waiting for any lock (the migrators' advisory lock, a
+            table lock held by a running function) after this long. A DDL statement that
+            waits for its lock queues every later query on that table behind it, so in a
+            live system the wait must be short; the caller retries.
+        statement_timeout_s: give up on any single statement after this long.
+
+    Raises:
+        psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled: a timeout hit;
+            the transaction rolled back and nothing of it is applied.
     """
     applied: list[Migration] = []
     with conn.transaction():
+        # SET LOCAL: the limits end with this transaction, never leak into the session.
+        if lock_timeout_s is not None:
+            conn.execute(f"SET LOCAL lock_timeout = '{_milliseconds(lock_timeout_s)}'")
+        if statement_timeout_s is not None:
+            conn.execute(f"SET LOCAL statement_timeout = '{_milliseconds(statement_timeout_s)}'")
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         _ensure_version_table(conn)
         for mig in pending_migrations(conn):
@@ -78,3 +115,47 @@ def apply_migrations(conn: psycopg.Connection[object]) -> list[Migration]:
                 )
             applied.append(mig)
     return applied
+
+
+def apply_migrations_within(
+    conn: psycopg.Connection[object],
+    budget_s: float,
+    *,
+    lock_timeout_s: float = 5.0,
+    retry_pause_s: float = 2.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[Migration]:
+    """Apply pending migrations within a time budget, retrying lock timeouts.
+
+    Each attempt waits at most `lock_timeout_s` for a lock and runs no statement longer
+    than the budget left, so a deploy never hangs on a busy table: it retries while
+    running functions release their locks, and gives up in time to report the failure.
+
+    Raises:
+        MigrationTimeout: the budget ran out; nothing of the last attempt is applied.
+    """
+    deadline = clock() + budget_s
+    attempts = 0
+    while True:
+        left = deadline - clock()
+        if left <= 0:
+            raise MigrationTimeout(
+                f"migrations not applied within {budget_s:.0f} s ({attempts} attempt(s))"
+            )
+        attempts += 1
+        try:
+            return apply_migrations(
+                conn, lock_timeout_s=min(lock_timeout_s, left), statement_timeout_s=left
+            )
+        except pg_errors.LockNotAvailable:
+            if deadline - clock() <= retry_pause_s:
+                raise MigrationTimeout(
+                    f"migrations could not take their locks within {budget_s:.0f} s "
+                    f"({attempts} attempt(s) of {lock_timeout_s:.0f} s)"
+                ) from None
+            sleep(retry_pause_s)
+        except pg_errors.QueryCanceled as error:
+            raise MigrationTimeout(
+                f"a migration statement ran past the {budget_s:.0f} s budget"
+            ) from error

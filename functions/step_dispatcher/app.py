@@ -1,7 +1,8 @@
 """StepDispatcher: deliver pending mail and webhook requests from the outbox.
 
 Nudged asynchronously after passes that may have requested a dispatch, and run by a
-schedule as a safety net (which also picks up retries whose backoff has passed).
+schedule as a safety net (which also picks up retries whose backoff has passed). A
+completed run counts a heartbeat, whose alarm pages when runs stop completing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
+from workflow_runner.aws.observability import heartbeat
 from workflow_runner.dispatcher import WebhookGuard, dispatch_pending
 
 
@@ -38,6 +40,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     )
     for outcome in ("dispatched", "retry", "failed"):
         support.count(f"DispatchOutcome{outcome.capitalize()}", result.count(outcome))
+    heartbeat("StepDispatcher")
     logger.info("dispatch done", extra={"attempts": len(result.outcomes)})
     return {
         "dispatched": result.count("dispatched"),

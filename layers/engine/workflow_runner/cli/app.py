@@ -133,7 +133,7 @@ def _common(json_default: Any) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full `wfr` argument parser."""
-    from . import local_commands, operate
+    from . import dlq, local_commands, operate
 
     top = argparse.ArgumentParser(
         prog="wfr",
@@ -281,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
         "play the sample workflows end to end on an embedded PostgreSQL (or DATABASE_URL)",
     )
     p.add_argument("--keep", action="store_true", help=argparse.SUPPRESS)
+    dlq.register(commands, command)
     return top
 
 

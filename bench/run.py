@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 from workflow_runner.embedded import start_embedded_postgres
 
-from . import backlog, due_scan_cost, latency, sleep_workflow
+from . import backlog, cold_start, due_scan_cost, latency, sleep_workflow
 from .common import create_database, drop_database, fresh_database
 from .report import write_plot, write_report
 
@@ -59,6 +59,7 @@ TARGETS = {
     "due_scan.growth_factor": ("<=", 2.0),
     "wakeup.p99_ms": ("<", 50.0),
     "timers.lateness_p99_s": ("<", 1.5),
+    "cold_start.import_s_max": ("<=", 0.6),
 }
 
 
@@ -209,6 +210,10 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     with fresh_database(admin_url, "bench_ingest") as url:
         results["ingestion"] = latency.ingestion(url, sizes.ingest_n, workers)
     log(f"  {results['ingestion']['events_per_s']} events/s")
+
+    log("7 cold start (import app of every handler, built layers)")
+    results["cold_start"] = cold_start.measure(runs=3 if sizes is QUICK else cold_start.RUNS)
+    log(f"  import_s_max {results['cold_start']['import_s_max']} s")
     return results
 
 

@@ -12,7 +12,7 @@ SAM_STAMP := $(SAM_VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: test lint unit integration demo bench bench-quick soak clean cold-start
+.PHONY: test lint unit integration demo bench bench-quick soak clean cold-start cost
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,11 @@ sam-check: $(SAM_STAMP) $(CHECKOV_STAMP)
 # Cold-start import time of every handler from the built layers (also part of make bench).
 cold-start: $(STAMP)
 	$(PY) -m bench.cold_start
+
+# Cost per million runs and per month, from list prices and per-run figures measured on
+# the handlers (writes bench/cost.json and docs/COST.md).
+cost: $(STAMP)
+	$(PY) -m bench.cost
 
 # Benchmarks (issue 6): DBOS and matplotlib live in their own venv, next to this project.
 BENCH_VENV := .venv-bench

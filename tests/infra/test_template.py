@@ -272,6 +272,49 @@ def test_parameters_narrow_the_rules(template: dict[str, Any]) -> None:
     ]
 
 
+SAMPLE_TYPES = {
+    "TriggerDetailTypes": "user.signed-up,order.placed,inventory.changed,data.processed",
+    "AwaitedDetailTypes": "order.approved",
+}
+
+
+def test_exact_detail_types_route_each_event_to_the_one_function_that_uses_it(
+    template: dict[str, Any],
+) -> None:
+    """With the registered types listed, a trigger event no longer also costs an
+    EventWakeup invocation (and three SQS requests), nor an awaited one a trigger."""
+    assert routed("trigger-projection-user-signed-up.json", template, **SAMPLE_TYPES) == [
+        "TriggerProjectionFunction"
+    ]
+    assert routed("event-wakeup-order-approved.json", template, **SAMPLE_TYPES) == [
+        "EventWakeupFunction"
+    ]
+    assert routed("trigger-projection-unrouted-type.json", template, **SAMPLE_TYPES) == []
+
+
+@pytest.mark.parametrize("env", ["default", "prod"])
+def test_samconfig_routes_every_registered_type(template: dict[str, Any], env: str) -> None:
+    """What `wfr doctor` checks: the deployed rules reach the sample workflows' types."""
+    import sample_workflows  # noqa: F401  (registers the samples)
+    from workflow_runner.local.routes import Routing, unrouted_types
+    from workflow_runner.registry import default_registry
+
+    parameters = samconfig_parameters(env)
+    routing = Routing(TEMPLATE, event_routes(template, parameters))
+    routing.folders = {
+        name: Path(str(r["Properties"]["CodeUri"])).name for name, r in functions(template).items()
+    }
+    assert unrouted_types(routing, default_registry()) == []
+    assert parameters["TriggerDetailTypes"] == SAMPLE_TYPES["TriggerDetailTypes"]
+
+
+def test_rules_refuse_detail_types_and_a_prefix_together(template: dict[str, Any]) -> None:
+    assert rule_failures(template, **SAMPLE_TYPES) == []
+    assert rule_failures(template, **SAMPLE_TYPES, TriggerDetailTypePrefix="order.") == [
+        "DetailTypesOrPrefix"
+    ]
+
+
 # --- samconfig and events -------------------------------------------------------------------------
 
 

@@ -507,3 +507,39 @@ def test_connection_alarm_thresholds_are_80_percent(template: dict[str, Any]) ->
         assert row["Alarm"] == int(row["Max"] * 0.8), capacity
     allowed = template["Parameters"]["AuroraMaxCapacity"]["AllowedValues"]
     assert set(allowed) == set(template["Mappings"]["AuroraConnections"])
+
+
+# --- the README describes this template -------------------------------------------------------
+
+
+def readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index(f"{title}\n")
+    level = title.split(" ")[0]
+    rest = text[start + len(title) + 1 :]
+    ends = [i for i in (rest.find(f"\n{level} "), rest.find("\n## ")) if i >= 0]
+    return rest[: min(ends)] if ends else rest
+
+
+def test_readme_documents_every_parameter(template: dict[str, Any]) -> None:
+    documented = readme_section("### Parameters")
+    missing = [name for name in template["Parameters"] if f"`{name}`" not in documented]
+    assert missing == []
+
+
+def test_readme_documents_every_alarm(template: dict[str, Any]) -> None:
+    documented = readme_section("### Alarms")
+    for name, resource in template["Resources"].items():
+        if resource["Type"] != "AWS::CloudWatch::Alarm":
+            continue
+        per_function = re.fullmatch(r"(\w+?)(Errors|Throttles)Alarm", name)
+        if per_function and f"`<Function>{per_function.group(2)}Alarm`" in documented:
+            continue
+        assert f"`{name}`" in documented, name
+
+
+def test_readme_documents_every_output_queue(template: dict[str, Any]) -> None:
+    documented = readme_section("## Operations")
+    for name in template["Outputs"]:
+        if name.endswith("DeadLetterQueueUrl") or name.endswith("TopicArn"):
+            assert f"`{name}`" in documented or name.replace("Arn", "") in documented, name

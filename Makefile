@@ -12,7 +12,7 @@ SAM_STAMP := $(SAM_VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: test lint unit integration demo bench bench-quick soak clean cold-start cost
+.PHONY: test lint unit integration demo console bench bench-quick soak clean cold-start cost
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ integration: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/wfr demo
+
+# The demo, then the operator console on its database (http://127.0.0.1:8080/) until Ctrl-C.
+console: $(STAMP)
+	$(VENV)/bin/wfr demo --console
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) build .mypy_cache .ruff_cache .aws-sam

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from workflow_runner.operations import ResumeRequestItem, project_pending, resume_runs
+from workflow_runner.engine import ResumeRequestItem, project_pending, resume_runs
 from workflow_runner.store import connect
 
 from .common import TENANT, bench_registry
@@ -71,19 +71,10 @@ def _drain_worker(url: str, batch: int, start: Any, out: Any) -> None:
         while True:
             now = datetime.now(UTC)
             with store.transaction():
-                rows = store.fetch_all(
-                    "lease_due_rows",
-                    {
-                        "tenant_id": TENANT,
-                        "now": now,
-                        "horizon": now,
-                        "lease_until": now + timedelta(minutes=15),
-                        "limit": batch,
-                    },
-                )
+                rows = store.pending.lease_due(TENANT, now, now, now + timedelta(minutes=15), batch)
             if not rows:
                 break
-            items = [ResumeRequestItem(TENANT, r["run_id"], r["step_index"]) for r in rows]
+            items = [ResumeRequestItem(TENANT, r.run_id, r.step_index) for r in rows]
             results = resume_runs(store, items, now, registry)
             done += sum(getattr(r, "outcome", None) == "completed" for r in results)
     finally:

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 from workflow_runner import WorkflowRegistry, define_workflow, on_event
-from workflow_runner.dsl import WorkflowDefinition
+from workflow_runner.definition.dsl import WorkflowDefinition
 from workflow_runner.embedded import database_url
 from workflow_runner.store import apply_migrations
 

@@ -196,11 +196,11 @@ def measure(runs: int = 200, narrowed: bool = False) -> Measured:
     import psycopg
     from workflow_runner.aws.inprocess import FakeLambdaContext, build_inprocess_runtime
     from workflow_runner.aws.lambda_support import logger
-    from workflow_runner.aws.settings import Settings
     from workflow_runner.aws.template import load_handlers
     from workflow_runner.clock import ManualClock
     from workflow_runner.embedded import database_url, start_embedded_postgres
     from workflow_runner.ports import set_runtime
+    from workflow_runner.settings import Settings
     from workflow_runner.store import apply_migrations, connect
 
     statements = _count_statements()
@@ -221,7 +221,7 @@ def measure(runs: int = 200, narrowed: bool = False) -> Measured:
             settings = Settings(database_url=url, mail_sender="noreply@example.com")
             # Only the onboarding workflow: the samples' daily cron would add its own runs.
             from sample_workflows.user_onboarding import user_onboarding
-            from workflow_runner.registry import WorkflowRegistry
+            from workflow_runner.definition import WorkflowRegistry
 
             registry = WorkflowRegistry()
             registry.register(user_onboarding)

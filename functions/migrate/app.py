@@ -17,7 +17,6 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import custom_resource
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
-from workflow_runner.store.migrate import apply_migrations_within
 
 PHYSICAL_ID = "workflow-runner-schema"
 LOCK_TIMEOUT_S = 5.0
@@ -39,11 +38,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 def migrate(budget_s: float) -> Mapping[str, str]:
     applied = support.with_store(
-        lambda store: apply_migrations_within(
-            store.conn,  # type: ignore[arg-type]
-            budget_s,
-            lock_timeout_s=LOCK_TIMEOUT_S,
-        )
+        lambda store: store.migrate(budget_seconds=budget_s, lock_timeout_seconds=LOCK_TIMEOUT_S)
     )
     names = [f"{m.version:04d}_{m.name}" for m in applied]
     support.count("MigrationsApplied", len(names))

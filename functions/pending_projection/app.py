@@ -16,8 +16,8 @@ from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
 from workflow_runner.aws.observability import heartbeat
-from workflow_runner.due_scan import enqueue_woken
-from workflow_runner.operations import project_pending
+from workflow_runner.engine.enqueue import enqueue_due
+from workflow_runner.engine.projection import project_pending
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -33,7 +33,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     )
     # Timers due before the next due-scan tick go out now, delayed to the second.
     sent, _ = support.with_store(
-        lambda store: enqueue_woken(
+        lambda store: enqueue_due(
             store,
             rt.resume_queue,
             [*result.woken, *result.due_soon],

@@ -1,12 +1,16 @@
-"""StepDispatcher: deliver pending mail and webhook requests from the outbox.
+"""StepDispatcher: the worker. Runs due tasks (s.task, and mail/webhook steps with
+result_key), resumes their runs as soon as an outcome is recorded, and delivers pending
+fire-and-forget mail and webhook requests.
 
-Nudged asynchronously after passes that may have requested a dispatch, and run by a
-schedule as a safety net (which also picks up retries whose backoff has passed). A
+Nudged asynchronously after passes that scheduled a task or requested a dispatch, and
+run by a schedule as a safety net (which also picks up retries whose backoff has
+passed and attempts whose worker died). Every call is bounded by the time left. A
 completed run counts a heartbeat, whose alarm pages when runs stop completing.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -14,7 +18,12 @@ from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
 from workflow_runner.aws.observability import heartbeat
-from workflow_runner.dispatcher import WebhookGuard, dispatch_pending
+from workflow_runner.engine.tasks import TaskPorts
+from workflow_runner.engine.worker import work
+from workflow_runner.webhook_guard import WebhookGuard
+
+# Kept free at the end of the invocation to flush metrics and return.
+MARGIN_SECONDS = 5.0
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -23,28 +32,32 @@ from workflow_runner.dispatcher import WebhookGuard, dispatch_pending
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     support.parse_model(event or {}, ScheduledInput, "step dispatcher input")
     rt, cfg = support.runtime(), support.settings()
-    guard = rt.extras.get("webhook_guard") or WebhookGuard(cfg.webhook_allow_hosts)
-    budget = min(cfg.dispatch_budget_seconds, context.get_remaining_time_in_millis() / 1000 - 10)
+    deadline = time.monotonic() + min(
+        cfg.dispatch_budget_seconds, context.get_remaining_time_in_millis() / 1000
+    )
+
+    def seconds_left() -> float:
+        own = context.get_remaining_time_in_millis() / 1000
+        return min(deadline - time.monotonic(), own) - MARGIN_SECONDS
+
+    ports = TaskPorts(
+        registry=support.registry(),
+        mailer=rt.mailer,
+        http=rt.http,
+        guard=rt.webhook_guard or WebhookGuard(cfg.webhook_allow_hosts),
+        mail_sender=cfg.mail_sender,
+    )
     result = support.with_store(
-        lambda store: dispatch_pending(
+        lambda store: work(
             store,
+            ports,
+            rt.resume_queue,
             rt.clock.now,
-            rt.mailer,
-            rt.http,
-            guard,
-            mail_sender=cfg.mail_sender,
+            seconds_left,
             max_attempts=cfg.dispatch_max_attempts,
-            timeout=cfg.webhook_timeout_seconds,
-            budget_seconds=max(1.0, budget),
+            webhook_timeout=cfg.webhook_timeout_seconds,
         )
     )
-    for outcome in ("dispatched", "retry", "failed"):
-        support.count(f"DispatchOutcome{outcome.capitalize()}", result.count(outcome))
+    answer = support.report_work(result)
     heartbeat("StepDispatcher")
-    logger.info("dispatch done", extra={"attempts": len(result.outcomes)})
-    return {
-        "dispatched": result.count("dispatched"),
-        "retried": result.count("retry"),
-        "failed": result.count("failed"),
-        "drained": result.drained,
-    }
+    return answer

@@ -15,7 +15,7 @@ from workflow_runner.aws import intake
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.observability import annotate
-from workflow_runner.operations import ingest_domain_event
+from workflow_runner.engine.ingest import ingest_domain_event
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -11,14 +11,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sample_workflows  # noqa: F401  (registers the samples in the default registry)
-from workflow_runner.dsl import DomainEvent
-from workflow_runner.operations import ingest_domain_event, project_pending
-from workflow_runner.registry import default_registry
+from workflow_runner.definition import default_registry
+from workflow_runner.definition.dsl import DomainEvent
+from workflow_runner.engine import ingest_domain_event, project_pending
 from workflow_runner.store import Store
 
+from tests.support import TENANT_A as TENANT
+from tests.support import TENANT_B as OTHER_TENANT
+
+__all__ = ["OTHER_TENANT", "TENANT"]
+
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-TENANT = "7f0c1a52-2c11-4a1e-9b1e-000000000001"
-OTHER_TENANT = "7f0c1a52-2c11-4a1e-9b1e-000000000002"
 
 
 @dataclass

@@ -44,7 +44,9 @@ def test_demo_on_a_given_database_plays_the_story(db_url: str) -> None:
     out = result.stdout
     for section in (
         "two sign-ups, two orders",
-        "the partner refuses twice, then accepts",
+        "partners fail, tasks retry with backoff; a refused export fails",
+        "the refused export is worth a look",
+        "the partner answered 503, the retry was accepted",
         "order o-1001 is approved",
         "order o-1002 is cancelled",
         "Eight days pass",
@@ -61,7 +63,11 @@ def test_demo_on_a_given_database_plays_the_story(db_url: str) -> None:
         statuses = dict(
             conn.execute("SELECT status, count(*) FROM workflow_runs GROUP BY status").fetchall()
         )
-    assert statuses.get("cancelled") == 1 and "failed" not in statuses
+    # One run fails by design: its export's destination is refused, and it says so.
+    assert statuses.get("cancelled") == 1 and statuses.get("failed") == 1
+    assert "warning  tasks: 1 task(s) failed for good" in out
+    assert "A webhook could not be delivered" in out
+    assert out.count("POST    /exports") == 2  # 503, then accepted: one request id
 
 
 def test_demo_with_its_own_embedded_postgres() -> None:

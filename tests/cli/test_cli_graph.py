@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from cli_support import T0, TENANT, Cli, send
 from workflow_runner import define_workflow, on_event
+from workflow_runner.definition.dsl import DomainEvent
+from workflow_runner.engine import wake_on_event
 from workflow_runner.graph import flowchart, to_mermaid
 from workflow_runner.store import Store
 
@@ -30,8 +32,17 @@ def test_branches_are_diamonds_with_labelled_arms_that_join(cli: Cli) -> None:
 
 def test_waits_for_events_and_retries_have_their_own_shapes(cli: Cli) -> None:
     order = cli("graph", "order-approval").out
-    assert '    s1{{"wait for order.approved, timeout P3D"}}' in order
-    assert '    s3f_0("return failure")' in order
+    assert (
+        '    s1{{"wait for order.approved where orderId == event.payload.orderId, timeout P3D"}}'
+        in order
+    )
+    assert '    s2f_0("return failure")' in order
+    assert '    s2t_0[["mail.send: Your order is approved"]]' in order
+    hook = cli("graph", "webhook-delivery").out
+    assert (
+        '    s0[["webhook.send {event.payload.webhookUrl} → partner, ×3 exponential, catch"]]'
+        in hook
+    )
     sync = cli("graph", "inventory-sync").out
     assert '    s0["retry ×5 (exponential, base PT30S, cap PT10M)"]' in sync
     assert '    s0 -. "step fails: back off, try again" .-> s0' in sync
@@ -68,6 +79,20 @@ def test_a_waiting_run_shows_its_path_and_position(cli: Cli, store: Store) -> No
     assert "waiting until 2026-01-13T09:00:00.000000Z" in text
 
 
+def test_a_completed_run_marks_the_rest_of_the_arm_it_ran(cli: Cli, store: Store) -> None:
+    order = {"orderId": "o-9", "total": 5, "email": "a@example.com"}
+    run_id = send(store, "order.placed", order).started[0].run_id
+    approved = DomainEvent(
+        "ok-9", "order.approved", {"orderId": "o-9", "approver": "carol"}, TENANT, T0, "tests"
+    )
+    assert [w.run_id for w in wake_on_event(store, approved, T0)] == [run_id]
+    assert cli("resume", run_id, "--step", "1").out.startswith("completed")
+    marks = cli("graph", "order-approval", "--run", run_id, "--json").json()["marks"]
+    # The approved arm ran to its return, which left no trace on the stream.
+    assert marks["s2t_2"] == "visited" and marks["finish"] == "visited"
+    assert "s2f_0" not in marks
+
+
 def test_a_failed_run_marks_the_failed_step(cli: Cli, store: Store) -> None:
     detail = {"sku": "s", "revision": 1, "failAttempts": 9}
     run_id = send(store, "inventory.changed", detail).started[0].run_id
@@ -82,8 +107,9 @@ def test_a_failed_run_marks_the_failed_step(cli: Cli, store: Store) -> None:
 def test_graph_errors(cli: Cli, store: Store) -> None:
     unknown = cli("graph", "no-such-workflow")
     assert unknown.code == 1 and 'Workflow "no-such-workflow" is not registered' in unknown.err
-    no_tenant = cli("graph", "user-onboarding", "--run", "00000000-0000-4000-8000-000000000001")
-    assert no_tenant.code == 2 and "--run needs --tenant" in no_tenant.err
+    unknown_run = cli("graph", "user-onboarding", "--run", "00000000-0000-4000-8000-000000000001")
+    assert unknown_run.code == 1
+    assert "run 00000000-0000-4000-8000-000000000001 not found in any tenant" in unknown_run.err
     run_id = send(store, "user.signed-up", SIGNUP).started[0].run_id
     other = cli("graph", "order-approval", "--run", run_id, "--tenant", TENANT)
     assert other.code == 2 and "is a run of 'user-onboarding'" in other.err

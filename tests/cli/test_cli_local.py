@@ -75,6 +75,9 @@ def test_put_events_accepts_full_events_and_the_entries_wrapper(
     assert started[0]["workflow"] == "user-onboarding"
     assert [m["subject"] for m in event["mail"]] == ["Welcome!"]
     assert set(runs(cli)) == {"webhook-delivery", "user-onboarding"}
+    # The nudged worker ran the webhook task: h.example.com does not resolve here, a
+    # network error, so the task waits for its retry.
+    assert runs(cli)["webhook-delivery"] == "waiting"
 
 
 def test_an_awaited_event_wakes_its_run_at_once(cli: Cli, tmp_path: Path) -> None:

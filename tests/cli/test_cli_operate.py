@@ -57,13 +57,14 @@ def test_migrate_is_idempotent_and_reports_json(cli: Cli) -> None:
 
 def test_runs_list_json_filters_by_workflow_and_status(cli: Cli, store: Store) -> None:
     send(store, "user.signed-up", SIGNUP)
-    send(store, "data.processed", {"webhookUrl": "https://hooks.example.com/x", "data": {}})
+    send(store, "inventory.changed", {"sku": "A-1", "revision": 1})  # completes in one pass
     everything = cli("runs", "list", "--tenant", TENANT, "--json").json()
-    assert {r["workflowName"] for r in everything} == {"user-onboarding", "webhook-delivery"}
+    assert {r["workflowName"] for r in everything} == {"user-onboarding", "inventory-sync"}
     assert set(everything[0]) == {
         "runId",
         "tenantId",
         "workflowName",
+        "workflowVersion",
         "status",
         "version",
         "definitionFingerprint",
@@ -73,7 +74,7 @@ def test_runs_list_json_filters_by_workflow_and_status(cli: Cli, store: Store) -
     }
     waiting = cli("runs", "list", "--tenant", TENANT, "--status", "waiting", "--json").json()
     assert [r["workflowName"] for r in waiting] == ["user-onboarding"]
-    by_name = cli("--json", "runs", "list", "--tenant", TENANT, "--workflow", "webhook-delivery")
+    by_name = cli("--json", "runs", "list", "--tenant", TENANT, "--workflow", "inventory-sync")
     assert [r["status"] for r in by_name.json()] == ["completed"]
 
 
@@ -88,7 +89,16 @@ def test_runs_show_json_has_the_contract_shape(cli: Cli, store: Store) -> None:
     shown = cli("runs", "show", run_id, "--tenant", TENANT, "--json")
     assert shown.code == 0
     body = shown.json()
-    assert set(body) == {"runId", "tenantId", "workflowName", "status", "events"}
+    assert set(body) == {
+        "runId",
+        "tenantId",
+        "workflowName",
+        "workflowVersion",
+        "status",
+        "events",
+        "deliveries",
+    }
+    assert body["workflowVersion"] == 1
     assert (body["runId"], body["tenantId"]) == (run_id, TENANT)
     assert (body["workflowName"], body["status"]) == ("user-onboarding", "waiting")
     assert [e["type"] for e in body["events"]] == [
@@ -99,6 +109,10 @@ def test_runs_show_json_has_the_contract_shape(cli: Cli, store: Store) -> None:
     assert set(first) == {"version", "type", "payload", "recordedAt"}
     assert first["version"] == 1 and first["recordedAt"] == "2026-01-05T09:00:00.000000Z"
     assert first["payload"]["workflowName"] == "user-onboarding"
+    # The welcome mail's own stream: requested, not delivered yet.
+    (mail,) = body["deliveries"]
+    assert set(mail) == {"requestId", "version", "type", "payload", "recordedAt"}
+    assert (mail["type"], mail["payload"]["stepKind"]) == ("step.dispatch-requested", "mail.send")
 
 
 def test_runs_show_text_is_a_timeline(cli: Cli, store: Store) -> None:
@@ -125,7 +139,8 @@ def test_ids_must_be_uuids(cli: Cli) -> None:
     assert bad_tenant.code == 2
     assert "--tenant must be a UUID, got 'acme'" in bad_tenant.err
     bad_run = cli("runs", "show", "run-1", "--tenant", TENANT)
-    assert bad_run.code == 2 and "RUN_ID must be a UUID" in bad_run.err
+    assert bad_run.code == 2
+    assert "RUN_ID: run id must be a UUID or at least its first 4 hex digits" in bad_run.err
 
 
 def test_pending_json_and_due_before(cli: Cli, store: Store) -> None:
@@ -135,6 +150,7 @@ def test_pending_json_and_due_before(cli: Cli, store: Store) -> None:
     rows = cli("pending", "--tenant", TENANT, "--json").json()
     assert [r["workflowName"] for r in rows] == ["user-onboarding", "order-approval"]
     assert set(rows[0]) == {
+        "tenantId",
         "runId",
         "stepIndex",
         "workflowName",
@@ -160,9 +176,12 @@ def test_pending_rejects_a_bad_instant(cli: Cli) -> None:
 
 def test_resume_not_due_then_forced(cli: Cli, store: Store) -> None:
     run_id = send(store, "user.signed-up", SIGNUP).started[0].run_id
+    before = table_count(store, "wf_events")
     early = cli("resume", run_id, "--tenant", TENANT, "--now", "2026-01-05T12:00:00Z")
-    assert early.code == 0
-    assert early.out.startswith("not-due") and "use --force" in early.out
+    assert early.code == 1 and early.out == ""
+    assert "is not due until 2026-01-06T09:00:00Z; nothing was resumed" in early.err
+    assert "--force" in early.err
+    assert table_count(store, "wf_events") == before  # no operator action recorded either
     forced = cli(
         "resume", run_id, "--tenant", TENANT, "--force", "--now", "2026-01-05T12:00:00Z", "--json"
     ).json()
@@ -212,7 +231,7 @@ def test_cancel_then_cancel_again_then_a_settled_run(cli: Cli, store: Store) -> 
     assert events[-1]["payload"]["reason"] == "user left"
     again = cli("cancel", run_id, "--tenant", TENANT)
     assert again.code == 0 and again.out.startswith("already-cancelled")
-    done = send(store, "data.processed", {"webhookUrl": "https://h.example.com", "data": {}})
+    done = send(store, "inventory.changed", {"sku": "A-1", "revision": 1})
     settled = cli("cancel", done.started[0].run_id, "--tenant", TENANT)
     assert settled.code == 1
     assert "already completed; nothing to cancel" in settled.err

@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 from cli_support import T0, TENANT, Cli, send, table_count
 from workflow_runner import define_workflow, on_event
-from workflow_runner.dsl import DomainEvent
-from workflow_runner.operations import ingest_domain_event, resume_run
-from workflow_runner.redrive import RedriveRefused, redrive_run
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.definition.dsl import DomainEvent
+from workflow_runner.engine import ingest_domain_event, resume_run
+from workflow_runner.engine.redrive import RedriveRefused, redrive_run
 from workflow_runner.store import Store
 
 # Flipped by the tests: the "partner" step fails while this is True.
@@ -74,7 +74,7 @@ def test_redrive_repeats_the_failed_pass_without_repeating_its_dispatches(
     assert result.from_step_index == 4
     # The "after wait" mail of the failed pass got the same request id: not sent twice.
     assert table_count(store, "dispatch_outbox") == mails_before
-    events = store.load_stream(TENANT, run_id)
+    events = store.streams.load(TENANT, run_id)
     types = [e.type for e in events]
     assert types[-3:] == [
         "workflow.run-failed",
@@ -87,7 +87,7 @@ def test_redrive_repeats_the_failed_pass_without_repeating_its_dispatches(
     assert redriven["definitionFingerprint"] == redriven["previousFingerprint"]
     # Results from before the failed step are there again (restored from the suspension).
     assert events[-1].payload["result"] == {"isSuccess": True, "prepared": {"n": 1}}
-    assert store.get_run(TENANT, run_id)["status"] == "completed"  # type: ignore[index]
+    assert store.runs.get(TENANT, run_id).status == "completed"
 
 
 def test_redrive_of_a_failure_in_the_first_pass_starts_over(
@@ -106,7 +106,7 @@ def test_redrive_of_a_failure_in_the_first_pass_starts_over(
     )
     event = DomainEvent("e-2", "first.requested", {}, TENANT, T0, "tests")
     run_id = ingest_domain_event(store, event, T0, registry).started[0].run_id
-    assert store.get_run(TENANT, run_id)["status"] == "failed"  # type: ignore[index]
+    assert store.runs.get(TENANT, run_id).status == "failed"
     PARTNER["down"] = False
     result = redrive_run(store, TENANT, run_id, T0, registry)
     assert result.outcome == "completed" and result.path == []
@@ -126,7 +126,7 @@ def test_redrive_gives_an_exhausted_retry_a_fresh_budget(
     result = redrive_run(store, TENANT, run_id, now, registry)
     assert result.outcome == "suspended"  # attempt 1 of a new budget failed: retry scheduled
     assert result.path == [{"i": 4, "attempt": 1}]
-    last = store.load_stream(TENANT, run_id)[-1]
+    last = store.streams.load(TENANT, run_id)[-1]
     assert last.type == "workflow.retry.scheduled"
     assert (last.payload["attempt"], last.payload["maxAttempts"]) == (1, 2)
 
@@ -208,10 +208,13 @@ def test_cli_redrive_inventory_sync_after_its_retries_ran_out(cli: Cli, store: S
     assert waiting.code == 1
     assert "is waiting; only failed runs can be redriven" in waiting.err
     now = T0
-    for _ in range(4):  # attempts 2..5 (attempt 1 ran when the event arrived)
+    for attempt in range(2, 6):  # attempt 1 ran when the event arrived
         now += timedelta(minutes=20)
         resumed = cli("resume", run_id, "--tenant", TENANT, "--now", now.isoformat(), "--json")
-        assert resumed.code == 0
+        # The last attempt fails the run: the resume happened, the run did not survive it.
+        assert resumed.code == (1 if attempt == 5 else 0), resumed.err
+    assert resumed.json()["outcome"] == "failed"
+    assert f"run {run_id} failed in the resumed pass" in resumed.err
     assert cli("runs", "show", run_id, "--tenant", TENANT, "--json").json()["status"] == "failed"
     redriven = cli("redrive", run_id, "--tenant", TENANT, "--now", now.isoformat(), "--json")
     assert redriven.code == 0

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 from workflow_runner.aws.inprocess import InProcessApp, build_inprocess_runtime
-from workflow_runner.aws.settings import Settings
 from workflow_runner.aws.template import Handler, event_routes, load_handlers, load_template
 from workflow_runner.clock import ManualClock
 from workflow_runner.ports import set_runtime
+from workflow_runner.settings import Settings
 from workflow_runner.store import Store
 
 from tests.functions.helpers import TEMPLATE

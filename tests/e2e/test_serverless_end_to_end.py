@@ -9,12 +9,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from workflow_runner import ManualClock, run_id_for
-from workflow_runner import events as ev
+from workflow_runner import stream as ev
 from workflow_runner.aws.inprocess import InProcessApp
 from workflow_runner.aws.template import event_routes, load_template
+from workflow_runner.ports import HttpResponse
 from workflow_runner.store import Store
 
 from tests.functions.helpers import OTHER_TENANT, TEMPLATE, TENANT
+from tests.support import eventbridge
 
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
@@ -26,27 +28,19 @@ def put(
     tenant: str = TENANT,
     source: str = "com.example.app",
 ) -> dict[str, Any]:
-    event = {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": detail_type,
-        "source": source,
-        "time": app.runtime.clock.now().isoformat().replace("+00:00", "Z"),
-        "region": "eu-central-1",
-        "resources": [],
-        "detail": {"tenantId": tenant, **detail},
-    }  # no "account": moto-style envelope
-    return app.put_event(event)
+    detail = {"tenantId": tenant, **detail}
+    when = app.runtime.clock.now()
+    return app.put_event(eventbridge(detail_type, detail, when=when, source=source, account=False))
 
 
 def status(store: Store, run_id: str, tenant: str = TENANT) -> str:
-    row = store.get_run(tenant, run_id)
+    row = store.runs.get(tenant, run_id)
     assert row is not None
-    return str(row["status"])
+    return str(row.status)
 
 
 def settled_at(store: Store, run_id: str, tenant: str = TENANT) -> datetime:
-    return store.load_stream(tenant, run_id)[-1].recorded_at
+    return store.streams.load(tenant, run_id)[-1].recorded_at
 
 
 def mails(app: InProcessApp) -> list[tuple[tuple[str, ...], str]]:
@@ -74,7 +68,7 @@ def test_user_onboarding_runs_eight_days_to_the_second(
 
     app.advance(timedelta(days=1))
     assert mails(app)[1:] == [(("ada@example.com",), "Engagement tips")]
-    resumed = [e for e in store.load_stream(TENANT, run_id) if e.type == ev.STEP_RESUMED]
+    resumed = [e for e in store.streams.load(TENANT, run_id) if e.type == ev.STEP_RESUMED]
     assert resumed[0].recorded_at == START + timedelta(days=1)  # on time, not at a tick
     assert hooks(app, "/crm-onboarding") == []
 
@@ -106,27 +100,43 @@ def test_onboarding_runs_of_two_tenants_never_mix(
     )
 
 
-def test_webhook_delivery(app: InProcessApp, store: Store) -> None:
+def test_webhook_delivery_retries_a_503_and_returns_the_partners_answer(
+    app: InProcessApp, store: Store, clock: ManualClock
+) -> None:
+    answers = iter(
+        [
+            HttpResponse(503, {}),
+            HttpResponse(200, {"content-type": "application/json"}, b'{"accepted": 3}'),
+        ]
+    )
+    app.runtime.http.respond = lambda request: next(answers)  # type: ignore[attr-defined]
     put(
         app, "data.processed", {"webhookUrl": "https://partner.example.org/in", "data": {"rows": 3}}
     )
-    (call,) = hooks(app)
-    assert (call.url, call.json()) == ("https://partner.example.org/in", {"rows": 3})
-    (run,) = store.list_runs(TENANT, "webhook-delivery")
-    assert run["status"] == "completed"
-    outbox = store.conn.execute("SELECT status, request FROM dispatch_outbox").fetchall()
-    assert outbox == [{"status": "dispatched", "request": None}]
+    (run,) = store.runs.for_tenant(TENANT, "webhook-delivery")
+    assert run.status == "waiting"  # the first call answered 503; the retry is due in 10 s
+    app.advance(timedelta(seconds=10))
+    first, second = hooks(app)
+    assert (first.url, first.json()) == ("https://partner.example.org/in", {"rows": 3})
+    assert first.headers["idempotency-key"] == second.headers["idempotency-key"]
+    (run,) = store.runs.for_tenant(TENANT, "webhook-delivery")
+    assert run.status == "completed"
+    assert settled_at(store, run.run_id) == START + timedelta(seconds=10)
+    completed = store.streams.load(TENANT, run.run_id)[-1]
+    assert completed.payload["result"] == {"isSuccess": True, "partner": {"accepted": 3}}
 
 
-def test_webhook_to_a_private_address_fails_the_dispatch_not_the_run(
+def test_webhook_to_a_private_address_fails_the_task_and_the_run_tells_ops(
     app: InProcessApp, store: Store
 ) -> None:
     put(app, "data.processed", {"webhookUrl": "https://169.254.169.254/latest", "data": {}})
     assert hooks(app) == []
-    (row,) = store.conn.execute(
-        "SELECT e.payload FROM wf_events e WHERE e.type = %s", (ev.DISPATCH_FAILED,)
-    ).fetchall()
-    assert row["payload"]["error"] == "webhook destination refused"
+    (run,) = store.runs.for_tenant(TENANT, "webhook-delivery")
+    assert run.status == "failed"
+    events = store.streams.load(TENANT, run.run_id)
+    assert ev.TASK_FAILED in [e.type for e in events]
+    assert (events[-1].type, events[-1].payload["reason"]) == (ev.RUN_FAILED, "returned_failure")
+    assert mails(app) == [(("ops@example.com",), "A webhook could not be delivered")]
 
 
 def test_daily_report_runs_once_per_day_and_tenant(
@@ -135,15 +145,15 @@ def test_daily_report_runs_once_per_day_and_tenant(
     put(app, "user.signed-up", {"userId": "u1", "email": "x@example.com"})  # makes the tenant known
     app.tick()  # first sight: the schedule starts counting now (09:00, no backfill)
     app.advance(timedelta(hours=23, minutes=59))
-    assert store.list_runs(TENANT, "daily-report") == []
+    assert store.runs.for_tenant(TENANT, "daily-report") == []
     app.advance(timedelta(minutes=2))  # 09:01 on day two: the 09:00 run starts
     app.tick()
-    (run,) = store.list_runs(TENANT, "daily-report")
-    assert run["status"] == "completed"
+    (run,) = store.runs.for_tenant(TENANT, "daily-report")
+    assert run.status == "completed"
     reports = hooks(app, "/daily-report")
     assert [h.json() for h in reports] == [{"scheduledAt": "2026-01-06T09:00:00.000000Z"}]
     app.advance(timedelta(days=1))
-    assert len(store.list_runs(TENANT, "daily-report")) == 2
+    assert len(store.runs.for_tenant(TENANT, "daily-report")) == 2
 
 
 def test_order_approval_resumes_within_the_same_instant_as_the_approval(
@@ -181,7 +191,7 @@ def test_order_approval_times_out_after_three_days_as_failed(
     # An unapproved order ends as failed, by the workflow's own return value.
     assert status(store, run_id) == "failed"
     assert settled_at(store, run_id) == START + timedelta(days=3)
-    failed = store.load_stream(TENANT, run_id)[-1]
+    failed = store.streams.load(TENANT, run_id)[-1]
     assert failed.payload["reason"] == "returned_failure"
     assert failed.payload["result"] == {"isSuccess": False, "error": "not approved within 3 days"}
     assert hooks(app, "/fulfilment") == []
@@ -192,10 +202,10 @@ def test_inventory_sync_retries_with_backoff_until_the_partner_accepts(
 ) -> None:
     put(app, "inventory.changed", {"sku": "SKU-9", "revision": 1, "failAttempts": 2})
     run_id = run_id_for("inventory-sync", "SKU-9:1")
-    retries = [e for e in store.load_stream(TENANT, run_id) if e.type == ev.RETRY_SCHEDULED]
+    retries = [e for e in store.streams.load(TENANT, run_id) if e.type == ev.RETRY_SCHEDULED]
     assert len(retries) == 1
     app.advance(timedelta(minutes=10))
-    stream = store.load_stream(TENANT, run_id)
+    stream = store.streams.load(TENANT, run_id)
     retries = [e for e in stream if e.type == ev.RETRY_SCHEDULED]
     resumed = [e for e in stream if e.type == ev.STEP_RESUMED]
     assert [e.payload["attempt"] for e in retries] == [1, 2]
@@ -226,4 +236,4 @@ def test_the_engines_own_events_are_not_routed(app: InProcessApp, store: Store) 
         app, "user.signed-up", {"userId": "u", "email": "e@example.com"}, source="workflow-runner"
     )
     assert results == {}
-    assert store.list_runs(TENANT) == []
+    assert store.runs.for_tenant(TENANT) == []

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from workflow_runner.aws.inprocess import FakeLambdaContext, build_inprocess_runtime
-from workflow_runner.aws.settings import Settings
 from workflow_runner.aws.template import Handler, load_handlers
 from workflow_runner.clock import ManualClock
 from workflow_runner.ports import Runtime, set_runtime
+from workflow_runner.settings import Settings
 from workflow_runner.store import Store
 
 from tests.functions.helpers import TEMPLATE, Emitted

@@ -6,11 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests.support import OTHER_TENANT
+from tests.support import SAMPLE_TENANT as TENANT
+
+__all__ = ["OTHER_TENANT", "TENANT"]
+
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
 TEMPLATE = ROOT / "template.yaml"
-TENANT = "6f1c2b1e-8d3a-4e5f-9a7b-0c1d2e3f4a5b"
-OTHER_TENANT = "99999999-9999-4999-8999-999999999999"
 
 
 def load_event(name: str) -> dict[str, Any]:

@@ -18,13 +18,13 @@ from psycopg.conninfo import conninfo_to_dict
 from workflow_runner.aws.connection import ConnectionCache, fetch_secret_string
 from workflow_runner.aws.ports import LambdaNudger, PinnedHttpSender, SesMailer, SqsResumeQueue
 from workflow_runner.aws.runtime import UnconfiguredQueue, build_aws_runtime
-from workflow_runner.aws.settings import Settings
-from workflow_runner.dispatcher import PermanentDeliveryError
 from workflow_runner.errors import InvalidInput
-from workflow_runner.ports import ResumeRequest
+from workflow_runner.ports import PermanentDeliveryError, ResumeRequest
+from workflow_runner.settings import Settings
+
+from tests.support import SAMPLE_TENANT as TENANT
 
 REGION = "eu-central-1"
-TENANT = "6f1c2b1e-8d3a-4e5f-9a7b-0c1d2e3f4a5b"
 RUN = "20674095-dda5-5811-b700-b57eb304d119"
 
 
@@ -187,9 +187,11 @@ def test_aws_runtime_is_wired_from_settings(aws: None, db_url: str) -> None:
     assert isinstance(runtime.mailer, SesMailer) and isinstance(runtime.http, PinnedHttpSender)
     assert isinstance(runtime.nudger, LambdaNudger)
     store = runtime.store()
-    assert store.fetch_one("ping_connection", {}) == {"ok": 1}
+    store.ping()
     assert runtime.store() is store  # kept across (warm) invocations
-    runtime.extras["connections"].invalidate()
+    assert runtime.reconnect is not None
+    runtime.reconnect()
+    assert runtime.store() is not store
 
 
 # --- connection cache ------------------------------------------------------------------------
@@ -260,7 +262,7 @@ def test_connection_is_reestablished_after_the_server_drops_it(
     fresh = cache.store()
     assert fresh is not store and cache.connects == 2
     assert fresh.conn.info.backend_pid != pid
-    assert fresh.fetch_one("ping_connection", {}) == {"ok": 1}
+    fresh.ping()
     cache.invalidate()
 
 

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 from workflow_runner import DomainEvent, ManualClock, define_workflow, on_cron, on_event
 from workflow_runner.aws.inprocess import InMemoryResumeQueue
-from workflow_runner.due_scan import delay_for, due_scan, enqueue_woken
-from workflow_runner.operations import WokenRun, ingest_domain_event, project_pending
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.engine import WokenRun, ingest_domain_event, project_pending
+from workflow_runner.engine.due_scan import due_scan
+from workflow_runner.engine.enqueue import delay_for, enqueue_due
 from workflow_runner.store import Store
 
-A = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
-B = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
+from tests.support import TENANT_A as A
+from tests.support import TENANT_B as B
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def nap(
 
 
 def pending(store: Store, tenant: str = A) -> dict[str, dict[str, Any]]:
-    return {r["run_id"]: r for r in store.list_pending(tenant)}
+    return {r.run_id: r for r in store.pending.for_tenant(tenant)}
 
 
 def test_delay_rounds_up_and_clamps() -> None:
@@ -70,8 +71,8 @@ def test_rows_due_within_the_horizon_are_leased_and_delayed_to_the_second(
     rows = pending(store)
     # Business time advances with the scan's own (real) duration: allow for it.
     lease_end = clock.now() + timedelta(seconds=1200)
-    assert lease_end <= rows[soon]["leased_until"] < lease_end + timedelta(seconds=5)
-    assert rows[beyond]["leased_until"] is None
+    assert lease_end <= rows[soon].leased_until < lease_end + timedelta(seconds=5)
+    assert rows[beyond].leased_until is None
     # A row in flight is not handed out again...
     assert due_scan(store, queue, clock.now(), registry=sleepy).leased == 0
     # ...until its lease ends (the message was lost or failed for good).
@@ -103,8 +104,8 @@ def test_refused_requests_release_their_lease(
     result = due_scan(store, queue, clock.now(), registry=sleepy)
     assert (result.enqueued, result.refused, result.drained) == (1, 1, False)
     rows = pending(store)
-    assert rows[refused_run]["leased_until"] is None
-    assert rows[ok_run]["leased_until"] is not None
+    assert rows[refused_run].leased_until is None
+    assert rows[ok_run].leased_until is not None
     # The next scan offers the released row again.
     retry = InMemoryResumeQueue(clock)
     assert due_scan(store, retry, clock.now(), registry=sleepy).leased == 1
@@ -164,8 +165,8 @@ def test_enqueue_woken_leases_so_the_scan_does_not_send_again(
     project_pending(store, clock.now())
     queue = InMemoryResumeQueue(clock)
     woken = [WokenRun(A, run_id, 0, "evt", clock.now())]
-    assert enqueue_woken(store, queue, woken, clock.now()) == (1, 0)
-    assert enqueue_woken(store, queue, woken, clock.now()) == (0, 0)  # lease taken
+    assert enqueue_due(store, queue, woken, clock.now()) == (1, 0)
+    assert enqueue_due(store, queue, woken, clock.now()) == (0, 0)  # lease taken
     assert due_scan(store, queue, clock.now(), registry=sleepy).leased == 0
     assert [r.delay_seconds for r in queue.sent] == [0]
 
@@ -189,8 +190,8 @@ def hourly(registry: WorkflowRegistry) -> WorkflowRegistry:
 def cron_runs(store: Store, tenant: str) -> list[str]:
     return sorted(
         e.payload["cronScheduledAt"]
-        for r in store.list_runs(tenant, "hourly")
-        for e in store.load_stream(tenant, r["run_id"])[:1]
+        for r in store.runs.for_tenant(tenant, "hourly")
+        for e in store.streams.load(tenant, r.run_id)[:1]
     )
 
 
@@ -199,7 +200,7 @@ def test_cron_runs_start_once_per_instant_and_tenant(
 ) -> None:
     queue = InMemoryResumeQueue(clock)
     for tenant in (A, B):
-        store.register_tenant(tenant, clock.now())
+        store.inbox.register_tenant(tenant, clock.now())
     clock.set(datetime(2026, 1, 5, 9, 0, 30, tzinfo=UTC))
     first = due_scan(store, queue, clock.now(), registry=hourly)
     assert first.cron_started == [] and first.cron_checked == 2  # first sight: no backfill
@@ -225,21 +226,14 @@ def test_cron_runs_start_once_per_instant_and_tenant(
 def test_a_lost_cron_position_never_starts_an_instant_twice(
     store: Store, hourly: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    store.register_tenant(A, clock.now())
+    store.inbox.register_tenant(A, clock.now())
     queue = InMemoryResumeQueue(clock)
     due_scan(store, queue, clock.now(), registry=hourly)
     clock.advance(timedelta(hours=1, seconds=1))
     assert len(due_scan(store, queue, clock.now(), registry=hourly).cron_started) == 1
     # A scan that read the old position (overlapping scans, a restored row) repeats
     # the instant: the run id derives from it, so nothing starts twice.
-    store.execute(
-        "advance_cron_state",
-        {
-            "tenant_id": A,
-            "workflow_name": "hourly",
-            "last_fire_at": clock.now() - timedelta(hours=1),
-        },
-    )
+    store.cron.advance(A, "hourly", clock.now() - timedelta(hours=1))
     assert due_scan(store, queue, clock.now(), registry=hourly).cron_started == []
     assert len(cron_runs(store, A)) == 1
 

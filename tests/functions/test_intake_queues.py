@@ -52,8 +52,8 @@ def test_trigger_batch_reports_only_the_bad_records(
     # done), 4: a body that is not JSON.
     assert failed_ids(result) == [ids[1], ids[3]]
     assert set(result) == {"batchItemFailures"}
-    run = store.get_run(TENANT, ONBOARDING_RUN)
-    assert run is not None and run["status"] == "waiting"
+    run = store.runs.get(TENANT, ONBOARDING_RUN)
+    assert run is not None and run.status == "waiting"
     assert count(store, "inbox") == 1
     out = emitted()
     assert out.metric("RunsStarted") == 1
@@ -93,7 +93,7 @@ def test_a_failing_record_is_reported_and_the_rest_of_the_batch_goes_on(
     runtime.store = flaky  # type: ignore[method-assign]
     result = invoke(handlers, "TriggerProjectionFunction", batch)
     assert failed_ids(result) == [first["messageId"]]
-    assert store.get_run(TENANT, ONBOARDING_RUN) is None
+    assert store.runs.get(TENANT, ONBOARDING_RUN) is None
     assert count(store, "workflow_runs") == 1  # the order run
     assert emitted().metric("IntakeRecordFailed") == 1
 

@@ -16,11 +16,11 @@ import psycopg
 import pytest
 from workflow_runner import ManualClock
 from workflow_runner.aws.inprocess import FakeLambdaContext, build_inprocess_runtime
-from workflow_runner.aws.settings import Settings
 from workflow_runner.aws.template import Handler
 from workflow_runner.embedded import database_url
 from workflow_runner.errors import InvalidInput, RunNotFound, TransientStoreError
 from workflow_runner.ports import Runtime, set_runtime
+from workflow_runner.settings import Settings
 from workflow_runner.store import Store, connect
 
 from tests.functions.helpers import OTHER_TENANT, TENANT, Emitted, load_event
@@ -39,8 +39,8 @@ def count(store: Store, table: str) -> int:
 
 
 def run_status(store: Store, run_id: str, tenant: str = TENANT) -> str | None:
-    row = store.get_run(tenant, run_id)
-    return row["status"] if row else None
+    row = store.runs.get(tenant, run_id)
+    return row.status if row else None
 
 
 def invoke(handlers: Handlers, name: str, event: Any) -> Any:
@@ -75,7 +75,9 @@ def test_trigger_projection_starts_user_onboarding(
     out = emitted()
     assert out.metric("RunsStarted") == 1 and out.metric("RunsFailed") == 0
     logged = [log for log in out.logs if log.get("message") == "event ingested"]
-    assert logged, out.logs and logged[0]["tenant_id"] == TENANT  # correlation id on every line
+    assert logged, out.logs
+    assert logged[0]["tenant_id"] == TENANT  # the correlation keys are on the line
+    assert logged[0]["event_id"] == load_event("trigger-projection-user-signed-up.json")["id"]
 
     again = trigger(handlers, "trigger-projection-user-signed-up.json")  # redelivery
     assert again == {**again, "stored": False, "started": []}
@@ -85,7 +87,7 @@ def test_trigger_projection_starts_user_onboarding(
 @pytest.mark.parametrize(
     ("name", "workflow", "outcome"),
     [
-        ("trigger-projection-data-processed.json", "webhook-delivery", "completed"),
+        ("trigger-projection-data-processed.json", "webhook-delivery", "suspended"),
         ("trigger-projection-order-placed.json", "order-approval", "suspended"),
         ("trigger-projection-inventory-changed.json", "inventory-sync", "suspended"),
     ],
@@ -147,9 +149,8 @@ def test_trigger_projection_retries_once_on_a_fresh_connection(
 ) -> None:
     opened: list[Store] = []
 
-    class Connections:
-        def invalidate(self) -> None:
-            opened[-1].close()
+    def reconnect() -> None:
+        opened[-1].close()
 
     def fresh() -> Store:
         if not opened or opened[-1].closed:
@@ -158,9 +159,8 @@ def test_trigger_projection_retries_once_on_a_fresh_connection(
                 opened[0].conn.close()
         return opened[-1]
 
-    rt = build_inprocess_runtime(
-        fresh, clock, Settings(database_url=db_url), connections=Connections()
-    )
+    rt = build_inprocess_runtime(fresh, clock, Settings(database_url=db_url))
+    rt.reconnect = reconnect
     set_runtime(rt)
     try:
         result = trigger(handlers, "trigger-projection-order-placed.json")
@@ -184,8 +184,8 @@ def test_pending_projection_catches_up(
     trigger(handlers, "trigger-projection-user-signed-up.json")
     result = invoke(handlers, "PendingProjectionFunction", load_event(name))
     assert result["applied"] >= 2
-    (row,) = store.list_pending(TENANT)
-    assert (row["run_id"], row["step_index"]) == (ONBOARDING_RUN, 1)
+    (row,) = store.pending.for_tenant(TENANT)
+    assert (row.run_id, row.step_index) == (ONBOARDING_RUN, 1)
     assert emitted().metric("ProjectionEventsApplied") == result["applied"]
     assert invoke(handlers, "PendingProjectionFunction", load_event(name))["applied"] == 0
 
@@ -200,8 +200,8 @@ def test_pending_projection_sends_a_timer_due_before_the_next_tick_at_once(
     assert (result["dueSoon"], result["enqueued"]) == (1, 1)
     (request,) = runtime.resume_queue.sent  # type: ignore[attr-defined]
     assert request.delay_seconds == 30
-    (row,) = store.list_pending(TENANT)
-    assert row["leased_until"] is not None  # the next due scan will not send it again
+    (row,) = store.pending.for_tenant(TENANT)
+    assert row.leased_until is not None  # the next due scan will not send it again
 
 
 def test_pending_projection_leaves_far_timers_to_the_due_scan(
@@ -232,9 +232,9 @@ def test_event_wakeup_enqueues_the_matched_run_at_once(
     assert result["enqueued"] == 1
     (request,) = runtime.resume_queue.receive()  # type: ignore[attr-defined]
     assert (request.run_id, request.step_index, request.delay_seconds) == (ORDER_RUN, 1, 0)
-    (row,) = store.list_pending(TENANT)
-    assert row["awaited_event_id"] == load_event("event-wakeup-order-approved.json")["id"]
-    assert row["leased_until"] is not None
+    (row,) = store.pending.for_tenant(TENANT)
+    assert row.awaited_event_id == load_event("event-wakeup-order-approved.json")["id"]
+    assert row.leased_until is not None
     assert emitted().metric("Wakeups") == 1
 
 
@@ -352,7 +352,7 @@ def test_resume_run_sqs_batch(
     response = invoke(handlers, "ResumeRunFunction", load_event("resume-run-sqs.json"))
     assert response == {"batchItemFailures": []}
     assert run_status(store, ORDER_RUN) == "completed"
-    assert store.load_stream(TENANT, ONBOARDING_RUN)[-1].payload["stepIndex"] == 4
+    assert store.streams.load(TENANT, ONBOARDING_RUN)[-1].payload["stepIndex"] == 4
 
 
 def test_resume_run_sqs_reports_poison_messages_as_batch_item_failures(
@@ -360,12 +360,12 @@ def test_resume_run_sqs_reports_poison_messages_as_batch_item_failures(
 ) -> None:
     trigger(handlers, "trigger-projection-user-signed-up.json")
     clock.advance(timedelta(days=1))
-    before = len(store.load_stream(TENANT, ONBOARDING_RUN))
+    before = len(store.streams.load(TENANT, ONBOARDING_RUN))
     response = invoke(handlers, "ResumeRunFunction", load_event("resume-run-sqs-bad-messages.json"))
     failed = {f["itemIdentifier"][-1] for f in response["batchItemFailures"]}
     assert failed == {"2", "3", "4"}  # not JSON, not a UUID, unknown run
     # Only record 1 wrote: its run resumed and suspended again; nothing else started.
-    assert len(store.load_stream(TENANT, ONBOARDING_RUN)) == before + 2
+    assert len(store.streams.load(TENANT, ONBOARDING_RUN)) == before + 2
     assert count(store, "workflow_runs") == 1
     assert emitted().metric("InvalidInput") == 1  # record 3; 2 and 4 fail differently
 

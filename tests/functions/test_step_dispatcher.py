@@ -10,20 +10,17 @@ from typing import Any
 
 import pytest
 from workflow_runner import DomainEvent, ManualClock, define_workflow, on_event
-from workflow_runner import events as ev
+from workflow_runner import stream as ev
 from workflow_runner.aws.inprocess import CapturedMailer, RecordedRequest, RecordingHttpSender
-from workflow_runner.dispatcher import (
-    PermanentDeliveryError,
-    WebhookGuard,
-    backoff_seconds,
-    dispatch_pending,
-)
-from workflow_runner.operations import ingest_domain_event
-from workflow_runner.ports import HttpResponse
-from workflow_runner.registry import WorkflowRegistry
-from workflow_runner.store import Store
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.engine import ingest_domain_event
+from workflow_runner.engine.dispatcher import DeliveryPolicy, dispatch_pending
+from workflow_runner.ports import HttpResponse, PermanentDeliveryError
+from workflow_runner.store import OutboxRow, Store
+from workflow_runner.webhook_guard import WebhookGuard
 
-TENANT = "6f1c2b1e-8d3a-4e5f-9a7b-0c1d2e3f4a5b"
+from tests.support import SAMPLE_TENANT as TENANT
+
 PUBLIC = WebhookGuard(resolver=lambda host, port: ["93.184.215.14"])
 
 
@@ -66,14 +63,14 @@ def request_dispatches(
     return {r["step_kind"]: r["request_id"] for r in rows}
 
 
-def outbox(store: Store, request_id: str) -> dict[str, Any]:
-    row = store.fetch_one("get_dispatch", {"tenant_id": TENANT, "request_id": request_id})
+def outbox(store: Store, request_id: str) -> OutboxRow:
+    row = store.outbox.get(TENANT, request_id)
     assert row is not None
     return row
 
 
 def dispatch_stream(store: Store, request_id: str) -> list[tuple[int, str, dict[str, Any]]]:
-    return [(e.version, e.type, e.payload) for e in store.load_stream(TENANT, request_id)]
+    return [(e.version, e.type, e.payload) for e in store.streams.load(TENANT, request_id)]
 
 
 def run(store: Store, clock: ManualClock, mailer: Any, http: Any, **kw: Any) -> Any:
@@ -115,10 +112,10 @@ def test_delivers_mail_and_webhook_and_erases_the_requests(
 
     for kind, request_id in ids.items():
         row = outbox(store, request_id)
-        assert (row["status"], row["request"], row["attempts"]) == ("dispatched", None, 1)
+        assert (row.status, row.request, row.attempts) == ("dispatched", None, 1)
         stream = dispatch_stream(store, request_id)
         assert stream[0][:2] == (1, ev.DISPATCH_REQUESTED)
-        assert stream[1] == (2, ev.DISPATCHED, {"stepKind": kind, "status": 200})
+        assert stream[1] == (2, ev.DISPATCHED, {"stepKind": kind, "status": 200, "attempt": 1})
     # Nothing left: a second run delivers nothing again.
     assert run(store, clock, mailer, http).outcomes == []
     assert len(mailer.sent) == 1 and len(http.requests) == 1
@@ -145,7 +142,7 @@ def test_transient_failures_back_off_then_fail_for_good(
     delay = (retry.next_attempt_at - clock.now()).total_seconds()
     assert 15 <= delay <= 30  # attempt 1: base 30 s with equal jitter
     row = outbox(store, hook)
-    assert row["status"] == "pending" and row["request"] is not None and row["leased_until"] is None
+    assert row.status == "pending" and row.request is not None and row.leased_until is None
 
     # Not due yet: nothing is claimed.
     assert run(store, clock, CapturedMailer(), http).outcomes == []
@@ -157,12 +154,27 @@ def test_transient_failures_back_off_then_fail_for_good(
     third = run(store, clock, CapturedMailer(), http)
     assert [(o.outcome, o.error) for o in third.outcomes] == [("failed", "HTTP 503")]
     assert len(http.requests) == 3
-    assert dispatch_stream(store, hook)[1] == (
-        2,
-        ev.DISPATCH_FAILED,
-        {"stepKind": "webhook.send", "error": "HTTP 503", "attempt": 3},
-    )
-    assert outbox(store, hook)["status"] == "failed" and outbox(store, hook)["request"] is None
+    # Every attempt is on the request's stream: two that failed, then the outcome.
+    stream = dispatch_stream(store, hook)
+    assert [(v, t) for v, t, _ in stream] == [
+        (1, ev.DISPATCH_REQUESTED),
+        (2, ev.DISPATCH_ATTEMPT_FAILED),
+        (3, ev.DISPATCH_ATTEMPT_FAILED),
+        (4, ev.DISPATCH_FAILED),
+    ]
+    assert [p["attempt"] for _, _, p in stream[1:]] == [1, 2, 3]
+    assert stream[1][2]["status"] == 503 and "retryAt" in stream[1][2]
+    assert stream[3][2] == {
+        "stepKind": "webhook.send",
+        "error": "HTTP 503",
+        "attempt": 3,
+        "reason": "exhausted",
+        "status": 503,
+    }
+    row = outbox(store, hook)
+    # A failed request keeps its payload, so an operator can redeliver it.
+    assert (row.status, row.failure_reason, row.stream_version) == ("failed", "exhausted", 4)
+    assert row.request is not None
 
 
 @pytest.mark.parametrize(
@@ -208,7 +220,12 @@ def test_network_error_is_transient_and_raw_text_stays_in_the_log(
     (hook,) = [o for o in result.outcomes if o.step_kind == "webhook.send"]
     assert (hook.outcome, hook.error) == ("failed", "network error")
     stored = dispatch_stream(store, ids["webhook.send"])[1][2]
-    assert stored == {"stepKind": "webhook.send", "error": "network error", "attempt": 1}
+    assert stored == {
+        "stepKind": "webhook.send",
+        "error": "network error",
+        "attempt": 1,
+        "reason": "exhausted",
+    }
     details = " ".join(str(getattr(r, "detail", "")) for r in caplog.records)
     assert "refused" in details
     assert "ada@example.com" not in details and "10.9.8.7" not in details
@@ -222,7 +239,11 @@ def test_private_destination_is_refused_without_a_request(
     guard = WebhookGuard(resolver=lambda host, port: ["10.0.0.5"])
     result = run(store, clock, CapturedMailer(), http, guard=guard)
     (hook,) = [o for o in result.outcomes if o.step_kind == "webhook.send"]
-    assert (hook.outcome, hook.error) == ("failed", "webhook destination refused")
+    assert (hook.outcome, hook.error, hook.reason) == (
+        "failed",
+        "webhook destination refused",
+        "refused",
+    )
     assert http.requests == []
 
 
@@ -261,10 +282,7 @@ def test_leased_rows_are_not_claimed_twice(
     store: Store, notify: WorkflowRegistry, clock: ManualClock, db_url: str
 ) -> None:
     request_dispatches(store, notify, clock)
-    store.execute(
-        "claim_dispatches",
-        {"now": clock.now(), "lease_until": clock.now() + timedelta(minutes=5), "limit": 10},
-    )
+    store.outbox.claim(clock.now(), clock.now() + timedelta(minutes=5), 10)
     http = RecordingHttpSender()
     assert run(store, clock, CapturedMailer(), http).outcomes == []
     clock.advance(timedelta(minutes=6))  # the lease ran out: the rows are taken again
@@ -276,13 +294,54 @@ def test_budget_stops_before_claiming(
     store: Store, notify: WorkflowRegistry, clock: ManualClock
 ) -> None:
     request_dispatches(store, notify, clock)
-    result = run(store, clock, CapturedMailer(), RecordingHttpSender(), budget_seconds=0)
+    result = run(store, clock, CapturedMailer(), RecordingHttpSender(), seconds_left=lambda: 0.0)
     assert result.outcomes == [] and result.drained is False
 
 
 @pytest.mark.parametrize("attempt", [1, 2, 3, 8, 20])
 def test_backoff_grows_exponentially_within_jitter_and_cap(attempt: int) -> None:
     ceiling = min(3600.0, 30.0 * 2 ** (attempt - 1))
-    samples = [backoff_seconds(attempt, random.Random(seed)) for seed in range(50)]
+    policy = DeliveryPolicy(max_attempts=30)
+    samples = [policy.delay(attempt, random.Random(seed)).total_seconds() for seed in range(50)]
     assert all(ceiling / 2 <= s <= ceiling for s in samples)
     assert len(set(samples)) > 1  # jittered
+
+
+def test_a_mail_cut_off_between_the_provider_and_the_settle_is_not_sent_again(
+    store: Store, notify: WorkflowRegistry, clock: ManualClock
+) -> None:
+    ids = request_dispatches(store, notify, clock)
+    # A dispatcher claims the mail, marks it as being sent, hands it to the provider
+    # and dies before it records the outcome.
+    with store.transaction():
+        claimed = store.outbox.claim(clock.now(), clock.now() + timedelta(seconds=30), 10)
+    (mail_row,) = [r for r in claimed if r.step_kind == "mail.send"]
+    store.outbox.mark_sending(mail_row, clock.now())
+    mailer = CapturedMailer()
+    mailer.send_mail(mail_row.request_id, "noreply@example.com", ["ada@example.com"], "s", "b")
+    clock.advance(timedelta(seconds=31))  # the lease ends
+
+    result = run(store, clock, mailer, RecordingHttpSender())
+    (mail,) = [o for o in result.outcomes if o.step_kind == "mail.send"]
+    assert (mail.outcome, mail.reason) == ("failed", "ambiguous")
+    assert len(mailer.sent) == 1  # at most once: the cut-off send is not repeated
+    final = dispatch_stream(store, ids["mail.send"])[-1]
+    assert final[1] == ev.DISPATCH_FAILED and final[2]["reason"] == "ambiguous"
+    row = outbox(store, ids["mail.send"])
+    assert (row.status, row.failure_reason) == ("failed", "ambiguous")
+
+
+def test_a_provider_error_is_not_a_send_and_is_retried(
+    store: Store, notify: WorkflowRegistry, clock: ManualClock
+) -> None:
+    ids = request_dispatches(store, notify, clock)
+    mailer = CapturedMailer()
+    mailer.fail_next = 1  # the provider answered with an error: nothing was sent
+    first = run(store, clock, mailer, RecordingHttpSender())
+    (mail,) = [o for o in first.outcomes if o.step_kind == "mail.send"]
+    assert mail.outcome == "retry"
+    assert outbox(store, ids["mail.send"]).sending_since is None
+    clock.advance(timedelta(minutes=2))
+    second = run(store, clock, mailer, RecordingHttpSender())
+    assert [o.outcome for o in second.outcomes] == ["dispatched"]
+    assert len(mailer.sent) == 1

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import pytest
 from workflow_runner.aws.ports import PinnedHttpSender
-from workflow_runner.dispatcher import BlockedDestination, WebhookGuard, is_public_address
+from workflow_runner.webhook_guard import BlockedDestination, WebhookGuard, is_public_address
 
 
 @pytest.mark.parametrize(

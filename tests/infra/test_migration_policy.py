@@ -125,9 +125,15 @@ def fresh_db(pg_server_url: str) -> Iterator[psycopg.Connection[object]]:
 
 
 def migrate_up_to(conn: psycopg.Connection[object], migrations: list[Migration]) -> None:
+    """Apply these migrations as the runner does: each in a transaction, or statement by
+    statement when marked `-- migrate: no-transaction` (CREATE INDEX CONCURRENTLY)."""
     for migration in migrations:
-        with conn.transaction():
-            conn.execute(migration.sql.encode())
+        if migration.transactional:
+            with conn.transaction():
+                conn.execute(migration.sql.encode())
+        else:
+            for statement in migration.statements():
+                conn.execute(statement.encode())
 
 
 # --- git history -------------------------------------------------------------------------

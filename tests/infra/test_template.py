@@ -296,8 +296,8 @@ def test_exact_detail_types_route_each_event_to_the_one_function_that_uses_it(
 def test_samconfig_routes_every_registered_type(template: dict[str, Any], env: str) -> None:
     """What `wfr doctor` checks: the deployed rules reach the sample workflows' types."""
     import sample_workflows  # noqa: F401  (registers the samples)
+    from workflow_runner.definition import default_registry
     from workflow_runner.local.routes import Routing, unrouted_types
-    from workflow_runner.registry import default_registry
 
     parameters = samconfig_parameters(env)
     routing = Routing(TEMPLATE, event_routes(template, parameters))
@@ -528,7 +528,7 @@ def test_readme_documents_every_parameter(template: dict[str, Any]) -> None:
 
 
 def test_readme_documents_every_alarm(template: dict[str, Any]) -> None:
-    documented = readme_section("### Alarms")
+    documented = readme_section("### Alarms and their runbooks")
     for name, resource in template["Resources"].items():
         if resource["Type"] != "AWS::CloudWatch::Alarm":
             continue
@@ -536,6 +536,26 @@ def test_readme_documents_every_alarm(template: dict[str, Any]) -> None:
         if per_function and f"`<Function>{per_function.group(2)}Alarm`" in documented:
             continue
         assert f"`{name}`" in documented, name
+
+
+_RUNBOOK = re.compile(r"^\*\*(`[^*]+`)\*\* — ", re.MULTILINE)
+
+
+def test_readme_has_one_runbook_per_alarm(template: dict[str, Any]) -> None:
+    """Each alarm has exactly one runbook (a paragraph headed by its name in bold); a
+    family runbook (`<Function>ErrorsAlarm`) covers the alarms of that family no other
+    runbook names."""
+    alarms = {n for n, r in template["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    named: list[str] = []
+    for heading in _RUNBOOK.findall(readme_section("### Alarms and their runbooks")):
+        named += re.findall(r"`([^`]+)`", heading)
+    explicit = [n for n in named if not n.startswith("<Function>")]
+    families = [n.removeprefix("<Function>") for n in named if n.startswith("<Function>")]
+    assert sorted(explicit) == sorted(set(explicit)), "an alarm has two runbooks"
+    assert set(explicit) <= alarms, "a runbook of an alarm the template does not have"
+    assert len(families) == len(set(families)) and families
+    for name in alarms - set(explicit):
+        assert any(name.endswith(family) for family in families), f"no runbook for {name}"
 
 
 def test_readme_documents_every_output_queue(template: dict[str, Any]) -> None:

@@ -8,9 +8,9 @@ from datetime import timedelta
 from typing import Any
 
 from workflow_runner import ManualClock, define_workflow, on_event, run_id_for
-from workflow_runner import events as ev
-from workflow_runner import operations as ops
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner import engine as ops
+from workflow_runner import stream as ev
+from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.store import Store, connect
 
 from tests.support import TENANT_A, event, stream_types, trigger
@@ -92,7 +92,7 @@ def test_twenty_concurrent_triggers_with_one_idempotency_key_start_one_run(
     assert not [r for r in results if isinstance(r, BaseException)]
     assert sum(len(r.started) for r in results) == 1
     assert stream_types(store, run_id_for("once", "same")) == [ev.RUN_STARTED, ev.STEP_WAITING]
-    assert len(store.list_runs(TENANT_A)) == 1
+    assert len(store.runs.for_tenant(TENANT_A)) == 1
 
 
 def test_awaited_events_racing_new_waits_are_never_lost(
@@ -139,8 +139,8 @@ def test_awaited_events_racing_new_waits_are_never_lost(
     results = _in_parallel(db_url, 4, work)
     assert not [r for r in results if isinstance(r, BaseException)]
     ops.project_pending(store, clock.now())
-    rows = store.list_pending(TENANT_A)
+    rows = store.pending.for_tenant(TENANT_A)
     assert len(rows) == len(orders)
-    assert all(r["awaited_event_id"] is not None for r in rows), "an approval was lost"
+    assert all(r.awaited_event_id is not None for r in rows), "an approval was lost"
     for order in orders:
         assert stream_types(store, run_id_for("approve", order)).count(ev.STEP_EVENT_MATCHED) == 1

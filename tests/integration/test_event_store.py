@@ -9,28 +9,29 @@ from datetime import UTC, datetime
 
 from workflow_runner.store import NewEvent, Store, connect
 
+from tests.support import TENANT_A as TENANT
+from tests.support import TENANT_B as OTHER
+
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
-TENANT = "11111111-1111-4111-8111-111111111111"
-OTHER = "22222222-2222-4222-8222-222222222222"
 
 
 def test_append_at_a_taken_version_reports_the_conflict(store: Store) -> None:
     stream = str(uuid.uuid4())
-    assert store.append(TENANT, stream, "workflow-run", 0, [NewEvent("a", {})], NOW)
-    assert not store.append(TENANT, stream, "workflow-run", 0, [NewEvent("b", {})], NOW)
-    assert store.append(
+    assert store.streams.append(TENANT, stream, "workflow-run", 0, [NewEvent("a", {})], NOW)
+    assert not store.streams.append(TENANT, stream, "workflow-run", 0, [NewEvent("b", {})], NOW)
+    assert store.streams.append(
         TENANT, stream, "workflow-run", 1, [NewEvent("b", {}), NewEvent("c", {})], NOW
     )
-    assert [e.type for e in store.load_stream(TENANT, stream)] == ["a", "b", "c"]
-    assert store.stream_version(TENANT, stream) == 3
+    assert [e.type for e in store.streams.load(TENANT, stream)] == ["a", "b", "c"]
+    assert [e.version for e in store.streams.load(TENANT, stream)] == [1, 2, 3]
 
 
 def test_the_same_stream_id_in_two_tenants_is_two_streams(store: Store) -> None:
     stream = str(uuid.uuid4())
-    assert store.append(TENANT, stream, "workflow-run", 0, [NewEvent("a", {"t": "A"})], NOW)
-    assert store.append(OTHER, stream, "workflow-run", 0, [NewEvent("a", {"t": "B"})], NOW)
-    assert [e.payload["t"] for e in store.load_stream(TENANT, stream)] == ["A"]
-    assert [e.payload["t"] for e in store.load_stream(OTHER, stream)] == ["B"]
+    assert store.streams.append(TENANT, stream, "workflow-run", 0, [NewEvent("a", {"t": "A"})], NOW)
+    assert store.streams.append(OTHER, stream, "workflow-run", 0, [NewEvent("a", {"t": "B"})], NOW)
+    assert [e.payload["t"] for e in store.streams.load(TENANT, stream)] == ["A"]
+    assert [e.payload["t"] for e in store.streams.load(OTHER, stream)] == ["B"]
 
 
 def test_catch_up_does_not_return_events_of_a_transaction_still_in_flight(
@@ -40,12 +41,16 @@ def test_catch_up_does_not_return_events_of_a_transaction_still_in_flight(
     slow = connect(db_url)
     try:
         with slow.transaction():
-            slow.append(TENANT, str(uuid.uuid4()), "workflow-run", 0, [NewEvent("slow", {})], NOW)
-            store.append(TENANT, str(uuid.uuid4()), "workflow-run", 0, [NewEvent("fast", {})], NOW)
+            slow.streams.append(
+                TENANT, str(uuid.uuid4()), "workflow-run", 0, [NewEvent("slow", {})], NOW
+            )
+            store.streams.append(
+                TENANT, str(uuid.uuid4()), "workflow-run", 0, [NewEvent("fast", {})], NOW
+            )
             # The fast event committed with a higher position, but the slow
             # transaction is older and still open: the reader must wait for it.
-            assert store.read_events_after("0", 0, 100) == []
-        read = store.read_events_after("0", 0, 100)
+            assert store.streams.read_after("0", 0, 100) == []
+        read = store.streams.read_after("0", 0, 100)
         assert [e.type for e in read] == ["slow", "fast"]
     finally:
         slow.close()
@@ -60,7 +65,7 @@ def test_catch_up_under_concurrent_writers_skips_nothing_and_repeats_nothing(db_
         try:
             for i in range(per_writer):
                 with conn.transaction():
-                    conn.append(
+                    conn.streams.append(
                         TENANT,
                         str(uuid.uuid4()),
                         "workflow-run",
@@ -83,7 +88,7 @@ def test_catch_up_under_concurrent_writers_skips_nothing_and_repeats_nothing(db_
         t.start()
     deadline = time.monotonic() + 60
     while len(seen) < writers * per_writer and time.monotonic() < deadline:
-        batch = reader.read_events_after(xid, position, 37)
+        batch = reader.streams.read_after(xid, position, 37)
         for e in batch:
             seen.append(e.position)
         if batch:

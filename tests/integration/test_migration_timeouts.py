@@ -109,3 +109,69 @@ def test_the_limits_do_not_outlive_the_migration_transaction(empty_db: str) -> N
             "SELECT current_setting('lock_timeout'), current_setting('statement_timeout')"
         ).fetchone()
     assert row == ("0", "0")
+
+
+# --- no-transaction migrations (CREATE INDEX CONCURRENTLY) under the same limits -----------
+
+
+def index_state(url: str, name: str) -> bool | None:
+    """True: valid, False: INVALID (a build that died), None: absent."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " WHERE c.relname = %s",
+            (name,),
+        ).fetchone()
+    return None if row is None else bool(row[0])
+
+
+def test_a_concurrent_index_build_that_timed_out_is_rebuilt_by_the_retry(empty_db: str) -> None:
+    """A CREATE INDEX CONCURRENTLY waits for every transaction older than its snapshot; the
+    lock timeout bounds that wait too, and the build it cancels leaves an INVALID index.
+    The retry (same budget) drops it and builds it again once the transaction ended."""
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        apply_migrations(conn)
+        (lookups,) = [m for m in migrate.all_migrations() if not m.transactional]
+        conn.execute("DROP INDEX workflow_runs_run_id_idx")
+        conn.execute("DELETE FROM schema_migrations WHERE version = %s", (lookups.version,))
+    # A running function's transaction, on another table: it only holds a snapshot.
+    function = psycopg.connect(empty_db)
+    function.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    function.execute("SELECT count(*) FROM inbox")
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 1:
+            assert index_state(empty_db, "workflow_runs_run_id_idx") is False
+            function.rollback()
+        time.sleep(seconds)
+
+    try:
+        with psycopg.connect(empty_db, autocommit=True) as conn:
+            applied = apply_migrations_within(
+                conn, 10, lock_timeout_s=0.3, retry_pause_s=0.1, sleep=pause
+            )
+    finally:
+        function.close()
+    assert [m.name for m in applied] == [lookups.name] and len(pauses) == 1
+    assert index_state(empty_db, "workflow_runs_run_id_idx") is True
+    assert applied_versions(empty_db)[-1] == lookups.version
+
+
+def test_the_session_keeps_its_own_limits_when_a_migration_times_out(empty_db: str) -> None:
+    """No-transaction migrations need session-level limits; they are put back to what the
+    session had, also when the attempt fails."""
+    with psycopg.connect(empty_db) as holder, psycopg.connect(empty_db, autocommit=True) as conn:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        conn.execute("SET lock_timeout = '7s'")
+        conn.execute("SET statement_timeout = '9s'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            apply_migrations(conn, lock_timeout_s=0.2, statement_timeout_s=3)
+        row = conn.execute(
+            "SELECT current_setting('lock_timeout'), current_setting('statement_timeout')"
+        ).fetchone()
+        assert row == ("7s", "9s")
+        assert conn.autocommit
+        holder.rollback()
+    assert applied_versions(empty_db) == []

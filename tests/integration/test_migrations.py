@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from workflow_runner.embedded import database_url
 from workflow_runner.store import apply_migrations, pending_migrations, schema_sql
+from workflow_runner.store.migrate import all_migrations
 
 CATALOG_QUERIES = {
     "columns": """
@@ -68,3 +69,30 @@ def test_migrations_record_their_versions(empty_db: str) -> None:
         versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
     assert [m.version for m in applied] == versions
     assert versions[0] == 1
+
+
+def test_a_concurrent_index_build_that_died_is_built_again(db_url: str) -> None:
+    # A CREATE INDEX CONCURRENTLY that fails leaves an INVALID index of that name
+    # behind; running the migration again must not keep it.
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("DROP INDEX workflow_runs_run_id_idx")
+        conn.execute(
+            "INSERT INTO workflow_runs VALUES (gen_random_uuid(), gen_random_uuid(), 'w',"
+            " 'waiting', 1, 'f', 't', now(), now(), 1), (gen_random_uuid(),"
+            " gen_random_uuid(), 'w', 'waiting', 1, 'f', 't', now(), now(), 1)"
+        )
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(
+                "CREATE UNIQUE INDEX CONCURRENTLY workflow_runs_run_id_idx"
+                " ON workflow_runs (workflow_name)"
+            )
+        version = next(m.version for m in all_migrations() if m.name == "console_run_lookups")
+        conn.execute("DELETE FROM schema_migrations WHERE version = %s", (version,))
+        applied = apply_migrations(conn)  # type: ignore[arg-type]
+        assert [m.name for m in applied] == ["console_run_lookups"]
+        row = conn.execute(
+            "SELECT i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i"
+            " JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = 'workflow_runs_run_id_idx'"
+        ).fetchone()
+    assert row is not None and row[0] is True
+    assert row[1].endswith("USING btree (run_id)")

@@ -7,9 +7,11 @@ from datetime import timedelta
 
 import pytest
 from workflow_runner import ManualClock, define_workflow, on_event, run_id_for
-from workflow_runner import events as ev
-from workflow_runner import operations as ops
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner import engine as ops
+from workflow_runner import stream as ev
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.engine import resume as resume_module
+from workflow_runner.errors import RunNotFound
 from workflow_runner.store import Store
 
 from tests.support import (
@@ -67,7 +69,7 @@ def test_due_wait_resumes_to_completion_and_its_pending_row_is_deleted(
     run_id = run_id_for(wait_wf.name, key)
     past = (clock.now() - timedelta(hours=1)).isoformat()
     trigger(store, registry, "rl-test.wait", {"runKey": key, "forIso": past}, clock.now())
-    assert [r["run_id"] for r in pending_rows(store)] == [run_id]
+    assert [r.run_id for r in pending_rows(store)] == [run_id]
 
     resume_due(store, registry, clock.now())
 
@@ -152,7 +154,7 @@ def test_retry_resumes_at_the_same_step_with_the_attempt_threaded(
     assert stream_types(store, run_id) == [ev.RUN_STARTED, ev.RETRY_SCHEDULED]
     scheduled = stream(store, run_id)[1].payload
     assert scheduled["stepIndex"] == 0 and scheduled["attempt"] == 1
-    assert pending_rows(store)[0]["retry_attempt"] == 1
+    assert pending_rows(store)[0].retry_attempt == 1
 
     resume_due(store, registry, clock.now() + timedelta(seconds=10))
 
@@ -207,7 +209,7 @@ def test_resume_runs_batches_passes_in_one_transaction_and_isolates_failures(
 
     results = ops.resume_runs(store, items, later, registry)
 
-    assert isinstance(results[1], ops.RunNotFound)
+    assert isinstance(results[1], RunNotFound)
     assert [getattr(r, "outcome", None) for r in results] == ["completed", None, "completed"]
     for key in keys:
         assert stream_types(store, run_id_for("rl-wait", key))[-1] == ev.RUN_COMPLETED
@@ -241,14 +243,14 @@ def test_a_pass_that_breaks_mid_batch_costs_only_itself(
     for key in ("a", "bad", "b"):
         trigger(store, registry, "rl-test.wait", {"runKey": key, "forIso": "PT1M"}, clock.now())
     bad = run_id_for("rl-wait", "bad")
-    real = ops._continue_run
+    real = resume_module.continue_run
 
-    def breaking(store_, state, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if state.run_id == bad:
+    def breaking(store_, run, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if run.state.run_id == bad:
             raise RuntimeError("bug in a pass, after its claim was appended")
-        return real(store_, state, *args, **kwargs)
+        return real(store_, run, *args, **kwargs)
 
-    monkeypatch.setattr(ops, "_continue_run", breaking)
+    monkeypatch.setattr(resume_module, "continue_run", breaking)
     items = [
         ops.ResumeRequestItem(TENANT_A, run_id_for("rl-wait", k), 0) for k in ("a", "bad", "b")
     ]

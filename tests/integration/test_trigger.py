@@ -6,9 +6,9 @@ from __future__ import annotations
 import uuid
 
 from workflow_runner import ManualClock, on_event, run_id_for
-from workflow_runner import events as ev
-from workflow_runner import operations as ops
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner import engine as ops
+from workflow_runner import stream as ev
+from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.store import Store
 
 from tests.support import TENANT_A, TENANT_B, event, register, stream, stream_types, trigger
@@ -29,7 +29,7 @@ def test_suspending_run_stops_at_its_wait_without_completing(
     run_id = run_id_for(wf.name, key)
     assert [o.outcome for o in result.started] == ["suspended"]
     assert stream_types(store, run_id) == [ev.RUN_STARTED, ev.STEP_WAITING]
-    assert store.get_run(TENANT_A, run_id)["status"] == "waiting"  # type: ignore[index]
+    assert store.runs.get(TENANT_A, run_id).status == "waiting"
 
 
 def test_run_started_references_the_trigger_event_and_never_copies_it(
@@ -143,7 +143,7 @@ def test_redelivered_event_starts_nothing_even_without_an_idempotency_key(
     again = ops.ingest_domain_event(store, e, clock.now(), registry)
     assert len(first.started) == 1 and first.stored
     assert not again.stored and again.started == []
-    assert len(store.list_runs(TENANT_A)) == 1
+    assert len(store.runs.for_tenant(TENANT_A)) == 1
 
 
 def test_tenants_sharing_a_run_id_get_separate_runs(
@@ -161,4 +161,7 @@ def test_tenants_sharing_a_run_id_get_separate_runs(
     run_id = run_id_for(wf.name, "same-key")
     assert stream_types(store, run_id, TENANT_A) == [ev.RUN_STARTED, ev.STEP_WAITING]
     assert stream_types(store, run_id, TENANT_B) == [ev.RUN_STARTED, ev.STEP_WAITING]
-    assert len(store.list_pending(TENANT_A)) == 1 and len(store.list_pending(TENANT_B)) == 1
+    assert (
+        len(store.pending.for_tenant(TENANT_A)) == 1
+        and len(store.pending.for_tenant(TENANT_B)) == 1
+    )

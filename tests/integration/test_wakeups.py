@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from workflow_runner import ManualClock, define_workflow, on_event, run_id_for
-from workflow_runner import events as ev
-from workflow_runner import operations as ops
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner import engine as ops
+from workflow_runner import stream as ev
+from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.store import Store
 
 from tests.support import (
@@ -80,8 +80,8 @@ def test_awaited_event_after_the_wait_wakes_the_run_at_once_with_its_payload(
     woken = _approve(store, "o1", later, event_id="approval-1", approver="ann")
 
     assert [(w.run_id, w.step_index) for w in woken] == [(run_id, 0)]
-    assert pending_rows(store)[0]["wake_at"] == later
-    assert pending_rows(store)[0]["awaited_event_id"] == "approval-1"
+    assert pending_rows(store)[0].wake_at == later
+    assert pending_rows(store)[0].awaited_event_id == "approval-1"
     result = ops.resume_run(store, TENANT_A, run_id, 0, later, registry=registry)
     assert result.outcome == "completed"
     events = stream(store, run_id)
@@ -146,7 +146,7 @@ def test_event_racing_the_pending_projection_is_matched_when_the_row_is_created(
     assert _approve(store, "o2", clock.now(), event_id="race-1") == []
     projected = ops.project_pending(store, clock.now())
     assert [w.event_id for w in projected.woken] == ["race-1"]
-    assert pending_rows(store)[0]["awaited_event_id"] == "race-1"
+    assert pending_rows(store)[0].awaited_event_id == "race-1"
 
 
 def test_lookback_zero_ignores_events_stored_before_the_wait(
@@ -202,7 +202,7 @@ def test_another_tenants_event_never_wakes_a_run(
     trigger(store, registry, "order.placed", {"orderId": "shared"}, clock.now(), tenant=TENANT_A)
     assert _approve(store, "shared", clock.now(), tenant=TENANT_B) == []
     assert ops.project_pending(store, clock.now()).woken == []
-    assert pending_rows(store)[0]["awaited_event_id"] is None
+    assert pending_rows(store)[0].awaited_event_id is None
 
 
 def test_an_unevaluable_stored_match_is_skipped_without_blocking_other_rows(
@@ -283,9 +283,9 @@ def test_wakeup_looks_waits_up_by_the_key_the_event_offers(
             store, event("order.placed", {"orderId": f"k{i}"}), clock.now(), registry
         )
     ops.project_pending(store, clock.now())
-    rows = store.waiting_rows_for_event(
+    rows = store.pending.waiting_for(
         TENANT_A, "order.approved", clock.now(), ['[["orderId"],"k7"]']
     )
-    assert [r["run_id"] for r in rows] == [run_id_for("approval", "k7")]
+    assert [r.run_id for r in rows] == [run_id_for("approval", "k7")]
     woken = _approve(store, "k7", clock.now())
     assert [w.run_id for w in woken] == [run_id_for("approval", "k7")]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from workflow_runner import ManualClock, on_event, run_id_for
-from workflow_runner import events as ev
-from workflow_runner import operations as ops
+from workflow_runner import engine as ops
+from workflow_runner import stream as ev
+from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.durations import parse_instant
-from workflow_runner.registry import WorkflowRegistry
 from workflow_runner.store import Store
 
 from tests.support import (
@@ -58,7 +58,7 @@ def test_suspension_inside_branch_and_for_each_resumes_at_the_nested_step(
     resume_due(store, registry, clock.now() + timedelta(hours=1))
     second = stream(store, run_id)[-1].payload
     assert second["path"] == [{"i": 0, "arm": "true"}, {"i": 0, "item": 1}, {"i": 0}]
-    assert second["results"]["log"] == ["x"]
+    assert second["resultsDelta"] == {"log": ["x"]}  # what that pass wrote, once
 
     resume_due(store, registry, clock.now() + timedelta(hours=2))
     done = stream(store, run_id)[-1]
@@ -120,7 +120,7 @@ def test_retry_backoff_is_configurable_and_counted_per_retry_step(
     run_id = run_id_for(wf.name, "k")
     first = stream(store, run_id)[-1].payload
     assert parse_instant(first["wakeAt"]) == clock.now() + timedelta(seconds=7)
-    assert pending_rows(store)[0]["wake_at"] == clock.now() + timedelta(seconds=7)
+    assert pending_rows(store)[0].wake_at == clock.now() + timedelta(seconds=7)
     resume_due(store, registry, clock.now() + timedelta(seconds=7))
     second = stream(store, run_id)[-1].payload
     assert second["attempt"] == 2
@@ -147,7 +147,7 @@ def test_return_is_success_false_ends_the_run_as_failed(
     assert failed.type == ev.RUN_FAILED
     assert failed.payload["reason"] == "returned_failure"
     assert failed.payload["result"] == {"isSuccess": False, "error": "card declined"}
-    assert store.get_run(TENANT_A, run_id_for(wf.name, "k"))["status"] == "failed"  # type: ignore[index]
+    assert store.runs.get(TENANT_A, run_id_for(wf.name, "k")).status == "failed"
 
 
 def test_cancelled_run_never_resumes_and_cancel_is_idempotent(
@@ -178,7 +178,7 @@ def test_cancelled_run_never_resumes_and_cancel_is_idempotent(
     assert stream_types(store, run_id) == [ev.RUN_STARTED, ev.STEP_WAITING, ev.RUN_CANCELLED]
     assert stream(store, run_id)[-1].payload["reason"] == "customer left"
     assert pending_rows(store) == []
-    assert store.get_run(TENANT_A, run_id)["status"] == "cancelled"  # type: ignore[index]
+    assert store.runs.get(TENANT_A, run_id).status == "cancelled"
 
 
 def test_cancelling_a_completed_run_changes_nothing(

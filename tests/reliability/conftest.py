@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
+from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.embedded import database_url
-from workflow_runner.registry import WorkflowRegistry
 
 
 @pytest.fixture

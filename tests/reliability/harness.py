@@ -2,7 +2,7 @@
 the real Lambda handlers, history normalisation, invariant checks and the figures file.
 
 Faults are injected at *boundaries*: before and after every SQL statement a Store runs
-(every Store method ends in fetch_all / fetch_one / execute) and every port call
+(every store method ends in one call of its `Sql`: all / one / run) and every port call
 (resume queue, mailer, HTTP, nudger). An injected crash is a BaseException so no
 engine code can swallow it, the way a killed process cannot be caught.
 """
@@ -14,7 +14,6 @@ import json
 import os
 import random
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,18 +22,20 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from workflow_runner import events as ev
+from workflow_runner import stream as ev
 from workflow_runner.aws.inprocess import FakeLambdaContext, build_inprocess_runtime
-from workflow_runner.aws.settings import Settings
 from workflow_runner.clock import ManualClock
+from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.errors import TransientStoreError
 from workflow_runner.ports import HttpResponse, ResumeRequest, Runtime, set_runtime
-from workflow_runner.registry import WorkflowRegistry
-from workflow_runner.store import Store, connect
+from workflow_runner.settings import Settings
+from workflow_runner.store import Sql, Store, connect
+
+from tests.support import TENANT_A, TENANT_B, eventbridge
+
+__all__ = ["TENANT_A", "TENANT_B", "eventbridge"]
 
 ROOT = Path(__file__).resolve().parents[2]
-TENANT_A = "11111111-1111-4111-8111-111111111111"
-TENANT_B = "22222222-2222-4222-8222-222222222222"
 PUBLIC_ADDRESS = "93.184.215.14"  # a public address: nothing is ever connected to it
 
 # --- figures for docs/RELIABILITY.md ---------------------------------------------------
@@ -92,27 +93,26 @@ class FaultPlan:
             raise InjectedCrash(self.fired)
 
 
-class FaultyStore(Store):
-    """A Store whose every statement is a fault boundary."""
+def faulty_sql(plan: FaultPlan) -> type[Sql]:
+    """An Sql whose every statement is a fault boundary of `plan`."""
 
-    def __init__(self, conn: Any, plan: FaultPlan) -> None:
-        super().__init__(conn)
-        self.plan = plan
+    class FaultySql(Sql):
+        def _around(self, name: str, run: Callable[[], Any]) -> Any:
+            plan.hit(f"sql:{name}", "before")
+            result = run()
+            plan.hit(f"sql:{name}", "after")
+            return result
 
-    def _around(self, name: str, run: Callable[[], Any]) -> Any:
-        self.plan.hit(f"sql:{name}", "before")
-        result = run()
-        self.plan.hit(f"sql:{name}", "after")
-        return result
+        def all(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+            return self._around(name, lambda: Sql.all(self, name, params))  # type: ignore[no-any-return]
 
-    def fetch_all(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        return self._around(name, lambda: Store.fetch_all(self, name, params))  # type: ignore[no-any-return]
+        def one(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+            return self._around(name, lambda: Sql.one(self, name, params))  # type: ignore[no-any-return]
 
-    def fetch_one(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
-        return self._around(name, lambda: Store.fetch_one(self, name, params))  # type: ignore[no-any-return]
+        def run(self, name: str, params: dict[str, Any]) -> int:
+            return self._around(name, lambda: Sql.run(self, name, params))  # type: ignore[no-any-return]
 
-    def execute(self, name: str, params: dict[str, Any]) -> int:
-        return self._around(name, lambda: Store.execute(self, name, params))  # type: ignore[no-any-return]
+    return FaultySql
 
 
 class _FaultyPort:
@@ -155,23 +155,6 @@ def handler(name: str) -> Callable[[Any, Any], Any]:
     return module.handler  # type: ignore[no-any-return]
 
 
-def eventbridge(
-    type: str, detail: dict[str, Any], event_id: str | None = None, when: datetime | None = None
-) -> dict[str, Any]:
-    """An EventBridge event as a rule target receives it."""
-    return {
-        "version": "0",
-        "id": event_id or str(uuid.uuid4()),
-        "detail-type": type,
-        "source": "tests.reliability",
-        "account": "123456789012",
-        "time": (when or datetime(2026, 1, 5, 9, 0)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": "eu-central-1",
-        "resources": [],
-        "detail": detail,
-    }
-
-
 @dataclass
 class Delivery:
     """One EventBridge input for TriggerProjection or EventWakeup."""
@@ -211,7 +194,7 @@ class Driver:
         self.registry = registry
         self.clock = clock
         self.plan = plan or FaultPlan()
-        self._store: FaultyStore | None = None
+        self._store: Store | None = None
         self.monitor = connect(db_url)
         self.stats = DriverStats()
         settings = Settings(
@@ -241,7 +224,7 @@ class Driver:
 
     def store(self) -> Store:
         if self._store is None or self._store.closed:
-            self._store = FaultyStore(connect(self.db_url).conn, self.plan)
+            self._store = connect(self.db_url, sql_type=faulty_sql(self.plan))
         return self._store
 
     def _crashed(self) -> None:
@@ -320,9 +303,18 @@ class Driver:
         self.stats.redeliveries += len(requests)
         delay = int(self.VISIBILITY.total_seconds())
         for request in requests:
-            self.queue.send([ResumeRequest(request.tenant_id, request.run_id,
-                                           request.step_index, delay, request.wake_at,
-                                           request.force)])
+            self.queue.send(
+                [
+                    ResumeRequest(
+                        request.tenant_id,
+                        request.run_id,
+                        request.step_index,
+                        delay,
+                        request.wake_at,
+                        request.force,
+                    )
+                ]
+            )
 
     def tick(self, rng: random.Random | None = None, duplicate: float = 0.0) -> None:
         """One round of everything AWS would run at this instant."""
@@ -348,8 +340,9 @@ class Driver:
         candidates = [t for t in (row["at"] if row else None, self.queue.next_visible_at()) if t]
         return min(candidates) if candidates else None
 
-    def run_until(self, end: datetime, rng: random.Random | None = None,
-                  duplicate: float = 0.0) -> None:
+    def run_until(
+        self, end: datetime, rng: random.Random | None = None, duplicate: float = 0.0
+    ) -> None:
         """Tick at every instant something is due, up to `end` (then tick at `end`).
 
         Cron triggers fire at 09:00 each day, so a tick is also placed there.
@@ -372,7 +365,6 @@ class Driver:
                 break
         else:  # pragma: no cover - a livelock would be a finding
             raise AssertionError("the driver did not reach the end instant")
-
 
     def busy(self) -> bool:
         """Anything left to do: an unsettled run, an undelivered request, a message."""
@@ -402,38 +394,61 @@ class Driver:
 # --- histories and invariants ----------------------------------------------------------
 
 # Instants that depend on when a pass ran (a crash delays it), not on what it did.
-_TIME_KEYS = frozenset({"wakeAt", "timeoutAt", "lookbackFrom"})
+_TIME_KEYS = frozenset({"wakeAt", "timeoutAt", "lookbackFrom", "retryAt"})
+# A crash costs a delivery an attempt (its lease runs out): which attempt delivered a
+# request depends on the crashes, not on what was delivered.
+_DISPATCH_CRASH_KEYS = _TIME_KEYS | {"attempt"}
+# The same holds for a task: a crashed worker's attempt is recorded as lost, then retried.
+_TASK_FACTS = frozenset({ev.TASK_ATTEMPT_FAILED, ev.TASK_COMPLETED, ev.TASK_FAILED})
+LOST_ATTEMPT = "TaskLeaseExpired"
 
 
-def _strip(value: Any) -> Any:
+def _strip(value: Any, keys: frozenset[str] = _TIME_KEYS) -> Any:
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in sorted(value.items()) if k not in _TIME_KEYS}
+        return {k: _strip(v, keys) for k, v in sorted(value.items()) if k not in keys}
     if isinstance(value, list):
-        return [_strip(v) for v in value]
+        return [_strip(v, keys) for v in value]
     return value
 
 
 def histories(store: Store) -> dict[tuple[str, str], list[tuple[str, Any]]]:
     """Every stream as (type, payload without pass-time instants), keyed by (tenant, id)."""
     rows = store.conn.execute(
-        "SELECT tenant_id::text AS t, stream_id::text AS s, type, payload FROM wf_events "
-        "ORDER BY tenant_id, stream_id, version"
+        "SELECT tenant_id::text AS t, stream_id::text AS s, stream_type, type, payload "
+        "FROM wf_events ORDER BY tenant_id, stream_id, version"
     ).fetchall()
     out: dict[tuple[str, str], list[tuple[str, Any]]] = {}
     for r in rows:
-        out.setdefault((r["t"], r["s"]), []).append((r["type"], _strip(r["payload"])))
+        if r["type"] == ev.TASK_ATTEMPT_FAILED and r["payload"].get("errorClass") == LOST_ATTEMPT:
+            continue  # a crash cut the attempt off; its lease ran out and it was retried
+        if r["stream_type"] == ev.DISPATCH_STREAM or r["type"] in _TASK_FACTS:
+            keys = _DISPATCH_CRASH_KEYS
+        else:
+            keys = _TIME_KEYS
+        out.setdefault((r["t"], r["s"]), []).append((r["type"], _strip(r["payload"], keys)))
     return out
+
+
+def ambiguous_mail(history: list[tuple[str, Any]]) -> bool:
+    """A mail request that ended ambiguous: its send was cut off by a crash, and mail is
+    sent at most once (engine/dispatcher.py)."""
+    final_type, final = history[-1]
+    return (
+        final_type == ev.DISPATCH_FAILED
+        and final.get("stepKind") == "mail.send"
+        and final.get("reason") == "ambiguous"
+    )
 
 
 def check_invariants(store: Store, registry: WorkflowRegistry) -> list[str]:
     """Doctor-style checks; returns the problems found (empty: all hold).
 
-    Uses `workflow_runner.doctor` (what `wfr doctor` runs) for stranded runs and stale
+    Uses `workflow_runner.engine.doctor` (what `wfr doctor` runs) for stranded runs and stale
     pending rows, and checks what it does not: one `resumed` per suspension, every
     stream's versions gap-free, the summary table agreeing with the streams, one outbox
     row per dispatch stream.
     """
-    from workflow_runner.doctor import check_settled_pending, check_unsettled_runs
+    from workflow_runner.engine.doctor import check_settled_pending, check_unsettled_runs
 
     problems: list[str] = []
     for check in (check_unsettled_runs(store, None), check_settled_pending(store, None)):

@@ -9,13 +9,14 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 from workflow_runner import define_workflow, on_event
-from workflow_runner import operations as ops
-from workflow_runner.dsl import StepContext
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner import engine as ops
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.definition.dsl import StepContext
 from workflow_runner.store import connect
 
+from tests.support import TENANT_A as TENANT
+
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-TENANT = "11111111-1111-4111-8111-111111111111"
 
 
 def _maybe_die(ctx: StepContext) -> int:
@@ -50,16 +51,17 @@ def main() -> None:
     mode, db_url = sys.argv[1], sys.argv[2]
     store = connect(db_url)
     reg = registry()
-    from workflow_runner.dsl import DomainEvent
+    from workflow_runner.definition.dsl import DomainEvent
 
     if mode == "ingest":
         ops.ingest_domain_event(
-            store, DomainEvent("kill-0", "kill.me", {"n": 0}, TENANT, source="t"), NOW, reg)
+            store, DomainEvent("kill-0", "kill.me", {"n": 0}, TENANT, source="t"), NOW, reg
+        )
     elif mode == "resume-loop":
         later = NOW + timedelta(minutes=5)
         while True:
             ops.project_pending(store, later, max_batches=1)
-            rows = ops.due_runs(store, TENANT, later, 20)
+            rows = store.pending.due(TENANT, later, 20)
             for row in rows:
                 ops.resume_run(store, TENANT, row.run_id, row.step_index, later, registry=reg)
             print(len(rows), flush=True)

@@ -12,8 +12,10 @@ A workflow is a spec of plain tuples:
     ("retry", times, fail_first, body)   body's first compute raises while attempt <= fail_first
     ("return",)                      returns every result so far
 
-Awaited events are (hour offset, m, v). Time is exact here; the engine's ticks may run a
-pass a little late, so the test keeps event times half an hour away from any deadline.
+Awaited events are (hour offset, m, v). Time is exact here. An event that arrives at the
+very instant a wait times out comes too late for it: the driver runs the schedules of
+an instant (which resume the timed-out wait) before it delivers that instant's events,
+as a due scan that ran first would in AWS.
 """
 
 from __future__ import annotations
@@ -26,8 +28,14 @@ Fact = tuple[Any, ...]
 
 
 class _Suspend(Exception):
-    def __init__(self, kind: str, path: list[dict[str, Any]], until: float,
-                 by: str | None = None, event: int | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        path: list[dict[str, Any]],
+        until: float,
+        by: str | None = None,
+        event: int | None = None,
+    ) -> None:
         self.kind, self.path, self.until, self.by, self.event = kind, path, until, by, event
 
 
@@ -74,14 +82,25 @@ class Reference:
     def _snapshot(self) -> dict[str, Any]:
         return dict(self.results)
 
-    def _list(self, steps: list[Spec], prefix: list[dict[str, Any]],
-              resume: list[dict[str, Any]] | None, item: Any) -> None:
+    def _list(
+        self,
+        steps: list[Spec],
+        prefix: list[dict[str, Any]],
+        resume: list[dict[str, Any]] | None,
+        item: Any,
+    ) -> None:
         start = int(resume[0]["i"]) if resume else 0
         for i in range(start, len(steps)):
             self._step(steps[i], prefix, i, resume if (resume and i == start) else None, item)
 
-    def _step(self, step: Spec, prefix: list[dict[str, Any]], i: int,
-              resume: list[dict[str, Any]] | None, item: Any) -> None:
+    def _step(
+        self,
+        step: Spec,
+        prefix: list[dict[str, Any]],
+        i: int,
+        resume: list[dict[str, Any]] | None,
+        item: Any,
+    ) -> None:
         kind = step[0]
         head = resume[0] if resume else None
         rest = resume[1:] if resume else None
@@ -111,12 +130,13 @@ class Reference:
                 return  # the payload was seeded when the suspension was resumed
             deadline = self.now + timeout
             for index, (hour, em, ev) in enumerate(self.events):
-                if em == m and index not in self.consumed and hour <= deadline:
+                if em == m and index not in self.consumed and hour < deadline:
                     # Stored since the run started (default lookback): the first one wins.
                     self.consumed.add(index)
                     self.results[key] = {"m": em, "v": ev}
-                    raise _Suspend("waiting-for-event", [*prefix, {"i": i}],
-                                   max(self.now, hour), "event")
+                    raise _Suspend(
+                        "waiting-for-event", [*prefix, {"i": i}], max(self.now, hour), "event"
+                    )
             self.results[key] = None
             raise _Suspend("waiting-for-event", [*prefix, {"i": i}], deadline, "timeout")
         elif kind == "retry":
@@ -129,8 +149,12 @@ class Reference:
             except _Fail:
                 if attempt >= times:
                     raise
-                raise _Suspend("retry-scheduled", [*prefix, {"i": i, "attempt": attempt + 1}],
-                               self.now + 1 / 60, "timer") from None
+                raise _Suspend(
+                    "retry-scheduled",
+                    [*prefix, {"i": i, "attempt": attempt + 1}],
+                    self.now + 1 / 60,
+                    "timer",
+                ) from None
         elif kind == "return":
             raise _Return()
 

@@ -60,8 +60,9 @@ def main(stats_path: str, junit_path: str, out_path: str) -> None:
         else:
             outcome["passed"] += 1
     held = outcome["failed"] == 0
-    crash_kinds = sorted(k for k in totals if k.startswith("crash_before_")
-                         or k.startswith("crash_after_"))
+    crash_kinds = sorted(
+        k for k in totals if k.startswith("crash_before_") or k.startswith("crash_after_")
+    )
     lines = [
         "# Reliability figures",
         "",
@@ -72,17 +73,24 @@ def main(stats_path: str, junit_path: str, out_path: str) -> None:
         "",
         "What each test proves is in its module docstring; the invariants are "
         "ARCHITECTURE.md §2. A failing test fails `make soak`, so these figures only stand "
-        "when every test passed." if held else
-        "**Some tests FAILED in this run: the guarantees below did not all hold.**",
+        "when every test passed."
+        if held
+        else "**Some tests FAILED in this run: the guarantees below did not all hold.**",
         "",
         "| what was tried | how often |",
         "|---|---:|",
     ]
     lines += [f"| {text} | {int(totals[key])} |" for key, text in ROWS if totals.get(key)]
-    lines += ["", "Crash points by boundary kind (statement = SQL statement, port = AWS call):",
-              "", "| boundary | injected |", "|---|---:|"]
-    lines += [f"| {k.replace('crash_', '').replace('_', ' ')} | {int(totals[k])} |"
-              for k in crash_kinds]
+    lines += [
+        "",
+        "Crash points by boundary kind (statement = SQL statement, port = AWS call):",
+        "",
+        "| boundary | injected |",
+        "|---|---:|",
+    ]
+    lines += [
+        f"| {k.replace('crash_', '').replace('_', ' ')} | {int(totals[k])} |" for k in crash_kinds
+    ]
     lines += ["", "| what must never happen | count |", "|---|---:|"]
     lines += [f"| {text} | {0 if held else 'see failures'} |" for _, text in ZERO]
     lines.append("")

@@ -8,7 +8,7 @@ import random
 from datetime import UTC, datetime, timedelta
 
 from workflow_runner.clock import ManualClock
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner.definition import WorkflowRegistry
 
 from tests.reliability.harness import TENANT_A, TENANT_B, Driver, FaultPlan, eventbridge
 
@@ -19,15 +19,19 @@ END = START + timedelta(days=10)
 def inputs() -> list[tuple[timedelta, str, dict[str, object]]]:
     """(offset from START, target function, EventBridge event) in delivery order."""
     signed_up = [
-        eventbridge("user.signed-up",
-                    {"tenantId": t, "userId": u, "email": f"{u}.{t[:2]}@example.com"},
-                    event_id=f"ev-signup-{t[:2]}-{u}")
+        eventbridge(
+            "user.signed-up",
+            {"tenantId": t, "userId": u, "email": f"{u}.{t[:2]}@example.com"},
+            event_id=f"ev-signup-{t[:2]}-{u}",
+        )
         for t, u in ((TENANT_A, "active-1"), (TENANT_A, "quiet-2"), (TENANT_B, "active-1"))
     ]
     orders = [
-        eventbridge("order.placed", {"tenantId": t, "orderId": "o-1", "total": 10,
-                                     "email": f"buyer.{t[:2]}@example.com"},
-                    event_id=f"ev-order-{t[:2]}")
+        eventbridge(
+            "order.placed",
+            {"tenantId": t, "orderId": "o-1", "total": 10, "email": f"buyer.{t[:2]}@example.com"},
+            event_id=f"ev-order-{t[:2]}",
+        )
         for t in (TENANT_A, TENANT_B)
     ]
     inventory = eventbridge(
@@ -41,11 +45,13 @@ def inputs() -> list[tuple[timedelta, str, dict[str, object]]]:
         event_id="ev-data",
     )
     approval = eventbridge(
-        "order.approved", {"tenantId": TENANT_A, "orderId": "o-1", "approver": "ann"},
+        "order.approved",
+        {"tenantId": TENANT_A, "orderId": "o-1", "approver": "ann"},
         event_id="ev-approval",
     )
     stray = eventbridge(  # matches no wait: tenant B's order must time out
-        "order.approved", {"tenantId": TENANT_B, "orderId": "o-2", "approver": "bob"},
+        "order.approved",
+        {"tenantId": TENANT_B, "orderId": "o-2", "approver": "bob"},
         event_id="ev-stray",
     )
     zero = timedelta(0)

@@ -13,14 +13,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from workflow_runner import operations as ops
 from workflow_runner.aws.connection import ConnectionCache
-from workflow_runner.aws.settings import Settings
 from workflow_runner.clock import ManualClock
+from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.embedded import database_url, start_embedded_postgres
 from workflow_runner.errors import TransientStoreError
-from workflow_runner.registry import WorkflowRegistry
-from workflow_runner.store import Store, apply_migrations, connect, is_transient
+from workflow_runner.settings import Settings
+from workflow_runner.store import Sql, Store, apply_migrations, connect, is_transient
 
 from tests.reliability.harness import TENANT_A, Driver, check_invariants, eventbridge, record
 from tests.reliability.scenario import START
@@ -49,9 +48,16 @@ def _restart(server: Any) -> None:
 
 def _orders(n: int, prefix: str) -> list[dict[str, Any]]:
     return [
-        eventbridge("order.placed", {"tenantId": TENANT_A, "orderId": f"{prefix}-{i}",
-                                     "total": 1, "email": "a@example.com"},
-                    event_id=f"{prefix}-{i}")
+        eventbridge(
+            "order.placed",
+            {
+                "tenantId": TENANT_A,
+                "orderId": f"{prefix}-{i}",
+                "total": 1,
+                "email": "a@example.com",
+            },
+            event_id=f"{prefix}-{i}",
+        )
         for i in range(n)
     ]
 
@@ -76,7 +82,7 @@ def test_a_server_restart_mid_load_loses_nothing_and_the_cache_reconnects(
     cache = ConnectionCache(Settings(database_url=url), ping_after_idle_seconds=0.0)
     driver = Driver(url, samples, clock)
     driver.rt.store = cache.store
-    driver.rt.extras["connections"] = cache
+    driver.rt.reconnect = cache.invalidate
     events = _orders(60, "restart")
     failures = 0
     restarter = threading.Thread(target=_restart, args=(server,))
@@ -114,7 +120,7 @@ def test_a_killed_connection_is_retried_on_a_fresh_one(
     cache = ConnectionCache(Settings(database_url=db_url), ping_after_idle_seconds=3600)
     driver = Driver(db_url, samples, clock)
     driver.rt.store = cache.store
-    driver.rt.extras["connections"] = cache
+    driver.rt.reconnect = cache.invalidate
     killed = 0
     for event in _orders(10, "kill"):
         pid = cache.store().conn.info.backend_pid
@@ -140,8 +146,8 @@ def test_statement_timeouts_serialization_failures_and_deadlocks_are_transient(
             a.conn.execute("SELECT * FROM tenants FOR UPDATE")
             with b.transaction():
                 b.conn.execute("SET LOCAL statement_timeout = '50ms'")
-                b.fetch_all("list_tenants", {})  # plain reads do not wait
-                b.execute("register_tenant", {"tenant_id": TENANT_A, "now": clock.now()})
+                b.inbox.tenants()  # plain reads do not wait
+                b.inbox.register_tenant(TENANT_A, clock.now())
                 b.conn.execute("SELECT * FROM tenants FOR UPDATE")
         assert "57014" in str(timeout_error.value)
         # Serialization failure.
@@ -167,8 +173,10 @@ def test_statement_timeouts_serialization_failures_and_deadlocks_are_transient(
             except BaseException as error:
                 errors.append(error)
 
-        threads = [threading.Thread(target=lock, args=(a, 1, 2)),
-                   threading.Thread(target=lock, args=(b, 2, 1))]
+        threads = [
+            threading.Thread(target=lock, args=(a, 1, 2)),
+            threading.Thread(target=lock, args=(b, 2, 1)),
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -191,25 +199,26 @@ def test_a_resume_interrupted_by_a_lost_connection_retries_to_one_resumed(
     driver.tick()
     clock.set(START + timedelta(days=4))
     store = driver.store()
-    real_execute = Store.fetch_one
+    real_one = Sql.one
     calls = {"n": 0}
 
-    def flaky(self: Store, name: str, params: dict[str, Any]) -> Any:
+    def flaky(self: Sql, name: str, params: dict[str, Any]) -> Any:
         if name == "append_event" and calls["n"] < 3:
             calls["n"] += 1
             self.conn.close()  # the connection drops in the middle of the pass
-        return real_execute(self, name, params)
+        return real_one(self, name, params)
 
-    Store.fetch_one = flaky  # type: ignore[method-assign]
+    Sql.one = flaky  # type: ignore[method-assign]
     try:
         driver.run_until(START + timedelta(days=4, hours=1))
         driver.recover()
     finally:
-        Store.fetch_one = real_execute  # type: ignore[method-assign]
+        Sql.one = real_one  # type: ignore[method-assign]
     assert calls["n"] == 3
     assert check_invariants(driver.monitor, samples) == []
     statuses = driver.monitor.conn.execute(
-        "SELECT status, count(*) AS n FROM workflow_runs GROUP BY status").fetchall()
+        "SELECT status, count(*) AS n FROM workflow_runs GROUP BY status"
+    ).fetchall()
     assert {r["status"]: r["n"] for r in statuses}.get("failed") == 5  # all timed out
     del store
     record(dropped_connections=3)
@@ -221,5 +230,5 @@ def test_ops_over_a_dead_connection_raise_transient(db_url: str, clock: ManualCl
     admin = connect(db_url)
     admin.conn.execute("SELECT pg_terminate_backend(%s)", (store.conn.info.backend_pid,))
     with pytest.raises(TransientStoreError):
-        ops.due_runs(store, TENANT_A, clock.now())
+        store.pending.due(TENANT_A, clock.now(), 100)
     admin.close()

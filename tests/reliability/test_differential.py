@@ -15,10 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from workflow_runner import define_workflow, on_event
-from workflow_runner import events as ev
+from workflow_runner import stream as ev
 from workflow_runner.clock import ManualClock
-from workflow_runner.dsl import StepBuilder, StepContext
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner.definition import StepBuilder, StepContext, WorkflowRegistry
 
 from tests.reliability.harness import (
     TENANT_A,
@@ -34,32 +33,50 @@ from tests.reliability.scenario import START
 EXAMPLES = int(os.environ.get("WFR_DIFF_EXAMPLES", "12"))
 
 leaf = st.one_of(
-    st.tuples(st.just("compute"), st.just(""), st.one_of(
-        st.tuples(st.just("const"), st.integers(0, 9)),
-        st.tuples(st.just("awaited"), st.integers(0, 2)))),
+    st.tuples(
+        st.just("compute"),
+        st.just(""),
+        st.one_of(
+            st.tuples(st.just("const"), st.integers(0, 9)),
+            st.tuples(st.just("awaited"), st.integers(0, 2)),
+        ),
+    ),
     st.tuples(st.just("wait"), st.integers(1, 3)),
     st.tuples(st.just("wait_for_event"), st.just(""), st.integers(0, 2), st.integers(1, 4)),
-    st.tuples(st.just("retry"), st.integers(1, 3), st.integers(0, 3),
-              st.lists(st.tuples(st.just("compute"), st.just(""),
-                                 st.tuples(st.just("const"), st.integers(0, 9))),
-                       max_size=2)),
+    st.tuples(
+        st.just("retry"),
+        st.integers(1, 3),
+        st.integers(0, 3),
+        st.lists(
+            st.tuples(
+                st.just("compute"), st.just(""), st.tuples(st.just("const"), st.integers(0, 9))
+            ),
+            max_size=2,
+        ),
+    ),
 )
 
 
 def _nested(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     body = st.lists(inner, min_size=1, max_size=3)
     return st.one_of(
-        st.tuples(st.just("branch"),
-                  st.one_of(st.tuples(st.just("const"), st.booleans()),
-                            st.tuples(st.just("has"), st.integers(0, 2))),
-                  body, body),
+        st.tuples(
+            st.just("branch"),
+            st.one_of(
+                st.tuples(st.just("const"), st.booleans()),
+                st.tuples(st.just("has"), st.integers(0, 2)),
+            ),
+            body,
+            body,
+        ),
         st.tuples(st.just("for_each"), st.lists(st.integers(0, 9), max_size=2), body),
     )
 
 
 steps_strategy = st.lists(st.recursive(leaf, _nested, max_leaves=6), min_size=1, max_size=5)
-events_strategy = st.lists(st.tuples(st.integers(0, 20), st.integers(0, 2), st.integers(0, 99)),
-                           max_size=6)
+events_strategy = st.lists(
+    st.tuples(st.integers(0, 20), st.integers(0, 2), st.integers(0, 99)), max_size=6
+)
 
 
 def _number(steps: list[Any]) -> list[Spec]:
@@ -106,39 +123,55 @@ def _build(s: StepBuilder, spec: Spec, as_: str) -> Any:
         return s.compute(spec[1], lambda ctx, k=value[1]: (ctx.steps.get(k) or {}).get("v"))
     if kind == "branch":
         cond = spec[1]
-        test = (lambda ctx, c=cond[1]: c) if cond[0] == "const" else (
-            lambda ctx, k=cond[1]: ctx.steps.get(k) is not None)
-        return s.branch(if_=test, on_true=[_build(s, x, as_) for x in spec[2]],
-                        on_false=[_build(s, x, as_) for x in spec[3]])
+        test = (
+            (lambda ctx, c=cond[1]: c)
+            if cond[0] == "const"
+            else (lambda ctx, k=cond[1]: ctx.steps.get(k) is not None)
+        )
+        return s.branch(
+            if_=test,
+            on_true=[_build(s, x, as_) for x in spec[2]],
+            on_false=[_build(s, x, as_) for x in spec[3]],
+        )
     if kind == "for_each":
-        return s.for_each(over=list(spec[1]), as_="item",
-                          do=[_build(s, x, "item") for x in spec[2]])
+        return s.for_each(
+            over=list(spec[1]), as_="item", do=[_build(s, x, "item") for x in spec[2]]
+        )
     if kind == "wait":
         return s.wait(for_=f"PT{spec[1]}H")
     if kind == "wait_for_event":
-        match = {"version": 1, "expr": {"kind": "atom", "path": ["m"],
-                                        "op": {"kind": "eq", "value": spec[2]}}}
-        return s.wait_for_event("diff.ev", match=match, timeout=f"PT{spec[3]}H",
-                                result_key=spec[1])
+        match = {
+            "version": 1,
+            "expr": {"kind": "atom", "path": ["m"], "op": {"kind": "eq", "value": spec[2]}},
+        }
+        return s.wait_for_event("diff.ev", match=match, timeout=f"PT{spec[3]}H", result_key=spec[1])
     if kind == "retry":
+
         def attempt(ctx: StepContext, fail_first: int = spec[2]) -> int:
             if ctx.workflow.retry_attempt <= fail_first:
                 raise RuntimeError("flaky")
             return ctx.workflow.retry_attempt
 
-        return s.retry(times=spec[1], backoff="fixed", base="PT1M",
-                       do=[s.compute(f"attempt{id(spec)}", attempt),
-                           *[_build(s, x, as_) for x in spec[3]]])
-    return s.return_(lambda ctx: {k: v for k, v in ctx.steps.items()
-                                  if not k.startswith("attempt")})
+        return s.retry(
+            times=spec[1],
+            backoff="fixed",
+            base="PT1M",
+            do=[s.compute(f"attempt{id(spec)}", attempt), *[_build(s, x, as_) for x in spec[3]]],
+        )
+    return s.return_(
+        lambda ctx: {k: v for k, v in ctx.steps.items() if not k.startswith("attempt")}
+    )
 
 
 def _engine_facts(driver: Driver) -> list[tuple[Any, ...]]:
-    kinds = {ev.STEP_WAITING: "waiting", ev.STEP_WAITING_FOR_EVENT: "waiting-for-event",
-             ev.RETRY_SCHEDULED: "retry-scheduled"}
+    kinds = {
+        ev.STEP_WAITING: "waiting",
+        ev.STEP_WAITING_FOR_EVENT: "waiting-for-event",
+        ev.RETRY_SCHEDULED: "retry-scheduled",
+    }
     rows = driver.monitor.conn.execute(
-        "SELECT type, payload FROM wf_events WHERE stream_type = 'workflow-run' "
-        "ORDER BY version").fetchall()
+        "SELECT type, payload FROM wf_events WHERE stream_type = 'workflow-run' ORDER BY version"
+    ).fetchall()
     facts: list[tuple[Any, ...]] = []
     for r in rows:
         p = r["payload"]
@@ -147,78 +180,137 @@ def _engine_facts(driver: Driver) -> list[tuple[Any, ...]]:
         elif r["type"] == ev.STEP_RESUMED:
             facts.append(("resumed", p["resumedBy"]))
         elif r["type"] == ev.RUN_COMPLETED:
-            result = {k: ({kk: vv for kk, vv in v.items() if kk != "tenantId"}
-                          if isinstance(v, dict) else v) for k, v in (p["result"] or {}).items()}
+            result = {
+                k: (
+                    {kk: vv for kk, vv in v.items() if kk != "tenantId"}
+                    if isinstance(v, dict)
+                    else v
+                )
+                for k, v in (p["result"] or {}).items()
+            }
             facts.append(("completed", result))
         elif r["type"] == ev.RUN_FAILED:
             facts.append(("failed",))
     return facts
 
 
-def _check(fresh_db: Callable[[], str], raw_steps: list[Any],
-           events: list[tuple[int, int, int]], fault: int, phase: str, seed: int) -> None:
+def _check(
+    fresh_db: Callable[[], str],
+    raw_steps: list[Any],
+    events: list[tuple[int, int, int]],
+    fault: int,
+    phase: str,
+    seed: int,
+) -> None:
     steps = _number(raw_steps)
     schedule = [(hour + 0.5, m, v) for hour, m, v in sorted(events, key=lambda e: e[0])]
-    expected = Reference(steps, schedule).run()
+    reference = Reference(steps, schedule)
+    expected = reference.run()
     name = f"diff-{random.Random(seed).getrandbits(40):x}"
     definition = define_workflow(
-        name=name, trigger=on_event("diff.start"), awaits={"e": "diff.ev"}, register=False,
-        steps=lambda s: [_build(s, x, "item") for x in steps])
+        name=name,
+        trigger=on_event("diff.start"),
+        awaits={"e": "diff.ev"},
+        register=False,
+        steps=lambda s: [_build(s, x, "item") for x in steps],
+    )
     registry = WorkflowRegistry()
     registry.register(definition)
     plan = FaultPlan(at=fault, phase=phase)
     driver = Driver(fresh_db(), registry, ManualClock(START), plan)
     try:
         rng = random.Random(seed)
-        driver.send("trigger_projection",
-                    eventbridge("diff.start", {"tenantId": TENANT_A}, event_id="start"),
-                    copies=rng.randint(1, 2))
+        driver.send(
+            "trigger_projection",
+            eventbridge("diff.start", {"tenantId": TENANT_A}, event_id="start"),
+            copies=rng.randint(1, 2),
+        )
         driver.tick(rng, 0.3)
         for n, (hour, m, v) in enumerate(schedule):
             driver.run_until(START + timedelta(hours=hour), rng, 0.3)
-            driver.send("event_wakeup", eventbridge("diff.ev", {"tenantId": TENANT_A,
-                                                                "m": m, "v": v},
-                                                    event_id=f"e{n}"), copies=rng.randint(1, 2))
+            driver.send(
+                "event_wakeup",
+                eventbridge("diff.ev", {"tenantId": TENANT_A, "m": m, "v": v}, event_id=f"e{n}"),
+                copies=rng.randint(1, 2),
+            )
             driver.tick(rng, 0.3)
-        driver.run_until(START + timedelta(hours=60), rng, 0.3)
+        # Past the reference's last instant: deep loops of waits can outlast 60 hours.
+        end = max(60.0, reference.now + 1)
+        driver.run_until(START + timedelta(hours=end), rng, 0.3)
         driver.recover()
         got = _engine_facts(driver)
         assert got == expected, f"steps={steps} events={schedule} fault={plan.fired}"
         assert check_invariants(driver.monitor, registry) == []
-        record(differential_cases=1, runs_driven=1,
-               duplicate_deliveries=driver.stats.duplicate_messages,
-               **({"crash_differential": 1} if plan.fired else {}))
+        record(
+            differential_cases=1,
+            runs_driven=1,
+            duplicate_deliveries=driver.stats.duplicate_messages,
+            **({"crash_differential": 1} if plan.fired else {}),
+        )
     finally:
         driver.close()
 
 
-DIFF = settings(max_examples=EXAMPLES, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                       HealthCheck.too_slow, HealthCheck.data_too_large])
+DIFF = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
 
 
 @DIFF
-@given(raw_steps=steps_strategy, events=events_strategy, fault=st.integers(1, 200),
-       phase=st.sampled_from(["before", "after"]), seed=st.integers(0, 2**32))
+@given(
+    raw_steps=steps_strategy,
+    events=events_strategy,
+    fault=st.integers(1, 200),
+    phase=st.sampled_from(["before", "after"]),
+    seed=st.integers(0, 2**32),
+)
 def test_the_engine_agrees_with_the_reference(
-    fresh_db: Callable[[], str], raw_steps: list[Any], events: list[tuple[int, int, int]],
-    fault: int, phase: str, seed: int
+    fresh_db: Callable[[], str],
+    raw_steps: list[Any],
+    events: list[tuple[int, int, int]],
+    fault: int,
+    phase: str,
+    seed: int,
 ) -> None:
     _check(fresh_db, raw_steps, events, fault, phase, seed)
 
 
-@pytest.mark.parametrize(("raw_steps", "events"), [
-    # A wait inside a for_each inside a branch, resumed at the right item and arm.
-    ([("branch", ("const", True), [("for_each", [1, 2], [("wait", 1),
-                                                         ("compute", "", ("const", 3))])], [])],
-     []),
-    # An event stored before the wait is reached still wakes it (no lost wakeup);
-    # the second wait for the same match takes the second event, not the first again.
-    ([("wait", 2), ("wait_for_event", "", 1, 3), ("wait_for_event", "", 1, 3),
-      ("compute", "", ("awaited", 1))], [(0, 1, 7), (1, 1, 8)]),
-    # Retries exhausted fail the run.
-    ([("retry", 2, 3, [])], []),
-])
+@pytest.mark.parametrize(
+    ("raw_steps", "events"),
+    [
+        # A wait inside a for_each inside a branch, resumed at the right item and arm.
+        (
+            [
+                (
+                    "branch",
+                    ("const", True),
+                    [("for_each", [1, 2], [("wait", 1), ("compute", "", ("const", 3))])],
+                    [],
+                )
+            ],
+            [],
+        ),
+        # An event stored before the wait is reached still wakes it (no lost wakeup);
+        # the second wait for the same match takes the second event, not the first again.
+        (
+            [
+                ("wait", 2),
+                ("wait_for_event", "", 1, 3),
+                ("wait_for_event", "", 1, 3),
+                ("compute", "", ("awaited", 1)),
+            ],
+            [(0, 1, 7), (1, 1, 8)],
+        ),
+        # Retries exhausted fail the run.
+        ([("retry", 2, 3, [])], []),
+    ],
+)
 def test_known_shapes_agree_with_the_reference(
     fresh_db: Callable[[], str], raw_steps: list[Any], events: list[tuple[int, int, int]]
 ) -> None:

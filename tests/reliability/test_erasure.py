@@ -7,15 +7,16 @@ import uuid
 from datetime import datetime, timedelta
 
 import pytest
-from workflow_runner import define_workflow, on_event
-from workflow_runner import events as ev
-from workflow_runner import operations as ops
+from workflow_runner import define_workflow, on_event, run_id_for
+from workflow_runner import engine as ops
+from workflow_runner import stream as ev
 from workflow_runner.clock import ManualClock
-from workflow_runner.dispatcher import WebhookGuard, dispatch_pending
-from workflow_runner.erase import EventNotFound, erase_event
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.engine.dispatcher import dispatch_pending
+from workflow_runner.engine.erase import EventNotFound, erase_event
 from workflow_runner.errors import InvalidInput
-from workflow_runner.registry import WorkflowRegistry
 from workflow_runner.store import Store
+from workflow_runner.webhook_guard import WebhookGuard
 
 from tests.reliability.harness import TENANT_A, TENANT_B, check_invariants, find_text, record
 from tests.support import event, resume_due
@@ -43,8 +44,11 @@ def _workflows(registry: WorkflowRegistry) -> None:
             register=False,
             steps=lambda s: [
                 s.compute("name", lambda ctx: ctx.event.payload["name"]),
-                s.mail_send(to="ops@example.com", subject="new person",
-                            body=lambda ctx: f"hello {ctx.steps['name']}"),
+                s.mail_send(
+                    to="ops@example.com",
+                    subject="new person",
+                    body=lambda ctx: f"hello {ctx.steps['name']}",
+                ),
                 s.wait(for_="P1D"),
                 s.return_(lambda ctx: {"greeted": ctx.steps["name"]}),
             ],
@@ -60,9 +64,14 @@ def _workflows(registry: WorkflowRegistry) -> None:
             steps=lambda s: [
                 s.wait_for_event(
                     "case.noted",
-                    match=lambda ctx: {"version": 1, "expr": {
-                        "kind": "atom", "path": ["caseId"],
-                        "op": {"kind": "eq", "value": ctx.event.payload["caseId"]}}},
+                    match=lambda ctx: {
+                        "version": 1,
+                        "expr": {
+                            "kind": "atom",
+                            "path": ["caseId"],
+                            "op": {"kind": "eq", "value": ctx.event.payload["caseId"]},
+                        },
+                    },
                     timeout="P3D",
                 ),
                 s.compute("note", lambda ctx: ctx.steps["case.noted"]["text"]),
@@ -99,14 +108,14 @@ def test_erasing_a_trigger_event_removes_every_copy_and_fails_the_waiting_run(
     result = erase_event(store, TENANT_A, person_id, later, reason="ticket 42")
     ops.project_pending(store, later)
 
-    run = ops.run_id_for("copies-trigger", "p1")
+    run = run_id_for("copies-trigger", "p1")
     assert result.failed_runs == {run: "trigger_event_erased"}
     assert result.dispatches_cancelled == 1
     state = ops.load_run(store, TENANT_A, run)
     assert state.status == "failed"
-    assert state.last_failure is not None and state.last_failure["reason"] == "trigger_event_erased"
+    assert state.last_failure is not None and state.last_failure.reason == "trigger_event_erased"
     # The awaited-event copy remains until that event is erased too.
-    awaited_run = ops.run_id_for("copies-awaited", "c1")
+    awaited_run = run_id_for("copies-awaited", "c1")
     hits = find_text(store, marker)
     assert hits and all(awaited_run in h or note_id in h for h in hits), hits
     result = erase_event(store, TENANT_A, note_id, later)
@@ -132,8 +141,11 @@ def test_erasure_is_idempotent_and_a_late_redelivery_starts_nothing(
     assert second.failed_runs == {} and second.events_redacted == 0
     count = store.conn.execute("SELECT count(*) AS n FROM wf_events").fetchone()
     assert count == events_after_first
-    again = event("person.created", {"tenantId": TENANT_A, "personId": "p1", "name": marker},
-                  event_id=person_id)
+    again = event(
+        "person.created",
+        {"tenantId": TENANT_A, "personId": "p1", "name": marker},
+        event_id=person_id,
+    )
     result = ops.ingest_domain_event(store, again, now, registry)
     assert not result.stored and result.started == []
     assert find_text(store, marker) == []
@@ -145,13 +157,13 @@ def test_erasing_after_completion_redacts_the_result_and_keeps_the_outcome(
     registry, marker, person_id, note_id = _setup(store, clock)
     end = clock.advance(timedelta(days=2))
     resume_due(store, registry, end)
-    run = ops.run_id_for("copies-trigger", "p1")
+    run = run_id_for("copies-trigger", "p1")
     assert ops.load_run(store, TENANT_A, run).status == "completed"
     result = erase_event(store, TENANT_A, person_id, end)
     erase_event(store, TENANT_A, note_id, end)
     assert result.failed_runs == {}
     assert ops.load_run(store, TENANT_A, run).status == "completed"
-    completed = [e for e in store.load_stream(TENANT_A, run) if e.type == ev.RUN_COMPLETED]
+    completed = [e for e in store.streams.load(TENANT_A, run) if e.type == ev.RUN_COMPLETED]
     assert completed[0].payload["result"] is None and completed[0].payload["redacted"] is True
     assert find_text(store, marker) == []
 
@@ -179,7 +191,9 @@ def test_no_raw_exception_text_is_stored(store: Store, clock: ManualClock) -> No
 
     registry.register(
         define_workflow(
-            name="raises", trigger=on_event("x.happened"), register=False,
+            name="raises",
+            trigger=on_event("x.happened"),
+            register=False,
             steps=lambda s: [
                 s.mail_send(to="ops@example.com", subject="s", body="b"),
                 s.retry(times=2, backoff="fixed", base="PT1S", do=[s.compute("a", boom)]),
@@ -190,7 +204,8 @@ def test_no_raw_exception_text_is_stored(store: Store, clock: ManualClock) -> No
         define_workflow(
             name="bad-filter",
             trigger=on_event("x.happened", filter=lambda e: bool(1 / 0 or secret)),
-            register=False, steps=lambda s: [s.return_(None)],
+            register=False,
+            steps=lambda s: [s.return_(None)],
         )
     )
     now = clock.now()
@@ -198,8 +213,14 @@ def test_no_raw_exception_text_is_stored(store: Store, clock: ManualClock) -> No
     resume_due(store, registry, now + timedelta(seconds=5))
     for attempt in range(6):
         moment = now + timedelta(hours=2 * attempt)
-        dispatch_pending(store, lambda m=moment: m, _FailingMailer(secret), _NoHttp(),
-                         WebhookGuard(), mail_sender="noreply@example.com")  # type: ignore[arg-type]
+        dispatch_pending(
+            store,
+            lambda m=moment: m,
+            _FailingMailer(secret),
+            _NoHttp(),
+            WebhookGuard(),
+            mail_sender="noreply@example.com",
+        )  # type: ignore[arg-type]
     types = [r["type"] for r in store.conn.execute("SELECT type FROM wf_events").fetchall()]
     assert ev.RUN_FAILED in types and ev.RETRY_SCHEDULED in types and ev.DISPATCH_FAILED in types
     assert find_text(store, secret) == []

@@ -13,12 +13,12 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from workflow_runner import define_workflow, on_event
-from workflow_runner import events as ev
-from workflow_runner import operations as ops
-from workflow_runner.dsl import WorkflowDefinition
+from workflow_runner import define_workflow, on_event, run_id_for
+from workflow_runner import engine as ops
+from workflow_runner import stream as ev
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.definition.dsl import WorkflowDefinition
 from workflow_runner.errors import TransientStoreError
-from workflow_runner.registry import WorkflowRegistry
 from workflow_runner.store import connect
 
 from tests.reliability.harness import TENANT_A, TENANT_B, check_invariants, record
@@ -39,8 +39,14 @@ def _race_workflow() -> WorkflowDefinition:
             s.wait(for_="PT1M"),
             s.wait_for_event(
                 "race.go",
-                match=lambda ctx: {"version": 1, "expr": {"kind": "atom", "path": ["k"],
-                                   "op": {"kind": "eq", "value": ctx.event.payload["k"]}}},
+                match=lambda ctx: {
+                    "version": 1,
+                    "expr": {
+                        "kind": "atom",
+                        "path": ["k"],
+                        "op": {"kind": "eq", "value": ctx.event.payload["k"]},
+                    },
+                },
                 timeout="P30D",
             ),
             s.compute("got", lambda ctx: ctx.steps["race.go"]["k"]),
@@ -61,11 +67,12 @@ def _worker(db_url: str, seed: int, stop_at: float, tenants: list[str]) -> int:
             try:
                 ops.project_pending(store, LATER, batch_size=200, max_batches=1)
                 tenant = rng.choice(tenants)
-                rows = ops.due_runs(store, tenant, LATER, 50)
+                rows = store.pending.due(tenant, LATER, 50)
                 rng.shuffle(rows)
                 for row in rows:
-                    result = ops.resume_run(store, tenant, row.run_id, row.step_index, LATER,
-                                            registry=registry)
+                    result = ops.resume_run(
+                        store, tenant, row.run_id, row.step_index, LATER, registry=registry
+                    )
                     done += result.outcome != "already-resumed"
                 if not rows:
                     time.sleep(0.01)
@@ -87,8 +94,11 @@ def _start_runs(db_url: str, registry: WorkflowRegistry, n: int) -> None:
         for i in range(n):
             for tenant in (TENANT_A, TENANT_B):
                 ops.ingest_domain_event(
-                    store, event("race.started", {"tenantId": tenant, "k": f"k{i}"},
-                                 tenant=tenant), NOW, registry)
+                    store,
+                    event("race.started", {"tenantId": tenant, "k": f"k{i}"}, tenant=tenant),
+                    NOW,
+                    registry,
+                )
     finally:
         store.close()
 
@@ -122,16 +132,18 @@ def _run(db_url: str, runs: int, threads: int, processes: int, seconds: float) -
     tenants = [TENANT_A, TENANT_B]
     stop_at = time.monotonic() + seconds
     sender = threading.Thread(target=_send_events, args=(db_url, runs, 7))
-    pool = [threading.Thread(target=_worker, args=(db_url, i, stop_at, tenants))
-            for i in range(threads)]
+    pool = [
+        threading.Thread(target=_worker, args=(db_url, i, stop_at, tenants)) for i in range(threads)
+    ]
     sender.start()
     for t in pool:
         t.start()
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(processes) if processes else _NoPool() as procs:
         if processes:
-            procs.map(_process_worker, [(db_url, 100 + i, seconds, tenants)
-                                        for i in range(processes)])
+            procs.map(
+                _process_worker, [(db_url, 100 + i, seconds, tenants) for i in range(processes)]
+            )
     sender.join()
     for t in pool:
         t.join()
@@ -140,32 +152,41 @@ def _run(db_url: str, runs: int, threads: int, processes: int, seconds: float) -
     try:
         for _ in range(50):
             ops.project_pending(store, LATER)
-            rows = [(t, r) for t in tenants for r in ops.due_runs(store, t, LATER, 1000)]
+            rows = [(t, r) for t in tenants for r in store.pending.due(t, LATER, 1000)]
             if not rows:
                 break
             for tenant, row in rows:
-                ops.resume_run(store, tenant, row.run_id, row.step_index, LATER,
-                               registry=registry)
+                ops.resume_run(store, tenant, row.run_id, row.step_index, LATER, registry=registry)
         ops.project_pending(store, LATER)
         assert check_invariants(store, registry) == []
         statuses = store.conn.execute(
-            "SELECT tenant_id::text AS t, status, count(*) AS n FROM workflow_runs "
-            "GROUP BY 1, 2").fetchall()
+            "SELECT tenant_id::text AS t, status, count(*) AS n FROM workflow_runs GROUP BY 1, 2"
+        ).fetchall()
         assert {(r["t"], r["status"]): r["n"] for r in statuses} == {
-            (TENANT_A, "completed"): runs, (TENANT_B, "completed"): runs}
+            (TENANT_A, "completed"): runs,
+            (TENANT_B, "completed"): runs,
+        }
         # No lost wakeup: every wait was resumed by its event, never by the timeout.
         by = store.conn.execute(
             "SELECT payload->>'resumedBy' AS by, count(*) AS n FROM wf_events "
-            "WHERE type = %s GROUP BY 1", (ev.STEP_RESUMED,)).fetchall()
+            "WHERE type = %s GROUP BY 1",
+            (ev.STEP_RESUMED,),
+        ).fetchall()
         assert {r["by"]: r["n"] for r in by} == {"timer": 2 * runs, "event": 2 * runs}
         # Tenants sharing run ids: each run's result is its own key, in its own tenant.
         results = store.conn.execute(
             "SELECT tenant_id::text AS t, stream_id::text AS s, payload->'result'->>'k' AS k "
-            "FROM wf_events WHERE type = %s", (ev.RUN_COMPLETED,)).fetchall()
+            "FROM wf_events WHERE type = %s",
+            (ev.RUN_COMPLETED,),
+        ).fetchall()
         for r in results:
-            assert ops.run_id_for("race", r["k"]) == r["s"]
-        record(runs_driven=2 * runs, concurrent_workers=threads + processes + 1,
-               lost_wakeups=0, duplicate_resumes=0)
+            assert run_id_for("race", r["k"]) == r["s"]
+        record(
+            runs_driven=2 * runs,
+            concurrent_workers=threads + processes + 1,
+            lost_wakeups=0,
+            duplicate_resumes=0,
+        )
     finally:
         store.close()
 

@@ -13,9 +13,9 @@ import time
 from datetime import timedelta
 
 import pytest
-from workflow_runner import events as ev
-from workflow_runner import operations as ops
-from workflow_runner.dsl import DomainEvent
+from workflow_runner import engine as ops
+from workflow_runner import stream as ev
+from workflow_runner.definition.dsl import DomainEvent
 from workflow_runner.store import Store
 
 from tests.reliability import killable
@@ -23,11 +23,19 @@ from tests.reliability.harness import ROOT, check_invariants, record
 
 
 def _child(mode: str, db_url: str, kill_in_pass: bool) -> subprocess.Popen[str]:
-    env = {**os.environ, "WFR_KILL_IN_PASS": "1" if kill_in_pass else "0",
-           "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    return subprocess.Popen([sys.executable, "-m", "tests.reliability.killable", mode, db_url],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    env = {
+        **os.environ,
+        "WFR_KILL_IN_PASS": "1" if kill_in_pass else "0",
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.reliability.killable", mode, db_url],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_a_pass_killed_mid_transaction_leaves_nothing_and_is_redone(
@@ -35,8 +43,10 @@ def test_a_pass_killed_mid_transaction_leaves_nothing_and_is_redone(
 ) -> None:
     child = _child("ingest", db_url, kill_in_pass=True)
     assert child.wait(60) == -signal.SIGKILL
-    count = store.conn.execute("SELECT (SELECT count(*) FROM wf_events) + (SELECT count(*) "
-                               "FROM inbox) + (SELECT count(*) FROM dispatch_outbox) AS n")
+    count = store.conn.execute(
+        "SELECT (SELECT count(*) FROM wf_events) + (SELECT count(*) "
+        "FROM inbox) + (SELECT count(*) FROM dispatch_outbox) AS n"
+    )
     assert count.fetchone() == {"n": 0}, "the killed pass must have left nothing behind"
     # EventBridge retries the invocation; this time the pass runs through.
     os.environ.pop("WFR_KILL_IN_PASS", None)
@@ -74,16 +84,16 @@ def _killed_worker(db_url: str, store: Store, runs: int, kills: int) -> None:
     later = killable.NOW + timedelta(minutes=5)
     for _ in range(100):  # the normal ticks
         ops.project_pending(store, later)
-        rows = ops.due_runs(store, killable.TENANT, later, 1000)
+        rows = store.pending.due(killable.TENANT, later, 1000)
         if not rows:
             break
         for row in rows:
-            ops.resume_run(store, killable.TENANT, row.run_id, row.step_index, later,
-                           registry=reg)
+            ops.resume_run(store, killable.TENANT, row.run_id, row.step_index, later, registry=reg)
     ops.project_pending(store, later)
     assert check_invariants(store, reg) == []
     statuses = store.conn.execute(
-        "SELECT status, count(*) AS n FROM workflow_runs GROUP BY status").fetchall()
+        "SELECT status, count(*) AS n FROM workflow_runs GROUP BY status"
+    ).fetchall()
     assert {r["status"]: r["n"] for r in statuses} == {"completed": runs}
     requested = store.conn.execute(
         "SELECT count(*) AS n FROM wf_events WHERE type = %s", (ev.DISPATCH_REQUESTED,)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner.definition import WorkflowRegistry
 
 from tests.reliability.harness import check_invariants, delivered_effects, histories, record
 from tests.reliability.scenario import play
@@ -30,9 +30,12 @@ def _compare(fresh_db: Callable[[], str], samples: WorkflowRegistry, seeds: rang
             duplicates += driver.stats.duplicate_messages
         finally:
             driver.close()
-    record(duplicate_deliveries=duplicates, redelivery_scenarios=len(seeds),
-           runs_driven=len(seeds) * sum(1 for k in expected if expected[k][0][0] ==
-                                        "workflow.run-started"))
+    record(
+        duplicate_deliveries=duplicates,
+        redelivery_scenarios=len(seeds),
+        runs_driven=len(seeds)
+        * sum(1 for k in expected if expected[k][0][0] == "workflow.run-started"),
+    )
 
 
 def test_duplicated_shuffled_inputs_reach_the_in_order_state(

@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 from workflow_runner import DomainEvent, define_workflow, on_cron, on_event, run_id_for
-from workflow_runner.dsl import RUN_ID_NAMESPACE
-from workflow_runner.errors import InvalidCronExpression, InvalidDuration, WorkflowDefinitionError
-from workflow_runner.registry import WorkflowRegistry
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.definition.dsl import RUN_ID_NAMESPACE
+from workflow_runner.errors import WorkflowDefinitionError
 
 
 def _event(payload: dict[str, object]) -> DomainEvent:
@@ -155,7 +155,10 @@ def test_malformed_definitions_are_rejected_with_a_clear_message(
 
 
 def test_invalid_duration_is_rejected_at_definition_time() -> None:
-    with pytest.raises(InvalidDuration, match='Invalid ISO-8601 duration "10 minutes"'):
+    with pytest.raises(
+        WorkflowDefinitionError,
+        match='bad › step 0 \\(wait\\) › for_: Invalid ISO-8601 duration "10 minutes"',
+    ):
         define_workflow(
             name="bad",
             trigger=on_event("x"),
@@ -164,10 +167,18 @@ def test_invalid_duration_is_rejected_at_definition_time() -> None:
         )
 
 
-def test_cron_trigger_validates_its_expression() -> None:
+def test_cron_trigger_is_checked_by_define_workflow_which_names_the_workflow() -> None:
     assert on_cron("0 9 * * *").schedule == "0 9 * * *"
-    with pytest.raises(InvalidCronExpression):
-        on_cron("every day")
+    with pytest.raises(WorkflowDefinitionError) as raised:
+        define_workflow(
+            name="nightly",
+            trigger=on_cron("every day"),
+            register=False,
+            steps=lambda s: [s.return_()],
+        )
+    assert str(raised.value).startswith(
+        'nightly › trigger (on_cron) › schedule: Invalid cron expression "every day"'
+    )
 
 
 def test_registry_keeps_versions_side_by_side_and_starts_new_runs_on_the_highest() -> None:
@@ -190,7 +201,7 @@ def test_registry_keeps_versions_side_by_side_and_starts_new_runs_on_the_highest
 
 
 def test_define_workflow_registers_in_the_default_registry_when_asked() -> None:
-    from workflow_runner.registry import default_registry
+    from workflow_runner.definition import default_registry
 
     wf = define_workflow(
         name="registered-by-default-test", trigger=on_event("x"), steps=lambda s: [s.return_()]
@@ -202,7 +213,7 @@ def test_define_workflow_registers_in_the_default_registry_when_asked() -> None:
 
 
 def test_load_workflow_modules_names_a_module_it_cannot_import() -> None:
-    from workflow_runner.registry import load_workflow_modules
+    from workflow_runner.definition import load_workflow_modules
 
     with pytest.raises(WorkflowDefinitionError, match="no_such_module_xyz"):
         load_workflow_modules({"WORKFLOW_MODULES": "sample_workflows, no_such_module_xyz"})

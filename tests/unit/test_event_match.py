@@ -519,7 +519,6 @@ def test_and_or_agree_with_pythons_all_and_any(expr: Any, payload: Any) -> None:
 # --- equality keys (wakeup index) --------------------------------------------------
 
 
-
 def _atom(path: list[str], kind: str, value: object) -> dict[str, object]:
     return {"kind": "atom", "path": path, "op": {"kind": kind, "value": value}}
 

@@ -8,8 +8,14 @@ from typing import Any
 
 import pytest
 from workflow_runner import DomainEvent, define_workflow, on_event
-from workflow_runner.dsl import Retry, WorkflowDefinition
-from workflow_runner.interpreter import Interpreter, backoff_delay, describe_step_error, step_at
+from workflow_runner.definition.dsl import Retry, WorkflowDefinition
+from workflow_runner.interpreter import (
+    Interpreter,
+    RetryWait,
+    backoff_delay,
+    describe_step_error,
+    step_at,
+)
 
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 EVENT = DomainEvent(
@@ -53,7 +59,7 @@ def test_wait_inside_branch_suspends_with_a_nested_path_and_resumes_inside_the_a
     assert first.suspension.path == [{"i": 1, "arm": "true"}, {"i": 0}]
     assert first.suspension.step_index == 1
     assert first.suspension.wake_at == NOW + timedelta(hours=1)
-    resumed = _run(wf, first.suspension.path, results=first.persisted_results())
+    resumed = _run(wf, first.suspension.path, results=first.results)
     assert resumed.outcome == "completed"
     assert resumed.results["after"] == "arm-continued"
     assert resumed.results["end"] == "arm-continued"
@@ -92,11 +98,11 @@ def test_wait_inside_for_each_resumes_the_same_item_then_suspends_at_the_next() 
     first = _run(wf)
     assert first.suspension.path == [{"i": 0, "item": 0}, {"i": 1}]
     assert first.results["seen"] == ["a"]
-    second = _run(wf, first.suspension.path, results=first.persisted_results())
+    second = _run(wf, first.suspension.path, results=first.results)
     assert second.suspension.path == [{"i": 0, "item": 1}, {"i": 1}]
     assert second.results["seen"] == ["a", "b"]
-    third = _run(wf, second.suspension.path, results=second.persisted_results())
-    fourth = _run(wf, third.suspension.path, results=third.persisted_results())
+    third = _run(wf, second.suspension.path, results=second.results)
+    fourth = _run(wf, third.suspension.path, results=third.results)
     assert fourth.outcome == "completed"
     assert fourth.results["seen"] == ["a", "b", "c"]
 
@@ -127,16 +133,14 @@ def test_retry_schedules_the_next_attempt_and_reenters_the_body_from_its_first_s
     first = _run(wf)
     assert first.suspension.kind == "retry-scheduled"
     assert first.suspension.path == [{"i": 0, "attempt": 2}]
-    assert first.suspension.detail == {
-        "attempt": 1,
-        "maxAttempts": 3,
-        "error": "workflow step failed (ConnectionError)",
-    }
+    assert first.suspension.retry == RetryWait(
+        attempt=1, max_attempts=3, error="workflow step failed (ConnectionError)"
+    )
     assert first.suspension.wake_at == NOW + timedelta(seconds=10)
-    second = _run(wf, first.suspension.path, results=first.persisted_results())
-    assert second.suspension.detail["attempt"] == 2
+    second = _run(wf, first.suspension.path, results=first.results)
+    assert second.suspension.retry is not None and second.suspension.retry.attempt == 2
     assert second.suspension.wake_at == NOW + timedelta(seconds=20)
-    third = _run(wf, second.suspension.path, results=second.persisted_results())
+    third = _run(wf, second.suspension.path, results=second.results)
     assert third.outcome == "completed"
     assert third.results["ok"] == 3
     assert third.results["tries"] == 3
@@ -161,8 +165,8 @@ def test_retry_attempt_does_not_leak_into_a_later_retry_step() -> None:
         ]
     )
     r1 = _run(wf)
-    r2 = _run(wf, r1.suspension.path, results=r1.persisted_results())
-    r3 = _run(wf, r2.suspension.path, results=r2.persisted_results())
+    r2 = _run(wf, r1.suspension.path, results=r1.results)
+    r3 = _run(wf, r2.suspension.path, results=r2.results)
     assert r3.outcome == "completed"
     assert r3.results == {"first": 3, "second": 1, "outside": 1}
 
@@ -256,7 +260,30 @@ def test_non_json_results_fail_the_step() -> None:
     wf = _wf(lambda s: [s.compute("obj", lambda ctx: object())])
     result = _run(wf)
     assert result.outcome == "failed"
-    assert result.error == "workflow step failed (WorkflowStepError)"
+    assert (result.error, result.reason) == (
+        "workflow step failed (NotStorable)",
+        "result_not_storable",
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"text": "nul \x00 inside"},
+        ["a lone surrogate \ud800"],
+        {"\x00key": 1},
+        float("nan"),
+        {"deep": [float("inf")]},
+        "x" * (256 * 1024),
+    ],
+    ids=["nul", "surrogate", "nul-key", "nan", "infinity", "over-256-kb"],
+)
+def test_results_postgresql_cannot_store_fail_the_step_with_a_reason(value: Any) -> None:
+    wf = _wf(lambda s: [s.compute("bad", lambda ctx: value)])
+    result = _run(wf)
+    assert (result.outcome, result.reason) == ("failed", "result_not_storable")
+    assert result.error == "workflow step failed (NotStorable)"
+    assert "bad" not in result.results
 
 
 def test_dispatch_request_ids_are_stable_per_pass_seed_and_differ_across_passes() -> None:
@@ -290,11 +317,11 @@ def test_wait_for_event_suspends_with_match_timeout_and_lookback() -> None:
         awaits={"approved": "order.approved"},
     )
     result = _run(wf)
-    detail = result.suspension.detail
-    assert result.suspension.kind == "waiting-for-event"
-    assert detail["eventType"] == "order.approved"
-    assert detail["timeoutAt"] == "2026-01-08T09:00:00.000000Z"
-    assert detail["lookbackFrom"] == "2026-01-05T08:00:00.000000Z"
+    wait = result.suspension.event
+    assert result.suspension.kind == "waiting-for-event" and wait is not None
+    assert wait.event_type == "order.approved"
+    assert result.suspension.wake_at == datetime(2026, 1, 8, 9, 0, tzinfo=UTC)
+    assert wait.lookback_from == datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
     assert result.suspension.wake_at == NOW + timedelta(days=3)
 
 
@@ -305,7 +332,9 @@ def test_an_invalid_match_expression_fails_the_step() -> None:
     )
     result = _run(wf)
     assert result.outcome == "failed"
-    assert result.error == "workflow step failed (InvalidEventMatch)"
+    assert result.error == "workflow step failed (InvalidArgument)"
+    assert result.reason == "invalid_argument:match"
+    assert "EventMatch version 9 is not supported" in str(result.error_detail)
 
 
 def test_step_at_follows_nested_paths() -> None:

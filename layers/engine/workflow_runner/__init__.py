@@ -2,18 +2,25 @@
 
 Public API::
 
-    from workflow_runner import define_workflow, on_event, on_cron, run_id_for
+    from workflow_runner import define_workflow, on_event, on_cron, run_id_for, RetryPolicy
+    from workflow_runner import Event, Steps, Scope, ref      # references, no lambda needed
+    from workflow_runner.match import eq, in_, all_of, ...     # EventMatch builders
+    from workflow_runner.testing import WorkflowTestEnv        # tests of your workflows
 """
 
 from __future__ import annotations
 
 from .clock import Clock, ManualClock, SystemClock
-from .dsl import (
+from .definition import (
     DomainEvent,
+    RetryPolicy,
     StepContext,
     WorkflowDefinition,
     WorkflowInfo,
+    WorkflowRegistry,
+    default_registry,
     define_workflow,
+    load_workflow_modules,
     on_cron,
     on_event,
     run_id_for,
@@ -27,15 +34,19 @@ from .errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
-from .registry import WorkflowRegistry, default_registry, load_workflow_modules
+from .refs import Event, Scope, Steps, ref
 
 __all__ = [
     "Clock",
     "DomainEvent",
+    "Event",
     "InvalidInput",
     "ManualClock",
+    "RetryPolicy",
     "RunNotFound",
+    "Scope",
     "StepContext",
+    "Steps",
     "StoreError",
     "SystemClock",
     "TransientStoreError",
@@ -50,5 +61,6 @@ __all__ = [
     "load_workflow_modules",
     "on_cron",
     "on_event",
+    "ref",
     "run_id_for",
 ]

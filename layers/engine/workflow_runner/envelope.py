@@ -15,18 +15,17 @@ Choices made here (documented in the README, "Operations", as well):
 from __future__ import annotations
 
 import json
-import math
 import uuid
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .dsl import DomainEvent
+from .definition import DomainEvent
 from .errors import InvalidInput
+from .storable import MAX_NESTING, reject_unstorable
 
 MAX_EVENT_BYTES = 256 * 1024
-MAX_NESTING = 100  # levels of objects and arrays; deeper input is refused, not recursed into
 ENGINE_SOURCE = "workflow-runner"
 DEFAULT_TENANT_ID_PATH = "tenantId"
 
@@ -70,32 +69,6 @@ def _describe(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _reject_unstorable(value: Any, where: str, depth: int = 0) -> None:
-    """Refuse what PostgreSQL's jsonb cannot store (NUL, lone UTF-16 surrogates in text
-    and keys, NaN and infinities).
-
-    Found by the reliability suite: such an event used to fail deep in the store with
-    a non-transient database error, after the handler had started its transaction.
-
-    Raises:
-        InvalidInput: naming the first offending field.
-    """
-    if depth > MAX_NESTING:
-        raise InvalidInput(f"{where}: nested deeper than {MAX_NESTING} levels")
-    if isinstance(value, str):
-        if "\x00" in value or any("\ud800" <= c <= "\udfff" for c in value):
-            raise InvalidInput(f"{where}: text holds a NUL or an unpaired surrogate")
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise InvalidInput(f"{where}: {value} is not a JSON number")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _reject_unstorable(key, f"{where} (a key)", depth)
-            _reject_unstorable(item, f"{where}.{str(key)[:32]}", depth + 1)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _reject_unstorable(item, f"{where}[{index}]", depth + 1)
-
-
 def parse_envelope(raw: Any) -> EventBridgeEvent:
     """Validate the structure of an EventBridge event (no tenant check yet).
 
@@ -116,7 +89,7 @@ def parse_envelope(raw: Any) -> EventBridgeEvent:
         raise InvalidInput(
             f"EventBridge event is {size} bytes, over the {MAX_EVENT_BYTES}-byte limit"
         )
-    _reject_unstorable(raw, "event")
+    reject_unstorable(raw, "event")
     try:
         event = EventBridgeEvent.model_validate(raw)
     except ValidationError as error:

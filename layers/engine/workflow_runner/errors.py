@@ -42,16 +42,13 @@ class TransientStoreError(StoreError):
     """A database failure worth retrying (connection lost, serialization, deadlock)."""
 
 
-class VersionConflict(WorkflowRunnerError):
-    """An append lost the optimistic-concurrency race on a stream."""
+class NotConfigured(WorkflowRunnerError):
+    """A part the caller needs was not set up (no runtime installed, a setting missing)."""
 
-    def __init__(self, tenant_id: str, stream_id: str, expected_version: int) -> None:
-        super().__init__(
-            f"stream {stream_id} of tenant {tenant_id} is no longer at version {expected_version}"
-        )
-        self.tenant_id = tenant_id
-        self.stream_id = stream_id
-        self.expected_version = expected_version
+
+class DidNotSettle(WorkflowRunnerError):
+    """A driver loop (the local runtime, the in-process app) kept finding work to do:
+    a runaway loop of resumes, nudges or messages."""
 
 
 class RunNotFound(WorkflowRunnerError):

@@ -20,8 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import events as ev
-from .dsl import (
+from .definition.dsl import (
     Branch,
     Compute,
     CronTrigger,
@@ -30,10 +29,33 @@ from .dsl import (
     Retry,
     Return,
     Step,
+    Task,
     Wait,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
+)
+from .definition.retry import RetryPolicy
+from .durations import format_instant
+from .errors import WorkflowRunnerError
+from .match_builders import describe_match
+from .refs import Ref
+from .store import Store, StoredEvent
+from .stream import (
+    RETURNED_FAILURE,
+    Dispatched,
+    DispatchFailed,
+    DispatchRequested,
+    RetryScheduled,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunRedriven,
+    StepResumed,
+    StepWaiting,
+    StepWaitingForEvent,
+    TaskFailed,
+    TaskScheduled,
 )
 
 # Structural key of a step: one (index, arm) pair per level; for_each items and retry
@@ -82,6 +104,9 @@ def _node_id(key: StepKey) -> str:
 
 
 def _static(value: Any) -> str | None:
+    """A label for a step argument: static text as is, a reference as `{its.path}`."""
+    if isinstance(value, Ref):
+        return "{" + value.text + "}"
     return value if isinstance(value, str) else None
 
 
@@ -91,16 +116,21 @@ def _label(step: Step) -> tuple[str, str]:
         return f"compute {step.key}", "rect"
     if isinstance(step, MailSend):
         subject = _static(step.subject)
-        return ("mail.send" + (f": {subject}" if subject else "")), "subroutine"
+        label = "mail.send" + (f": {subject}" if subject else "")
+        return label + _awaited(step.result_key, step.retry, step.catch), "subroutine"
     if isinstance(step, WebhookSend):
         url = _static(step.url)
-        return ("webhook.send" + (f" {url}" if url else "")), "subroutine"
+        label = "webhook.send" + (f" {url}" if url else "")
+        return label + _awaited(step.result_key, step.retry, step.catch), "subroutine"
+    if isinstance(step, Task):
+        return f"task {step.key}" + _awaited(step.key, step.retry, step.catch), "subroutine"
     if isinstance(step, Wait):
         amount = _static(step.for_) or _static(step.until) or "(computed)"
         return f"wait {amount}", "stadium"
     if isinstance(step, WaitForEvent):
         timeout = _static(step.timeout) or "(computed)"
-        return f"wait for {step.event}, timeout {timeout}", "hexagon"
+        where = "" if step.match is None else f" where {describe_match(step.match)}"
+        return f"wait for {step.event}{where}, timeout {timeout}", "hexagon"
     if isinstance(step, Return):
         value = step.value
         failed = isinstance(value, dict) and value.get("isSuccess") is False
@@ -112,6 +142,14 @@ def _label(step: Step) -> tuple[str, str]:
     if isinstance(step, Retry):
         return f"retry ×{step.times} ({step.backoff}, base {step.base}, cap {step.cap})", "rect"
     return type(step).__name__, "rect"  # pragma: no cover - every step kind is above
+
+
+def _awaited(result_key: str | None, retry: RetryPolicy | None, catch: bool) -> str:
+    """What a task's node adds: where its result goes, its attempts, whether it catches."""
+    if result_key is None:
+        return ""
+    attempts = f", ×{retry.max_attempts} {retry.backoff}" if retry else ""
+    return f" → {result_key}{attempts}" + (", catch" if catch else "")
 
 
 class _Builder:
@@ -197,11 +235,58 @@ def _visit(chart: Flowchart, key: StepKey) -> None:
                 chart.marks.setdefault(node.id, "visited")
 
 
+def _run_to_the_end(chart: Flowchart) -> None:
+    """A completed run ran every step list it entered to its end or to a return: mark the
+    steps after a visited one in the same list (a branch arm, a loop body) visited."""
+    for node in list(chart.nodes):
+        if node.key is None or chart.marks.get(node.id) != "visited":
+            continue
+        *prefix, (index, arm) = node.key
+        later = index + 1
+        while (sibling := chart.node_for((*prefix, (later, arm)))) is not None:
+            chart.marks.setdefault(sibling.id, "visited")
+            if sibling.shape == "round":  # a return: the run ended here
+                break
+            later += 1
+
+
+def delivery_paths(
+    dispatch_events: Iterable[StoredEvent],
+) -> tuple[list[Sequence[dict[str, Any]]], list[Sequence[dict[str, Any]]]]:
+    """(paths of every requested delivery, paths of those that failed for good) from a
+    run's dispatch-stream events (StreamStore.dispatch_events_of_run)."""
+    requested: dict[str, Sequence[dict[str, Any]]] = {}
+    failed: dict[str, Sequence[dict[str, Any]]] = {}
+    for e in dispatch_events:
+        fact = e.fact
+        if isinstance(fact, DispatchRequested):
+            requested[e.stream_id] = fact.path
+            failed.pop(e.stream_id, None)  # a redelivery starts over
+        elif isinstance(fact, DispatchFailed) and e.stream_id in requested:
+            failed[e.stream_id] = requested[e.stream_id]
+        elif isinstance(fact, Dispatched):
+            failed.pop(e.stream_id, None)
+    return list(requested.values()), list(failed.values())
+
+
+def run_chart(
+    store: Store, definition: WorkflowDefinition, tenant_id: str, run_id: str
+) -> Flowchart:
+    """The workflow's flowchart with a run's path, position, failed tasks and failed
+    deliveries marked (the definition the run is pinned to, when given that one)."""
+    chart = flowchart(definition)
+    events = store.streams.load(tenant_id, run_id)
+    requested, failed = delivery_paths(store.streams.dispatch_events_of_run(tenant_id, run_id))
+    mark_run(chart, definition, events, requested, failed)
+    return chart
+
+
 def mark_run(
     chart: Flowchart,
     definition: WorkflowDefinition,
-    run_events: Sequence[Any],
+    run_events: Sequence[StoredEvent],
     dispatch_paths: Iterable[Sequence[dict[str, Any]]] = (),
+    failed_deliveries: Iterable[Sequence[dict[str, Any]]] = (),
 ) -> None:
     """Mark a run's path and position on the flowchart (in place).
 
@@ -210,47 +295,63 @@ def mark_run(
         definition: the definition the chart was drawn from.
         run_events: the run's stored stream events, oldest first.
         dispatch_paths: paths of the run's dispatch requests (mail, webhooks).
+        failed_deliveries: paths of those whose delivery failed for good.
     """
     chart.marks["start"] = "visited"
     position: tuple[StepKey, str, str] | None = None
     for path in dispatch_paths:
         _visit(chart, _key_of(path))
+    task_paths: dict[str, StepKey] = {}
     for e in run_events:
-        p = e.payload
-        path = p.get("path")
-        if e.type in ev.SUSPENSION_TYPES:
-            key = _key_of(path or [{"i": p["stepIndex"]}])
+        fact = e.fact
+        if isinstance(fact, TaskScheduled):
+            task_paths[fact.task_id] = _key_of(fact.entry_path)
+        elif isinstance(fact, TaskFailed) and fact.task_id in task_paths:
+            node = chart.node_for(task_paths[fact.task_id])
+            if node is not None:
+                chart.marks[node.id] = "failed"
+                chart.notes[node.id] = f"task failed: {fact.error_class} ({fact.reason})"
+        if isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)):
+            key = _key_of(fact.entry_path)
             _visit(chart, key)
-            note = "waiting"
-            if e.type == ev.RETRY_SCHEDULED:
-                note = f"retry {p.get('attempt')}/{p.get('maxAttempts')} failed, next at"
-                note += f" {p.get('wakeAt')}"
-            elif p.get("wakeAt"):
-                note = f"waiting until {p['wakeAt']}"
-            elif p.get("timeoutAt"):
-                note = f"waiting for {p.get('eventType')} until {p['timeoutAt']}"
+            if isinstance(fact, TaskScheduled):
+                note = f"waiting for {fact.step_kind} {fact.task_key!r}"
+            elif isinstance(fact, RetryScheduled):
+                note = f"retry {fact.attempt}/{fact.max_attempts} failed, next at"
+                note += f" {format_instant(fact.wake_at)}"
+            elif isinstance(fact, StepWaiting):
+                note = f"waiting until {format_instant(fact.wake_at)}"
+            else:
+                note = f"waiting for {fact.event_type} until {format_instant(fact.timeout_at)}"
             position = (key, "current", note)
-        elif e.type == ev.STEP_RESUMED:
+        elif isinstance(fact, StepResumed):
             position = None
-        elif e.type == ev.RUN_FAILED and p.get("reason") == "returned_failure":
+        elif isinstance(fact, RunFailed) and fact.reason == RETURNED_FAILURE:
             _visit(chart, ((len(definition.steps) - 1, ""),))
             position = ((), "failed", "returned a failure")
-        elif e.type == ev.RUN_FAILED:
-            key = _key_of(path or [{"i": min(p.get("stepIndex", 0), len(definition.steps) - 1)}])
+        elif isinstance(fact, RunFailed):
+            last = len(definition.steps) - 1
+            key = _key_of(fact.path or [{"i": min(fact.step_index, last)}])
             _visit(chart, key)
-            position = (key, "failed", f"failed: {p.get('error', '')}")
-        elif e.type == ev.RUN_COMPLETED:
+            position = (key, "failed", f"failed: {fact.error}")
+        elif isinstance(fact, RunCompleted):
             for index in range(len(definition.steps)):
                 node = chart.node_for(((index, ""),))
                 if node is not None:
                     chart.marks.setdefault(node.id, "visited")
+            _run_to_the_end(chart)
             chart.marks["finish"] = "visited"
             position = None
-        elif e.type == ev.RUN_CANCELLED:
+        elif isinstance(fact, RunCancelled):
             if position is not None:
                 position = (position[0], "failed", "cancelled here")
-        elif e.type == ev.RUN_REDRIVEN:
+        elif isinstance(fact, RunRedriven):
             position = None
+    for path in failed_deliveries:
+        node = chart.node_for(_key_of(path))
+        if node is not None:
+            chart.marks[node.id] = "failed"
+            chart.notes[node.id] = "delivery failed"
     if position is not None:
         key, mark, note = position
         node = chart.node_for(key) if key else chart.node_for_id("finish")
@@ -300,7 +401,7 @@ def to_mermaid(chart: Flowchart) -> str:
     return "\n".join(lines) + "\n"
 
 
-class GraphUnavailable(Exception):
+class GraphUnavailable(WorkflowRunnerError):
     """The requested rendering needs a library that is not installed."""
 
 

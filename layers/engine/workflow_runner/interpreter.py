@@ -7,11 +7,10 @@ import json
 import random
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from .dsl import (
+from .definition.dsl import (
     Branch,
     Compute,
     DomainEvent,
@@ -21,6 +20,7 @@ from .dsl import (
     Return,
     Step,
     StepContext,
+    Task,
     Wait,
     WaitForEvent,
     WebhookSend,
@@ -28,66 +28,27 @@ from .dsl import (
     WorkflowInfo,
     resolve,
 )
-from .durations import format_instant, parse_duration, resolve_wake_at
+from .definition.retry import RetryPolicy, backoff_seconds
+from .durations import parse_duration, resolve_wake_at
 from .match import validate_event_match
-
-# A path locates a step in the tree: one frame per level. A frame is {"i": index}
-# plus, for the container it enters, {"arm": "true"|"false"} (branch), {"item": k}
-# (for_each) or {"attempt": n} (retry). Paths are stored on the stream, so their
-# shape is part of the storage format.
-Frame = dict[str, Any]
-Path = list[Frame]
+from .pass_result import (
+    DispatchRequest,
+    EventWait,
+    InvalidArgument,
+    PassResult,
+    ResumedTask,
+    RetryWait,
+    Suspension,
+    TaskWait,
+    WorkflowStepError,
+    describe_step_error,
+)
+from .storable import DEFAULT_MAX_RESULT_BYTES, NotStorable, check_storable
+from .stream import NEVER, Frame, Path
 
 DISPATCH_NAMESPACE = uuid.UUID("6d0c4c8e-31f5-4c59-9d59-0f6f1c1a7a52")
-
-
-class WorkflowStepError(Exception):
-    """A step produced something the engine cannot accept (bad wait time, result not JSON)."""
-
-
-def describe_step_error(error: BaseException) -> str:
-    """The generic text stored for a failed step; the raw message goes to the log only."""
-    name = type(error).__name__ if isinstance(error, Exception) else ""
-    return f"workflow step failed ({name})" if name else "workflow step failed (unknown error)"
-
-
-@dataclass(frozen=True)
-class Suspension:
-    kind: Literal["waiting", "waiting-for-event", "retry-scheduled"]
-    path: Path
-    wake_at: datetime
-    detail: dict[str, Any]
-
-    @property
-    def step_index(self) -> int:
-        return int(self.path[0]["i"])
-
-
-@dataclass(frozen=True)
-class DispatchRequest:
-    request_id: str
-    step_kind: str
-    step_index: int
-    path: Path
-    request: dict[str, Any]
-
-
-@dataclass
-class PassResult:
-    outcome: Literal["suspended", "completed", "failed"]
-    results: dict[str, Any]
-    awaited_refs: dict[str, str | None]
-    dispatches: list[DispatchRequest]
-    suspension: Suspension | None = None
-    return_value: Any = None
-    reason: str | None = None
-    error: str | None = None
-    error_detail: str | None = None
-    failed_path: Path = field(default_factory=list)
-
-    def persisted_results(self) -> dict[str, Any]:
-        """Results to carry on the suspension event: awaited payloads stay references."""
-        return {k: v for k, v in self.results.items() if k not in self.awaited_refs}
+# The retry policy of a delivery that names none (as the dispatcher always did).
+DELIVERY_ATTEMPTS = 5
 
 
 class _Suspend(Exception):
@@ -133,29 +94,18 @@ def step_at(steps: Sequence[Step], path: Path) -> Step:
 
 
 def backoff_delay(step: Retry, failed_attempt: int, rng: random.Random) -> timedelta:
-    """Delay before the attempt after `failed_attempt` (1-based)."""
-    base = parse_duration(step.base).total_seconds()
-    cap = parse_duration(step.cap).total_seconds()
-    if step.backoff == "linear":
-        delay = base * failed_attempt
-    elif step.backoff == "exponential":
-        delay = base * 2.0 ** min(failed_attempt - 1, 60)
-    else:
-        delay = base
-    delay = min(cap, delay)
-    if step.jitter == "full":
-        delay = rng.uniform(0, delay)
-    elif step.jitter == "equal":
-        delay = delay / 2 + rng.uniform(0, delay / 2)
-    return timedelta(seconds=delay)
+    """Delay before the attempt after `failed_attempt` (1-based) of a retry step."""
+    seconds = backoff_seconds(
+        step.backoff, step.base, step.cap, step.jitter, failed_attempt, rng.random
+    )
+    return timedelta(seconds=seconds)
 
 
-def _json_value(value: Any, what: str) -> Any:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as error:
-        raise WorkflowStepError(f"{what} is not JSON-serialisable: {error}") from error
-    return value
+def task_id_for(run_id: str, dispatch_seed: str, path: Path) -> str:
+    """A task's attempt-group id: stable when a rolled-back pass is repeated (same seed),
+    new for each retry attempt or for_each item (the path differs) and for a redrive."""
+    where = json.dumps(path, sort_keys=True, separators=(",", ":"))
+    return str(uuid.uuid5(DISPATCH_NAMESPACE, f"{run_id}|{dispatch_seed}|task|{where}"))
 
 
 class Interpreter:
@@ -166,10 +116,17 @@ class Interpreter:
         event: the run's trigger event.
         run_id: the run.
         now: business time of the pass.
-        results: step results restored from the last suspension (mutated).
+        results: step results restored for a resume (copied).
         awaited_refs: result keys that hold an awaited event's payload -> inbox event id.
         dispatch_seed: unique per pass and stable across retries of the same pass, so
-            a pass that is rolled back and repeated requests the same dispatch ids.
+            a pass that is rolled back and repeated requests the same dispatch ids (a
+            redrive repeats the failed pass's seed: what it dispatched keeps its id).
+        task_seed: the same for tasks (default: dispatch_seed); unique per pass even for
+            a redrive, which must run a failed task again under a new id.
+        written: keys to record as written by this pass although it did not compute
+            them (the awaited payload or task result a resume seeds).
+        resumed_task: the task a resume re-enters at and how it ended.
+        max_result_bytes: the largest result a step may store.
     """
 
     def __init__(
@@ -182,8 +139,11 @@ class Interpreter:
         awaited_refs: dict[str, str | None] | None = None,
         dispatch_seed: str = "",
         run_started_at: datetime | None = None,
-        consumed_event_ids: Sequence[str] = (),
+        task_seed: str | None = None,
         rng: random.Random | None = None,
+        written: Sequence[str] = (),
+        resumed_task: ResumedTask | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         self.definition = definition
         self.event = event
@@ -191,10 +151,13 @@ class Interpreter:
         self.now = now
         self.results: dict[str, Any] = dict(results or {})
         self.awaited_refs: dict[str, str | None] = dict(awaited_refs or {})
+        self.written: dict[str, None] = dict.fromkeys(written)
         self.dispatch_seed = dispatch_seed
+        self.task_seed = dispatch_seed if task_seed is None else task_seed
         self.run_started_at = run_started_at or now
-        self.consumed_event_ids = list(consumed_event_ids)
         self.rng = rng or random.Random()
+        self.resumed_task = resumed_task
+        self.max_result_bytes = max_result_bytes
         self.dispatches: list[DispatchRequest] = []
         self._attempts: list[int] = []
 
@@ -203,7 +166,9 @@ class Interpreter:
 
         A resume path ending at a wait or wait_for_event continues after that step
         (seed the awaited result first); one ending at a retry frame re-enters the
-        retry at the attempt the frame names.
+        retry at the attempt the frame names; one ending at a task continues after it
+        with its seeded result, fails with it (`resumed_task.failure`) or, when no
+        outcome is given (a redrive), runs the task again.
         """
         try:
             self._run_list(self.definition.steps, [], resume_path or None, {})
@@ -225,6 +190,7 @@ class Interpreter:
                 error=describe_step_error(failed.error),
                 error_detail=f"{type(failed.error).__name__}: {failed.error}",
                 failed_path=failed.path,
+                reason=getattr(failed.error, "reason", None),
             )
         return self._result("completed")
 
@@ -235,9 +201,15 @@ class Interpreter:
             outcome=outcome,
             results=self.results,
             awaited_refs=self.awaited_refs,
+            written=list(self.written),
             dispatches=self.dispatches,
             **kw,
         )
+
+    def _store(self, key: str, value: Any) -> None:
+        self.results[key] = value
+        self.awaited_refs.pop(key, None)
+        self.written[key] = None
 
     def _ctx(self, path: Path, scope: dict[str, Any]) -> StepContext:
         return StepContext(
@@ -285,27 +257,46 @@ class Interpreter:
             # Resumed at this very step: its effect (the suspension) already happened;
             # the caller has seeded an awaited event's payload under its result key.
             return
+        if resume is not None and self._task_settled(step, path):
+            return
         if isinstance(step, Compute):
             value = self._checked(self._call(step.fn, path, scope), f"compute({step.key!r})", path)
-            self.results[step.key] = value
-            self.awaited_refs.pop(step.key, None)
+            self._store(step.key, value)
         elif isinstance(step, Wait):
             raw = step.for_ if step.for_ is not None else step.until
-            wake_at = self._wake_at(self._call(raw, path, scope), path)
-            raise _Suspend(Suspension("waiting", path, wake_at, {}))
+            argument = "for_" if step.for_ is not None else "until"
+            wake_at = self._wake_at(self._call(raw, path, scope), path, argument)
+            raise _Suspend(Suspension("waiting", path, wake_at))
         elif isinstance(step, WaitForEvent):
             self._suspend_for_event(step, path, scope)
+        elif isinstance(step, Task):
+            self._schedule_task(step, path, scope, None)
         elif isinstance(step, (MailSend, WebhookSend)):
-            self._request_dispatch(step, path, scope)
+            request = self._delivery_request(step, path, scope)
+            if step.result_key is not None:
+                self._schedule_task(step, path, scope, request)
+            else:
+                self._request_dispatch(step, path, request)
         elif isinstance(step, Return):
             value = self._checked(self._call(step.value, path, scope), "return value", path)
             raise _Returned(value)
 
+    def _task_settled(self, step: Step, path: Path) -> bool:
+        """Resumed at a task whose outcome is recorded: go on after it (its result is
+        seeded), or fail with its failure. False: run the task (again)."""
+        resumed = self.resumed_task
+        if resumed is None or resumed.path != path:
+            return False
+        if resumed.failure is not None:
+            raise _StepFailed(resumed.failure, path)
+        return isinstance(step, (Task, MailSend, WebhookSend))
+
     def _checked(self, value: Any, what: str, path: Path) -> Any:
         try:
-            return _json_value(value, what)
-        except WorkflowStepError as error:
+            check_storable(value, what, self.max_result_bytes)
+        except NotStorable as error:
             raise _StepFailed(error, path) from error
+        return value
 
     def _call(self, value: Any, path: Path, scope: dict[str, Any]) -> Any:
         try:
@@ -315,20 +306,21 @@ class Interpreter:
         except Exception as error:
             raise _StepFailed(error, path) from error
 
-    def _wake_at(self, raw: Any, path: Path) -> datetime:
+    def _wake_at(self, raw: Any, path: Path, argument: str) -> datetime:
         try:
             return resolve_wake_at(raw, self.now)
         except Exception as error:
-            raise _StepFailed(error, path) from error
+            raise _StepFailed(InvalidArgument.of(argument, error), path) from error
 
     def _suspend_for_event(self, step: WaitForEvent, path: Path, scope: dict[str, Any]) -> None:
         match = self._call(step.match, path, scope)
         if match is not None:
             try:
                 validate_event_match(match)
+                check_storable(match, "the wait's match", self.max_result_bytes)
             except Exception as error:
-                raise _StepFailed(error, path) from error
-        timeout_at = self._wake_at(self._call(step.timeout, path, scope), path)
+                raise _StepFailed(InvalidArgument.of("match", error), path) from error
+        timeout_at = self._wake_at(self._call(step.timeout, path, scope), path, "timeout")
         lookback = self._call(step.lookback, path, scope)
         if lookback is None:
             lookback_from = self.run_started_at
@@ -336,16 +328,38 @@ class Interpreter:
             try:
                 lookback_from = self.now - parse_duration(lookback)
             except Exception as error:
-                raise _StepFailed(error, path) from error
-        detail = {
-            "eventType": step.event,
-            "match": match,
-            "timeoutAt": format_instant(timeout_at),
-            "lookbackFrom": format_instant(lookback_from),
-            "resultKey": step.result_key,
-            "consumedEventIds": self.consumed_event_ids,
-        }
-        raise _Suspend(Suspension("waiting-for-event", path, timeout_at, detail))
+                raise _StepFailed(InvalidArgument.of("lookback", error), path) from error
+        wait = EventWait(step.event, match, lookback_from, step.result_key)
+        raise _Suspend(Suspension("waiting-for-event", path, timeout_at, event=wait))
+
+    def _schedule_task(
+        self,
+        step: Task | MailSend | WebhookSend,
+        path: Path,
+        scope: dict[str, Any],
+        request: dict[str, Any] | None,
+    ) -> None:
+        """Suspend at a task; the worker runs it with `scope` as ctx.scope."""
+        scope_copy = self._checked(dict(scope), f"the for_each items around {step.kind}", path)
+        policy: RetryPolicy | None = step.retry
+        timeout_ms: int | None = None
+        if isinstance(step, Task):
+            key = step.key
+            timeout_ms = int(parse_duration(step.timeout).total_seconds() * 1000)
+        else:
+            assert step.result_key is not None
+            key = step.result_key
+        wait = TaskWait(
+            task_key=key,
+            task_id=task_id_for(self.run_id, self.task_seed, path),
+            step_kind=step.kind,
+            max_attempts=policy.max_attempts if policy else DELIVERY_ATTEMPTS,
+            timeout_ms=timeout_ms,
+            catch=step.catch,
+            scope=scope_copy,
+            request=request,
+        )
+        raise _Suspend(Suspension("task-scheduled", path, NEVER, task=wait))
 
     def _run_retry(
         self,
@@ -365,13 +379,9 @@ class Interpreter:
             if attempt >= step.times:
                 raise
             wake_at = self.now + backoff_delay(step, attempt, self.rng)
-            detail = {
-                "attempt": attempt,
-                "maxAttempts": step.times,
-                "error": describe_step_error(failed.error),
-            }
+            wait = RetryWait(attempt, step.times, describe_step_error(failed.error))
             retry_path = [*prefix, {"i": index, "attempt": attempt + 1}]
-            raise _Suspend(Suspension("retry-scheduled", retry_path, wake_at, detail)) from None
+            raise _Suspend(Suspension("retry-scheduled", retry_path, wake_at, retry=wait)) from None
         finally:
             self._attempts.pop()
 
@@ -388,7 +398,7 @@ class Interpreter:
         items = self._call(step.over, path, scope)
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
             raise _StepFailed(
-                WorkflowStepError(f"for_each over must give a list, got {type(items).__name__}"),
+                InvalidArgument("over", f"for_each needs a list, got {type(items).__name__}"),
                 path,
             )
         first = int(head.get("item", 0)) if head is not None else 0
@@ -399,18 +409,17 @@ class Interpreter:
                 step.do, [*prefix, {"i": index, "item": k}], inner_resume or None, inner_scope
             )
 
-    def _request_dispatch(
+    def _delivery_request(
         self, step: MailSend | WebhookSend, path: Path, scope: dict[str, Any]
-    ) -> None:
+    ) -> dict[str, Any]:
+        """The request a mail or webhook step asks for, checked before it is stored."""
         request: dict[str, Any]
         try:
             if isinstance(step, MailSend):
                 to = self._call(step.to, path, scope)
                 recipients = [to] if isinstance(to, str) else list(to or [])
                 if not recipients or not all(isinstance(r, str) and "@" in r for r in recipients):
-                    raise WorkflowStepError(
-                        "mail_send: to must be an address or a list of addresses"
-                    )
+                    raise InvalidArgument("to", "mail_send takes an address or a list of them")
                 request = {
                     "to": recipients,
                     "subject": str(self._call(step.subject, path, scope)),
@@ -420,27 +429,36 @@ class Interpreter:
             else:
                 url = self._call(step.url, path, scope)
                 if not isinstance(url, str) or not url:
-                    raise WorkflowStepError("webhook_send: url must be a non-empty string")
+                    raise InvalidArgument("url", "webhook_send takes a non-empty string")
                 method = self._call(step.method, path, scope) or "POST"
                 if method not in ("POST", "PUT", "PATCH"):
-                    raise WorkflowStepError("webhook_send: method must be POST, PUT or PATCH")
+                    raise InvalidArgument("method", "webhook_send takes POST, PUT or PATCH")
                 headers = self._call(step.headers, path, scope) or {}
                 if not isinstance(headers, Mapping) or not all(
                     isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
                 ):
-                    raise WorkflowStepError("webhook_send: headers must map strings to strings")
-                body = _json_value(self._call(step.body, path, scope), "webhook body")
+                    raise InvalidArgument("headers", "webhook_send takes strings to strings")
+                body = self._call(step.body, path, scope)
+                check_storable(body, "webhook body", self.max_result_bytes)
                 request = {
                     "url": url,
                     "method": method,
                     "headers": dict(headers),
                     "bodyJson": json.dumps(body, separators=(",", ":")),
-                    "auth": _json_value(self._call(step.auth, path, scope), "webhook auth"),
+                    "auth": self._call(step.auth, path, scope),
                 }
+            if step.retry is not None:
+                request["retry"] = step.retry.to_json()
+            check_storable(request, f"{step.kind} request", self.max_result_bytes)
         except _StepFailed:
             raise
         except Exception as error:
             raise _StepFailed(error, path) from error
+        return request
+
+    def _request_dispatch(
+        self, step: MailSend | WebhookSend, path: Path, request: dict[str, Any]
+    ) -> None:
         seq = len(self.dispatches)
         request_id = str(
             uuid.uuid5(DISPATCH_NAMESPACE, f"{self.run_id}|{self.dispatch_seed}|{seq}")
@@ -455,5 +473,4 @@ class Interpreter:
             )
         )
         if step.key:
-            self.results[step.key] = {"requestId": request_id}
-            self.awaited_refs.pop(step.key, None)
+            self._store(step.key, {"requestId": request_id})

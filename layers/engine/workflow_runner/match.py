@@ -1,6 +1,8 @@
 """EventMatch: a small, JSON-serialisable boolean filter over event payloads.
 
-An expression looks like::
+Build expressions with `eq`, `ne`, `gt`, `gte`, `lt`, `lte`, `in_`, `all_of` and `any_of`
+(from `match_builders.py`, re-exported here); each returns the stored form, which looks
+like::
 
     {"version": 1, "expr": {"kind": "and", "nodes": [
         {"kind": "atom", "path": ["order", "status"], "op": {"kind": "eq", "value": "paid"}},
@@ -21,14 +23,24 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from workflow_runner.errors import InvalidEventMatch
+from workflow_runner.match_builders import all_of, any_of, eq, gt, gte, in_, lt, lte, ne
 
 __all__ = [
     "MAX_DEPTH",
     "MAX_NODES",
     "SUPPORTED_VERSION",
+    "all_of",
+    "any_of",
+    "eq",
     "equality_key",
     "evaluate_event_match",
+    "gt",
+    "gte",
+    "in_",
+    "lt",
+    "lte",
     "matches_safely",
+    "ne",
     "payload_keys",
     "validate_event_match",
 ]

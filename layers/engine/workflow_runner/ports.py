@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from .clock import Clock
+from .definition import WorkflowRegistry
+from .errors import NotConfigured, WorkflowRunnerError
+from .settings import Settings
 from .store import Store
+from .webhook_guard import WebhookGuard
 
 
 @dataclass(frozen=True)
@@ -49,14 +53,35 @@ class Mailer(Protocol):
     def send_mail(
         self, request_id: str, sender: str, to: Sequence[str], subject: str, body: str
     ) -> str:
-        """Send one mail; return the provider's message id. Raise on failure."""
+        """Send one mail; return the provider's message id.
+
+        Raises:
+            PermanentDeliveryError: rejected for good.
+            DeliveryOutcomeUnknown: it may or may not have been sent.
+            Exception: anything else: it was not sent (worth another attempt).
+        """
         ...
 
 
 @dataclass(frozen=True)
 class HttpResponse:
+    """A webhook's answer; `body` holds at most the first 64 KB (+1 byte to tell that
+    there was more)."""
+
     status: int
     headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+
+class PermanentDeliveryError(WorkflowRunnerError):
+    """A mailer raises it when the provider rejected a message for good (another
+    attempt cannot fix it). Any other exception of a mailer means it was not sent."""
+
+
+class DeliveryOutcomeUnknown(WorkflowRunnerError):
+    """A mailer raises it when it cannot tell whether the provider took the message
+    (a timeout after the request went out): mail is never sent twice, so such a
+    delivery ends ambiguous, for an operator to check."""
 
 
 class HttpSender(Protocol):
@@ -69,16 +94,29 @@ class HttpSender(Protocol):
 
 @dataclass
 class Runtime:
-    """Everything a handler needs besides its input."""
+    """Everything a handler needs besides its input.
+
+    Args:
+        clock: business time.
+        store: a warm, healthy connection (re-established when broken).
+        resume_queue, nudger, mailer, http: the ports to the outside world.
+        settings: the functions' configuration (default: from the environment).
+        registry: the workflows (default: the modules named in WORKFLOW_MODULES).
+        webhook_guard: the SSRF guard (default: from settings.webhook_allow_hosts).
+        reconnect: drop the cached connection after a transient failure, so the next
+            `store()` opens a fresh one (None: the store cannot be re-established).
+    """
 
     clock: Clock
-    store: Callable[[], Store]  # a warm, healthy connection (re-established when broken)
+    store: Callable[[], Store]
     resume_queue: ResumeQueue
     nudger: Nudger
     mailer: Mailer
     http: HttpSender
-    settings: Any = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    settings: Settings | None = None
+    registry: WorkflowRegistry | None = None
+    webhook_guard: WebhookGuard | None = None
+    reconnect: Callable[[], None] | None = None
 
 
 _runtime: Runtime | None = None
@@ -89,6 +127,11 @@ def set_runtime(runtime: Runtime | None) -> None:
     """Install the runtime handlers use (None: rebuild from the environment on next use)."""
     global _runtime
     _runtime = runtime
+
+
+def installed_runtime() -> Runtime | None:
+    """The runtime installed now, without building the default one."""
+    return _runtime
 
 
 def set_runtime_factory(factory: Callable[[], Runtime]) -> None:
@@ -102,6 +145,6 @@ def get_runtime() -> Runtime:
     global _runtime
     if _runtime is None:
         if _factory is None:
-            raise RuntimeError("no runtime installed: call set_runtime() or set_runtime_factory()")
+            raise NotConfigured("no runtime installed: call set_runtime() or set_runtime_factory()")
         _runtime = _factory()
     return _runtime

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workflow_runner import define_workflow, on_cron
+from workflow_runner import Event, define_workflow, on_cron
 
 daily_report = define_workflow(
     name="daily-report",
@@ -10,7 +10,7 @@ daily_report = define_workflow(
     steps=lambda s: [
         s.webhook_send(
             url="https://hooks.example.com/daily-report",
-            body=lambda ctx: {"scheduledAt": ctx.event.payload["scheduledAt"]},
+            body={"scheduledAt": Event.payload["scheduledAt"]},
         ),
         s.return_({"isSuccess": True}),
     ],

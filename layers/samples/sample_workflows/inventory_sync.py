@@ -5,7 +5,7 @@ the demo and tests can watch the retries happen."""
 
 from __future__ import annotations
 
-from workflow_runner import StepContext, define_workflow, on_event
+from workflow_runner import StepContext, Steps, define_workflow, on_event
 
 
 class PartnerUnavailable(Exception):
@@ -30,10 +30,7 @@ inventory_sync = define_workflow(
             cap="PT10M",
             do=[s.compute("pushed", push_to_partner)],
         ),
-        s.webhook_send(
-            url="https://hooks.example.com/inventory-synced",
-            body=lambda ctx: ctx.steps["pushed"],
-        ),
+        s.webhook_send(url="https://hooks.example.com/inventory-synced", body=Steps["pushed"]),
         s.return_({"isSuccess": True}),
     ],
 )

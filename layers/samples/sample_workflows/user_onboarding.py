@@ -3,7 +3,7 @@ then a webhook to the CRM. Triggered by user.signed-up, one run per user."""
 
 from __future__ import annotations
 
-from workflow_runner import define_workflow, on_event
+from workflow_runner import Event, Steps, define_workflow, on_event
 
 CRM_HOOK = "https://hooks.example.com/crm-onboarding"
 
@@ -13,7 +13,7 @@ user_onboarding = define_workflow(
     idempotency_key=lambda event: f"onboarding:{event.payload['userId']}",
     steps=lambda s: [
         s.mail_send(
-            to=lambda ctx: ctx.event.payload["email"],
+            to=Event.payload["email"],
             subject="Welcome!",
             body="Thanks for signing up — we'll check in soon.",
         ),
@@ -21,27 +21,24 @@ user_onboarding = define_workflow(
         # Demo-only engagement flag; a real app would read the user's last activity.
         s.compute("engaged", lambda ctx: str(ctx.event.payload["userId"]).startswith("active-")),
         s.branch(
-            if_=lambda ctx: ctx.steps["engaged"] is True,
+            if_=Steps["engaged"],
             on_true=[
                 s.mail_send(
-                    to=lambda ctx: ctx.event.payload["email"],
+                    to=Event.payload["email"],
                     subject="Engagement tips",
                     body="You're off to a great start — try these next.",
                 )
             ],
             on_false=[
                 s.mail_send(
-                    to=lambda ctx: ctx.event.payload["email"],
+                    to=Event.payload["email"],
                     subject="Getting started",
                     body="Need a hand? Here's how to begin.",
                 )
             ],
         ),
         s.wait(for_="P7D"),
-        s.webhook_send(
-            url=CRM_HOOK,
-            body=lambda ctx: {"userId": ctx.event.payload["userId"], "stage": "day8"},
-        ),
+        s.webhook_send(url=CRM_HOOK, body={"userId": Event.payload["userId"], "stage": "day8"}),
         s.return_({"isSuccess": True}),
     ],
 )

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import InvalidInput, StoreError, TransientStoreError
+from ..settings import Settings
 from ..store import Store, connect
-from .settings import Settings
 
 log = logging.getLogger("workflow_runner.aws")
 
@@ -77,7 +77,7 @@ class ConnectionCache:
         current = self._store
         if current is not None and not current.closed and now - self._last_used >= self._ping_after:
             try:
-                current.fetch_one("ping_connection", {})
+                current.ping()
             except StoreError:
                 log.warning("cached database connection failed its health check; reconnecting")
                 self.invalidate()

@@ -28,11 +28,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..clock import Clock
-from ..dispatcher import WebhookGuard
+from ..definition import WorkflowRegistry
+from ..engine.enqueue import MAX_DELAY_SECONDS
+from ..errors import DidNotSettle
 from ..ports import HttpResponse, ResumeRequest, Runtime
+from ..settings import Settings
 from ..store import Store
+from ..webhook_guard import WebhookGuard
 from .ports import resume_message
-from .settings import Settings
 from .template import Route
 
 
@@ -58,7 +61,8 @@ class InMemoryResumeQueue:
             if self._refuse is not None and self._refuse(request):
                 refused.append(request)
                 continue
-            visible = self._clock.now() + timedelta(seconds=max(0, min(900, request.delay_seconds)))
+            delay = max(0, min(MAX_DELAY_SECONDS, request.delay_seconds))
+            visible = self._clock.now() + timedelta(seconds=delay)
             self._seq += 1
             self._messages.append((visible, self._seq, request))
             self.sent.append(request)
@@ -184,7 +188,7 @@ def build_inprocess_runtime(
     settings: Settings | None = None,
     database_url: str = "postgresql:///local",
     webhook_resolver: Callable[[str, int], Sequence[str]] | None = None,
-    **extras: Any,
+    registry: WorkflowRegistry | None = None,
 ) -> Runtime:
     """A Runtime of in-process ports around one Store.
 
@@ -195,7 +199,7 @@ def build_inprocess_runtime(
         webhook_resolver: resolver for the dispatcher's SSRF guard; by default every
             host resolves to one public address (nothing is called: the HTTP sender
             only records).
-        extras: put into Runtime.extras (e.g. registry=WorkflowRegistry()).
+        registry: the workflows the handlers run (default: WORKFLOW_MODULES).
     """
     settings = settings or Settings(database_url=database_url, mail_sender="noreply@example.com")
     guard = WebhookGuard(
@@ -209,7 +213,8 @@ def build_inprocess_runtime(
         mailer=CapturedMailer(),
         http=RecordingHttpSender(),
         settings=settings,
-        extras={"webhook_guard": guard, **extras},
+        registry=registry,
+        webhook_guard=guard,
     )
 
 
@@ -295,7 +300,7 @@ class InProcessApp:
                 self.invoke("ResumeRunFunction", self.queue.sqs_event(messages))
             if dispatcher:
                 self.invoke("StepDispatcherFunction", {"source": "nudge"})
-        raise RuntimeError(f"the app did not settle within {max_rounds} rounds")
+        raise DidNotSettle(f"the app did not settle within {max_rounds} rounds")
 
     def tick(self) -> None:
         """One minute's schedules: the due scan, the projection and dispatcher safety nets."""
@@ -327,7 +332,10 @@ class InProcessApp:
     def _next_wake(self) -> datetime | None:
         store = self.runtime.store()
         now = self.runtime.clock.now()
-        wake = store.fetch_one("next_wake_at", {"now": now})
-        retry = store.fetch_one("next_dispatch_due", {})
-        moments = [r for r in ((wake or {}).get("wake_at"), (retry or {}).get("due")) if r]
+        candidates = (
+            store.pending.next_wake_at(now),
+            store.outbox.next_due(),
+            store.tasks.next_due(),
+        )
+        moments = [m for m in candidates if m]
         return min(moments, default=None)

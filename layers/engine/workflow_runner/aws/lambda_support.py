@@ -9,7 +9,6 @@ import time; settings, the registry and the runtime are built on first use.
 from __future__ import annotations
 
 import json
-import math
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -21,16 +20,18 @@ from aws_lambda_powertools.utilities.data_classes import SQSEvent
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import BaseModel, ValidationError
 
-from ..dsl import DomainEvent
+from ..definition import DomainEvent, WorkflowRegistry, load_workflow_modules
+from ..engine.passes import RunOutcome
+from ..engine.resume import ResumeRequestItem, ResumeResult
+from ..engine.resume_batch import resume_batch as engine_resume_batch
+from ..engine.worker import WorkResult
 from ..envelope import EventBridgeEvent, parse_envelope, to_domain_event
 from ..errors import InvalidInput, RunNotFound, TransientStoreError
-from ..operations import ResumeRequestItem, ResumeResult, RunOutcome, resume_runs
-from ..ports import ResumeRequest, Runtime, get_runtime
-from ..registry import WorkflowRegistry, load_workflow_modules
+from ..ports import Runtime, get_runtime
+from ..settings import Settings, get_settings
 from ..store import Store
 from . import runtime as aws_runtime
 from .models import ResumeMessage
-from .settings import Settings, get_settings
 
 logger = Logger(service="workflow-runner")
 metrics = Metrics(namespace="WorkflowRunner", service="workflow-runner")
@@ -52,14 +53,14 @@ def runtime() -> Runtime:
 def settings() -> Settings:
     """The runtime's settings, or the environment's."""
     configured = runtime().settings
-    return configured if isinstance(configured, Settings) else get_settings()
+    return configured if configured is not None else get_settings()
 
 
 def registry() -> WorkflowRegistry:
     """The workflow registry, filled from WORKFLOW_MODULES on first use."""
     global _registry
-    override = runtime().extras.get("registry")
-    if isinstance(override, WorkflowRegistry):
+    override = runtime().registry
+    if override is not None:
         return override
     if _registry is None:
         _registry = load_workflow_modules({"WORKFLOW_MODULES": settings().workflow_modules})
@@ -138,10 +139,39 @@ def with_store(operation: Callable[[Store], T]) -> T:
         return operation(rt.store())
     except TransientStoreError as error:
         logger.warning(f"transient database error, reconnecting: {error}")
-        connections = rt.extras.get("connections")
-        if connections is not None:
-            connections.invalidate()
+        if rt.reconnect is not None:
+            rt.reconnect()
         return operation(rt.store())
+
+
+def report_work(result: WorkResult) -> dict[str, Any]:
+    """StepDispatcher's metrics and answer. DeliveriesFailed and TasksFailed are system
+    failures (a partner down, a task raising), apart from the business outcomes of runs;
+    the template alarms on them."""
+    deliveries = result.deliveries
+    for outcome in ("dispatched", "retry", "failed"):
+        count(f"DispatchOutcome{outcome.capitalize()}", deliveries.count(outcome))
+    count("DeliveriesFailed", deliveries.count("failed"))
+    count("TasksCompleted", result.tasks_with("completed"))
+    count("TasksFailed", result.tasks_with("failed"))
+    count("TaskAttemptsFailed", result.tasks_with("retry"))
+    if result.resumes_sent:
+        runtime().nudger.nudge_projection()
+    logger.info(
+        "worker done",
+        extra={"deliveries": len(deliveries.outcomes), "tasks": len(result.tasks)},
+    )
+    return {
+        "dispatched": deliveries.count("dispatched"),
+        "retried": deliveries.count("retry"),
+        "failed": deliveries.count("failed"),
+        "tasks": {
+            outcome: result.tasks_with(outcome)
+            for outcome in ("completed", "failed", "retry", "dropped")
+        },
+        "resumed": result.resumes_sent,
+        "drained": result.drained,
+    }
 
 
 def record_outcomes(outcomes: Iterable[RunOutcome]) -> int:
@@ -170,55 +200,40 @@ def resume(message: ResumeMessage) -> ResumeResult:
 
 
 def resume_batch(messages: Sequence[ResumeMessage]) -> list[ResumeResult | Exception]:
-    """Resume several runs in one transaction (one savepoint per pass, one commit).
+    """Resume several runs in one transaction (engine.resume_batch) and report.
 
-    A request that arrived early goes back to the queue, delayed to its wake time. An
-    unknown run, or another tenant's, comes back as its RunNotFound (nothing written);
-    a failure of the whole transaction raises, so the whole batch is retried.
+    An unknown run, or another tenant's, comes back as its RunNotFound (nothing
+    written); a failure of the whole transaction raises, so the whole batch is retried.
     """
     rt = runtime()
     now = rt.clock.now()
     items = [
         ResumeRequestItem(m.tenant_id, m.run_id, m.step_index, force=m.force) for m in messages
     ]
-    results = with_store(lambda store: resume_runs(store, items, now, registry()))
-    # One requeue per suspension: SQS may deliver a message twice, and requeueing
-    # every copy of an early request would multiply it on each round.
-    requeue: dict[tuple[str, str, int], ResumeRequest] = {}
-    resumed = False
-    for message, result in zip(messages, results, strict=True):
+    report = with_store(
+        lambda store: engine_resume_batch(store, rt.resume_queue, rt.nudger, items, now, registry())
+    )
+    for message, result in zip(messages, report.results, strict=True):
         logger.append_keys(tenant_id=message.tenant_id, run_id=message.run_id)
         if isinstance(result, RunNotFound):
             logger.error(str(result))
-            count("RunNotFound")
-            continue
-        if isinstance(result, Exception):
+        elif isinstance(result, Exception):
             logger.error(f"resume failed: {type(result).__name__}")
-            count("ResumeErrors")
-            continue
-        if result.outcome == "not-due" and result.wake_at is not None:
-            delay = min(900, max(1, math.ceil((result.wake_at - now).total_seconds())))
-            key = (message.tenant_id, message.run_id, message.step_index)
-            if key not in requeue:
-                requeue[key] = ResumeRequest(*key, delay)
-                count("ResumesRequeued")
-        elif result.outcome in ("suspended", "completed", "failed"):
-            resumed = True
-            count("RunsResumed")
-            if result.wake_at is not None:
-                lag = max(0.0, (now - result.wake_at).total_seconds())
-                count("ResumeLagSeconds", lag, MetricUnit.Seconds)
-            if result.outcome == "completed":
-                count("RunsCompleted")
-            elif result.outcome == "failed":
-                count("RunsFailed")
-        logger.info(f"resume {result.outcome}", extra={"outcome": result.outcome})
-    if requeue:
-        rt.resume_queue.send(list(requeue.values()))
-    if resumed:
-        rt.nudger.nudge_projection()
-        rt.nudger.nudge_dispatcher()
-    return results
+        else:
+            logger.info(f"resume {result.outcome}", extra={"outcome": result.outcome})
+    for name, value in (
+        ("RunNotFound", report.not_found),
+        ("ResumeErrors", report.errors),
+        ("ResumesRequeued", report.requeued),
+        ("RunsResumed", report.resumed),
+        ("RunsCompleted", report.completed),
+        ("RunsFailed", report.failed),
+    ):
+        if value:
+            count(name, value)
+    for lag in report.lag_seconds:
+        count("ResumeLagSeconds", lag, MetricUnit.Seconds)
+    return report.results
 
 
 def resume_sqs_batch(event: dict[str, Any]) -> dict[str, Any]:

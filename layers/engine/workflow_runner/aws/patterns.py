@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import InvalidInput
+
 _MISSING = object()
 
 
-class UnsupportedPattern(ValueError):
+class UnsupportedPattern(InvalidInput, ValueError):
     """The pattern uses a construct this matcher does not implement."""
 
 

@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..dispatcher import PermanentDeliveryError, WebhookGuard
-from ..ports import HttpResponse, ResumeRequest
+from ..engine.delivery import MAX_RESPONSE_BYTES
+from ..engine.enqueue import MAX_DELAY_SECONDS
+from ..ports import DeliveryOutcomeUnknown, HttpResponse, PermanentDeliveryError, ResumeRequest
+from ..webhook_guard import WebhookGuard
 
 log = logging.getLogger("workflow_runner.aws")
 
 SQS_BATCH = 10  # send_message_batch takes at most 10 entries
-MAX_DELAY_SECONDS = 900
 
 
 def resume_message(request: ResumeRequest) -> dict[str, Any]:
@@ -101,6 +102,12 @@ _PERMANENT_SES_CODES = frozenset(
 )
 
 
+# botocore errors raised after the request was sent: SES may have accepted the message.
+_UNKNOWN_OUTCOME_ERRORS = frozenset(
+    {"ReadTimeoutError", "ConnectionClosedError", "ResponseStreamingError"}
+)
+
+
 class SesMailer:
     """Mailer on SES (v1 SendEmail, plain text)."""
 
@@ -114,7 +121,9 @@ class SesMailer:
 
         Raises:
             PermanentDeliveryError: SES rejected the message for good.
-            Exception: anything else (throttling, network) is transient.
+            DeliveryOutcomeUnknown: the request went out but no answer came back (a
+                read timeout, a dropped connection): SES may have sent it.
+            Exception: anything else (throttling, no connection): it was not sent.
         """
         try:
             reply = self._client.send_email(
@@ -129,6 +138,8 @@ class SesMailer:
             code = getattr(error, "response", {}).get("Error", {}).get("Code")
             if code in _PERMANENT_SES_CODES:
                 raise PermanentDeliveryError(f"SES {code}: {error}") from error
+            if type(error).__name__ in _UNKNOWN_OUTCOME_ERRORS:
+                raise DeliveryOutcomeUnknown(f"SES: {error!r}") from error
             raise
         return str(reply["MessageId"])
 
@@ -191,9 +202,9 @@ class PinnedHttpSender:
             try:
                 conn.request(method, path, body=body, headers=headers)
                 response = conn.getresponse()
-                response.read(64 * 1024)  # drain a little so the server sees a clean close
+                body = response.read(MAX_RESPONSE_BYTES + 1)  # one more tells "there was more"
                 return HttpResponse(
-                    response.status, {k.lower(): v for k, v in response.getheaders()}
+                    response.status, {k.lower(): v for k, v in response.getheaders()}, body
                 )
             except ConnectionRefusedError as error:
                 last_error = error  # try the host's next address

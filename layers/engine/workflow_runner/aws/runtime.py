@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..clock import SystemClock
-from ..dispatcher import WebhookGuard
 from ..errors import InvalidInput
 from ..ports import ResumeRequest, Runtime, set_runtime_factory
+from ..settings import Settings, get_settings
+from ..webhook_guard import WebhookGuard
 from .connection import ConnectionCache, fetch_secret_string
 from .ports import LambdaNudger, PinnedHttpSender, SesMailer, SqsResumeQueue
-from .settings import Settings, get_settings
 
 
 class UnconfiguredQueue:
@@ -49,7 +49,8 @@ def build_aws_runtime(settings: Settings | None = None) -> Runtime:
         mailer=SesMailer(session.client("ses")),
         http=PinnedHttpSender(guard),
         settings=settings,
-        extras={"connections": connections, "webhook_guard": guard},
+        webhook_guard=guard,
+        reconnect=connections.invalidate,
     )
 
 

@@ -25,7 +25,11 @@ def load_template(path: str | Path) -> dict[str, Any]:
     into their long form ({"Ref": ...}, {"Fn::If": ...})."""
     import yaml  # type: ignore[import-untyped]
 
-    class _Loader(yaml.SafeLoader):  # type: ignore[misc]
+    # libyaml's loader when PyYAML has it: ten times faster on this template, which the
+    # local runtime and every test environment read.
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class _Loader(base):  # type: ignore[misc,valid-type]
         pass
 
     def construct(loader: Any, suffix: str, node: Any) -> dict[str, Any]:

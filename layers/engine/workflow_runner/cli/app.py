@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 the command ran but the answer is "no" (run not found,
 redrive refused, doctor found problems, database error); 2 bad usage or bad input
-(argparse's habit). Errors go to stderr as `wfr: error: ...`; results to stdout.
+(argparse's habit; a workflow definition error too). Errors go to stderr as
+`wfr: error: ...`; results to stdout.
 """
 
 from __future__ import annotations
@@ -11,14 +12,9 @@ import argparse
 import logging
 import os
 import sys
-import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any, TextIO
 
-from ..clock import SystemClock
-from ..durations import parse_instant
 from ..errors import (
     InvalidInput,
     RunNotFound,
@@ -27,90 +23,9 @@ from ..errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
-from ..registry import WorkflowRegistry, default_registry, load_workflow_modules
-from ..store import Store, connect
+from . import actions, console_command, dispatches, dlq, local_commands, operate
+from .context import Context, Handler, UsageError
 from .render import Output
-
-Handler = Callable[["Context"], int]
-
-
-class UsageError(InvalidInput):
-    """A command line that cannot be carried out as given (exit code 2)."""
-
-
-@dataclass
-class Context:
-    """What every command gets: its arguments, output, and lazily the database."""
-
-    args: argparse.Namespace
-    output: Output
-    environ: dict[str, str]
-    _store: Store | None = field(default=None, repr=False)
-    _registry: WorkflowRegistry | None = field(default=None, repr=False)
-
-    @property
-    def database_url(self) -> str:
-        url = getattr(self.args, "database_url", None) or self.environ.get("DATABASE_URL")
-        if not url:
-            raise UsageError("no database: pass --database-url URL or set DATABASE_URL")
-        return str(url)
-
-    def store(self) -> Store:
-        if self._store is None:
-            self._store = connect(self.database_url)
-        return self._store
-
-    def registry(self) -> WorkflowRegistry:
-        if self._registry is None:
-            self._registry = load_workflow_modules(self.environ, default_registry())
-        return self._registry
-
-    def tenant(self, required: bool = True) -> str | None:
-        raw = getattr(self.args, "tenant", None)
-        if raw is None:
-            if required:
-                raise UsageError("--tenant is required")
-            return None
-        return parse_uuid(raw, "--tenant")
-
-    def now(self) -> datetime:
-        """Business time: --now, else the local runtime's clock when this database has
-        one (set by `wfr local` / `wfr demo`), else the system clock."""
-        raw = getattr(self.args, "now", None)
-        if raw:
-            return parse_now(raw, "--now")
-        from ..local.state import local_clock
-
-        local = local_clock(self.store())
-        return local if local is not None else SystemClock().now()
-
-    def close(self) -> None:
-        if self._store is not None and not self._store.closed:
-            self._store.close()
-
-
-def parse_uuid(raw: str, what: str) -> str:
-    """A UUID argument in canonical form.
-
-    Raises:
-        UsageError: `raw` is not a UUID.
-    """
-    try:
-        return str(uuid.UUID(str(raw)))
-    except ValueError:
-        raise UsageError(f"{what} must be a UUID, got {raw!r}") from None
-
-
-def parse_now(raw: str, what: str) -> datetime:
-    """An ISO-8601 instant argument such as 2026-01-05T09:00:00Z.
-
-    Raises:
-        UsageError: `raw` is not an instant with an offset.
-    """
-    try:
-        return parse_instant(raw)
-    except InvalidInput as error:
-        raise UsageError(f"{what}: {error}") from None
 
 
 def _common(json_default: Any) -> argparse.ArgumentParser:
@@ -133,8 +48,6 @@ def _common(json_default: Any) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full `wfr` argument parser."""
-    from . import dlq, local_commands, operate
-
     top = argparse.ArgumentParser(
         prog="wfr",
         description=(
@@ -147,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Business time (--now) defaults to the local runtime's clock when the database "
             "has one (set by `wfr local` and `wfr demo`), else the system clock. Exit codes: "
             "0 done, 1 the answer is no (not found, refused, problems found), 2 bad usage "
-            "or input (nothing written)."
+            "or input, a workflow definition error included (nothing written)."
         ),
     )
     # Sub-command copies of the common options must not overwrite values given before
@@ -167,52 +80,76 @@ def build_parser() -> argparse.ArgumentParser:
 
     command(commands, "migrate", operate.cmd_migrate, "apply pending schema migrations")
 
-    runs = commands.add_parser("runs", help="list runs or show one run's timeline")
-    runs_sub = runs.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
-    runs_sub.required = True
-    p = command(runs_sub, "list", operate.cmd_runs_list, "list a tenant's runs, newest first")
-    p.add_argument("--tenant", required=True, metavar="T", help="tenant id (UUID)")
-    p.add_argument("--workflow", metavar="W", help="only runs of this workflow")
-    p.add_argument(
-        "--status",
-        choices=["running", "waiting", "completed", "failed", "cancelled"],
-        help="only runs with this status",
+    runs = command(
+        commands,
+        "runs",
+        operate.cmd_runs_list,
+        "list runs (`wfr runs` = `wfr runs list`) or show one run's timeline",
     )
-    p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    _runs_list_options(runs, None)
+    runs_sub = runs.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
+    p = command(
+        runs_sub,
+        "list",
+        operate.cmd_runs_list,
+        "list runs across tenants (or of one), newest change first",
+    )
+    _runs_list_options(p, argparse.SUPPRESS)
     p = command(runs_sub, "show", operate.cmd_runs_show, "show one run's timeline")
-    p.add_argument("run_id", metavar="RUN_ID")
-    p.add_argument("--tenant", required=True, metavar="T", help="tenant id (UUID)")
+    _run_argument(p)
+    p = command(commands, "show", operate.cmd_runs_show, "show one run's timeline (= runs show)")
+    _run_argument(p)
 
-    p = command(commands, "pending", operate.cmd_pending, "list a tenant's pending rows")
-    p.add_argument("--tenant", required=True, metavar="T", help="tenant id (UUID)")
+    p = command(
+        commands,
+        "console",
+        console_command.cmd_console,
+        "serve the operator console (a web page) on 127.0.0.1 until Ctrl-C",
+    )
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0: any free)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1; anything else exposes it to the network)",
+    )
+    p.add_argument(
+        "--allow-actions",
+        action="store_true",
+        help="enable cancel, resume, redrive (default: read-only)",
+    )
+    p.add_argument("--template", metavar="FILE", help="SAM template for doctor's routing check")
+
+    p = command(
+        commands, "pending", operate.cmd_pending, "list pending rows (of every tenant, or one)"
+    )
+    p.add_argument("--tenant", metavar="T", help="only this tenant (UUID)")
     p.add_argument("--due-before", metavar="ISO", help="only rows due at or before this instant")
 
     p = command(
         commands,
         "resume",
-        operate.cmd_resume,
+        actions.cmd_resume,
         "resume a suspended run now (what a ResumeRun invoke does); prints the outcome",
     )
-    p.add_argument("run_id", metavar="RUN_ID")
-    p.add_argument("--tenant", required=True, metavar="T", help="tenant id (UUID)")
+    _run_argument(p)
     p.add_argument("--step", type=int, help="step index of the suspension (default: the open one)")
     p.add_argument("--force", action="store_true", help="resume even if it is not due yet")
+    p.add_argument("--reason", metavar="TEXT", help="recorded on the run's stream")
     p.add_argument("--now", metavar="ISO", help="business time (default: see `wfr --help`)")
 
-    p = command(commands, "cancel", operate.cmd_cancel, "cancel a run (it never resumes)")
-    p.add_argument("run_id", metavar="RUN_ID")
-    p.add_argument("--tenant", required=True, metavar="T", help="tenant id (UUID)")
+    p = command(commands, "cancel", actions.cmd_cancel, "cancel a run (it never resumes)")
+    _run_argument(p)
     p.add_argument("--reason", metavar="TEXT", help="recorded on the run's stream")
     p.add_argument("--now", metavar="ISO", help="business time")
 
     p = command(
         commands,
         "redrive",
-        operate.cmd_redrive,
+        actions.cmd_redrive,
         "re-run a failed run from the step that failed, on the current definition",
     )
-    p.add_argument("run_id", metavar="RUN_ID")
-    p.add_argument("--tenant", required=True, metavar="T", help="tenant id (UUID)")
+    _run_argument(p)
+    p.add_argument("--reason", metavar="TEXT", help="recorded on the run's stream")
     p.add_argument("--now", metavar="ISO", help="business time")
 
     p = command(
@@ -246,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--tenant", metavar="T", help="only this tenant's runs (default: all)")
     p.add_argument("--template", metavar="FILE", help="SAM template (default: ./template.yaml)")
+    p.add_argument("--now", metavar="ISO", help="business time (what is overdue)")
+
+    dispatches.add_commands(commands, command)
 
     local = commands.add_parser(
         "local", help="the local runtime: send events, let time pass (business time)"
@@ -280,9 +220,63 @@ def build_parser() -> argparse.ArgumentParser:
         local_commands.cmd_demo,
         "play the sample workflows end to end on an embedded PostgreSQL (or DATABASE_URL)",
     )
-    p.add_argument("--keep", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--console",
+        action="store_true",
+        help="then serve the console on the demo's database until Ctrl-C",
+    )
+    p.add_argument("--port", type=int, default=8080, help="the console's port (default 8080)")
     dlq.register(commands, command)
     return top
+
+
+def _run_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "run_id", metavar="RUN_ID", help="run id, or a unique prefix of it (4+ hex digits)"
+    )
+    parser.add_argument(
+        "--tenant", metavar="T", help="tenant id (UUID); needed only when the id is in several"
+    )
+
+
+def _runs_list_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    """Filters of `wfr runs` and `wfr runs list` (the latter's default to "absent", so
+    that options given before `list` survive)."""
+
+    def none(value: Any) -> Any:
+        return value if default is None else default
+
+    parser.add_argument("--tenant", metavar="T", default=none(None), help="only this tenant")
+    parser.add_argument(
+        "--workflow", metavar="W", default=none(None), help="only runs of this workflow"
+    )
+    parser.add_argument(
+        "--version", type=int, metavar="N", default=none(None), help="with --workflow: version N"
+    )
+    parser.add_argument(
+        "--status",
+        choices=["running", "waiting", "completed", "failed", "cancelled"],
+        default=none(None),
+        help="only runs with this status",
+    )
+    parser.add_argument(
+        "--key", metavar="KEY", default=none(None), help="only the run(s) of this idempotency key"
+    )
+    parser.add_argument(
+        "--since",
+        metavar="WHEN",
+        default=none(None),
+        help="changed at or after: an instant, or a duration ago (30m, 2h, 1d, PT1H)",
+    )
+    parser.add_argument(
+        "--until", metavar="WHEN", default=none(None), help="changed at or before (as --since)"
+    )
+    parser.add_argument(
+        "--limit", type=int, default=none(100), help="at most this many (default 100)"
+    )
+    parser.add_argument(
+        "--after", metavar="CURSOR", default=none(None), help="the page after this cursor"
+    )
 
 
 class _WarningsTo(logging.Handler):
@@ -309,6 +303,17 @@ def _route_warnings(err: TextIO) -> None:
         engine.addHandler(_WARNINGS)
 
 
+def _discard(stream: TextIO) -> None:
+    """Point a stream whose reader is gone at /dev/null (when it has a file descriptor)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def main(
     argv: Sequence[str] | None = None,
     out: TextIO | None = None,
@@ -327,11 +332,18 @@ def main(
     ctx = Context(args, Output(out, err, bool(args.json)), dict(environ or os.environ))
     try:
         handler: Handler = args.handler
-        return handler(ctx)
-    except (UsageError, InvalidInput) as error:
+        code = handler(ctx)
+        out.flush()
+        return code
+    except BrokenPipeError:
+        # The reader went away (`wfr runs list | head`): stop quietly, as a process
+        # killed by SIGPIPE would, without a traceback when Python flushes at exit.
+        _discard(out)
+        return 141
+    except (UsageError, InvalidInput, WorkflowDefinitionError) as error:
         print(f"wfr: error: {error}", file=err)
         return 2
-    except (RunNotFound, UnknownWorkflow, WorkflowDefinitionError) as error:
+    except (RunNotFound, UnknownWorkflow) as error:
         print(f"wfr: error: {error}", file=err)
         return 1
     except StoreError as error:

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from .app import Context, UsageError
+from .context import Context, UsageError
 
 
 def register(commands: Any, command: Callable[..., argparse.ArgumentParser]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 from collections.abc import Sequence
@@ -9,15 +10,19 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .. import events as ev
+from ..definition import WorkflowRegistry, load_workflow_modules
 from ..durations import parse_duration
+from ..envelope import parse_envelope, to_domain_event
 from ..errors import InvalidInput
 from ..local import routes as r
+from ..local.demo import run_demo
 from ..local.runtime import Activity, LocalRuntime, to_eventbridge_event
-from ..local.state import LocalResumeQueue, captured_mail, local_clock
-from ..store import Store
-from .app import Context, UsageError, parse_now
-from .render import Output, instant
+from ..settings import Settings
+from ..store import CapturedMail, Store, connect
+from ..timeline import activity_rows, instant
+from .console_command import database_label, serve_console
+from .context import Context, UsageError, parse_now
+from .render import Output
 
 
 def _template(ctx: Context) -> Path:
@@ -66,19 +71,42 @@ def prepare_events(
     so a bad entry stops the whole file before anything is sent.
 
     Raises:
-        InvalidInput: an entry is malformed; the message names it (1-based).
+        InvalidInput: entries are malformed; the message names every one (1-based).
     """
-    from ..envelope import parse_envelope, to_domain_event
-
     events = []
+    problems = []
     for number, entry in enumerate(entries, start=1):
         try:
             event = to_eventbridge_event(entry, now)
             to_domain_event(parse_envelope(event), tenant_path)
         except InvalidInput as error:
-            raise UsageError(f"{source}: entry {number}: {error}") from None
+            problems.append(f"{source}: entry {number}: {error}")
+            continue
         events.append(event)
+    if problems:
+        count = (
+            f"{len(problems)} of {len(entries)} entries are" if len(entries) > 1 else "the entry is"
+        )
+        raise UsageError(f"{count} invalid; nothing was sent:\n" + "\n".join(problems))
     return events
+
+
+def unused_types(events: Sequence[dict[str, Any]], registry: WorkflowRegistry) -> list[str]:
+    """A warning per event whose detail-type no registered workflow starts on or waits
+    for (the functions will ignore it), with the closest names as a hint."""
+    known = sorted(registry.trigger_types() | registry.awaited_types())
+    warnings = []
+    for number, event in enumerate(events, start=1):
+        kind = str(event.get("detail-type"))
+        if kind in known:
+            continue
+        close = difflib.get_close_matches(kind, known, n=2)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        warnings.append(
+            f"entry {number}: no workflow is triggered by or waits for {kind!r}, so it will "
+            f"be ignored{hint}"
+        )
+    return warnings
 
 
 def _move_clock(ctx: Context, runtime_now: datetime | None, target: datetime) -> None:
@@ -87,53 +115,6 @@ def _move_clock(ctx: Context, runtime_now: datetime | None, target: datetime) ->
             f"--now {instant(target)} is before the local clock ({instant(runtime_now)}): "
             "local time only moves forward"
         )
-
-
-def _workflow_of(store: Store, tenant: str, run_id: str, cache: dict[str, str]) -> str:
-    if run_id not in cache:
-        row = store.get_run(tenant, run_id)
-        cache[run_id] = row["workflow_name"] if row else "?"
-    return cache[run_id]
-
-
-def activity_rows(store: Store, activity: Activity) -> list[list[str]]:
-    """One table row per stream event an activity appended."""
-    from .operate import describe_event
-
-    names: dict[str, str] = {}
-    rows = []
-    for e in activity.events:
-        if e.stream_type == ev.RUN_STREAM:
-            workflow = e.payload.get("workflowName") or _workflow_of(
-                store, e.tenant_id, e.stream_id, names
-            )
-            rows.append(
-                [
-                    instant(e.recorded_at),
-                    e.stream_id[:8],
-                    workflow,
-                    e.type.removeprefix("workflow."),
-                    describe_event(e),
-                ]
-            )
-        elif e.type != ev.DISPATCH_REQUESTED:
-            first = store.load_stream(e.tenant_id, e.stream_id)[:1]
-            origin = first[0].payload if first else {}
-            detail = (
-                f"HTTP {e.payload.get('status')}"
-                if e.type == ev.DISPATCHED and e.payload.get("stepKind") == "webhook.send"
-                else str(e.payload.get("error") or "")
-            )
-            rows.append(
-                [
-                    instant(e.recorded_at),
-                    str(origin.get("runId", ""))[:8],
-                    str(origin.get("workflowName", "")),
-                    f"{e.payload.get('stepKind')} {e.type.removeprefix('step.')}",
-                    detail,
-                ]
-            )
-    return rows
 
 
 def activity_json(activity: Activity) -> dict[str, Any]:
@@ -156,26 +137,23 @@ def activity_json(activity: Activity) -> dict[str, Any]:
     }
 
 
-def mail_json(row: dict[str, Any]) -> dict[str, Any]:
+def mail_json(mail: CapturedMail) -> dict[str, Any]:
     return {
-        "requestId": row["request_id"],
-        "from": row["sender"],
-        "to": row["recipients"],
-        "subject": row["subject"],
-        "body": row["body"],
-        "sentAt": row["sent_at"],
+        "requestId": mail.request_id,
+        "from": mail.sender,
+        "to": mail.recipients,
+        "subject": mail.subject,
+        "body": mail.body,
+        "sentAt": mail.sent_at,
     }
 
 
 def print_activity(out: Output, store: Store, activity: Activity) -> None:
-    rows = activity_rows(store, activity)
+    rows = activity_rows(store, activity.events)
     if rows:
         out.table(["TIME", "RUN", "WORKFLOW", "EVENT", "DETAIL"], rows)
-    if activity.mail:
-        for m in activity.mail:
-            out.line(
-                out.paint("  mail ", "cyan") + f"to {', '.join(m['recipients'])}: {m['subject']}"
-            )
+    for m in activity.mail:
+        out.line(out.paint("  mail ", "cyan") + f"to {', '.join(m.recipients)}: {m.subject}")
 
 
 def _answer_summary(folder: str, answer: Any) -> str:
@@ -208,13 +186,13 @@ def cmd_put_events(ctx: Context) -> int:
     template = _template(ctx)
     entries = read_entries(ctx.args.file)
     store = ctx.store()
-    current = local_clock(store)
+    current = store.local.clock()
     if target is not None:
         _move_clock(ctx, current, target)
-    from ..aws.settings import Settings
-
     tenant_path = Settings.model_fields["tenant_id_path"].default
     events = prepare_events(entries, target or current or ctx.now(), tenant_path, ctx.args.file)
+    for warning in unused_types(events, ctx.registry()):
+        ctx.output.warn(warning)
     runtime = LocalRuntime(
         store, ctx.registry(), template, start=target or current, environ=ctx.environ
     )
@@ -270,7 +248,7 @@ def cmd_tick(ctx: Context) -> int:
             raise UsageError("--every must be longer than zero")
     template = _template(ctx)
     store = ctx.store()
-    current = local_clock(store)
+    current = store.local.clock()
     if target is not None:
         _move_clock(ctx, current, target)
     start = target or current or ctx.now()
@@ -308,8 +286,8 @@ def cmd_tick(ctx: Context) -> int:
 def cmd_clock(ctx: Context) -> int:
     """The local clock and the queued resume requests."""
     store = ctx.store()
-    now = local_clock(store)
-    queued = LocalResumeQueue(store, lambda: now).pending()
+    now = store.local.clock()
+    queued = store.local.queued()
     out = ctx.output
     if out.as_json:
         out.json(
@@ -317,10 +295,10 @@ def cmd_clock(ctx: Context) -> int:
                 "now": now,
                 "queue": [
                     {
-                        "tenantId": q["tenant_id"],
-                        "runId": q["run_id"],
-                        "stepIndex": q["step_index"],
-                        "visibleAt": q["visible_at"],
+                        "tenantId": q.tenant_id,
+                        "runId": q.run_id,
+                        "stepIndex": q.step_index,
+                        "visibleAt": q.visible_at,
                     }
                     for q in queued
                 ],
@@ -330,7 +308,7 @@ def cmd_clock(ctx: Context) -> int:
     out.line(f"local time {instant(now)}" if now else "no local clock yet (run `wfr local tick`)")
     out.table(
         ["RUN ID", "STEP", "VISIBLE AT"],
-        [[q["run_id"], q["step_index"], instant(q["visible_at"])] for q in queued],
+        [[q.run_id, q.step_index, instant(q.visible_at)] for q in queued],
         empty="resume queue empty",
     )
     return 0
@@ -338,21 +316,34 @@ def cmd_clock(ctx: Context) -> int:
 
 def cmd_mail(ctx: Context) -> int:
     """The mail the local step dispatcher captured."""
-    rows = captured_mail(ctx.store())
+    rows = ctx.store().local.mail()
     out = ctx.output
     if out.as_json:
         out.json([mail_json(m) for m in rows])
         return 0
     out.table(
         ["SENT", "TO", "SUBJECT"],
-        [[instant(m["sent_at"]), ", ".join(m["recipients"]), m["subject"]] for m in rows],
+        [[instant(m.sent_at), ", ".join(m.recipients), m.subject] for m in rows],
         empty="no mail captured",
     )
     return 0
 
 
 def cmd_demo(ctx: Context) -> int:
-    """Play the sample workflows end to end."""
-    from ..local.demo import run_demo
+    """Play the sample workflows end to end (then serve the console on its database)."""
+    then = None
+    if ctx.args.console:
 
-    return run_demo(ctx.output, ctx.environ, getattr(ctx.args, "database_url", None))
+        def then(url: str) -> object:
+            store = connect(url)
+            try:
+                label = database_label(store.dsn)
+            finally:
+                store.close()
+            registry = load_workflow_modules({"WORKFLOW_MODULES": "sample_workflows"})
+            # The demo's database is thrown away afterwards: actions are safe to try.
+            return serve_console(
+                ctx.output, url, label, registry, "127.0.0.1", ctx.args.port, True, None
+            )
+
+    return run_demo(ctx.output, ctx.environ, getattr(ctx.args, "database_url", None), then)

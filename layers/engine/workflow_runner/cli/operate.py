@@ -1,4 +1,5 @@
-"""Operator commands: migrate, runs, pending, resume, cancel, redrive, graph, doctor.
+"""Operator commands: migrate, runs, show, pending, erase-event, graph, doctor
+(resume, cancel and redrive are in actions.py).
 
 They work against any database URL (Aurora included) and call the same engine
 operations the Lambda functions call.
@@ -10,21 +11,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import events as ev
-from ..doctor import run_doctor
-from ..erase import erase_event
-from ..graph import GraphUnavailable, flowchart, mark_run, to_mermaid, to_png
-from ..operations import cancel_run, load_run, resume_run
-from ..redrive import redrive_run
-from ..store import StoredEvent, apply_migrations
-from .app import Context, UsageError, parse_now, parse_uuid
-from .render import instant
+from ..definition import WorkflowRegistry
+from ..engine.doctor import run_doctor
+from ..engine.erase import erase_event
+from ..engine.passes import load_run
+from ..engine.run_lookup import RunFilter, list_runs, workflow_version_of
+from ..graph import GraphUnavailable, flowchart, run_chart, to_mermaid, to_png
+from ..local.routes import template_routes
+from ..store import PendingRow, RunSummary, StoredEvent
+from ..stream import RUN_STREAM, fold_run
+from ..timeline import duration, instant, run_timeline, timeline_entries, wake_text
+from .context import Context, UsageError, parse_now, parse_since
 
 
 def cmd_migrate(ctx: Context) -> int:
     """Apply pending migrations."""
-    store = ctx.store()
-    applied = apply_migrations(store.conn)
+    applied = ctx.store().migrate()
     names = [f"{m.version:04d}_{m.name}" for m in applied]
     if ctx.output.as_json:
         ctx.output.json({"applied": names})
@@ -36,110 +38,98 @@ def cmd_migrate(ctx: Context) -> int:
     return 0
 
 
-def _run_json(row: dict[str, Any]) -> dict[str, Any]:
+def _run_json(run: RunSummary, registry: WorkflowRegistry) -> dict[str, Any]:
     return {
-        "runId": row["run_id"],
-        "tenantId": row["tenant_id"],
-        "workflowName": row["workflow_name"],
-        "status": row["status"],
-        "version": row["version"],
-        "definitionFingerprint": row["definition_fingerprint"],
-        "triggerEventType": row["trigger_event_type"],
-        "startedAt": row["started_at"],
-        "updatedAt": row["updated_at"],
+        "runId": run.run_id,
+        "tenantId": run.tenant_id,
+        "workflowName": run.workflow_name,
+        "workflowVersion": workflow_version_of(run, registry),
+        "status": run.status,
+        "version": run.version,
+        "definitionFingerprint": run.definition_fingerprint,
+        "triggerEventType": run.trigger_event_type,
+        "startedAt": run.started_at,
+        "updatedAt": run.updated_at,
     }
 
 
 def cmd_runs_list(ctx: Context) -> int:
-    """A tenant's runs, newest first."""
-    tenant = ctx.tenant()
-    assert tenant is not None
-    if ctx.args.limit < 1:
+    """Runs across tenants (or of one), newest change first, one page at a time."""
+    args = ctx.args
+    if args.limit < 1:
         raise UsageError("--limit must be at least 1")
-    rows = ctx.store().list_runs(tenant, ctx.args.workflow, ctx.args.status, ctx.args.limit)
-    if ctx.output.as_json:
-        ctx.output.json([_run_json(r) for r in rows])
-        return 0
-    ctx.output.table(
-        ["RUN ID", "WORKFLOW", "STATUS", "STARTED", "UPDATED"],
-        [
-            [
-                r["run_id"],
-                r["workflow_name"],
-                r["status"],
-                instant(r["started_at"]),
-                instant(r["updated_at"]),
-            ]
-            for r in rows
-        ],
-        colours=[None, None, "status"],
-        empty="no runs",
+    if args.version is not None and not args.workflow:
+        raise UsageError("--version needs --workflow")
+    now = ctx.now() if (args.since or args.until) else None
+    flt = RunFilter(
+        status=args.status,
+        workflow=args.workflow,
+        workflow_version=args.version,
+        tenant_id=ctx.tenant(required=False),
+        key=args.key,
+        since=parse_since(args.since, "--since", now) if args.since and now else None,
+        until=parse_since(args.until, "--until", now) if args.until and now else None,
     )
+    registry = ctx.registry()
+    page = list_runs(ctx.store(), registry, flt, cursor=args.after, limit=args.limit)
+    if ctx.output.as_json:
+        ctx.output.json([_run_json(r, registry) for r in page.runs])
+        return 0
+
+    def workflow(run: RunSummary) -> str:
+        version = workflow_version_of(run, registry)
+        return run.workflow_name + (f" v{version}" if version is not None else "")
+
+    headers = ["RUN ID", "TENANT", "WORKFLOW", "STATUS", "STARTED", "UPDATED"]
+    rows = [
+        [
+            r.run_id,
+            r.tenant_id[:8],
+            workflow(r),
+            r.status,
+            instant(r.started_at),
+            instant(r.updated_at),
+        ]
+        for r in page.runs
+    ]
+    if flt.tenant_id is not None:
+        headers.pop(1)
+        for row in rows:
+            row.pop(1)
+    ctx.output.table(
+        headers, rows, colours=[None] * (len(headers) - 3) + ["status"], empty="no runs"
+    )
+    if page.next_cursor:
+        ctx.output.warn(f"more runs follow: add --after {page.next_cursor}")
     return 0
-
-
-def describe_event(e: StoredEvent) -> str:
-    """One line saying what a run-stream event means."""
-    p = e.payload
-    t = e.type
-    if t == ev.RUN_STARTED:
-        ref = p.get("triggerEventRef") or {}
-        source = p.get("cronScheduledAt") or ref.get("eventId") or "-"
-        name = f"{p.get('workflowName')} v{p.get('workflowVersion')}"
-        return f"{name} on {p.get('triggerEventType')} ({source})"
-    if t == ev.STEP_WAITING:
-        return f"step {p.get('stepIndex')}: wait until {instant(p.get('wakeAt'))}"
-    if t == ev.STEP_WAITING_FOR_EVENT:
-        until = instant(p.get("timeoutAt"))
-        return f"step {p.get('stepIndex')}: wait for {p.get('eventType')} until {until}"
-    if t == ev.RETRY_SCHEDULED:
-        return (
-            f"step {p.get('stepIndex')}: attempt {p.get('attempt')}/{p.get('maxAttempts')} "
-            f"failed ({p.get('error')}), next at {instant(p.get('wakeAt'))}"
-        )
-    if t == ev.STEP_EVENT_MATCHED:
-        return f"step {p.get('stepIndex')}: matched {p.get('eventType')} {p.get('eventId')}"
-    if t == ev.STEP_RESUMED:
-        return f"step {p.get('stepIndex')}: resumed by {p.get('resumedBy')}"
-    if t == ev.RUN_COMPLETED:
-        return f"result {p.get('result')}"
-    if t == ev.RUN_FAILED:
-        return f"step {p.get('stepIndex')}: {p.get('reason') or p.get('error')}"
-    if t == ev.RUN_CANCELLED:
-        return str(p.get("reason") or "-")
-    if t == ev.RUN_REDRIVEN:
-        fingerprint = str(p.get("definitionFingerprint", ""))[:12]
-        return f"from step {p.get('fromStepIndex')} on definition {fingerprint}…"
-    return ""
 
 
 def _load_stream(ctx: Context, tenant: str, run_id: str) -> list[StoredEvent]:
     load_run(ctx.store(), tenant, run_id)  # RunNotFound for an unknown run or wrong tenant
-    return ctx.store().load_stream(tenant, run_id)
+    return ctx.store().streams.load(tenant, run_id)
 
 
 def cmd_runs_show(ctx: Context) -> int:
-    """One run's timeline."""
-    tenant = ctx.tenant()
-    assert tenant is not None
-    run_id = parse_uuid(ctx.args.run_id, "RUN_ID")
+    """One run's timeline: its stream and its deliveries' outcomes."""
+    run = ctx.run()
+    tenant, run_id = run.tenant_id, run.run_id
     events = _load_stream(ctx, tenant, run_id)
-    state = ev.fold_run(run_id, tenant, events)
+    state = fold_run(run_id, tenant, [e.recorded for e in events])
+    timeline = run_timeline(ctx.store(), tenant, run_id)
     if ctx.output.as_json:
         ctx.output.json(
             {
                 "runId": run_id,
                 "tenantId": tenant,
                 "workflowName": state.workflow_name,
+                "workflowVersion": workflow_version_of(run, ctx.registry()),
                 "status": state.status,
-                "events": [
-                    {
-                        "version": e.version,
-                        "type": e.type,
-                        "payload": e.payload,
-                        "recordedAt": e.recorded_at,
-                    }
-                    for e in events
+                "events": [_event_json(e) for e in events],
+                # Each fire-and-forget delivery's own stream: requested, attempts, outcome.
+                "deliveries": [
+                    {"requestId": e.stream_id, **_event_json(e)}
+                    for e in timeline
+                    if e.stream_type != RUN_STREAM
                 ],
             }
         )
@@ -147,122 +137,89 @@ def cmd_runs_show(ctx: Context) -> int:
     out = ctx.output
     out.heading(f"run {run_id}  {state.workflow_name}  {out.status(state.status)}")
     out.line(f"tenant {tenant}")
+    if state.suspension is not None:
+        out.line(f"waiting at step {state.suspension.step_index}")
     out.table(
-        ["V", "RECORDED", "EVENT", "DETAIL"],
+        ["V", "RECORDED", "AFTER", "EVENT", "DETAIL"],
         [
-            [e.version, instant(e.recorded_at), e.type.removeprefix("workflow."), describe_event(e)]
-            for e in events
+            [
+                e.event.version
+                if not e.on_dispatch_stream
+                else f"{e.event.stream_id[:8]}/{e.event.version}",
+                instant(e.event.recorded_at),
+                f"+{duration(e.after)}" if e.after else "",
+                e.event.type.removeprefix("workflow."),
+                e.detail + (f" (took {duration(e.took)})" if e.took else ""),
+            ]
+            for e in timeline_entries(timeline)
         ],
     )
     return 0
 
 
+def _event_json(e: StoredEvent) -> dict[str, Any]:
+    return {
+        "version": e.version,
+        "type": e.type,
+        "payload": e.payload,
+        "recordedAt": e.recorded_at,
+    }
+
+
 def cmd_pending(ctx: Context) -> int:
-    """A tenant's pending rows, soonest first."""
-    tenant = ctx.tenant()
-    assert tenant is not None
+    """Pending rows of a tenant, or of every tenant, soonest first (at most 1000)."""
+    tenant = ctx.tenant(required=False)
     before = parse_now(ctx.args.due_before, "--due-before") if ctx.args.due_before else None
-    rows = ctx.store().list_pending(tenant, before)
+    rows: list[PendingRow]
+    if tenant is not None:
+        rows = ctx.store().pending.for_tenant(tenant, before)
+    else:
+        rows = ctx.store().console.pending(None, None, before, None, 1000)
     if ctx.output.as_json:
         ctx.output.json(
             [
                 {
-                    "runId": r["run_id"],
-                    "stepIndex": r["step_index"],
-                    "workflowName": r["workflow_name"],
-                    "suspension": r["suspension_event_type"],
-                    "wakeAt": r["wake_at"],
-                    "retryAttempt": r["retry_attempt"],
-                    "waitEventType": r["wait_event_type"],
-                    "awaitedEventId": r["awaited_event_id"],
-                    "suspensionVersion": r["suspension_version"],
-                    "leasedUntil": r["leased_until"],
+                    "tenantId": r.tenant_id,
+                    "runId": r.run_id,
+                    "stepIndex": r.step_index,
+                    "workflowName": r.workflow_name,
+                    "suspension": r.suspension_event_type,
+                    "wakeAt": r.wake_at,
+                    "retryAttempt": r.retry_attempt,
+                    "waitEventType": r.wait_event_type,
+                    "awaitedEventId": r.awaited_event_id,
+                    "suspensionVersion": r.suspension_version,
+                    "leasedUntil": r.leased_until,
                 }
                 for r in rows
             ]
         )
         return 0
     ctx.output.table(
-        ["RUN ID", "STEP", "WORKFLOW", "WAITING", "WAKE AT", "DETAIL"],
+        ["RUN ID", "TENANT", "STEP", "WORKFLOW", "WAITING", "WAKE AT", "DETAIL"],
         [
             [
-                r["run_id"],
-                r["step_index"],
-                r["workflow_name"],
-                str(r["suspension_event_type"]).removeprefix("workflow."),
-                instant(r["wake_at"]),
-                (f"for {r['wait_event_type']}" if r["wait_event_type"] else "")
-                + (f" matched {r['awaited_event_id']}" if r["awaited_event_id"] else "")
-                + (f"attempt {r['retry_attempt']}" if r["retry_attempt"] else ""),
+                r.run_id,
+                r.tenant_id[:8],
+                r.step_index,
+                r.workflow_name,
+                r.suspension_event_type.removeprefix("workflow."),
+                wake_text(r.wake_at),
+                " ".join(
+                    part
+                    for part in (
+                        f"for {r.wait_event_type}" if r.wait_event_type else "",
+                        f"matched {r.awaited_event_id}" if r.awaited_event_id else "",
+                        f"attempt {r.retry_attempt}" if r.retry_attempt else "",
+                    )
+                    if part
+                ),
             ]
             for r in rows
         ],
         empty="no pending rows",
     )
     return 0
-
-
-def cmd_resume(ctx: Context) -> int:
-    """Resume a suspended run (the ResumeRun operation); print the outcome."""
-    tenant = ctx.tenant()
-    assert tenant is not None
-    run_id = parse_uuid(ctx.args.run_id, "RUN_ID")
-    store = ctx.store()
-    now = ctx.now()
-    step = ctx.args.step
-    if step is None:
-        state = load_run(store, tenant, run_id)
-        step = int(state.suspension["stepIndex"]) if state.suspension else 0
-    result = resume_run(
-        store, tenant, run_id, step, now, force=ctx.args.force, registry=ctx.registry()
-    )
-    payload = {
-        "outcome": result.outcome,
-        "tenantId": tenant,
-        "runId": run_id,
-        "stepIndex": step,
-        "wakeAt": result.wake_at,
-        "suspendedAt": result.suspended_at,
-        "nextWakeAt": result.resumed_wake_at,
-        "reason": result.reason,
-    }
-    if ctx.output.as_json:
-        ctx.output.json(payload)
-    else:
-        text = f"{ctx.output.status(result.outcome)}  run {run_id} step {step}"
-        if result.outcome == "not-due":
-            text += f": due at {instant(result.wake_at)} (use --force to resume now)"
-        elif result.outcome == "suspended":
-            text += f": now at step {result.suspended_at} until {instant(result.resumed_wake_at)}"
-        elif result.reason:
-            text += f": {result.reason}"
-        ctx.output.line(text)
-    return 0
-
-
-def cmd_cancel(ctx: Context) -> int:
-    """Cancel a run."""
-    tenant = ctx.tenant()
-    assert tenant is not None
-    run_id = parse_uuid(ctx.args.run_id, "RUN_ID")
-    result = cancel_run(ctx.store(), tenant, run_id, ctx.now(), reason=ctx.args.reason)
-    if ctx.output.as_json:
-        ctx.output.json(
-            {
-                "outcome": result.outcome,
-                "tenantId": tenant,
-                "runId": run_id,
-                "status": result.status,
-            }
-        )
-    elif result.outcome == "already-settled":
-        print(
-            f"wfr: error: run {run_id} is already {result.status}; nothing to cancel",
-            file=ctx.output.err,
-        )
-    else:
-        ctx.output.line(f"{ctx.output.status(result.outcome)}  run {run_id}")
-    return 1 if result.outcome == "already-settled" else 0
 
 
 def cmd_erase_event(ctx: Context) -> int:
@@ -294,59 +251,21 @@ def cmd_erase_event(ctx: Context) -> int:
     return 0
 
 
-def cmd_redrive(ctx: Context) -> int:
-    """Re-run a failed run from the step that failed."""
-    tenant = ctx.tenant()
-    assert tenant is not None
-    run_id = parse_uuid(ctx.args.run_id, "RUN_ID")
-    result = redrive_run(ctx.store(), tenant, run_id, ctx.now(), registry=ctx.registry())
-    if ctx.output.as_json:
-        ctx.output.json(
-            {
-                "outcome": result.outcome,
-                "tenantId": tenant,
-                "runId": run_id,
-                "workflowName": result.workflow_name,
-                "fromStepIndex": result.from_step_index,
-                "path": result.path,
-                "definitionFingerprint": result.definition_fingerprint,
-                "previousFingerprint": result.previous_fingerprint,
-                "stepIndex": result.step_index,
-                "wakeAt": result.wake_at,
-                "reason": result.reason,
-            }
-        )
-        return 0
-    text = f"redriven from step {result.from_step_index}: {ctx.output.status(result.outcome)}"
-    if result.outcome == "suspended":
-        text += f" at step {result.step_index} until {instant(result.wake_at)}"
-    elif result.reason:
-        text += f" ({result.reason})"
-    ctx.output.line(text)
-    return 0
-
-
 def cmd_graph(ctx: Context) -> int:
     """A workflow as a flowchart, with a run's path when given."""
     registry = ctx.registry()
     definition = registry.latest(ctx.args.workflow)
     if ctx.args.run:
-        tenant = ctx.tenant(required=False)
-        if tenant is None:
-            raise UsageError("--run needs --tenant")
-        run_id = parse_uuid(ctx.args.run, "--run")
+        run = ctx.run("run", "--run")
+        tenant, run_id = run.tenant_id, run.run_id
         events = _load_stream(ctx, tenant, run_id)
-        state = ev.fold_run(run_id, tenant, events)
+        state = fold_run(run_id, tenant, [e.recorded for e in events])
         if state.workflow_name != definition.name:
             raise UsageError(
                 f"run {run_id} is a run of {state.workflow_name!r}, not {definition.name!r}"
             )
         definition = registry.find(definition.name, state.fingerprint) or definition
-        chart = flowchart(definition)
-        dispatches = ctx.store().fetch_all(
-            "cli_run_dispatches", {"tenant_id": tenant, "run_id": run_id}
-        )
-        mark_run(chart, definition, events, [d["payload"].get("path") or [] for d in dispatches])
+        chart = run_chart(ctx.store(), definition, tenant, run_id)
     else:
         chart = flowchart(definition)
     if ctx.args.format == "png":
@@ -385,7 +304,8 @@ def cmd_doctor(ctx: Context) -> int:
     template = Path(ctx.args.template) if ctx.args.template else None
     if template is not None and not template.is_file():
         raise UsageError(f"--template {template}: no such file")
-    report = run_doctor(ctx.store(), ctx.registry(), tenant, template)
+    routes = template_routes(template, ctx.registry())
+    report = run_doctor(ctx.store(), ctx.registry(), tenant, routes, ctx.now())
     if ctx.output.as_json:
         ctx.output.json(report.to_json())
     else:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TextIO
 
-from ..durations import format_instant, parse_instant
-from ..errors import InvalidInput
+from ..durations import format_instant
 
 _CODES = {
     "bold": "1",
@@ -56,20 +55,6 @@ def to_json_value(value: Any) -> Any:
     return value
 
 
-def instant(value: datetime | str | None) -> str:
-    """An instant for a table cell or message: UTC to the second, e.g. 2026-01-05T09:00:00Z."""
-    if value is None:
-        return "-"
-    moment = value
-    if isinstance(value, str):
-        try:
-            moment = parse_instant(value)
-        except InvalidInput:
-            return value
-    assert isinstance(moment, datetime)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class Output:
     """Where a command writes: stdout for results, stderr for errors and progress."""
 
@@ -90,6 +75,12 @@ class Output:
 
     def line(self, text: str = "") -> None:
         print(text, file=self.out)
+
+    def error(self, text: str) -> None:
+        print(f"wfr: error: {text}", file=self.err)
+
+    def warn(self, text: str) -> None:
+        print(f"wfr: warning: {text}", file=self.err)
 
     def heading(self, text: str) -> None:
         self.line(self.paint(text, "bold"))

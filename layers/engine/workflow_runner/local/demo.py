@@ -2,11 +2,14 @@
 
 Starts an embedded PostgreSQL (or uses DATABASE_URL), migrates, and plays one story
 for a fresh tenant: two sign-ups (one engaged), two orders (one approved, one
-cancelled), an inventory sync whose partner fails twice before it succeeds, a
-data.processed webhook; then eight days pass in a few seconds. Mail is captured; every
-webhook is really sent over HTTP, to a sink the demo runs on 127.0.0.1: the samples'
-hooks.example.com URLs are redirected there (WFR_WEBHOOK_REDIRECTS) and 127.0.0.1 is
-allow-listed for the SSRF guard. Everything it started is stopped before it returns.
+cancelled), an inventory sync whose partner fails twice before it succeeds, two data
+exports delivered as webhook tasks (one partner answers 503 once, then accepts; the
+other sits at a private address the SSRF guard refuses, and the failure surfaces in the
+run, its timeline and `wfr doctor`); then eight days pass in a few seconds. Mail is
+captured; every webhook is really sent over HTTP, to a sink the demo runs on 127.0.0.1:
+the samples' hooks.example.com URLs are redirected there (WFR_WEBHOOK_REDIRECTS) and
+127.0.0.1 is allow-listed for the SSRF guard. Everything it started is stopped before
+it returns.
 """
 
 from __future__ import annotations
@@ -15,22 +18,27 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ..graph import flowchart, mark_run, to_mermaid
-from ..operations import cancel_run
-from ..registry import load_workflow_modules
-from ..store import Store, apply_migrations, connect
+from ..definition import load_workflow_modules
+from ..engine.cancel import cancel_run
+from ..engine.doctor import DoctorReport, run_doctor
+from ..graph import run_chart, to_mermaid
+from ..store import Store, connect
+from ..stream import NEVER
+from ..timeline import activity_rows, describe_event
 from . import routes as r
 from .runtime import Activity, LocalRuntime
-from .state import captured_mail
 
 START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
+# The export partner is down for the first call: the webhook task retries after 10 s.
+SINK_ANSWERS = {"/exports": [503]}
+REFUSED_EXPORT = "https://10.20.30.40/exports"
 
 
 @dataclass
@@ -43,11 +51,13 @@ class ReceivedRequest:
 
 @dataclass
 class WebhookSink:
-    """A local HTTP server that answers 200 and remembers what it received."""
+    """A local HTTP server that remembers what it received and answers 200 with a JSON
+    body, or, for a path given in `answers`, the statuses scripted there first."""
 
     server: ThreadingHTTPServer
     thread: threading.Thread
     received: list[ReceivedRequest] = field(default_factory=list)
+    answers: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -56,9 +66,15 @@ class WebhookSink:
 
 
 @contextmanager
-def webhook_sink() -> Iterator[WebhookSink]:
-    """Run a WebhookSink on 127.0.0.1 (a free port) for the duration of the block."""
+def webhook_sink(answers: Mapping[str, list[int]] | None = None) -> Iterator[WebhookSink]:
+    """Run a WebhookSink on 127.0.0.1 (a free port) for the duration of the block.
+
+    Args:
+        answers: path -> statuses to answer there, in order, before answering 200.
+    """
     received: list[ReceivedRequest] = []
+    scripted = {path: list(statuses) for path, statuses in (answers or {}).items()}
+    lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         def _record(self) -> None:
@@ -68,14 +84,17 @@ def webhook_sink() -> Iterator[WebhookSink]:
                 body: Any = json.loads(raw) if raw else None
             except ValueError:
                 body = raw.decode(errors="replace")
-            received.append(
-                ReceivedRequest(
-                    self.command, self.path, self.headers.get("idempotency-key", ""), body
-                )
-            )
-            self.send_response(200)
-            self.send_header("content-length", "0")
+            key = self.headers.get("idempotency-key", "")
+            with lock:
+                received.append(ReceivedRequest(self.command, self.path, key, body))
+                queue = scripted.get(self.path) or []
+                status = queue.pop(0) if queue else 200
+            answer = json.dumps({"accepted": status < 300, "request": key[:8]}).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(answer)))
             self.end_headers()
+            self.wfile.write(answer)
 
         do_POST = do_PUT = do_PATCH = _record
 
@@ -85,7 +104,7 @@ def webhook_sink() -> Iterator[WebhookSink]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, name="wfr-demo-sink", daemon=True)
     thread.start()
-    sink = WebhookSink(server, thread, received)
+    sink = WebhookSink(server, thread, received, scripted)
     try:
         yield sink
     finally:
@@ -116,14 +135,12 @@ class Demo:
         self.out.heading(f"▶ {title}")
 
     def show(self, activity: Activity, skip: frozenset[str] = frozenset()) -> None:
-        from ..cli.local_commands import activity_rows
-
-        rows = [row for row in activity_rows(self.store, activity) if row[2] not in skip]
+        rows = [row for row in activity_rows(self.store, activity.events) if row[2] not in skip]
         if rows:
             self.out.table(["TIME", "RUN", "WORKFLOW", "EVENT", "DETAIL"], rows)
         for m in activity.mail:
             self.out.line(
-                self.out.paint("  ✉ ", "cyan") + f"to {', '.join(m['recipients'])}: {m['subject']}"
+                self.out.paint("  ✉ ", "cyan") + f"to {', '.join(m.recipients)}: {m.subject}"
             )
 
     def put(self, label: str, detail_type: str, detail: dict[str, Any]) -> Activity:
@@ -162,7 +179,7 @@ class Demo:
         )
         self.rt.set_now(START)
 
-        self.scene("Monday 08:00 — two sign-ups, two orders, an inventory change, a data export")
+        self.scene("Monday 08:00 — two sign-ups, two orders, an inventory change, two exports")
         self.put("ada", "user.signed-up", {"userId": "active-ada", "email": "ada@example.com"})
         self.put("bob", "user.signed-up", {"userId": "bob", "email": "bob@example.com"})
         self.put(
@@ -185,12 +202,20 @@ class Demo:
             "data.processed",
             {"webhookUrl": f"{self.sink.url}/exports", "data": {"rows": 1280}},
         )
+        self.put(
+            "export to a private address",
+            "data.processed",
+            {"webhookUrl": REFUSED_EXPORT, "data": {"rows": 3}},
+        )
 
         self.scene("Pending rows: who waits for what")
         self.pending_table()
 
-        self.scene("08:00–08:03 — the partner refuses twice, then accepts (exponential backoff)")
+        self.scene("08:00–08:03 — partners fail, tasks retry with backoff; a refused export fails")
         self.travel(START + timedelta(minutes=3), timedelta(seconds=30), frozenset())
+
+        self.scene("wfr doctor at 08:03: the refused export is worth a look")
+        self.doctor()
 
         self.scene("08:10 — order o-1001 is approved: the waiting run wakes at once")
         self.rt.set_now(START + timedelta(minutes=10))
@@ -208,21 +233,18 @@ class Demo:
         self.travel(
             START + timedelta(days=8, hours=1), timedelta(hours=3), frozenset({"daily-report"})
         )
-        reports = self.store.list_runs(self.tenant, "daily-report")
+        reports = self.store.runs.for_tenant(self.tenant, "daily-report")
         out.line(
             f"  daily-report (cron 0 9 * * *) ran {len(reports)} times, one per day at 09:00 UTC"
         )
 
         self.scene("Runs")
         rows = [
-            r for r in self.store.list_runs(self.tenant) if r["workflow_name"] != "daily-report"
+            r for r in self.store.runs.for_tenant(self.tenant) if r.workflow_name != "daily-report"
         ]
         out.table(
             ["RUN ID", "WORKFLOW", "STATUS", "LAST CHANGE"],
-            [
-                [r["run_id"], r["workflow_name"], r["status"], f"{r['updated_at']:%a %d %b %H:%M}"]
-                for r in rows
-            ],
+            [[r.run_id, r.workflow_name, r.status, f"{r.updated_at:%a %d %b %H:%M}"] for r in rows],
             colours=[None, None, "status"],
         )
 
@@ -232,12 +254,18 @@ class Demo:
         self.scene("Timeline of the inventory sync: two failed attempts, then success")
         self.timeline(self.runs["sku-42"])
 
+        self.scene("Timeline of the export: the partner answered 503, the retry was accepted")
+        self.timeline(self.runs["export"])
+
+        self.scene("Timeline of the export to a private address: refused, caught, ops told")
+        self.timeline(self.runs["export to a private address"])
+
         self.scene("Captured mail")
         out.table(
             ["SENT", "TO", "SUBJECT"],
             [
-                [f"{m['sent_at']:%a %d %b %H:%M}", ", ".join(m["recipients"]), m["subject"]]
-                for m in captured_mail(self.store)
+                [f"{m.sent_at:%a %d %b %H:%M}", ", ".join(m.recipients), m.subject]
+                for m in self.store.local.mail()
             ],
         )
 
@@ -257,11 +285,7 @@ class Demo:
         self.graph("user-onboarding", self.runs["ada"])
 
         self.scene("wfr doctor")
-        from ..doctor import run_doctor
-
-        report = run_doctor(self.store, self.rt.registry, self.tenant, self.rt.routing.template)
-        for check in report.checks:
-            out.line(f"  {out.status(check.status):<8} {check.name}: {check.summary}")
+        report = self.doctor()
         expected = {
             "ada": "completed",
             "bob": "completed",
@@ -269,6 +293,7 @@ class Demo:
             "order o-1002": "cancelled",
             "sku-42": "completed",
             "export": "completed",
+            "export to a private address": "failed",
         }
         wrong = {
             label: status
@@ -282,32 +307,42 @@ class Demo:
         out.line(out.status("ok") + ": every run ended as expected")
         return 0
 
+    def doctor(self) -> DoctorReport:
+        routes = r.template_routes(self.rt.routing.template, self.rt.registry)
+        report = run_doctor(self.store, self.rt.registry, self.tenant, routes, self.rt.now())
+        for check in report.checks:
+            self.out.line(f"  {self.out.status(check.status):<8} {check.name}: {check.summary}")
+            if check.status != "ok":
+                for item in check.items[:3]:
+                    self.out.line(self.out.paint(f"           {item}", "dim"))
+        return report
+
     def _status(self, run_id: str) -> str:
-        row = self.store.get_run(self.tenant, run_id)
-        return str(row["status"]) if row else "missing"
+        summary = self.store.runs.get(self.tenant, run_id)
+        return summary.status if summary else "missing"
 
     def pending_table(self) -> None:
-        rows = self.store.list_pending(self.tenant)
+        rows = self.store.pending.for_tenant(self.tenant)
         self.out.table(
             ["RUN", "WORKFLOW", "STEP", "WAITING", "WAKE AT"],
             [
                 [
-                    r["run_id"][:8],
-                    r["workflow_name"],
-                    r["step_index"],
-                    str(r["suspension_event_type"]).removeprefix("workflow.")
-                    + (f" {r['wait_event_type']}" if r["wait_event_type"] else ""),
-                    f"{r['wake_at']:%a %d %b %H:%M:%S}",
+                    p.run_id[:8],
+                    p.workflow_name,
+                    p.step_index,
+                    p.suspension_event_type.removeprefix("workflow.")
+                    + (f" {p.wait_event_type}" if p.wait_event_type else ""),
+                    "when its task ends"
+                    if p.wake_at >= NEVER
+                    else f"{p.wake_at:%a %d %b %H:%M:%S}",
                 ]
-                for r in rows
+                for p in rows
             ],
             empty="no pending rows: nothing is waiting",
         )
 
     def timeline(self, run_id: str) -> None:
-        from ..cli.operate import describe_event
-
-        events = self.store.load_stream(self.tenant, run_id)
+        events = self.store.streams.load(self.tenant, run_id)
         self.out.table(
             ["V", "RECORDED", "EVENT", "DETAIL"],
             [
@@ -323,18 +358,22 @@ class Demo:
 
     def graph(self, workflow: str, run_id: str) -> None:
         definition = self.rt.registry.latest(workflow)
-        chart = flowchart(definition)
-        events = self.store.load_stream(self.tenant, run_id)
-        dispatches = self.store.fetch_all(
-            "cli_run_dispatches", {"tenant_id": self.tenant, "run_id": run_id}
-        )
-        mark_run(chart, definition, events, [d["payload"].get("path") or [] for d in dispatches])
+        chart = run_chart(self.store, definition, self.tenant, run_id)
         for line in to_mermaid(chart).splitlines():
             self.out.line("  " + line)
 
 
-def run_demo(out: Any, environ: Mapping[str, str], database_url: str | None = None) -> int:
-    """Play the demo; return the exit code (0 when every run ended as expected)."""
+def run_demo(
+    out: Any,
+    environ: Mapping[str, str],
+    database_url: str | None = None,
+    then: Callable[[str], object] | None = None,
+) -> int:
+    """Play the demo; return the exit code (0 when every run ended as expected).
+
+    `then` is called with the database's URL after the demo, while its database still
+    exists (`wfr demo --console` serves the console there).
+    """
     started = time.monotonic()
     url = database_url or environ.get("DATABASE_URL")
     server = None
@@ -346,7 +385,7 @@ def run_demo(out: Any, environ: Mapping[str, str], database_url: str | None = No
     try:
         store = connect(url)
         try:
-            applied = apply_migrations(store.conn)
+            applied = store.migrate()
             if applied:
                 out.line(out.paint(f"migrated: {', '.join(m.name for m in applied)}", "dim"))
             template = r.find_template()
@@ -354,7 +393,7 @@ def run_demo(out: Any, environ: Mapping[str, str], database_url: str | None = No
                 out.line("wfr: error: template.yaml not found: run the demo from the project root")
                 return 1
             registry = load_workflow_modules({"WORKFLOW_MODULES": "sample_workflows"})
-            with webhook_sink() as sink:
+            with webhook_sink(SINK_ANSWERS) as sink:
                 env = {
                     "WEBHOOK_ALLOW_HOSTS": "127.0.0.1",
                     "WFR_WEBHOOK_REDIRECTS": f"hooks.example.com={sink.url}",
@@ -363,8 +402,10 @@ def run_demo(out: Any, environ: Mapping[str, str], database_url: str | None = No
                 code = Demo(out, store, runtime, sink).play()
         finally:
             store.close()
+        out.line(out.paint(f"demo finished in {time.monotonic() - started:.1f} s", "dim"))
+        if then is not None:
+            then(url)
     finally:
         if server is not None:
             server.cleanup()
-    out.line(out.paint(f"demo finished in {time.monotonic() - started:.1f} s", "dim"))
     return code

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..definition import WorkflowRegistry
+from ..engine.doctor import TemplateRoutes
 from ..errors import InvalidInput
-from ..registry import WorkflowRegistry
 
 # Functions by the folder of their CodeUri (functions/<name>/): independent of how the
 # template names their logical ids.
@@ -134,3 +135,15 @@ def unrouted_types(routing: Routing, registry: WorkflowRegistry) -> list[str]:
         if not reaches(t, EVENT_WAKEUP)
     ]
     return missing
+
+
+def template_routes(path: Path | None, registry: WorkflowRegistry) -> TemplateRoutes:
+    """What a SAM template routes, for `wfr doctor` (path None: ./template.yaml or the
+    project's own)."""
+    template = path or find_template()
+    if template is None:
+        return TemplateRoutes(None)
+    try:
+        return TemplateRoutes(template, unrouted_types(load_routes(template), registry))
+    except (RoutingError, ValueError) as error:
+        return TemplateRoutes(template, error=str(error))

@@ -21,6 +21,7 @@ import logging
 import os
 import sys
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,15 +31,19 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .. import ports
+from ..aws.inprocess import FakeLambdaContext, InMemoryResumeQueue, RecordingNudger
+from ..aws.ports import PinnedHttpSender
+from ..aws.template import load_handlers
 from ..clock import ManualClock, SystemClock
-from ..dispatcher import WebhookGuard, system_resolver
+from ..definition import WorkflowRegistry
 from ..durations import format_instant
+from ..errors import DidNotSettle
 from ..ports import HttpResponse, HttpSender, Runtime, set_runtime
-from ..registry import WorkflowRegistry
-from ..store import Store, StoredEvent
-from ..store.database import stored_event
+from ..settings import Settings
+from ..store import CapturedMail, Store, StoredEvent
+from ..webhook_guard import WebhookGuard, system_resolver
 from . import routes as r
-from .state import CapturedMailer, LocalResumeQueue, local_clock, set_local_clock
+from .state import CapturedMailer, LocalResumeQueue, as_request
 
 # A runaway loop guard for settle(): far more rounds than any workflow needs.
 MAX_SETTLE_ROUNDS = 1000
@@ -89,14 +94,16 @@ class Activity:
     now: datetime
     answers: list[tuple[str, Any]] = field(default_factory=list)
     events: list[StoredEvent] = field(default_factory=list)
-    mail: list[dict[str, Any]] = field(default_factory=list)
+    mail: list[CapturedMail] = field(default_factory=list)
 
 
 @contextmanager
 def quiet_powertools() -> Iterator[None]:
     """Keep the handlers' Powertools output off stdout while they run locally: logs at
-    WARNING and above go to stderr, EMF metrics are neither printed nor kept."""
-    from ..aws import lambda_support
+    WARNING and above go to stderr, EMF metrics are neither printed nor kept, and the
+    warning Metrics gives when a flush has nothing to publish is not shown (it is about
+    CloudWatch, which a local run has none of)."""
+    from ..aws import lambda_support  # imports Powertools: only when handlers run here
 
     saved_env = os.environ.get("POWERTOOLS_METRICS_DISABLED")
     os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
@@ -108,7 +115,9 @@ def quiet_powertools() -> Iterator[None]:
     if isinstance(handler, logging.StreamHandler):
         handler.setStream(sys.stderr)
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="No application metrics to publish")
+            yield
     finally:
         # Disabled metrics are not flushed, so drop them: the process may serve real
         # handler calls (tests) after us, whose flush must not carry our counts.
@@ -145,11 +154,6 @@ class LocalRuntime:
         start: datetime | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        from ..aws.inprocess import FakeLambdaContext, RecordingNudger
-        from ..aws.ports import PinnedHttpSender
-        from ..aws.settings import Settings
-        from ..aws.template import load_handlers
-
         env = dict(os.environ if environ is None else environ)
         self.store = store
         self.registry = registry
@@ -157,7 +161,7 @@ class LocalRuntime:
         by_name = load_handlers(template)
         self.handlers = {self.routing.folders[name]: h for name, h in by_name.items()}
         self._context = FakeLambdaContext
-        self.clock = ManualClock(local_clock(store) or start or SystemClock().now())
+        self.clock = ManualClock(store.local.clock() or start or SystemClock().now())
         self.queue = LocalResumeQueue(store, self.clock.now)
         self.nudger = RecordingNudger()
         self.mailer = CapturedMailer(store, self.clock.now)
@@ -170,11 +174,11 @@ class LocalRuntime:
         sender: HttpSender = http or PinnedHttpSender(self.guard)
         self.http = RedirectingHttpSender(sender, redirects) if redirects else sender
         self.settings = Settings(
-            database_url=store.conn.info.dsn or "postgresql:///local",
+            database_url=store.dsn or "postgresql:///local",
             mail_sender=env.get("MAIL_SENDER") or DEFAULT_MAIL_SENDER,
             webhook_allow_hosts=frozenset(allow),
         )
-        set_local_clock(store, self.clock.now())
+        store.local.set_clock(self.clock.now())
 
     # --- wiring -------------------------------------------------------------
 
@@ -182,7 +186,7 @@ class LocalRuntime:
     def installed(self) -> Iterator[None]:
         """Install this runtime for the handlers (and restore the previous one after)."""
         # The runtime installed before (if any), without building the AWS default.
-        previous: Runtime | None = getattr(ports, "_runtime", None)
+        previous = ports.installed_runtime()
         set_runtime(
             Runtime(
                 clock=self.clock,
@@ -192,7 +196,8 @@ class LocalRuntime:
                 mailer=self.mailer,
                 http=self.http,
                 settings=self.settings,
-                extras={"registry": self.registry, "webhook_guard": self.guard},
+                registry=self.registry,
+                webhook_guard=self.guard,
             )
         )
         try:
@@ -217,13 +222,12 @@ class LocalRuntime:
     def set_now(self, moment: datetime) -> None:
         """Move business time (persisted for the next command)."""
         self.clock.set(moment)
-        set_local_clock(self.store, self.clock.now())
+        self.store.local.set_clock(self.clock.now())
 
     def next_due_after(self, moment: datetime) -> datetime | None:
         """The first instant after `moment` at which something becomes due: a pending
         row, a delayed resume message or a dispatch retry (None: nothing scheduled)."""
-        row = self.store.fetch_one("local_next_due", {"now": moment})
-        return row["next_due"] if row else None
+        return self.store.local.next_due(moment)
 
     def travel(self, until: datetime, every: timedelta) -> Iterator[Activity]:
         """Run cycles up to `until`: at most `every` apart, and also exactly when
@@ -273,10 +277,20 @@ class LocalRuntime:
         self._collect(activity, mark)
         return activity
 
+    def catch_up(self) -> Activity:
+        """Nudge PendingProjection and StepDispatcher, as the functions do after they
+        append, and run what follows: for appends made outside the functions (an
+        operator's cancel, resume or redrive), so their effects show at once."""
+        mark = self._mark()
+        activity = Activity(self.now())
+        self.nudger.nudge_projection()
+        self.nudger.nudge_dispatcher()
+        self._settle(activity)
+        self._collect(activity, mark)
+        return activity
+
     def _settle(self, activity: Activity) -> None:
         """Act on nudges and drain the visible resume messages until nothing is left."""
-        from ..aws.inprocess import InMemoryResumeQueue
-
         for _ in range(MAX_SETTLE_ROUNDS):
             projection, dispatcher = self.nudger.take()
             nudge = {"source": "wfr.local", "detail-type": "nudge"}
@@ -287,23 +301,40 @@ class LocalRuntime:
                 activity.answers.append((r.STEP_DISPATCHER, self.call(r.STEP_DISPATCHER, nudge)))
             messages = self.queue.receive(self.now(), limit=10)
             if messages:
-                batch = InMemoryResumeQueue.sqs_event([m.request for m in messages])
+                batch = InMemoryResumeQueue.sqs_event([as_request(m) for m in messages])
                 activity.answers.append((r.RESUME_RUN, self.call(r.RESUME_RUN, batch)))
             if not (projection or dispatcher or messages):
                 return
-        raise RuntimeError(f"the local runtime did not settle in {MAX_SETTLE_ROUNDS} rounds")
+        raise DidNotSettle(f"the local runtime did not settle in {MAX_SETTLE_ROUNDS} rounds")
 
     def _mark(self) -> tuple[int, int]:
-        row = self.store.fetch_one("local_activity_mark", {})
-        assert row is not None
-        return int(row["events"]), int(row["mail"])
+        return self.store.local.activity_mark()
 
     def _collect(self, activity: Activity, mark: tuple[int, int]) -> None:
-        from .state import captured_mail
+        activity.events = self.store.local.events_since(mark[0])
+        activity.mail = self.store.local.mail(mark[1])
 
-        rows = self.store.fetch_all("local_activity_since", {"after": mark[0]})
-        activity.events = [stored_event(row) for row in rows]
-        activity.mail = captured_mail(self.store, mark[1])
+
+def catch_up_local(
+    store: Store,
+    registry: WorkflowRegistry,
+    environ: Mapping[str, str] | None = None,
+    template: Path | None = None,
+) -> Activity | None:
+    """After an operator's action on a local database (one with a local clock), run
+    the nudges the functions would have sent (see LocalRuntime.catch_up).
+
+    Returns None on any other database (Aurora: its own functions are nudged there).
+
+    Raises:
+        RoutingError: no template.yaml was given or found to load the functions from.
+    """
+    if store.local.clock() is None:
+        return None
+    found = template or r.find_template()
+    if found is None:
+        raise r.RoutingError("no template.yaml found in this directory or above")
+    return LocalRuntime(store, registry, found, environ=environ).catch_up()
 
 
 def _redirecting_resolver(redirects: Mapping[str, str]) -> Callable[[str, int], Sequence[str]]:
@@ -323,7 +354,8 @@ def to_eventbridge_event(entry: Mapping[str, Any], now: datetime) -> dict[str, A
     EventBusName?, Time?, Resources?}) or from a full event (kept, id and time filled in).
 
     Raises:
-        InvalidInput (RoutingError): the entry has neither shape, or Detail is not a JSON object.
+        InvalidInput (RoutingError): the entry has neither shape, or an entry's Detail is
+            not a string holding a JSON object.
     """
     import json
 
@@ -344,13 +376,20 @@ def to_eventbridge_event(entry: Mapping[str, Any], now: datetime) -> dict[str, A
             "source and detail (an EventBridge event)"
         )
     detail = entry.get("Detail", "{}")
-    if isinstance(detail, str):
-        try:
-            detail = json.loads(detail)
-        except json.JSONDecodeError as error:
-            raise r.RoutingError(f"Detail is not valid JSON: {error}") from None
+    if not isinstance(detail, str):
+        # The PutEvents API takes Detail as a string of JSON; an object would be refused
+        # by `aws events put-events` too, so it is refused here rather than fixed up.
+        raise r.RoutingError(
+            f"Detail must be a string of JSON, as in the PutEvents API, got a "
+            f'{type(detail).__name__}: write it as "Detail": '
+            f"{json.dumps(json.dumps(detail))[:80]}"
+        )
+    try:
+        detail = json.loads(detail)
+    except json.JSONDecodeError as error:
+        raise r.RoutingError(f"Detail is not valid JSON: {error}") from None
     if not isinstance(detail, dict):
-        raise r.RoutingError("Detail must be a JSON object")
+        raise r.RoutingError("Detail must be a JSON object (in a string)")
     time = entry.get("Time")
     return {
         "version": "0",

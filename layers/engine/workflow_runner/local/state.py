@@ -1,118 +1,72 @@
-"""The local runtime's persistent state: its business clock, resume queue and mailbox.
+"""The local runtime's stand-ins for the resume queue and SES, kept in the database.
 
-Kept in the database (tables of migration 0002_local_runtime), so that separate
-`wfr local ...` invocations continue where the last one stopped and the state goes
-wherever the data goes (drop the database, and the clock and queue go with it).
+Their state (tables of migration 0002_local_runtime, reached through `store.local`)
+lives with the data, so that separate `wfr local ...` invocations continue where the
+last one stopped; drop the database, and the clock and queue go with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
-from psycopg.types.json import Jsonb
-
+from ..engine.enqueue import MAX_DELAY_SECONDS
 from ..ports import ResumeRequest
-from ..store import Store
-
-
-def local_clock(store: Store) -> datetime | None:
-    """The local runtime's business time, or None when this database has none."""
-    present = store.fetch_one("local_clock_exists", {})
-    if not present or not present["present"]:
-        return None
-    row = store.fetch_one("local_clock_get", {})
-    return row["now"] if row else None
-
-
-def set_local_clock(store: Store, now: datetime) -> None:
-    """Move the local runtime's business time (forwards or backwards: it is a dev tool)."""
-    store.execute("local_clock_set", {"now": now})
-
-
-@dataclass(frozen=True)
-class QueuedResume:
-    """A resume request as the local queue holds it."""
-
-    message_id: int
-    request: ResumeRequest
-    visible_at: datetime
+from ..store import QueuedMessage, Store
 
 
 class LocalResumeQueue:
     """The SQS resume queue's local stand-in: delays count in local business time."""
 
-    def __init__(self, store: Store, now: Any) -> None:
+    def __init__(self, store: Store, now: Callable[[], datetime]) -> None:
         self._store = store
-        self._now = now  # a callable returning the business time
+        self._now = now
 
     def send(self, requests: Sequence[ResumeRequest]) -> list[ResumeRequest]:
-        """Enqueue requests (each visible `delay_seconds` from now); none ever fails."""
-        now: datetime = self._now()
+        """Enqueue requests (each visible `delay_seconds` from now, at most 900 s as in
+        SQS); none ever fails."""
+        now = self._now()
         for request in requests:
-            self._store.execute(
-                "local_queue_send",
-                {
-                    "tenant_id": request.tenant_id,
-                    "run_id": request.run_id,
-                    "step_index": request.step_index,
-                    "wake_at": request.wake_at,
-                    "force": request.force,
-                    "visible_at": now + timedelta(seconds=max(0, request.delay_seconds)),
-                    "sent_at": now,
-                },
+            self._store.local.enqueue(
+                request.tenant_id,
+                request.run_id,
+                request.step_index,
+                request.wake_at,
+                request.force,
+                now + timedelta(seconds=max(0, min(MAX_DELAY_SECONDS, request.delay_seconds))),
+                now,
             )
         return []
 
-    def receive(self, now: datetime, limit: int = 10) -> list[QueuedResume]:
+    def receive(self, now: datetime, limit: int = 10) -> list[QueuedMessage]:
         """Take up to `limit` messages visible at `now` off the queue."""
-        rows = self._store.fetch_all("local_queue_receive", {"now": now, "limit": limit})
-        return [
-            QueuedResume(
-                r["message_id"],
-                ResumeRequest(
-                    r["tenant_id"],
-                    r["run_id"],
-                    r["step_index"],
-                    wake_at=r["wake_at"],
-                    force=r["force"],
-                ),
-                r["visible_at"],
-            )
-            for r in rows
-        ]
+        return self._store.local.receive(now, limit)
 
-    def pending(self) -> list[dict[str, Any]]:
+    def pending(self) -> list[QueuedMessage]:
         """Every queued message, soonest first."""
-        return self._store.fetch_all("local_queue_list", {})
+        return self._store.local.queued()
+
+
+def as_request(message: QueuedMessage) -> ResumeRequest:
+    """A queued message as the resume request it carries."""
+    return ResumeRequest(
+        message.tenant_id,
+        message.run_id,
+        message.step_index,
+        wake_at=message.wake_at,
+        force=message.force,
+    )
 
 
 class CapturedMailer:
     """A Mailer that keeps mail in the local mailbox instead of sending it."""
 
-    def __init__(self, store: Store, now: Any) -> None:
+    def __init__(self, store: Store, now: Callable[[], datetime]) -> None:
         self._store = store
         self._now = now
 
     def send_mail(
         self, request_id: str, sender: str, to: Sequence[str], subject: str, body: str
     ) -> str:
-        self._store.execute(
-            "local_mail_capture",
-            {
-                "request_id": request_id,
-                "sender": sender,
-                "recipients": Jsonb(list(to)),
-                "subject": subject,
-                "body": body,
-                "sent_at": self._now(),
-            },
-        )
+        self._store.local.capture_mail(request_id, sender, to, subject, body, self._now())
         return f"local-{request_id}"
-
-
-def captured_mail(store: Store, after: int = 0) -> list[dict[str, Any]]:
-    """Mail captured after mailbox position `after`, oldest first."""
-    return store.fetch_all("local_mail_list", {"after": after})

@@ -2,20 +2,61 @@
 
 from __future__ import annotations
 
-from .database import (
-    NewEvent,
-    Store,
-    StoredEvent,
-    connect,
-    is_transient,
+from .console import PendingKey, RunKey, RunQuery
+from .database import Store, connect
+from .erasure import Relation
+from .inbox import CandidateEvent, InboxEvent
+from .local import CapturedMail, QueuedMessage
+from .migrate import (
+    Migration,
+    MigrationTimeout,
+    apply_migrations,
+    apply_migrations_within,
+    pending_migrations,
+    schema_sql,
 )
-from .migrate import apply_migrations, pending_migrations, schema_sql
+from .operator import PinnedRunGroup, ProjectionState, RunCheckRow
+from .outbox import DispatchStatus, OutboxRow, OutboxSummary
+from .pending import DueRow, NewPendingRow, PendingRow, WaitingRow
+from .results import StoredResults
+from .runs import RunSummary
+from .sql import Sql, is_transient
+from .streams import NewEvent, StoredEvent
+from .tasks import ClaimedTask, NewTask, TaskRow, TaskStatus
 
 __all__ = [
+    "CandidateEvent",
+    "CapturedMail",
+    "ClaimedTask",
+    "DispatchStatus",
+    "DueRow",
+    "InboxEvent",
+    "Migration",
+    "MigrationTimeout",
     "NewEvent",
+    "NewPendingRow",
+    "NewTask",
+    "OutboxRow",
+    "OutboxSummary",
+    "PendingKey",
+    "PendingRow",
+    "PinnedRunGroup",
+    "ProjectionState",
+    "QueuedMessage",
+    "Relation",
+    "RunCheckRow",
+    "RunKey",
+    "RunQuery",
+    "RunSummary",
+    "Sql",
     "Store",
     "StoredEvent",
+    "StoredResults",
+    "TaskRow",
+    "TaskStatus",
+    "WaitingRow",
     "apply_migrations",
+    "apply_migrations_within",
     "connect",
     "is_transient",
     "pending_migrations",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 
@@ -17,6 +18,13 @@ from ..errors import StoreError
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # Serialises concurrent migrators (two deploys, or Lambda retries of the custom resource).
 _MIGRATION_LOCK = 0x77667200
+# First line of a migration that must run outside a transaction, one statement at a time:
+# CREATE INDEX CONCURRENTLY builds an index on a big table without blocking its writers,
+# and cannot run inside a transaction block.
+_NO_TRANSACTION = "-- migrate: no-transaction"
+_CONCURRENT_INDEX = re.compile(
+    r"CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -24,6 +32,22 @@ class Migration:
     version: int
     name: str
     sql: str
+
+    @property
+    def transactional(self) -> bool:
+        """False for a migration marked `-- migrate: no-transaction` on its first line."""
+        return not self.sql.lstrip().startswith(_NO_TRANSACTION)
+
+    def statements(self) -> list[str]:
+        """The migration's statements (split at a `;` that ends a line), comments dropped."""
+        found = []
+        for chunk in re.split(r";\s*$", self.sql, flags=re.MULTILINE):
+            code = "\n".join(
+                line for line in chunk.splitlines() if not line.strip().startswith("--")
+            ).strip()
+            if code:
+                found.append(code)
+        return found
 
 
 def all_migrations() -> list[Migration]:
@@ -37,7 +61,7 @@ def all_migrations() -> list[Migration]:
     found.sort(key=lambda mig: mig.version)
     versions = [mig.version for mig in found]
     if versions != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"migrations must be numbered 0001.. without gaps, found {versions}")
+        raise StoreError(f"migrations must be numbered 0001.. without gaps, found {versions}")
     return found
 
 
@@ -67,11 +91,72 @@ def pending_migrations(conn: psycopg.Connection[object]) -> list[Migration]:
 class MigrationTimeout(StoreError):
     """The migrations could not take their locks or finish within the time allowed.
 
-    Nothing was applied by the attempt that timed out (its transaction rolled back)."""
+    The migration that timed out left nothing behind (its transaction rolled back; a
+    no-transaction migration is idempotent and runs again, rebuilding an index build it
+    left INVALID); the migrations before it stay applied and recorded."""
 
 
 def _milliseconds(seconds: float) -> str:
     return f"{max(1, int(seconds * 1000))}ms"
+
+
+def _record(conn: psycopg.Connection[object], mig: Migration) -> None:
+    conn.execute(
+        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (mig.version, mig.name)
+    )
+
+
+def _apply_without_transaction(conn: psycopg.Connection[object], mig: Migration) -> None:
+    """Run a no-transaction migration statement by statement (autocommit).
+
+    Its statements must be idempotent (IF NOT EXISTS): a migrator that died half-way
+    (or whose lock wait or statement timed out) runs them all again. A concurrent index
+    build that died leaves an INVALID index behind, which IF NOT EXISTS would keep; those
+    are dropped first and built again.
+    """
+    names = _CONCURRENT_INDEX.findall(mig.sql)
+    cur = conn.cursor(row_factory=tuple_row)
+    invalid = cur.execute(
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " WHERE NOT i.indisvalid AND c.relname = ANY(%s)",
+        (names,),
+    ).fetchall()
+    for (name,) in invalid:
+        conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"'.encode())
+    for statement in mig.statements():
+        conn.execute(statement.encode())
+    _record(conn, mig)
+
+
+@contextmanager
+def _session_limits(
+    conn: psycopg.Connection[object],
+    lock_timeout_s: float | None,
+    statement_timeout_s: float | None,
+) -> Iterator[None]:
+    """Set lock_timeout / statement_timeout for the session (no-transaction migrations run
+    outside any transaction, so SET LOCAL cannot reach them) and put back the values it
+    found, so the limits never outlive the migration on a connection that is reused."""
+    limits = {
+        name: seconds
+        for name, seconds in (
+            ("lock_timeout", lock_timeout_s),
+            ("statement_timeout", statement_timeout_s),
+        )
+        if seconds is not None
+    }
+    cur = conn.cursor(row_factory=tuple_row)
+    before: dict[str, str] = {}
+    for name, seconds in limits.items():
+        row = cur.execute("SELECT current_setting(%s)", (name,)).fetchone()
+        before[name] = str(row[0]) if row else "0"
+        conn.execute("SELECT set_config(%s, %s, false)", (name, _milliseconds(seconds)))
+    try:
+        yield
+    finally:
+        if not conn.closed and not conn.broken:
+            for name, value in before.items():
+                conn.execute("SELECT set_config(%s, %s, false)", (name, value))
 
 
 def apply_migrations(
@@ -82,38 +167,47 @@ def apply_migrations(
 ) -> list[Migration]:
     """Apply pending migrations, each in its own transaction; return those applied.
 
-    Safe to run concurrently and repeatedly: an advisory lock serialises migrators and
-    each version is recorded in the same transaction as its DDL.
+    Safe to run concurrently and repeatedly: a session-level advisory lock serialises
+    migrators and each version is recorded in the same transaction as its DDL (a
+    no-transaction migration records it after its last statement).
 
     Args:
         conn: a connection outside any transaction.
         lock_timeout_s: give up waiting for any lock (the migrators' advisory lock, a
-            table lock held by a running function) after this long. A DDL statement that
-            waits for its lock queues every later query on that table behind it, so in a
-            live system the wait must be short; the caller retries.
+            table lock held by a running function, the old transactions a concurrent
+            index build waits for) after this long. A DDL statement that waits for its
+            lock queues every later query on that table behind it, so in a live system
+            the wait must be short; the caller retries.
         statement_timeout_s: give up on any single statement after this long.
 
     Raises:
         psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled: a timeout hit;
-            the transaction rolled back and nothing of it is applied.
+            the migration it hit left nothing behind (see MigrationTimeout), the ones
+            before it are applied. The session's own limits are restored either way.
     """
     applied: list[Migration] = []
-    with conn.transaction():
-        # SET LOCAL: the limits end with this transaction, never leak into the session.
-        if lock_timeout_s is not None:
-            conn.execute(f"SET LOCAL lock_timeout = '{_milliseconds(lock_timeout_s)}'")
-        if statement_timeout_s is not None:
-            conn.execute(f"SET LOCAL statement_timeout = '{_milliseconds(statement_timeout_s)}'")
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        _ensure_version_table(conn)
-        for mig in pending_migrations(conn):
-            with conn.transaction():
-                conn.execute(mig.sql.encode())
-                conn.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                    (mig.version, mig.name),
-                )
-            applied.append(mig)
+    autocommit = conn.autocommit
+    conn.autocommit = True
+    try:
+        with _session_limits(conn, lock_timeout_s, statement_timeout_s):
+            # A session lock, not a transaction's: no-transaction migrations run under it.
+            conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+            try:
+                _ensure_version_table(conn)
+                for mig in pending_migrations(conn):
+                    if mig.transactional:
+                        with conn.transaction():
+                            conn.execute(mig.sql.encode())
+                            _record(conn, mig)
+                    else:
+                        _apply_without_transaction(conn, mig)
+                    applied.append(mig)
+            finally:
+                if not conn.closed and not conn.broken:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.autocommit = autocommit
     return applied
 
 
@@ -133,7 +227,8 @@ def apply_migrations_within(
     running functions release their locks, and gives up in time to report the failure.
 
     Raises:
-        MigrationTimeout: the budget ran out; nothing of the last attempt is applied.
+        MigrationTimeout: the budget ran out; the migration it stopped at left nothing
+            behind, and the next attempt (the next deploy) continues from there.
     """
     deadline = clock() + budget_s
     attempts = 0

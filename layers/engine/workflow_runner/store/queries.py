@@ -6,6 +6,8 @@ import re
 from functools import cache
 from importlib import resources
 
+from ..errors import StoreError
+
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
@@ -25,7 +27,7 @@ def queries() -> dict[str, str]:
         parts = _NAME.split(entry.read_text())
         for name, body in zip(parts[1::2], parts[2::2], strict=True):
             if name in found:
-                raise RuntimeError(f"{entry.name} defines query {name!r} again")
+                raise StoreError(f"{entry.name} defines query {name!r} again")
             found[name] = body.strip()
     return found
 

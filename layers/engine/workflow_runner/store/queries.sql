@@ -32,11 +32,25 @@ LEFT JOIN inbox i
 WHERE e.tenant_id = %(tenant_id)s AND e.stream_id = %(stream_id)s
 ORDER BY e.version;
 
--- name: stream_version
--- The current version of a stream (0 when it does not exist).
-SELECT coalesce(max(version), 0) AS version
-FROM wf_events
-WHERE tenant_id = %(tenant_id)s AND stream_id = %(stream_id)s;
+-- name: load_run_tail
+-- What a resume needs of a run's stream: its first event (with the trigger's inbox row)
+-- and the events from its last pass's outcome on (workflow_runs.version, written with
+-- that outcome), so a resume reads a few events however long the run is. Without a
+-- summary row it reads the whole stream.
+SELECT e.position, e.tenant_id::text AS tenant_id, e.stream_id::text AS stream_id,
+       e.stream_type, e.version, e.type, e.payload, e.metadata, e.recorded_at,
+       i.event_id AS trigger_event_id, i.source AS trigger_source, i.type AS trigger_type,
+       i.detail AS trigger_detail, i.event_time AS trigger_event_time,
+       i.received_at AS trigger_received_at
+FROM wf_events e
+LEFT JOIN inbox i
+       ON e.version = 1 AND i.tenant_id = e.tenant_id
+      AND i.event_id = e.payload #>> '{triggerEventRef,eventId}'
+WHERE e.tenant_id = %(tenant_id)s AND e.stream_id = %(stream_id)s
+  AND (e.version = 1 OR e.version >= coalesce(
+        (SELECT r.version FROM workflow_runs r
+         WHERE r.tenant_id = %(tenant_id)s AND r.run_id = %(stream_id)s), 0))
+ORDER BY e.version;
 
 -- name: read_events_after
 -- Catch-up read in commit order. Only events of transactions older than every
@@ -101,13 +115,18 @@ WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s AND woken_at IS NULL
 RETURNING received_at;
 
 -- name: awaited_event_candidates
--- Stored events of one type a waiting step may still take, oldest first.
-SELECT event_id, type, detail, received_at, position
-FROM inbox
-WHERE tenant_id = %(tenant_id)s AND type = %(type)s AND received_at >= %(since)s
-  AND position > %(after_position)s
-  AND detail IS NOT NULL AND NOT (event_id = ANY(%(exclude)s))
-ORDER BY position
+-- Stored events of one type a waiting step of a run may still take, oldest first: not
+-- erased, and not taken by an earlier wait of the run (run_consumed_events; a 0.1
+-- suspension also lists them itself, %(exclude)s).
+SELECT i.event_id, i.type, i.detail, i.received_at, i.position
+FROM inbox i
+WHERE i.tenant_id = %(tenant_id)s AND i.type = %(type)s AND i.received_at >= %(since)s
+  AND i.position > %(after_position)s
+  AND i.detail IS NOT NULL AND NOT (i.event_id = ANY(%(exclude)s))
+  AND NOT EXISTS (
+      SELECT 1 FROM run_consumed_events c
+      WHERE c.tenant_id = i.tenant_id AND c.run_id = %(run_id)s AND c.event_id = i.event_id)
+ORDER BY i.position
 LIMIT %(limit)s;
 
 -- name: register_tenant
@@ -125,25 +144,30 @@ SELECT tenant_id::text AS tenant_id FROM tenants ORDER BY tenant_id;
 SELECT pg_advisory_xact_lock(hashtextextended(%(tenant_id)s || '|' || %(type)s, 7));
 
 -- name: upsert_run
--- Inline run summary, written with the events it summarises.
+-- Inline run summary, written with the events it summarises. A redrive may move the run
+-- to another definition; a caller without the workflow version keeps the one recorded.
 INSERT INTO workflow_runs (tenant_id, run_id, workflow_name, status, version,
-                           definition_fingerprint, trigger_event_type, started_at, updated_at)
+                           definition_fingerprint, trigger_event_type, started_at, updated_at,
+                           workflow_version)
 VALUES (%(tenant_id)s, %(run_id)s, %(workflow_name)s, %(status)s, %(version)s,
-        %(definition_fingerprint)s, %(trigger_event_type)s, %(now)s, %(now)s)
+        %(definition_fingerprint)s, %(trigger_event_type)s, %(now)s, %(now)s,
+        %(workflow_version)s)
 ON CONFLICT (tenant_id, run_id) DO UPDATE
-SET status = excluded.status, version = excluded.version, updated_at = excluded.updated_at;
+SET status = excluded.status, version = excluded.version, updated_at = excluded.updated_at,
+    definition_fingerprint = excluded.definition_fingerprint,
+    workflow_version = COALESCE(excluded.workflow_version, workflow_runs.workflow_version);
 
 -- name: get_run
 -- One run summary.
 SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, workflow_name, status, version,
-       definition_fingerprint, trigger_event_type, started_at, updated_at
+       definition_fingerprint, trigger_event_type, started_at, updated_at, workflow_version
 FROM workflow_runs
 WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s;
 
 -- name: list_runs
 -- Run summaries of a tenant, newest first, optionally by workflow and status.
 SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, workflow_name, status, version,
-       definition_fingerprint, trigger_event_type, started_at, updated_at
+       definition_fingerprint, trigger_event_type, started_at, updated_at, workflow_version
 FROM workflow_runs
 WHERE tenant_id = %(tenant_id)s
   AND (%(workflow_name)s::text IS NULL OR workflow_name = %(workflow_name)s)

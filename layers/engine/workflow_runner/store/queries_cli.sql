@@ -1,13 +1,15 @@
 -- Named queries of the `wfr` operator commands and `wfr doctor`. Tenant filters are
 -- optional (NULL: every tenant) only where an operator checks the whole database.
 
--- name: cli_run_dispatches
--- The dispatch requests one run's passes made (their paths locate the steps).
-SELECT e.stream_id::text AS request_id, e.payload, e.recorded_at
+-- name: run_dispatch_events
+-- Every event of the dispatch streams of one run's fire-and-forget deliveries.
+SELECT e.position, e.tenant_id::text AS tenant_id, e.stream_id::text AS stream_id,
+       e.stream_type, e.version, e.type, e.payload, e.metadata, e.recorded_at
 FROM wf_events e
 WHERE e.tenant_id = %(tenant_id)s AND e.stream_type = 'step-dispatch'
-  AND e.type = 'step.dispatch-requested' AND e.payload->>'runId' = %(run_id)s
-ORDER BY e.position;
+  AND e.stream_id IN (SELECT o.request_id FROM dispatch_outbox o
+                      WHERE o.tenant_id = %(tenant_id)s AND o.run_id = %(run_id)s)
+ORDER BY e.recorded_at, e.position;
 
 -- name: cli_outbox_for_run
 -- One run's dispatch requests and their delivery state.
@@ -64,11 +66,22 @@ SELECT
     (SELECT updated_at FROM projection_checkpoints WHERE name = 'workflow_run_pending')
         AS checkpoint_at;
 
--- name: doctor_waiting_fingerprints
--- Waiting runs per workflow and the definition fingerprint their suspension recorded.
-SELECT workflow_name, definition_fingerprint, count(*) AS runs,
-       min(run_id::text) AS example_run_id, min(tenant_id::text) AS example_tenant_id
-FROM workflow_run_pending
-WHERE (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
-GROUP BY workflow_name, definition_fingerprint
-ORDER BY workflow_name, definition_fingerprint;
+-- name: doctor_pinned_definitions
+-- Suspended runs per workflow, the definition fingerprint their suspension recorded and
+-- the step they wait at, with the tenants of the fingerprint and one example run.
+WITH suspended AS (
+    SELECT tenant_id, run_id, workflow_name, step_index, suspension_event_type,
+           coalesce(definition_fingerprint, '') AS definition_fingerprint
+    FROM workflow_run_pending
+    WHERE (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
+), tenants AS (
+    SELECT workflow_name, definition_fingerprint, count(DISTINCT tenant_id) AS tenants
+    FROM suspended GROUP BY workflow_name, definition_fingerprint
+)
+SELECT s.workflow_name, s.definition_fingerprint, s.step_index, s.suspension_event_type,
+       count(*) AS runs, t.tenants,
+       min(s.tenant_id::text || ' ' || s.run_id::text) AS example
+FROM suspended s JOIN tenants t USING (workflow_name, definition_fingerprint)
+GROUP BY s.workflow_name, s.definition_fingerprint, s.step_index, s.suspension_event_type,
+         t.tenants
+ORDER BY s.workflow_name, s.definition_fingerprint, s.step_index, s.suspension_event_type;

@@ -25,17 +25,36 @@ WHERE tenant_id = %(tenant_id)s AND stream_type = %(run_stream)s
     OR (type = %(matched_type)s AND payload ->> 'eventId' = %(event_id)s));
 
 -- name: erase_redact_run_events
--- Blank the payload-derived fields (step results, match values, return values) of runs' events.
+-- Blank the payload-derived fields (step results, match values, return values, task
+-- results) of runs' events.
 UPDATE wf_events
-SET payload = (payload - 'results' - 'match' - 'result')
-    || CASE WHEN payload ? 'results' THEN '{"results": {}}'::jsonb ELSE '{}'::jsonb END
+SET payload = (payload - 'results' - 'resultsDelta' - 'match' - 'result')
+    || CASE
+         WHEN jsonb_typeof(payload -> 'results') = 'object' THEN '{"results": {}}'::jsonb
+         WHEN payload ? 'results' THEN jsonb_build_object('results', payload -> 'results')
+         ELSE '{}'::jsonb
+       END
+    || CASE WHEN payload ? 'resultsDelta' THEN '{"resultsDelta": {}}'::jsonb ELSE '{}'::jsonb END
     || CASE WHEN payload ? 'match' THEN '{"match": null}'::jsonb ELSE '{}'::jsonb END
     || CASE WHEN payload ? 'result' THEN '{"result": null}'::jsonb ELSE '{}'::jsonb END
     || '{"redacted": true}'::jsonb
 WHERE tenant_id = %(tenant_id)s AND stream_id = ANY(%(run_ids)s::uuid[])
   AND stream_type = %(run_stream)s
-  AND (payload ?| array['results', 'match', 'result'])
+  AND (payload ?| array['results', 'resultsDelta', 'match', 'result'])
   AND NOT (payload ? 'redacted');
+
+-- name: erase_run_results
+-- Drop the runs' current results (copies of the event's payload may be among them).
+DELETE FROM run_results
+WHERE tenant_id = %(tenant_id)s AND run_id = ANY(%(run_ids)s::uuid[]);
+
+-- name: erase_run_tasks
+-- Blank the runs' task requests and scopes; open tasks are not run any more.
+UPDATE task_queue
+SET request = NULL, scope = '{}'::jsonb,
+    status = CASE WHEN status IN ('pending', 'running') THEN 'cancelled' ELSE status END,
+    leased_until = NULL
+WHERE tenant_id = %(tenant_id)s AND run_id = ANY(%(run_ids)s::uuid[]);
 
 -- name: erase_open_dispatches
 -- Dispatch requests of the runs still waiting for delivery (they are settled as failed).

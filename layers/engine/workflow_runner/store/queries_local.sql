@@ -66,11 +66,14 @@ WHERE position > %(after)s
 ORDER BY position;
 
 -- name: local_next_due
--- The earliest instant after %(now)s at which a pending row, a queued resume or a
--- dispatch retry becomes due (time travel stops there so timers fire on time).
+-- The earliest instant after %(now)s at which a pending row, a queued resume, a
+-- dispatch retry or a task attempt (a retry, or a lease that ends) becomes due: time
+-- travel stops there so timers fire on time.
 SELECT least(
     (SELECT min(wake_at) FROM workflow_run_pending WHERE wake_at > %(now)s),
     (SELECT min(visible_at) FROM local_resume_queue WHERE visible_at > %(now)s),
     (SELECT min(next_attempt_at) FROM dispatch_outbox
-     WHERE status = 'pending' AND next_attempt_at > %(now)s)
+     WHERE status = 'pending' AND next_attempt_at > %(now)s),
+    (SELECT min(next_attempt_at) FROM task_queue
+     WHERE status IN ('pending', 'running') AND next_attempt_at > %(now)s)
 ) AS next_due;

@@ -59,9 +59,18 @@ CREATE TABLE workflow_runs (
     trigger_event_type      text        NOT NULL,
     started_at              timestamptz NOT NULL,
     updated_at              timestamptz NOT NULL,
+    -- NULL on rows older releases wrote, until the run's next pass (0004).
+    workflow_version        integer,
     PRIMARY KEY (tenant_id, run_id)
 );
 CREATE INDEX workflow_runs_tenant_status_idx ON workflow_runs (tenant_id, status, updated_at);
+-- The console and `wfr runs list` across tenants: keyset pages on (updated_at, tenant_id,
+-- run_id) per status or per workflow and status; a run by id (prefix) without a tenant.
+CREATE INDEX workflow_runs_status_recent_idx
+    ON workflow_runs (status, updated_at, tenant_id, run_id);
+CREATE INDEX workflow_runs_workflow_recent_idx
+    ON workflow_runs (workflow_name, status, updated_at, tenant_id, run_id);
+CREATE INDEX workflow_runs_run_id_idx ON workflow_runs (run_id);
 
 -- The seeds' pending set, one row per suspended run (D1), kept by the pending
 -- projection. trigger_event_type/trigger_payload keep the seeds' names: the first
@@ -116,9 +125,72 @@ CREATE TABLE dispatch_outbox (
     next_attempt_at  timestamptz NOT NULL,
     leased_until     timestamptz,
     created_at       timestamptz NOT NULL,
+    -- Each attempt's outcome is appended to the request's stream at stream_version + 1.
+    stream_version   integer     NOT NULL DEFAULT 1,
+    -- Mail is sent at most once: set and committed before the provider is called.
+    sending_since    timestamptz,
+    last_error       text,
+    failure_reason   text,
+    settled_at       timestamptz,
     PRIMARY KEY (tenant_id, request_id)
 );
 CREATE INDEX dispatch_outbox_due_idx ON dispatch_outbox (next_attempt_at) WHERE status = 'pending';
+CREATE INDEX dispatch_outbox_settled_idx ON dispatch_outbox (settled_at)
+    WHERE status = 'failed';
+CREATE INDEX dispatch_outbox_run_idx ON dispatch_outbox (tenant_id, run_id);
+
+-- Tasks the runs wait for (s.task, and mail/webhook steps with result_key): a worker
+-- claims a row with a lease, runs the attempt outside any transaction and records the
+-- outcome on the run stream. A row whose lease ran out while `running` was an attempt
+-- whose worker died: it counts as failed.
+CREATE TABLE task_queue (
+    tenant_id               uuid        NOT NULL,
+    task_id                 uuid        NOT NULL,
+    run_id                  uuid        NOT NULL,
+    workflow_name           text        NOT NULL,
+    definition_fingerprint  text        NOT NULL,
+    task_key                text        NOT NULL,
+    step_kind               text        NOT NULL
+        CHECK (step_kind IN ('task', 'mail.send', 'webhook.send')),
+    path                    jsonb       NOT NULL,
+    scope                   jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    request                 jsonb,
+    status                  text        NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'running', 'completed', 'failed', 'cancelled')),
+    attempts                integer     NOT NULL DEFAULT 0,
+    max_attempts            integer     NOT NULL,
+    timeout_ms              integer,
+    next_attempt_at         timestamptz NOT NULL,
+    leased_until            timestamptz,
+    last_error              text,
+    created_at              timestamptz NOT NULL,
+    settled_at              timestamptz,
+    PRIMARY KEY (tenant_id, task_id)
+);
+CREATE INDEX task_queue_due_idx ON task_queue (next_attempt_at)
+    WHERE status IN ('pending', 'running');
+CREATE INDEX task_queue_run_idx ON task_queue (tenant_id, run_id);
+
+-- The current result of every result key of a run (an inline projection of the
+-- streams' resultsDelta / awaitedRefsDelta): a resume reads a run's results here.
+CREATE TABLE run_results (
+    tenant_id         uuid    NOT NULL,
+    run_id            uuid    NOT NULL,
+    key               text    NOT NULL,
+    value             jsonb,
+    awaited           boolean NOT NULL DEFAULT false,
+    awaited_event_id  text,
+    version           integer NOT NULL,
+    PRIMARY KEY (tenant_id, run_id, key)
+);
+
+-- Awaited events a run has taken: a later wait of the run never takes them again.
+CREATE TABLE run_consumed_events (
+    tenant_id  uuid NOT NULL,
+    run_id     uuid NOT NULL,
+    event_id   text NOT NULL,
+    PRIMARY KEY (tenant_id, run_id, event_id)
+);
 
 -- Cron triggers: the last scheduled instant started per tenant and workflow.
 CREATE TABLE cron_state (

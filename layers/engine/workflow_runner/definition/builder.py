@@ -1,0 +1,293 @@
+"""The step builder: the `s` in `steps=lambda s: [...]`, one method per step kind, each
+checking its static arguments when the workflow is defined."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from ..durations import parse_duration
+from ..errors import WorkflowDefinitionError
+from ..match import validate_event_match
+from ..refs import contains_refs
+from .checks import Unbuilt
+from .dsl import (
+    MAX_TASK_TIMEOUT,
+    STEP_TYPES,
+    Branch,
+    Compute,
+    ForEach,
+    MailSend,
+    Resolver,
+    Retry,
+    Return,
+    Step,
+    StepContext,
+    Task,
+    Wait,
+    WaitForEvent,
+    WebhookSend,
+)
+from .retry import BackoffKind, JitterKind, RetryPolicy, check_backoff
+
+
+def as_steps(value: object, where: str) -> tuple[Step, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise WorkflowDefinitionError(f"{where} must be a list of steps")
+    steps = tuple(value)
+    for i, step in enumerate(steps):
+        # Unbuilt: a step the builder refused, reported with its place once the tree is built.
+        if not isinstance(step, (*STEP_TYPES, Unbuilt)):
+            raise WorkflowDefinitionError(
+                f"{where}[{i}] is not a step (got {type(step).__name__}); "
+                "build steps with the builder passed to steps=lambda s: [...]"
+            )
+    return steps
+
+
+class StepBuilder:
+    """The `s` in `steps=lambda s: [...]`: one method per step kind."""
+
+    def __init__(self, awaits: Mapping[str, str]) -> None:
+        self._awaits = dict(awaits)
+
+    def compute(self, key: str, fn: Callable[[StepContext], Any]) -> Compute:
+        """Run `fn(ctx)` and store its (JSON-serialisable) result under `key`."""
+        if not isinstance(key, str) or not key:
+            raise WorkflowDefinitionError("compute: key must be a non-empty string")
+        if not callable(fn):
+            raise WorkflowDefinitionError(f"compute({key!r}): fn must be a function of ctx")
+        return Compute(key=key, fn=fn)
+
+    def branch(
+        self,
+        if_: Resolver,
+        on_true: Sequence[Step],
+        on_false: Sequence[Step] | None = None,
+    ) -> Branch:
+        """Run `on_true` when `if_` is truthy, else `on_false`."""
+        return Branch(
+            if_=if_,
+            on_true=as_steps(on_true, "branch.on_true"),
+            on_false=as_steps(on_false, "branch.on_false"),
+        )
+
+    def for_each(self, over: Resolver, as_: str, do: Sequence[Step]) -> ForEach:
+        """Run `do` once per item of `over`, in order, with `ctx.scope[as_]` set to the item."""
+        if not isinstance(as_, str) or not as_:
+            raise WorkflowDefinitionError("for_each: as_ must be a non-empty string")
+        return ForEach(over=over, as_=as_, do=as_steps(do, "for_each.do"))
+
+    def wait(self, for_: Resolver = None, until: Resolver = None) -> Wait:
+        """Suspend for a duration (`for_`, ISO-8601) or until an instant (`until`)."""
+        if (for_ is None) == (until is None):
+            raise WorkflowDefinitionError("wait: give exactly one of for_= or until=")
+        if isinstance(for_, str):
+            parse_duration(for_)
+        return Wait(for_=for_, until=until)
+
+    def wait_for_event(
+        self,
+        event: str,
+        match: Resolver = None,
+        timeout: Resolver = "P7D",
+        lookback: Resolver = None,
+        result_key: str | None = None,
+    ) -> WaitForEvent:
+        """Suspend until an awaited event that satisfies `match` arrives, or `timeout` passes.
+
+        `event` is an event type named in the workflow's `awaits` (or one of its keys).
+        `lookback`: None (default) also accepts matching events stored since the run
+        started; an ISO-8601 duration accepts those stored that long before the wait
+        step was reached ("PT0S": only events after it).
+        The matched event's payload (None on timeout) is stored under `result_key`
+        (default: the event type).
+        """
+        event_type = self._awaits.get(event, event)
+        if event_type not in self._awaits.values():
+            raise WorkflowDefinitionError(
+                f"wait_for_event: {event!r} is not declared in awaits "
+                f"(declared: {sorted(self._awaits.values())}); add it to awaits={{...}}"
+            )
+        if isinstance(timeout, str) and timeout.startswith("P"):
+            parse_duration(timeout)
+        if isinstance(lookback, str):
+            parse_duration(lookback)
+        if isinstance(match, Mapping) and not contains_refs(match):
+            validate_event_match(match)
+        return WaitForEvent(
+            event=event_type,
+            match=match,
+            timeout=timeout,
+            lookback=lookback,
+            result_key=result_key or event_type,
+        )
+
+    def retry(
+        self,
+        times: int,
+        do: Sequence[Step],
+        backoff: BackoffKind = "exponential",
+        base: str = "PT10S",
+        cap: str = "PT1H",
+        jitter: JitterKind = "none",
+    ) -> Retry:
+        """Run `do`; when it raises, run it again from its first step after a backoff.
+
+        `times` counts all attempts. Delay before attempt n+1: `base * n` (linear),
+        `base * 2**(n-1)` (exponential) or `base` (fixed), at most `cap`; `jitter="full"`
+        draws uniformly from [0, delay], `"equal"` from [delay/2, delay].
+        """
+        if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+            raise WorkflowDefinitionError("retry: times must be an integer >= 1")
+        check_backoff("retry", backoff, jitter, base, cap)
+        return Retry(
+            times=times,
+            backoff=backoff,
+            base=base,
+            cap=cap,
+            jitter=jitter,
+            do=as_steps(do, "retry.do"),
+        )
+
+    def mail_send(
+        self,
+        to: Resolver,
+        subject: Resolver,
+        body: Resolver,
+        from_: Resolver = None,
+        key: str | None = None,
+        result_key: str | None = None,
+        retry: RetryPolicy | None = None,
+        catch: bool = False,
+    ) -> MailSend:
+        """Send a mail after the pass commits.
+
+        Without `result_key` the run goes on at once (fire and forget; the delivery's
+        outcome is still recorded). With it, the mail is a task: the run waits for the
+        delivery and finds `{"messageId": ...}` under `result_key`; a failed delivery
+        fails the run (reason task_failed) unless `catch=True`. Mail is delivered at
+        most once: a send cut off by a crash is not repeated but reported ambiguous.
+
+        Args:
+            key: store `{"requestId": ...}` under this key (fire and forget).
+            retry: attempts and backoff for failures the provider reports.
+        """
+        _check_delivery("mail_send", key, result_key, retry, catch)
+        return MailSend(
+            to=to,
+            subject=subject,
+            body=body,
+            from_=from_,
+            key=key,
+            result_key=result_key,
+            retry=retry,
+            catch=catch,
+        )
+
+    def webhook_send(
+        self,
+        url: Resolver,
+        body: Resolver = None,
+        method: Resolver = "POST",
+        headers: Resolver = None,
+        auth: Resolver = None,
+        key: str | None = None,
+        result_key: str | None = None,
+        retry: RetryPolicy | None = None,
+        catch: bool = False,
+    ) -> WebhookSend:
+        """Call an HTTPS endpoint after the pass commits (Idempotency-Key: the request id).
+
+        Without `result_key` the run goes on at once (fire and forget; the outcome is
+        still recorded). With it, the call is a task: the run waits and finds
+        `{"status": <int>, "body": <JSON or text, at most 64 KB>}` under `result_key`.
+        5xx, 429 and network errors are retried by `retry`; other statuses and a
+        refused destination fail the task at once (`catch=True` lets the run go on with
+        `{"failed": true, "error": ..., "attempts": n}`).
+        """
+        if isinstance(method, str) and method not in ("POST", "PUT", "PATCH"):
+            raise WorkflowDefinitionError(
+                f"webhook_send: method must be POST, PUT or PATCH, not {method!r}"
+            )
+        _check_delivery("webhook_send", key, result_key, retry, catch)
+        return WebhookSend(
+            url=url,
+            method=method,
+            headers=headers,
+            body=body,
+            auth=auth,
+            key=key,
+            result_key=result_key,
+            retry=retry,
+            catch=catch,
+        )
+
+    def task(
+        self,
+        key: str,
+        fn: Callable[[StepContext], Any],
+        retry: RetryPolicy | None = None,
+        timeout: str = "PT30S",
+        catch: bool = False,
+    ) -> Task:
+        """Run `fn(ctx)` on a worker, outside the pass's transaction, and store its JSON
+        result under `key` for the steps after it.
+
+        The run suspends here; a worker runs the task at least once per attempt (with
+        `ctx.workflow.retry_attempt` the attempt, 1-based, and `ctx.workflow.task_key` a
+        key stable across attempts to hand to the service called), records the outcome
+        on the run's stream, and the run resumes at once.
+
+        Args:
+            key: the result key (unique in the workflow).
+            fn: a function of ctx; what it returns must be JSON (at most 256 KB).
+            retry: attempts and backoff (default RetryPolicy(): 3 attempts, exponential
+                from 1 s, full jitter); `non_retryable` classes fail at once.
+            timeout: ISO-8601 duration bounding one attempt (at most PT14M).
+            catch: on final failure go on with `{"failed": true, "error": "<Class>",
+                "attempts": n}` under `key` instead of failing the run (reason task_failed).
+        """
+        if not isinstance(key, str) or not key:
+            raise WorkflowDefinitionError("task: key must be a non-empty string")
+        if not callable(fn):
+            raise WorkflowDefinitionError(f"task({key!r}): fn must be a function of ctx")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise WorkflowDefinitionError(f"task({key!r}): retry must be a RetryPolicy")
+        if not isinstance(timeout, str):
+            raise WorkflowDefinitionError(f"task({key!r}): timeout must be an ISO-8601 duration")
+        limit = parse_duration(timeout)
+        if not timedelta(0) < limit <= MAX_TASK_TIMEOUT:
+            raise WorkflowDefinitionError(
+                f"task({key!r}): timeout {timeout!r} must be longer than zero and at most PT14M"
+            )
+        if not isinstance(catch, bool):
+            raise WorkflowDefinitionError(f"task({key!r}): catch must be True or False")
+        return Task(key=key, fn=fn, retry=retry or RetryPolicy(), timeout=timeout, catch=catch)
+
+    def return_(self, value: Resolver = None) -> Return:
+        """End the run. `{"isSuccess": False, ...}` ends it as failed (reason returned_failure)."""
+        return Return(value=value)
+
+
+def _check_delivery(
+    where: str, key: object, result_key: object, retry: object, catch: object
+) -> None:
+    if result_key is not None and (not isinstance(result_key, str) or not result_key):
+        raise WorkflowDefinitionError(f"{where}: result_key must be a non-empty string")
+    if result_key is not None and key is not None:
+        raise WorkflowDefinitionError(
+            f"{where}: give key= (fire and forget) or result_key= (wait for the outcome)"
+        )
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise WorkflowDefinitionError(f"{where}: retry must be a RetryPolicy")
+    if not isinstance(catch, bool):
+        raise WorkflowDefinitionError(f"{where}: catch must be True or False")
+    if catch and result_key is None:
+        raise WorkflowDefinitionError(
+            f"{where}: catch=True needs result_key= (a fire-and-forget delivery has no "
+            "outcome for the run to catch)"
+        )

@@ -1,0 +1,92 @@
+"""define_workflow: build, check, fingerprint and register a workflow."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+from ..errors import InvalidInput, WorkflowDefinitionError
+from .builder import StepBuilder, as_steps
+from .checks import PlacingBuilder, check_definition
+from .dsl import (
+    CronTrigger,
+    DomainEvent,
+    EventTrigger,
+    Step,
+    Trigger,
+    WorkflowDefinition,
+)
+from .fingerprint import compute_fingerprint
+from .registry import default_registry
+
+
+def define_workflow(
+    name: str,
+    trigger: Trigger,
+    steps: Callable[[StepBuilder], Sequence[Step]],
+    idempotency_key: Callable[[DomainEvent], Any] | str | None = None,
+    awaits: Mapping[str, str] | None = None,
+    version: int = 1,
+    description: str = "",
+    register: bool = True,
+) -> WorkflowDefinition:
+    """Define a workflow and register it in the default registry.
+
+    Args:
+        name: unique workflow name (also part of the run id).
+        trigger: `on_event(...)` or `on_cron(...)`.
+        steps: a function of the step builder returning the step list; it runs once,
+            here, so the list's shape never depends on a payload (use resolvers).
+        idempotency_key: function of the trigger event, a static string, or None
+            (then the run id derives from the trigger event's id).
+        awaits: key -> event type for every type `wait_for_event` may wait for.
+        version: keep older versions registered next to newer ones and runs that
+            started on them keep resuming on them; new runs start on the highest.
+    Raises:
+        WorkflowDefinitionError: the definition is malformed; every static argument is
+            checked here, and the message names the workflow, the step path (steps
+            numbered from 0, as stepIndex), the argument and the bad value.
+    """
+    if not isinstance(name, str) or not name.strip() or "|" in name:
+        raise WorkflowDefinitionError(
+            "define_workflow: name must be a non-empty string without '|'"
+        )
+    if not isinstance(trigger, (EventTrigger, CronTrigger)):
+        raise WorkflowDefinitionError(
+            f"workflow {name!r}: trigger must be on_event(...) or on_cron(...)"
+        )
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise WorkflowDefinitionError(f"workflow {name!r}: version must be an integer >= 1")
+    awaits_map = dict(awaits or {})
+    for key, value in awaits_map.items():
+        if not isinstance(key, str) or not isinstance(value, str) or not value:
+            raise WorkflowDefinitionError(
+                f"workflow {name!r}: awaits must map names to event types"
+            )
+    if not callable(steps):
+        raise WorkflowDefinitionError(
+            f"workflow {name!r}: steps must be a function lambda s: [...]"
+        )
+    # The user's function sees every StepBuilder method (refusals become placeholders).
+    builder = cast(StepBuilder, PlacingBuilder(StepBuilder(awaits_map)))
+    try:
+        built = as_steps(steps(builder), "steps")
+    except (WorkflowDefinitionError, InvalidInput) as error:
+        raise WorkflowDefinitionError(f"workflow {name!r}: {error}") from None
+    if not built:
+        raise WorkflowDefinitionError(f"workflow {name!r}: needs at least one step")
+    definition = WorkflowDefinition(
+        name=name,
+        trigger=trigger,
+        steps=built,
+        idempotency_key=idempotency_key,
+        awaits=awaits_map,
+        version=version,
+        description=description,
+    )
+    check_definition(definition)
+    fingerprint = compute_fingerprint(definition, steps)
+    definition = WorkflowDefinition(**{**definition.__dict__, "fingerprint": fingerprint})
+    if register:
+        default_registry().register(definition, module=getattr(steps, "__module__", None))
+    return definition

@@ -1,0 +1,269 @@
+"""The workflow definition language: triggers, the step vocabulary and define_workflow."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal, TypeAlias
+
+from ..errors import WorkflowDefinitionError
+from ..refs import substitute_refs
+from .retry import BackoffKind, JitterKind, RetryPolicy
+
+# Frozen: changing it would re-key every existing run stream (seeds, aggregate-id.ts).
+RUN_ID_NAMESPACE = uuid.UUID("1f8a6c3e-7d2b-4a91-9e3f-5c8b2a41d6f0")
+
+
+def run_id_for(name: str, key: str) -> str:
+    """Return the run id of workflow `name` for idempotency key `key` (uuid v5, no tenant)."""
+    return str(uuid.uuid5(RUN_ID_NAMESPACE, f"{name}|{key}"))
+
+
+@dataclass(frozen=True)
+class DomainEvent:
+    """A domain event as a workflow sees it (`ctx.event`)."""
+
+    id: str
+    type: str
+    payload: Any
+    tenant_id: str
+    time: datetime | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class WorkflowInfo:
+    """What a step knows about the run it belongs to (`ctx.workflow`).
+
+    `retry_attempt` is the attempt of the innermost retry (1 outside one) or, inside a
+    task's function, the task's attempt; `task_key` (in a task's function only) is the
+    attempt group's idempotency key: the same for every attempt of this task.
+    """
+
+    run_id: str
+    workflow_name: str
+    step_index: int
+    retry_attempt: int
+    definition_fingerprint: str
+    task_key: str | None = None
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """The argument every resolver receives."""
+
+    event: DomainEvent
+    steps: dict[str, Any]
+    scope: dict[str, Any]
+    workflow: WorkflowInfo
+    now: datetime
+
+
+Resolver: TypeAlias = Any  # a value, or a callable taking StepContext
+
+
+def resolve(value: Resolver, ctx: StepContext) -> Any:
+    """Return `value(ctx)` for a callable (a reference too), else `value` with the
+    references inside it resolved (itself when it holds none)."""
+    return value(ctx) if callable(value) else substitute_refs(value, ctx)
+
+
+# --- triggers ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EventTrigger:
+    event_type: str
+    filter: Callable[[DomainEvent], bool] | None = None
+    kind: Literal["event"] = "event"
+
+
+@dataclass(frozen=True)
+class CronTrigger:
+    schedule: str
+    kind: Literal["cron"] = "cron"
+
+
+Trigger: TypeAlias = EventTrigger | CronTrigger
+
+
+def on_event(event_type: str, filter: Callable[[DomainEvent], bool] | None = None) -> EventTrigger:
+    """Trigger a run for each domain event of `event_type` that passes `filter`."""
+    if not isinstance(event_type, str) or not event_type.strip():
+        raise WorkflowDefinitionError("on_event: event_type must be a non-empty string")
+    if filter is not None and not callable(filter):
+        raise WorkflowDefinitionError("on_event: filter must be a function of the event")
+    return EventTrigger(event_type=event_type, filter=filter)
+
+
+def on_cron(schedule: str) -> CronTrigger:
+    """Trigger a run per tenant at each instant of a 5-field UTC cron schedule (checked
+    by define_workflow, which names the workflow in the error)."""
+    return CronTrigger(schedule=schedule)
+
+
+# --- steps ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Compute:
+    key: str
+    fn: Callable[[StepContext], Any]
+    kind: str = "compute"
+
+
+@dataclass(frozen=True)
+class Branch:
+    if_: Resolver
+    on_true: tuple[Step, ...]
+    on_false: tuple[Step, ...]
+    kind: str = "branch"
+
+
+@dataclass(frozen=True)
+class ForEach:
+    over: Resolver
+    as_: str
+    do: tuple[Step, ...]
+    kind: str = "for_each"
+
+
+@dataclass(frozen=True)
+class Wait:
+    for_: Resolver = None
+    until: Resolver = None
+    kind: str = "wait"
+
+
+@dataclass(frozen=True)
+class WaitForEvent:
+    event: str
+    match: Resolver
+    timeout: Resolver
+    lookback: Resolver
+    result_key: str
+    kind: str = "wait_for_event"
+
+
+# Fields added to a step after release 0.1 carry this metadata: the fingerprint leaves
+# them out while they hold their default, so definitions written before keep theirs.
+ADDED_LATER: Mapping[str, bool] = {"added_later": True}
+
+
+@dataclass(frozen=True)
+class Retry:
+    times: int
+    backoff: BackoffKind
+    base: str
+    cap: str
+    jitter: JitterKind
+    do: tuple[Step, ...]
+    kind: str = "retry"
+
+
+@dataclass(frozen=True)
+class MailSend:
+    to: Resolver
+    subject: Resolver
+    body: Resolver
+    from_: Resolver = None
+    key: str | None = None
+    kind: str = "mail.send"
+    result_key: str | None = field(default=None, metadata=ADDED_LATER)
+    retry: RetryPolicy | None = field(default=None, metadata=ADDED_LATER)
+    catch: bool = field(default=False, metadata=ADDED_LATER)
+
+
+@dataclass(frozen=True)
+class WebhookSend:
+    url: Resolver
+    method: Resolver = "POST"
+    headers: Resolver = None
+    body: Resolver = None
+    auth: Resolver = None
+    key: str | None = None
+    kind: str = "webhook.send"
+    result_key: str | None = field(default=None, metadata=ADDED_LATER)
+    retry: RetryPolicy | None = field(default=None, metadata=ADDED_LATER)
+    catch: bool = field(default=False, metadata=ADDED_LATER)
+
+
+@dataclass(frozen=True)
+class Task:
+    key: str
+    fn: Callable[[StepContext], Any]
+    retry: RetryPolicy
+    timeout: str
+    catch: bool = False
+    kind: str = "task"
+
+
+@dataclass(frozen=True)
+class Return:
+    value: Resolver
+    kind: str = "return"
+
+
+Step: TypeAlias = (
+    Compute
+    | Branch
+    | ForEach
+    | Wait
+    | WaitForEvent
+    | Retry
+    | MailSend
+    | WebhookSend
+    | Task
+    | Return
+)
+
+SUSPENDING_KINDS = frozenset({"wait", "wait_for_event", "retry", "task"})
+# The longest attempt a task may ask for: it must fit in the worker Lambda's run.
+MAX_TASK_TIMEOUT = timedelta(minutes=14)
+
+
+STEP_TYPES = (
+    Compute,
+    Branch,
+    ForEach,
+    Wait,
+    WaitForEvent,
+    Retry,
+    MailSend,
+    WebhookSend,
+    Task,
+    Return,
+)
+
+
+@dataclass(frozen=True)
+class WorkflowDefinition:
+    """A registered workflow: name, trigger, step tree and its fingerprint."""
+
+    name: str
+    trigger: Trigger
+    steps: tuple[Step, ...]
+    idempotency_key: Callable[[DomainEvent], Any] | str | None
+    awaits: Mapping[str, str]
+    version: int
+    fingerprint: str = field(default="")
+    description: str = ""
+
+    def key_for(self, event: DomainEvent) -> str | None:
+        """Return the idempotency key for a trigger event (None when the workflow has none)."""
+        if self.idempotency_key is None:
+            return None
+        if callable(self.idempotency_key):
+            key = self.idempotency_key(event)
+        else:
+            key = self.idempotency_key
+        if key is None:
+            return None
+        if isinstance(key, bool) or not isinstance(key, (str, int)):
+            raise WorkflowDefinitionError(
+                f"workflow {self.name!r}: idempotency_key returned {type(key).__name__}, "
+                "expected a string"
+            )
+        return str(key)

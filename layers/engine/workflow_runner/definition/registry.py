@@ -1,0 +1,135 @@
+"""The workflow registry: definitions by name, version and fingerprint."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterator, Mapping
+
+from ..errors import UnknownWorkflow, WorkflowDefinitionError
+from .dsl import CronTrigger, EventTrigger, WorkflowDefinition
+
+DEFAULT_WORKFLOW_MODULES = "sample_workflows"
+
+
+class WorkflowRegistry:
+    """Holds every registered version of every workflow.
+
+    New runs start on the highest version of a name; a suspended run resumes on the
+    definition whose fingerprint it recorded, as long as that one is still registered.
+    Registering the same name and version again replaces it (a redeploy).
+    """
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, dict[int, WorkflowDefinition]] = {}
+        self._by_module: dict[str, list[WorkflowDefinition]] = {}
+
+    def register(self, definition: WorkflowDefinition, module: str | None = None) -> None:
+        """Add or replace (same name and version) a definition; `module`: the module
+        that defined it (`define_workflow` passes it, for `defined_in`)."""
+        self._by_name.setdefault(definition.name, {})[definition.version] = definition
+        if module:
+            self._by_module.setdefault(module, []).append(definition)
+
+    def defined_in(self, module: str) -> list[WorkflowDefinition]:
+        """Definitions registered by `module` or a module of the package `module`, in the
+        order they were registered (what importing it contributed to this registry)."""
+        return [
+            definition
+            for name, definitions in self._by_module.items()
+            if name == module or name.startswith(f"{module}.")
+            for definition in definitions
+        ]
+
+    def unregister(self, name: str, version: int | None = None) -> None:
+        """Remove one version of a workflow, or all of them."""
+        if version is None:
+            self._by_name.pop(name, None)
+        else:
+            self._by_name.get(name, {}).pop(version, None)
+
+    def latest(self, name: str) -> WorkflowDefinition:
+        """Return the highest registered version of `name`.
+
+        Raises:
+            UnknownWorkflow: nothing of that name is registered.
+        """
+        versions = self._by_name.get(name)
+        if not versions:
+            raise UnknownWorkflow(f'Workflow "{name}" is not registered')
+        return versions[max(versions)]
+
+    def find(self, name: str, fingerprint: str) -> WorkflowDefinition | None:
+        """Return the registered definition of `name` with this fingerprint, if any."""
+        for definition in self._by_name.get(name, {}).values():
+            if definition.fingerprint == fingerprint:
+                return definition
+        return None
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def __iter__(self) -> Iterator[WorkflowDefinition]:
+        for versions in self._by_name.values():
+            yield from versions.values()
+
+    def latest_all(self) -> list[WorkflowDefinition]:
+        """The highest version of every workflow, sorted by name."""
+        return [self.latest(name) for name in self.names()]
+
+    def triggered_by(self, event_type: str) -> list[WorkflowDefinition]:
+        """Workflows (latest versions) whose event trigger is `event_type`."""
+        return [
+            wf
+            for wf in self.latest_all()
+            if isinstance(wf.trigger, EventTrigger) and wf.trigger.event_type == event_type
+        ]
+
+    def cron_workflows(self) -> list[WorkflowDefinition]:
+        return [wf for wf in self.latest_all() if isinstance(wf.trigger, CronTrigger)]
+
+    def trigger_types(self) -> set[str]:
+        return {
+            wf.trigger.event_type
+            for wf in self.latest_all()
+            if isinstance(wf.trigger, EventTrigger)
+        }
+
+    def awaited_types(self) -> set[str]:
+        """Every event type any registered version may wait for."""
+        return {event_type for wf in self for event_type in wf.awaits.values()}
+
+
+_DEFAULT = WorkflowRegistry()
+
+
+def default_registry() -> WorkflowRegistry:
+    """The process-wide registry that `define_workflow` fills."""
+    return _DEFAULT
+
+
+def load_workflow_modules(
+    environ: Mapping[str, str] | None = None, registry: WorkflowRegistry | None = None
+) -> WorkflowRegistry:
+    """Import the modules named in WORKFLOW_MODULES (comma separated); they register themselves.
+
+    Raises:
+        WorkflowDefinitionError: a module cannot be imported, or importing it raised
+            (a definition error, or anything else its code raised); the message names it.
+    """
+    env = os.environ if environ is None else environ
+    names = [n.strip() for n in env.get("WORKFLOW_MODULES", DEFAULT_WORKFLOW_MODULES).split(",")]
+    for module in filter(None, names):
+        try:
+            importlib.import_module(module)
+        except WorkflowDefinitionError:
+            raise  # names the workflow and the place already
+        except ImportError as error:
+            raise WorkflowDefinitionError(
+                f"WORKFLOW_MODULES names {module!r}, which cannot be imported: {error}"
+            ) from error
+        except Exception as error:
+            raise WorkflowDefinitionError(
+                f"importing {module!r} (WORKFLOW_MODULES) failed: {type(error).__name__}: {error}"
+            ) from error
+    return registry or default_registry()

@@ -1,0 +1,44 @@
+"""The engine's stages, one module each, in data-path order.
+
+ingest (trigger -> inbox -> run start; cron starts) · wakeup (awaited event -> match)
+· projection (run streams -> pending rows, look-back) · due_scan (pending rows ->
+resume queue) · enqueue (leases, delays) · resume and resume_batch (claim, pass,
+persist) · passes (what every pass shares) · cancel · redrive · erase · dispatcher
+(outbox -> mail and webhooks) · doctor (invariant checks).
+"""
+
+from __future__ import annotations
+
+from .cancel import CancelResult, cancel_run
+from .due_scan import DueScanResult, due_scan, start_cron_runs
+from .enqueue import enqueue_due
+from .ingest import IngestResult, ingest_domain_event, start_cron_run, start_run
+from .passes import load_run
+from .persist import RunOutcome
+from .projection import PENDING_PROJECTION, ProjectionResult, project_pending
+from .resume import ResumeRequestItem, ResumeResult, resume_run, resume_runs
+from .wakeup import WokenRun, wake_on_event
+
+__all__ = [
+    "PENDING_PROJECTION",
+    "CancelResult",
+    "DueScanResult",
+    "IngestResult",
+    "ProjectionResult",
+    "ResumeRequestItem",
+    "ResumeResult",
+    "RunOutcome",
+    "WokenRun",
+    "cancel_run",
+    "due_scan",
+    "enqueue_due",
+    "ingest_domain_event",
+    "load_run",
+    "project_pending",
+    "resume_run",
+    "resume_runs",
+    "start_cron_run",
+    "start_cron_runs",
+    "start_run",
+    "wake_on_event",
+]

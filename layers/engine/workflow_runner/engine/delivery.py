@@ -1,0 +1,186 @@
+"""Delivering one mail or webhook request: the transport shared by fire-and-forget
+dispatches (dispatcher.py) and delivery tasks (tasks.py).
+
+Failures are classified, never raised raw: `transient` (worth another attempt: a
+network error, HTTP 5xx or 429, a provider error), `rejected` (another attempt cannot
+help: HTTP 4xx and 3xx — redirects are never followed —, a bad request), `refused` (the
+SSRF guard) and `ambiguous` (a mail that may have been sent). Stored texts are generic;
+raw reasons go to the log, redacted.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import WorkflowRunnerError
+from ..ports import DeliveryOutcomeUnknown, HttpSender, Mailer, PermanentDeliveryError
+from ..redaction import redact
+from ..storable import NotStorable, reject_unstorable
+from ..webhook_guard import BlockedDestination, WebhookGuard
+
+log = logging.getLogger("workflow_runner.dispatcher")
+
+MAX_RESPONSE_BYTES = 64 * 1024
+
+FailureKind = Literal["transient", "rejected", "refused", "ambiguous"]
+
+
+class DeliveryFailed(WorkflowRunnerError):
+    """One delivery attempt failed.
+
+    Args:
+        kind: transient | rejected | refused | ambiguous (see the module docstring).
+        error: generic text that may be stored (HTTP 503, network error, ...).
+        error_class: what a delivery task records as its error class.
+        status: the HTTP status, if the endpoint answered.
+    """
+
+    def __init__(
+        self, kind: FailureKind, error: str, error_class: str, status: int | None = None
+    ) -> None:
+        super().__init__(error)
+        self.kind: FailureKind = kind
+        self.error = error
+        self.error_class = error_class
+        self.status = status
+
+
+@dataclass(frozen=True)
+class WebhookReply:
+    """A 2xx answer: its status and body (parsed JSON, or text, at most 64 KB)."""
+
+    status: int
+    body: Any
+
+
+def _auth_header(auth: Any) -> dict[str, str]:
+    if auth is None:
+        return {}
+    if (
+        isinstance(auth, dict)
+        and auth.get("type") == "bearer"
+        and isinstance(auth.get("token"), str)
+    ):
+        return {"authorization": f"Bearer {auth['token']}"}
+    if (
+        isinstance(auth, dict)
+        and auth.get("type") == "basic"
+        and isinstance(auth.get("username"), str)
+        and isinstance(auth.get("password"), str)
+    ):
+        raw = f"{auth['username']}:{auth['password']}".encode()
+        return {"authorization": "Basic " + base64.b64encode(raw).decode()}
+    raise DeliveryFailed("rejected", "unsupported webhook auth", "WebhookAuthInvalid")
+
+
+def response_body(raw: bytes) -> Any:
+    """A response body as a workflow sees it: JSON when it parses (and fits), else text,
+    at most 64 KB; characters PostgreSQL cannot store are replaced."""
+    if len(raw) <= MAX_RESPONSE_BYTES:
+        try:
+            value = json.loads(raw)
+            reject_unstorable(value, "response")
+            return value
+        except (ValueError, UnicodeDecodeError, NotStorable):
+            pass
+    text = raw[:MAX_RESPONSE_BYTES].decode("utf-8", "replace")
+    return text.replace("\x00", "\ufffd")
+
+
+def deliver_webhook(
+    request: dict[str, Any],
+    request_id: str,
+    http: HttpSender,
+    guard: WebhookGuard,
+    timeout: float,
+) -> WebhookReply:
+    """Call a webhook once (Idempotency-Key: `request_id`); its 2xx answer.
+
+    Raises:
+        DeliveryFailed: classified as above.
+    """
+    url = request.get("url")
+    if not isinstance(url, str):
+        raise DeliveryFailed("rejected", "invalid webhook request", "WebhookRequestInvalid")
+    try:
+        guard.check(url)
+    except BlockedDestination as error:
+        log.warning("webhook refused", extra={"request_id": request_id, "detail": str(error)})
+        raise DeliveryFailed("refused", "webhook destination refused", "WebhookRefused") from error
+    except OSError as error:
+        log.warning(
+            "webhook host lookup failed",
+            extra={"request_id": request_id, "detail": redact(str(error))},
+        )
+        raise DeliveryFailed("transient", "network error", "NetworkError") from error
+    headers = {k.lower(): v for k, v in dict(request.get("headers") or {}).items()}
+    headers.update(_auth_header(request.get("auth")))
+    # Ours last: a workflow cannot override the content type or the idempotency key.
+    headers["content-type"] = "application/json"
+    headers["idempotency-key"] = request_id
+    body = str(request.get("bodyJson") or "null").encode()
+    try:
+        response = http.send(str(request.get("method") or "POST"), url, headers, body, timeout)
+    except BlockedDestination as error:
+        log.warning("webhook refused", extra={"request_id": request_id, "detail": str(error)})
+        raise DeliveryFailed("refused", "webhook destination refused", "WebhookRefused") from error
+    except OSError as error:
+        log.warning(
+            "webhook delivery failed",
+            extra={"request_id": request_id, "detail": redact(repr(error))},
+        )
+        timed_out = isinstance(error, TimeoutError)
+        raise DeliveryFailed(
+            "transient",
+            "timeout" if timed_out else "network error",
+            "WebhookTimeout" if timed_out else "NetworkError",
+        ) from error
+    status = response.status
+    if 200 <= status < 300:
+        return WebhookReply(status, response_body(response.body))
+    if status == 429 or status >= 500:
+        raise DeliveryFailed("transient", f"HTTP {status}", f"HttpStatus{status}", status)
+    # 3xx included: redirects are never followed (the target could be internal).
+    raise DeliveryFailed("rejected", f"HTTP {status}", f"HttpStatus{status}", status)
+
+
+def deliver_mail(
+    request: dict[str, Any], request_id: str, mailer: Mailer, default_sender: str | None
+) -> str:
+    """Send a mail once; the provider's message id.
+
+    Raises:
+        DeliveryFailed: rejected (no sender, the provider refused it), transient (it was
+            not sent) or ambiguous (it may have been sent).
+    """
+    sender = request.get("from") or default_sender
+    if not sender:
+        raise DeliveryFailed("rejected", "mail sender not configured", "MailSenderMissing")
+    try:
+        return mailer.send_mail(
+            request_id,
+            str(sender),
+            [str(t) for t in request.get("to") or []],
+            str(request.get("subject") or ""),
+            str(request.get("body") or ""),
+        )
+    except PermanentDeliveryError as error:
+        log.warning("mail rejected", extra={"request_id": request_id, "detail": redact(str(error))})
+        raise DeliveryFailed("rejected", "mail delivery failed", "MailRejected") from error
+    except DeliveryOutcomeUnknown as error:
+        log.warning(
+            "mail delivery outcome unknown",
+            extra={"request_id": request_id, "detail": redact(str(error))},
+        )
+        raise DeliveryFailed(
+            "ambiguous", "mail delivery ambiguous", "MailDeliveryAmbiguous"
+        ) from error
+    except Exception as error:
+        log.warning(
+            "mail delivery failed", extra={"request_id": request_id, "detail": redact(repr(error))}
+        )
+        raise DeliveryFailed("transient", "mail delivery failed", "MailDeliveryFailed") from error

@@ -1,0 +1,428 @@
+"""`wfr doctor`: check the invariants of ARCHITECTURE.md §2 on a live database.
+
+Each check reports ok, warning (worth a look, not broken: e.g. a projection that is
+a few events behind) or problem (an invariant is broken, or will break), with the
+runs or types concerned and how to fix it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from ..definition import WorkflowRegistry
+from ..store import PinnedRunGroup, Store
+from ..stream import (
+    RETRY_SCHEDULED,
+    STEP_WAITING,
+    STEP_WAITING_FOR_EVENT,
+    TASK_SCHEDULED,
+    RunRedriven,
+    RunStarted,
+)
+from .deliveries import STUCK_AFTER, list_deliveries
+
+Status = Literal["ok", "warning", "problem"]
+
+# More unapplied events than this means PendingProjection is not keeping up.
+LAG_PROBLEM = 1000
+
+
+@dataclass
+class Check:
+    """The result of one check."""
+
+    name: str
+    status: Status
+    summary: str
+    fix: str = ""
+    items: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "summary": self.summary,
+            "fix": self.fix,
+            "items": self.items,
+        }
+
+
+@dataclass
+class DoctorReport:
+    checks: list[Check]
+
+    @property
+    def problems(self) -> int:
+        return sum(1 for c in self.checks if c.status == "problem")
+
+    @property
+    def ok(self) -> bool:
+        return self.problems == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "problems": self.problems,
+            "checks": [c.to_json() for c in self.checks],
+        }
+
+
+def check_unsettled_runs(store: Store, tenant: str | None) -> Check:
+    """Invariant 4: every run neither completed, failed nor cancelled has a pending row
+    (or is about to get one: its suspension is not projected yet)."""
+    rows = store.operator.unsettled_without_pending(tenant)
+    stranded = [r for r in rows if not r.unprojected]
+    lagging = [r for r in rows if r.unprojected]
+    name = "every unsettled run has a pending row"
+    if stranded:
+        return Check(
+            name,
+            "problem",
+            f"{len(stranded)} run(s) are {stranded[0].status} without a pending row "
+            "and nothing left to project: they are stranded",
+            "resume each one now (`wfr resume RUN_ID --tenant T --force`) or cancel it "
+            "(`wfr cancel RUN_ID --tenant T`); then look for the pass that ended without "
+            "a suspension event",
+            [f"{r.tenant_id} {r.run_id} {r.workflow_name} ({r.status})" for r in stranded],
+        )
+    if lagging:
+        return Check(
+            name,
+            "warning",
+            f"{len(lagging)} waiting run(s) are not projected yet (projection lag)",
+            "let PendingProjection catch up (locally: `wfr local tick`)",
+            [f"{r.tenant_id} {r.run_id} {r.workflow_name}" for r in lagging],
+        )
+    return Check(name, "ok", "no unsettled run lacks a pending row")
+
+
+def check_settled_pending(store: Store, tenant: str | None) -> Check:
+    """No pending row belongs to a completed, failed or cancelled run."""
+    rows = store.operator.settled_with_pending(tenant)
+    stale = [r for r in rows if not r.unprojected]
+    lagging = [r for r in rows if r.unprojected]
+    name = "no pending row for a settled run"
+    if stale:
+        return Check(
+            name,
+            "problem",
+            f"{len(stale)} pending row(s) belong to settled runs although their terminal "
+            "event was projected",
+            "the rows are harmless to resume (ResumeRun answers already-resumed) but wrong: "
+            "rebuild the pending projection (truncate workflow_run_pending and reset the "
+            "'workflow_run_pending' checkpoint, then let PendingProjection replay)",
+            [f"{r.tenant_id} {r.run_id} step {r.step_index} ({r.status})" for r in stale],
+        )
+    if lagging:
+        return Check(
+            name,
+            "warning",
+            f"{len(lagging)} settled run(s) still have pending rows (projection lag)",
+            "let PendingProjection catch up (locally: `wfr local tick`)",
+            [f"{r.tenant_id} {r.run_id} ({r.status})" for r in lagging],
+        )
+    return Check(name, "ok", "no settled run has a pending row")
+
+
+def check_projection_lag(store: Store) -> Check:
+    """How far the pending projection is behind the run streams."""
+    state = store.operator.projection_state()
+    behind, at = state.behind, state.checkpoint_at
+    name = "pending projection lag"
+    where = f" (checkpoint written {at.isoformat()})" if at else " (it has never run)"
+    if behind >= LAG_PROBLEM:
+        return Check(
+            name,
+            "problem",
+            f"{behind} events not applied{where}",
+            "PendingProjection is not keeping up or not running: check its errors and "
+            "schedule, then let it catch up",
+        )
+    if behind:
+        return Check(
+            name,
+            "warning",
+            f"{behind} event(s) not applied yet{where}",
+            "normally transient; PendingProjection applies them on its next nudge "
+            "or schedule (locally: `wfr local tick`)",
+        )
+    return Check(name, "ok", "the pending projection is up to date")
+
+
+_WAIT_KINDS = {
+    STEP_WAITING: "wait",
+    STEP_WAITING_FOR_EVENT: "wait_for_event",
+    RETRY_SCHEDULED: "retry",
+    TASK_SCHEDULED: "task",
+}
+
+
+@dataclass(frozen=True)
+class PinnedDefinition:
+    """Suspended runs of one workflow pinned to one definition, judged against a registry.
+
+    `version` is the workflow version the example run started (or was redriven) on;
+    `resumes_on` the registered version that serves them (None: they fail with
+    workflow_definition_changed when they resume); `verdict` says which, and why.
+    """
+
+    workflow_name: str
+    fingerprint: str
+    version: int | None
+    runs: int
+    tenants: int
+    steps: dict[str, int]
+    example_tenant_id: str
+    example_run_id: str
+    resumes_on: int | None
+    verdict: str
+
+    @property
+    def fails(self) -> bool:
+        return self.resumes_on is None
+
+    def describe(self) -> str:
+        """One line: what, how many, where they wait, an example."""
+        version = f" v{self.version}" if self.version is not None else ""
+        where = ", ".join(f"{place} ×{count}" for place, count in self.steps.items())
+        return (
+            f"{self.runs} run(s) of {self.workflow_name}{version} (definition "
+            f"{self.fingerprint[:12]}…, {self.tenants} tenant(s)) {self.verdict}; waiting at "
+            f"{where}; e.g. run {self.example_run_id} of tenant {self.example_tenant_id}"
+        )
+
+
+def _started_version(store: Store, tenant_id: str, run_id: str, fingerprint: str) -> int | None:
+    """The workflow version a run was started (or last redriven) on, from its stream."""
+    version: int | None = None
+    for event in store.streams.load(tenant_id, run_id):
+        fact = event.fact
+        if isinstance(fact, RunStarted):
+            version = fact.workflow_version
+        elif isinstance(fact, RunRedriven) and fact.definition_fingerprint == fingerprint:
+            version = fact.definition_version or version
+    return version
+
+
+def _verdict(
+    registry: WorkflowRegistry, name: str, fingerprint: str, version: int | None
+) -> tuple[int | None, str]:
+    serving = registry.find(name, fingerprint)
+    if serving is not None:
+        return serving.version, f"resume on registered v{serving.version}"
+    registered = sorted(wf.version for wf in registry if wf.name == name)
+    if not registered:
+        return None, f"will fail: no version of {name} is registered"
+    listed = ", ".join(f"v{v}" for v in registered)
+    if version in registered:
+        return None, (
+            f"will fail: v{version} is registered with another definition (edited in place; "
+            f"registered: {listed})"
+        )
+    return None, f"will fail: their version is no longer registered (registered: {listed})"
+
+
+def pinned_definitions(
+    store: Store, registry: WorkflowRegistry, tenant: str | None = None
+) -> list[PinnedDefinition]:
+    """Every definition suspended runs are pinned to, and whether `registry` (the code
+    about to be deployed, say) can resume them (invariant 7).
+
+    Args:
+        store: the database whose runs to judge.
+        registry: the definitions the functions would load.
+        tenant: only this tenant's runs (default: every tenant).
+
+    Returns:
+        One entry per (workflow, fingerprint), by workflow name; runs whose suspension the
+        pending projection has not applied yet are not counted.
+    """
+    grouped: dict[tuple[str, str], list[PinnedRunGroup]] = {}
+    for group in store.operator.pinned_run_groups(tenant):
+        grouped.setdefault((group.workflow_name, group.definition_fingerprint), []).append(group)
+    pinned = []
+    for (name, fingerprint), groups in grouped.items():
+        example = min(groups, key=lambda g: (g.example_tenant_id, g.example_run_id))
+        version = _started_version(
+            store, example.example_tenant_id, example.example_run_id, fingerprint
+        )
+        resumes_on, verdict = _verdict(registry, name, fingerprint, version)
+        steps: dict[str, int] = {}
+        for g in groups:
+            place = f"step {g.step_index} ({_WAIT_KINDS.get(g.suspension_event_type, 'wait')})"
+            steps[place] = steps.get(place, 0) + g.runs
+        pinned.append(
+            PinnedDefinition(
+                workflow_name=name,
+                fingerprint=fingerprint,
+                version=version,
+                runs=sum(g.runs for g in groups),
+                tenants=groups[0].tenants,
+                steps=steps,
+                example_tenant_id=example.example_tenant_id,
+                example_run_id=example.example_run_id,
+                resumes_on=resumes_on,
+                verdict=verdict,
+            )
+        )
+    return pinned
+
+
+def check_pinned_definitions(store: Store, registry: WorkflowRegistry, tenant: str | None) -> Check:
+    """Invariant 7, before a deploy: which waiting runs the registered definitions (run
+    `wfr doctor` with the new code's WORKFLOW_MODULES) would fail."""
+    pinned = pinned_definitions(store, registry, tenant)
+    failing = [p for p in pinned if p.fails]
+    runs = sum(p.runs for p in pinned)
+    name = "waiting runs' definitions are registered"
+    if failing:
+        lost = sum(p.runs for p in failing)
+        return Check(
+            name,
+            "problem",
+            f"{lost} waiting run(s) on {len(failing)} definition(s) that are not registered: "
+            "they will fail with workflow_definition_changed when they resume",
+            "keep the old definition registered next to the new one (define the new one "
+            "with version=N+1 and leave the old one in WORKFLOW_MODULES until no run waits "
+            "on it), or let them fail and `wfr redrive` them on the new definition",
+            [p.describe() for p in failing],
+        )
+    # Runs served by a version that is not the latest say when that one may be removed.
+    older = [p for p in pinned if p.resumes_on != registry.latest(p.workflow_name).version]
+    return Check(
+        name,
+        "ok",
+        f"{runs} waiting run(s) on {len(pinned)} definition(s), all registered",
+        items=[p.describe() for p in older],
+    )
+
+
+@dataclass(frozen=True)
+class TemplateRoutes:
+    """What the deployed EventBridge rules route, as read from the SAM template by the
+    caller (the CLI reads template.yaml; the engine does not read files)."""
+
+    template: Path | None  # None: no template was found
+    missing: list[str] = field(default_factory=list)  # types that reach no function
+    error: str | None = None  # the template could not be read
+
+
+def check_template(routes: TemplateRoutes | None, registry: WorkflowRegistry) -> Check:
+    """Template EventPatterns route every trigger type to TriggerProjection and every
+    awaited type to EventWakeup."""
+    name = "template routes every trigger and awaited event type"
+    if routes is None or routes.template is None:
+        return Check(
+            name,
+            "warning",
+            "no template.yaml found; routing not checked",
+            "run from the project root or pass --template FILE",
+        )
+    if routes.error is not None:
+        return Check(name, "problem", routes.error, "fix the template")
+    if routes.missing:
+        return Check(
+            name,
+            "problem",
+            f"{len(routes.missing)} event type(s) of the registered workflows reach no function",
+            "add the types to the EventPattern of the rule (TriggerProjection for "
+            "triggers, EventWakeup for awaited types) in template.yaml and deploy",
+            routes.missing,
+        )
+    return Check(
+        name,
+        "ok",
+        f"{len(registry.trigger_types())} trigger and {len(registry.awaited_types())} awaited "
+        f"type(s) routed by {routes.template}",
+    )
+
+
+def check_deliveries(store: Store, tenant: str | None, now: datetime) -> Check:
+    """Fire-and-forget deliveries: stuck ones (no dispatcher running) are a problem;
+    failed and ambiguous ones in the last day are worth a look."""
+    name = "mail and webhook deliveries"
+    stuck = list_deliveries(store, "stuck", now, tenant_id=tenant, limit=1000)
+    if stuck:
+        return Check(
+            name,
+            "problem",
+            f"{len(stuck)} delivery(ies) are overdue by more than "
+            f"{int(STUCK_AFTER.total_seconds() // 60)} minutes: no dispatcher is delivering",
+            "check StepDispatcher's errors and its schedule (locally: `wfr local tick`)",
+            [f"{r.tenant_id} {r.request_id} {r.step_kind} run {r.run_id}" for r in stuck],
+        )
+    failed = list_deliveries(store, "failed", now, tenant_id=tenant, limit=1000)
+    if failed:
+        ambiguous = sum(1 for r in failed if r.failure_reason == "ambiguous")
+        return Check(
+            name,
+            "warning",
+            f"{len(failed)} delivery(ies) failed in the last day"
+            + (f", {ambiguous} of them ambiguous mail (maybe sent)" if ambiguous else ""),
+            "see `wfr dispatches list --status failed`; fix the cause, then "
+            "`wfr dispatches redeliver --all` (check an ambiguous mail's mailbox first)",
+            [
+                f"{r.tenant_id} {r.request_id} {r.step_kind}: {r.last_error} ({r.failure_reason})"
+                for r in failed
+            ],
+        )
+    return Check(name, "ok", "no delivery failed in the last day, none is overdue")
+
+
+def check_tasks(store: Store, tenant: str | None, now: datetime) -> Check:
+    """Tasks: stuck ones (no worker running) are a problem; failed ones worth a look."""
+    name = "tasks"
+    stuck = store.tasks.find("stuck", now, now - STUCK_AFTER, tenant_id=tenant, limit=1000)
+    if stuck:
+        return Check(
+            name,
+            "problem",
+            f"{len(stuck)} task(s) are overdue by more than "
+            f"{int(STUCK_AFTER.total_seconds() // 60)} minutes: no worker is running them",
+            "check StepDispatcher (the worker): its errors, schedule and time budget",
+            [f"{t.tenant_id} {t.task_id} {t.task_key} of run {t.run_id}" for t in stuck],
+        )
+    failed = store.tasks.find("failed", now - timedelta(days=1), now, tenant_id=tenant, limit=1000)
+    if failed:
+        return Check(
+            name,
+            "warning",
+            f"{len(failed)} task(s) failed for good in the last day",
+            "their runs failed (reason task_failed) unless they catch it: fix the cause, "
+            "then `wfr redrive RUN_ID --tenant T`",
+            [f"{t.tenant_id} run {t.run_id} task {t.task_key}: {t.last_error}" for t in failed],
+        )
+    return Check(name, "ok", "no task failed in the last day, none is overdue")
+
+
+def run_doctor(
+    store: Store,
+    registry: WorkflowRegistry,
+    tenant: str | None = None,
+    routes: TemplateRoutes | None = None,
+    now: datetime | None = None,
+) -> DoctorReport:
+    """Run every check.
+
+    Args:
+        store: the database.
+        registry: the registered workflows (what the functions would load).
+        tenant: restrict the run checks to one tenant (default: all).
+        routes: what the SAM template routes (None: not checked, a warning).
+        now: business time (default: the system clock).
+    """
+    now = now or datetime.now(UTC)
+    return DoctorReport(
+        [
+            check_unsettled_runs(store, tenant),
+            check_settled_pending(store, tenant),
+            check_projection_lag(store),
+            check_pinned_definitions(store, registry, tenant),
+            check_deliveries(store, tenant, now),
+            check_tasks(store, tenant, now),
+            check_template(routes, registry),
+        ]
+    )

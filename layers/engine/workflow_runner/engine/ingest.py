@@ -1,0 +1,227 @@
+"""Ingest: a domain event enters the inbox and starts the runs its type triggers.
+
+TriggerProjection calls `ingest_domain_event`; the due scan calls `start_cron_run` for
+each scheduled instant of a cron workflow. A run id derives from the workflow's name
+and idempotency key (uuid v5, no tenant), so a redelivered or repeated trigger finds
+the stream taken and starts nothing; a failing filter, key function or pipeline is
+recorded as a failed run, never raised, so the event is not redelivered and no side
+effect repeats.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..definition import (
+    DomainEvent,
+    EventTrigger,
+    WorkflowDefinition,
+    WorkflowRegistry,
+    default_registry,
+    run_id_for,
+)
+from ..durations import format_instant
+from ..errors import StoreError, TransientStoreError
+from ..interpreter import Interpreter
+from ..pass_result import describe_step_error
+from ..store import Store
+from ..stream import RUN_STREAM, RunFailed, RunStarted
+from .passes import cron_event
+from .persist import RunOutcome, persist_pass
+
+log = logging.getLogger("workflow_runner")
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What ingesting one domain event did."""
+
+    event_id: str
+    stored: bool  # False: a redelivery of an event already processed
+    started: list[RunOutcome] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # workflows whose filter said no / run existed
+
+
+def store_inbox_event(store: Store, event: DomainEvent, now: datetime) -> None:
+    """Store a domain event (a redelivery changes nothing) and remember its tenant."""
+    store.inbox.insert(
+        event.tenant_id,
+        event.id,
+        event.source,
+        event.type,
+        event.payload,
+        event.time,
+        now,
+        read=False,
+    )
+    store.inbox.register_tenant(event.tenant_id, now)
+
+
+def start_run(
+    store: Store,
+    definition: WorkflowDefinition,
+    event: DomainEvent,
+    run_id: str,
+    now: datetime,
+    idempotency_key: str | None = None,
+    trigger_event_id: str | None = None,
+    cron_scheduled_at: str | None = None,
+) -> RunOutcome | None:
+    """Start a run and execute it to its first suspension or its end.
+
+    Call inside a transaction. Returns None when the run id already has a stream (a
+    second trigger for the same run is a no-op, never a second run on one stream).
+    """
+    started = RunStarted(
+        workflow_name=definition.name,
+        workflow_version=definition.version,
+        trigger_event_type=event.type,
+        trigger_event_id=trigger_event_id,
+        definition_fingerprint=definition.fingerprint,
+        idempotency_key=idempotency_key,
+        cron_scheduled_at=cron_scheduled_at,
+    )
+    tenant = event.tenant_id
+    if not store.streams.append(tenant, run_id, RUN_STREAM, 0, [started], now):
+        return None
+    result = Interpreter(
+        definition, event, run_id, now, dispatch_seed=f"{tenant}|1", run_started_at=now
+    ).run()
+    return persist_pass(store, tenant, run_id, definition, event.type, 1, result, now)
+
+
+def _trigger_failure(
+    store: Store,
+    definition: WorkflowDefinition,
+    event: DomainEvent,
+    run_id: str,
+    now: datetime,
+    error: BaseException,
+    reason: str,
+) -> RunOutcome | None:
+    """Record a run that failed before its first step (filter or key function raised)."""
+    log.warning(
+        "workflow trigger failed",
+        extra={"workflow": definition.name, "event_id": event.id, "detail": repr(error)},
+    )
+    started = RunStarted(
+        workflow_name=definition.name,
+        workflow_version=definition.version,
+        trigger_event_type=event.type,
+        trigger_event_id=event.id,
+        definition_fingerprint=definition.fingerprint,
+    )
+    failed = RunFailed(
+        workflow_name=definition.name,
+        trigger_event_type=event.type,
+        step_index=0,
+        error=describe_step_error(error),
+        reason=reason,
+    )
+    tenant = event.tenant_id
+    if not store.streams.append(tenant, run_id, RUN_STREAM, 0, [started, failed], now):
+        return None
+    store.runs.upsert(
+        tenant,
+        run_id,
+        definition.name,
+        "failed",
+        2,
+        definition.fingerprint,
+        event.type,
+        now,
+        workflow_version=definition.version,
+    )
+    return RunOutcome(tenant, run_id, definition.name, "failed", step_index=0, reason=reason)
+
+
+def _start_triggered(
+    store: Store, definition: WorkflowDefinition, event: DomainEvent, now: datetime
+) -> RunOutcome | None:
+    """Start one workflow's run for a trigger event (None: filtered out or run exists)."""
+    assert isinstance(definition.trigger, EventTrigger)
+    fallback_id = run_id_for(definition.name, f"event:{event.id}")
+    try:
+        if definition.trigger.filter is not None and not definition.trigger.filter(event):
+            return None
+    except Exception as error:
+        return _trigger_failure(
+            store, definition, event, fallback_id, now, error, "trigger_filter_failed"
+        )
+    try:
+        key = definition.key_for(event)
+    except Exception as error:
+        return _trigger_failure(
+            store, definition, event, fallback_id, now, error, "idempotency_key_failed"
+        )
+    run_id = run_id_for(definition.name, key) if key is not None else fallback_id
+    return start_run(
+        store, definition, event, run_id, now, idempotency_key=key, trigger_event_id=event.id
+    )
+
+
+def _start_isolated(
+    store: Store, definition: WorkflowDefinition, event: DomainEvent, now: datetime
+) -> RunOutcome | None:
+    """Start one workflow's run in a savepoint: if the database refuses what its first
+    pass wrote, that run is recorded as failed (reason pass_not_storable) and the event's
+    other workflows still start; the event is not redelivered forever."""
+    try:
+        with store.transaction():
+            return _start_triggered(store, definition, event, now)
+    except TransientStoreError:
+        raise
+    except StoreError as error:
+        fallback_id = run_id_for(definition.name, f"event:{event.id}")
+        try:
+            key = definition.key_for(event)
+        except Exception:
+            key = None
+        run_id = run_id_for(definition.name, key) if key is not None else fallback_id
+        with store.transaction():
+            return _trigger_failure(
+                store, definition, event, run_id, now, error, "pass_not_storable"
+            )
+
+
+def ingest_domain_event(
+    store: Store, event: DomainEvent, now: datetime, registry: WorkflowRegistry | None = None
+) -> IngestResult:
+    """Store a domain event in the inbox and start every run it triggers.
+
+    One transaction. A redelivered event starts nothing. A failing trigger filter,
+    key function or pipeline is recorded as a failed run and not raised, so the
+    event is not redelivered and no side effect repeats.
+    """
+    registry = registry or default_registry()
+    with store.transaction():
+        with store.pipeline():
+            store_inbox_event(store, event, now)
+            claimed = store.inbox.claim_trigger(event.tenant_id, event.id, now)
+        if not claimed:
+            return IngestResult(event.id, stored=False)
+        started: list[RunOutcome] = []
+        skipped: list[str] = []
+        for definition in registry.triggered_by(event.type):
+            outcome = _start_isolated(store, definition, event, now)
+            if outcome is None:
+                skipped.append(definition.name)
+            else:
+                started.append(outcome)
+        return IngestResult(event.id, stored=True, started=started, skipped=skipped)
+
+
+def start_cron_run(
+    store: Store,
+    definition: WorkflowDefinition,
+    tenant_id: str,
+    scheduled_at: datetime,
+    now: datetime,
+) -> RunOutcome | None:
+    """Start a cron workflow's run for one scheduled instant (once per instant and tenant)."""
+    stamp = format_instant(scheduled_at)
+    event = cron_event(tenant_id, definition.name, stamp)
+    run_id = run_id_for(definition.name, f"cron:{stamp}")
+    return start_run(store, definition, event, run_id, now, cron_scheduled_at=stamp)

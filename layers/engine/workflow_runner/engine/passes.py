@@ -1,0 +1,268 @@
+"""A pass over a run: load what it needs, re-enter its step tree, persist where it stopped.
+
+Shared by every stage that moves a run forward — the start (ingest), the resume, the
+redrive — so that a pass is read and written one way only (writing: persist.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..definition import DomainEvent, WorkflowDefinition
+from ..durations import parse_instant
+from ..errors import RunNotFound
+from ..interpreter import Interpreter, step_at
+from ..pass_result import ResumedTask, TaskFailedError, WorkflowStepError
+from ..store import InboxEvent, Store, StoredEvent
+from ..stream import (
+    RunStarted,
+    RunState,
+    StepWaitingForEvent,
+    SuspensionFact,
+    TaskCompleted,
+    TaskOutcome,
+    TaskScheduled,
+    fold_run,
+)
+from .persist import RunOutcome, fail_run, persist_pass
+
+__all__ = [
+    "LoadedRun",
+    "RunOutcome",
+    "continue_run",
+    "domain_event_of",
+    "load_run",
+    "load_run_for_pass",
+    "restore_results",
+    "trigger_event",
+]
+
+
+@dataclass
+class LoadedRun:
+    """A run's stream, folded, with its trigger event's inbox row (read together).
+
+    `events` is the whole stream, or only its tail (the first event and those from the
+    last pass's outcome on) when loaded for a resume.
+    """
+
+    state: RunState
+    events: list[StoredEvent]
+    trigger_row: InboxEvent | None
+
+
+# --- reading a run ----------------------------------------------------------------------
+
+
+def load_run_for_pass(store: Store, tenant_id: str, run_id: str, tail: bool = False) -> LoadedRun:
+    """A run's stream (or its tail, `tail=True`) and trigger row in one round trip.
+
+    Raises:
+        RunNotFound: the tenant has no run with this id.
+    """
+    events, trigger = store.streams.load_run(tenant_id, run_id, tail=tail)
+    if not events or not isinstance(events[0].fact, RunStarted):
+        raise RunNotFound(tenant_id, run_id)
+    state = fold_run(run_id, tenant_id, [e.recorded for e in events])
+    return LoadedRun(state, events, trigger)
+
+
+def load_run(store: Store, tenant_id: str, run_id: str) -> RunState:
+    """Fold a run's stream.
+
+    Raises:
+        RunNotFound: the tenant has no run with this id.
+    """
+    return load_run_for_pass(store, tenant_id, run_id).state
+
+
+def domain_event_of(row: InboxEvent) -> DomainEvent:
+    """A stored inbox event as a workflow sees it (`ctx.event`)."""
+    return DomainEvent(
+        id=row.event_id,
+        type=row.type,
+        payload=row.detail,
+        tenant_id=row.tenant_id,
+        time=row.event_time or row.received_at,
+        source=row.source,
+    )
+
+
+def cron_event(tenant_id: str, workflow_name: str, scheduled_at: str) -> DomainEvent:
+    """The trigger of a cron run, rebuilt from its scheduled instant (nothing stored)."""
+    return DomainEvent(
+        id=f"cron:{workflow_name}:{scheduled_at}",
+        type="cron",
+        payload={"scheduledAt": scheduled_at},
+        tenant_id=tenant_id,
+        time=parse_instant(scheduled_at),
+        source="workflow-runner.cron",
+    )
+
+
+def trigger_event(store: Store, run: LoadedRun) -> DomainEvent | None:
+    """The run's trigger event (None when it is no longer stored, e.g. erased)."""
+    state = run.state
+    started = state.started
+    if started is not None and started.cron_scheduled_at:
+        return cron_event(state.tenant_id, state.workflow_name, started.cron_scheduled_at)
+    if state.trigger_event_id is None:
+        return None
+    row = run.trigger_row
+    if row is None or row.detail is None:
+        return None
+    return domain_event_of(row)
+
+
+@dataclass(frozen=True)
+class Restored:
+    """The results a resumed pass starts from, and the keys it must record again: those
+    it seeds (an awaited payload, a task's result) and, for a suspension written by
+    release 0.1 (every result on the event), all of them, so that they reach the
+    run_results projection the next resume reads."""
+
+    results: dict[str, Any]
+    awaited_refs: dict[str, str | None]
+    written: list[str]
+
+
+def restore_results(
+    store: Store,
+    tenant_id: str,
+    run_id: str,
+    suspension: SuspensionFact,
+    matched: str | None,
+    task_outcome: TaskOutcome | None = None,
+) -> Restored | None:
+    """The results at a suspension plus what the resume seeds: the matched event's
+    payload under a wait_for_event's result key, a task's result (or its caught
+    failure) under the task's key. None when an awaited payload is no longer stored."""
+    seeded: list[str] = []
+    if suspension.full_results:
+        results = dict(suspension.results or {})
+        refs = dict(suspension.awaited_refs or {})
+        for key, event_id in refs.items():
+            payload = _awaited_payload(store, tenant_id, event_id)
+            if payload is _GONE:
+                return None
+            results[key] = payload
+        seeded = list(results)
+    else:
+        stored = store.results.of_run(tenant_id, run_id)
+        if stored.missing:
+            return None
+        results, refs = stored.values, stored.awaited_refs
+    if isinstance(suspension, StepWaitingForEvent):
+        key = suspension.result_key
+        payload = _awaited_payload(store, tenant_id, matched)
+        if payload is _GONE:
+            return None
+        results[key], refs[key] = payload, matched
+        seeded.append(key)
+    elif isinstance(suspension, TaskScheduled) and task_outcome is not None:
+        key = suspension.task_key
+        refs.pop(key, None)
+        if isinstance(task_outcome, TaskCompleted):
+            results[key] = task_outcome.result
+            seeded.append(key)
+        elif suspension.catch:
+            results[key] = {
+                "failed": True,
+                "error": task_outcome.error_class,
+                "attempts": task_outcome.attempts,
+            }
+            seeded.append(key)
+    return Restored(results, refs, list(dict.fromkeys(seeded)))
+
+
+_GONE = object()
+
+
+def _awaited_payload(store: Store, tenant_id: str, event_id: str | None) -> Any:
+    if event_id is None:
+        return None
+    row = store.inbox.get(tenant_id, event_id)
+    if row is None or row.detail is None:
+        return _GONE
+    return row.detail
+
+
+# --- continuing a run ---------------------------------------------------------------------
+
+
+def continue_run(
+    store: Store,
+    run: LoadedRun,
+    definition: WorkflowDefinition,
+    suspension: SuspensionFact,
+    matched: str | None,
+    version: int,
+    now: datetime,
+    dispatch_seed: str | None = None,
+    task_outcome: TaskOutcome | None = None,
+) -> RunOutcome:
+    """Re-enter the step tree at a claimed suspension and persist the pass.
+
+    `version` is the stream version this pass holds (its claim). `dispatch_seed`
+    (default: derived from `version`) lets a redrive repeat a failed pass with that
+    pass's seed, so dispatches it already requested keep their ids. `task_outcome`:
+    the recorded outcome of the task the run waited at (None for a redrive, which runs
+    the task again).
+    """
+    state = run.state
+    tenant_id, run_id = state.tenant_id, state.run_id
+    step_index = suspension.step_index
+
+    def fail(reason: str, error: str) -> RunOutcome:
+        fail_run(store, state, version, step_index, reason, error, now)
+        return RunOutcome(
+            tenant_id, run_id, state.workflow_name, "failed", step_index, reason=reason
+        )
+
+    trigger = trigger_event(store, run)
+    if trigger is None:
+        return fail(
+            "trigger_event_unavailable", f"the trigger event of run {run_id} is no longer stored"
+        )
+    restored = restore_results(store, tenant_id, run_id, suspension, matched, task_outcome)
+    if restored is None:
+        return fail(
+            "awaited_event_unavailable", f"an awaited event of run {run_id} is no longer stored"
+        )
+    consumed = [matched] if matched is not None else []
+    if isinstance(suspension, StepWaitingForEvent) and suspension.consumed_event_ids:
+        consumed += suspension.consumed_event_ids  # a 0.1 suspension listed them itself
+    store.results.consume(tenant_id, run_id, consumed)
+    path = suspension.entry_path
+    try:
+        step_at(definition.steps, path)
+    except WorkflowStepError:
+        return fail(
+            "workflow_definition_changed",
+            f"run {run_id} is suspended at a step its definition does not have",
+        )
+    resumed_task = None
+    if isinstance(suspension, TaskScheduled) and task_outcome is not None:
+        failure = None
+        if not isinstance(task_outcome, TaskCompleted) and not suspension.catch:
+            failure = TaskFailedError(task_outcome.error_class, suspension.task_key)
+        resumed_task = ResumedTask(path, failure)
+    assert state.started_at is not None
+    result = Interpreter(
+        definition,
+        trigger,
+        run_id,
+        now,
+        results=restored.results,
+        awaited_refs=restored.awaited_refs,
+        dispatch_seed=dispatch_seed or f"{tenant_id}|{version + 1}",
+        task_seed=f"{tenant_id}|{version + 1}",
+        run_started_at=state.started_at,
+        written=restored.written,
+        resumed_task=resumed_task,
+    ).run(path)
+    return persist_pass(
+        store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now
+    )

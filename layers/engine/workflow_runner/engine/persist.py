@@ -1,0 +1,252 @@
+"""Writing a pass: the one event that says where the run stands, the results the pass
+set, its dispatch requests and tasks, and the run summary — in the caller's
+transaction, after the stream version the pass holds (its claim or its start)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from ..definition import WorkflowDefinition
+from ..pass_result import PassResult, Suspension
+from ..store import NewTask, Store
+from ..stream import (
+    DISPATCH_STREAM,
+    RETURNED_FAILURE,
+    RUN_STREAM,
+    DispatchRequested,
+    RetryScheduled,
+    RunCompleted,
+    RunFailed,
+    RunState,
+    RunStatus,
+    StepWaiting,
+    StepWaitingForEvent,
+    TaskScheduled,
+)
+
+log = logging.getLogger("workflow_runner")
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Where a pass left a run."""
+
+    tenant_id: str
+    run_id: str
+    workflow_name: str
+    outcome: Literal["suspended", "completed", "failed"]
+    step_index: int | None = None
+    wake_at: datetime | None = None
+    reason: str | None = None
+    task_id: str | None = None  # the task the run now waits for
+
+
+SuspensionEvent = StepWaiting | StepWaitingForEvent | RetryScheduled | TaskScheduled
+
+
+def suspension_fact(suspension: Suspension, common: dict[str, Any]) -> SuspensionEvent:
+    """The stream fact of an interpreter suspension (`common`: the shared fields)."""
+    if suspension.kind == "waiting-for-event":
+        wait = suspension.event
+        assert wait is not None
+        return StepWaitingForEvent(
+            **common,
+            event_type=wait.event_type,
+            match=wait.match,
+            timeout_at=suspension.wake_at,
+            lookback_from=wait.lookback_from,
+            result_key=wait.result_key,
+        )
+    if suspension.kind == "retry-scheduled":
+        retry = suspension.retry
+        assert retry is not None
+        return RetryScheduled(
+            **common,
+            wake_at=suspension.wake_at,
+            attempt=retry.attempt,
+            max_attempts=retry.max_attempts,
+            error=retry.error,
+        )
+    if suspension.kind == "task-scheduled":
+        task = suspension.task
+        assert task is not None
+        return TaskScheduled(
+            **common,
+            task_key=task.task_key,
+            task_id=task.task_id,
+            step_kind=task.step_kind,
+            max_attempts=task.max_attempts,
+            timeout_ms=task.timeout_ms,
+            catch=task.catch,
+        )
+    return StepWaiting(**common, wake_at=suspension.wake_at)
+
+
+def persist_pass(
+    store: Store,
+    tenant_id: str,
+    run_id: str,
+    definition: WorkflowDefinition,
+    trigger_event_type: str,
+    version: int,
+    result: PassResult,
+    now: datetime,
+) -> RunOutcome:
+    """Append a pass's outcome after stream version `version` (held by this pass).
+
+    The outcome event carries only the results this pass wrote (each result is
+    recorded once); run_results keeps every key's current value for the next resume.
+    """
+    values, refs = result.results_delta(), result.awaited_refs_delta()
+    fact: SuspensionEvent | RunCompleted | RunFailed
+    status: RunStatus
+    task: NewTask | None = None
+    if result.outcome == "suspended":
+        suspension = result.suspension
+        assert suspension is not None
+        fact = suspension_fact(
+            suspension,
+            {
+                "workflow_name": definition.name,
+                "trigger_event_type": trigger_event_type,
+                "step_index": suspension.step_index,
+                "path": suspension.path,
+                "definition_fingerprint": definition.fingerprint,
+                "results_delta": values,
+                "awaited_refs_delta": refs,
+            },
+        )
+        status = "waiting"
+        if suspension.task is not None:
+            spec = suspension.task
+            task = NewTask(
+                tenant_id=tenant_id,
+                task_id=spec.task_id,
+                run_id=run_id,
+                workflow_name=definition.name,
+                definition_fingerprint=definition.fingerprint,
+                task_key=spec.task_key,
+                step_kind=spec.step_kind,
+                path=suspension.path,
+                scope=spec.scope,
+                request=spec.request,
+                max_attempts=spec.max_attempts,
+                timeout_ms=spec.timeout_ms,
+            )
+        outcome = RunOutcome(
+            tenant_id,
+            run_id,
+            definition.name,
+            "suspended",
+            step_index=fact.step_index,
+            wake_at=None if task else fact.due_at,
+            task_id=task.task_id if task else None,
+        )
+    elif result.outcome == "completed":
+        fact = RunCompleted(
+            workflow_name=definition.name,
+            trigger_event_type=trigger_event_type,
+            step_index=len(definition.steps),
+            result=result.return_value,
+            results_delta=values,
+            awaited_refs_delta=refs,
+        )
+        status = "completed"
+        outcome = RunOutcome(tenant_id, run_id, definition.name, "completed")
+    else:
+        failed_index = (
+            int(result.failed_path[0]["i"]) if result.failed_path else len(definition.steps)
+        )
+        fact = RunFailed(
+            workflow_name=definition.name,
+            trigger_event_type=trigger_event_type,
+            step_index=failed_index,
+            error=result.error or "",
+            path=result.failed_path or None,
+            reason=result.reason,
+            result=result.return_value if result.reason == RETURNED_FAILURE else None,
+            results_delta=values,
+            awaited_refs_delta=refs,
+        )
+        if result.error_detail:
+            # The raw text may carry personal data: log only, never store (invariant 8).
+            log.warning(
+                "workflow step failed",
+                extra={"tenant_id": tenant_id, "run_id": run_id, "detail": result.error_detail},
+            )
+        status = "failed"
+        outcome = RunOutcome(
+            tenant_id, run_id, definition.name, "failed", failed_index, reason=result.reason
+        )
+    # Every write of the pass goes out in one round trip: the claim (or the start)
+    # already holds `version`, so none of these appends can lose a race.
+    with store.pipeline():
+        for dispatch in result.dispatches:
+            requested = DispatchRequested(
+                request_id=dispatch.request_id,
+                run_id=run_id,
+                workflow_name=definition.name,
+                step_kind=dispatch.step_kind,
+                step_index=dispatch.step_index,
+                path=dispatch.path,
+            )
+            store.streams.append(
+                tenant_id, dispatch.request_id, DISPATCH_STREAM, 0, [requested], now, check=False
+            )
+            store.outbox.insert(
+                tenant_id, dispatch.request_id, run_id, dispatch.step_kind, dispatch.request, now
+            )
+        if task is not None:
+            store.tasks.insert(task, now)
+        store.streams.append(tenant_id, run_id, RUN_STREAM, version, [fact], now, check=False)
+        if status != "failed":
+            # A failed run keeps the results as of its last suspension: a redrive
+            # repeats the failed pass from there.
+            store.results.record(tenant_id, run_id, version + 1, values, refs)
+        store.runs.upsert(
+            tenant_id,
+            run_id,
+            definition.name,
+            status,
+            version + 1,
+            definition.fingerprint,
+            trigger_event_type,
+            now,
+            workflow_version=definition.version,
+        )
+    return outcome
+
+
+def fail_run(
+    store: Store,
+    state: RunState,
+    version: int,
+    step_index: int,
+    reason: str,
+    error: str,
+    now: datetime,
+) -> bool:
+    """End a run as failed without a pass (its definition or an input is gone, a pass
+    could not be stored).
+
+    False when the stream moved past `version` (another writer won).
+    """
+    failed = RunFailed(
+        workflow_name=state.workflow_name, step_index=step_index, error=error, reason=reason
+    )
+    if not store.streams.append(state.tenant_id, state.run_id, RUN_STREAM, version, [failed], now):
+        return False
+    store.runs.upsert(
+        state.tenant_id,
+        state.run_id,
+        state.workflow_name,
+        "failed",
+        version + 1,
+        state.fingerprint,
+        state.trigger_event_type,
+        now,
+    )
+    return True

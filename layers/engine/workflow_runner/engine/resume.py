@@ -1,0 +1,245 @@
+"""Resume: claim a due suspension and run the next pass, in one transaction.
+
+ResumeRun calls `resume_runs` for an SQS batch (one commit for the batch) and
+`resume_run` for a direct invoke. The claim is the append of `workflow.step.resumed`
+at the stream's next version: of two concurrent resumes of one suspension exactly one
+appends it, the other answers `already-resumed` (invariant 2). A run pinned to a
+definition that is no longer registered fails loud (invariant 7).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Literal
+
+from ..definition import WorkflowRegistry, default_registry
+from ..errors import RunNotFound, StoreError, TransientStoreError
+from ..store import Store
+from ..stream import (
+    RUN_STREAM,
+    ResumedBy,
+    RetryScheduled,
+    StepResumed,
+    StepWaitingForEvent,
+    TaskScheduled,
+)
+from .passes import continue_run, load_run_for_pass
+from .persist import fail_run
+
+log = logging.getLogger("workflow_runner")
+
+ResumeOutcome = Literal["already-resumed", "not-due", "suspended", "completed", "failed"]
+
+
+@dataclass(frozen=True)
+class ResumeResult:
+    """The outcome of resume_run; never an exception for an expected outcome.
+
+    `wake_at`: when the claimed suspension was due (None: a task without its outcome
+    yet, reason waiting_for_task); `suspended_at` and `resumed_wake_at`: where and until
+    when the pass suspended again; `task_id`: the task it suspended at, if any.
+    """
+
+    outcome: ResumeOutcome
+    tenant_id: str
+    run_id: str
+    step_index: int
+    wake_at: datetime | None = None
+    suspended_at: int | None = None
+    reason: str | None = None
+    resumed_wake_at: datetime | None = None
+    task_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ResumeRequestItem:
+    """One suspension to resume in `resume_runs`."""
+
+    tenant_id: str
+    run_id: str
+    step_index: int
+    force: bool = False
+
+
+def _not_registered_error(registry: WorkflowRegistry, name: str, run_id: str, pinned: str) -> str:
+    try:
+        current: str | None = registry.latest(name).fingerprint
+    except Exception:
+        current = None
+    if current is None:
+        return f'Workflow "{name}" is not registered — cannot resume run {run_id}.'
+    return (
+        f'Workflow "{name}" definition changed since run {run_id} started '
+        f"(expected {pinned[:12]}…, current {current[:12]}…)."
+    )
+
+
+def _resume_in_transaction(
+    store: Store, item: ResumeRequestItem, now: datetime, registry: WorkflowRegistry
+) -> ResumeResult:
+    """resume_run's body, inside the caller's transaction. RunNotFound is raised
+    before anything is written."""
+    tenant_id, run_id, step_index = item.tenant_id, item.run_id, item.step_index
+    run = load_run_for_pass(store, tenant_id, run_id, tail=True)
+    state = run.state
+
+    base = ResumeResult("already-resumed", tenant_id, run_id, step_index)
+    suspension = state.suspension
+    if state.status != "waiting" or suspension is None or suspension.step_index != step_index:
+        return base
+    matched = state.matched_event_id
+    task_outcome = state.task_outcome
+    if isinstance(suspension, TaskScheduled):
+        if task_outcome is None:
+            # Not even force resumes a task without its outcome: the pass would have
+            # nothing to put under its key. The worker resumes it once it is recorded.
+            return replace(base, outcome="not-due", reason="waiting_for_task")
+        wake_at = state.outcome_recorded_at or now
+    else:
+        wake_at = suspension.due_at
+        if matched is None and not item.force and wake_at > now:
+            return replace(base, outcome="not-due", wake_at=wake_at)
+    definition = registry.find(state.workflow_name, state.fingerprint)
+    if definition is None:
+        error = _not_registered_error(registry, state.workflow_name, run_id, state.fingerprint)
+        reason = "workflow_definition_changed"
+        if fail_run(store, state, state.version, step_index, reason, error, now):
+            return replace(base, outcome="failed", reason=reason)
+        return base
+    resumed_by: ResumedBy
+    if isinstance(suspension, StepWaitingForEvent):
+        resumed_by = "event" if matched else "timeout"
+    elif isinstance(suspension, TaskScheduled):
+        resumed_by = "task"
+    else:
+        resumed_by = "timer"
+    if item.force and matched is None and task_outcome is None and wake_at > now:
+        resumed_by = "forced"
+    claim = StepResumed(
+        step_index=step_index,
+        path=suspension.path or None,
+        retry_attempt=suspension.attempt if isinstance(suspension, RetryScheduled) else None,
+        suspension_version=state.suspension_version,
+        awaited_event_id=matched,
+        resumed_by=resumed_by,
+        task_id=suspension.task_id if isinstance(suspension, TaskScheduled) else None,
+    )
+    if not store.streams.append(tenant_id, run_id, RUN_STREAM, state.version, [claim], now):
+        return base
+    outcome = continue_run(
+        store,
+        run,
+        definition,
+        suspension,
+        matched,
+        state.version + 1,
+        now,
+        task_outcome=task_outcome,
+    )
+    return replace(
+        base,
+        outcome=outcome.outcome,
+        suspended_at=outcome.step_index if outcome.outcome == "suspended" else None,
+        resumed_wake_at=outcome.wake_at,
+        reason=outcome.reason,
+        wake_at=wake_at,
+        task_id=outcome.task_id,
+    )
+
+
+def resume_run(
+    store: Store,
+    tenant_id: str,
+    run_id: str,
+    step_index: int,
+    now: datetime,
+    force: bool = False,
+    registry: WorkflowRegistry | None = None,
+) -> ResumeResult:
+    """Resume a suspended run at `step_index`: claim, run to the next suspension or end.
+
+    One transaction. Outcomes: already-resumed (nothing to do: resumed, settled, or
+    another worker won the claim), not-due (its time has not come and no awaited event
+    matched; `force` overrides), suspended, completed, failed.
+
+    Raises:
+        RunNotFound: the tenant has no such run.
+    """
+    item = ResumeRequestItem(tenant_id, run_id, step_index, force)
+    with store.transaction():
+        return _resume_in_transaction(store, item, now, registry or default_registry())
+
+
+def resume_runs(
+    store: Store,
+    requests: Sequence[ResumeRequestItem],
+    now: datetime,
+    registry: WorkflowRegistry | None = None,
+) -> list[ResumeResult | Exception]:
+    """Resume several suspensions in one transaction: one commit for the batch.
+
+    Each pass is still all or nothing. The batch runs without savepoints (they cost two
+    round trips a pass); an unknown run is reported as its RunNotFound, which is raised
+    before anything is written. If anything else goes wrong mid-batch, nothing of the
+    batch is committed and every request is run again in a transaction of its own, so
+    one bad request costs its own pass only. A transient database failure raises: then
+    none of the batch happened and all of it may be retried.
+    """
+    registry = registry or default_registry()
+    try:
+        results: list[ResumeResult | Exception] = []
+        with store.transaction():
+            for item in requests:
+                try:
+                    results.append(_resume_in_transaction(store, item, now, registry))
+                except RunNotFound as error:
+                    results.append(error)
+        return results
+    except TransientStoreError:
+        raise
+    except Exception as error:
+        log.warning("resume batch failed, resuming one by one", extra={"detail": repr(error)})
+    isolated: list[ResumeResult | Exception] = []
+    for item in requests:
+        try:
+            with store.transaction():
+                isolated.append(_resume_in_transaction(store, item, now, registry))
+        except TransientStoreError:
+            raise
+        except StoreError as error:
+            # The database refused what the pass wrote: repeating it would fail the
+            # same way forever. The run fails instead, recorded, never resent.
+            isolated.append(_fail_refused_pass(store, item, now, error))
+        except Exception as error:  # one bad item must not sink the others
+            isolated.append(error)
+    return isolated
+
+
+PASS_NOT_STORABLE = "pass_not_storable"
+
+
+def _fail_refused_pass(
+    store: Store, item: ResumeRequestItem, now: datetime, error: StoreError
+) -> ResumeResult | Exception:
+    log.warning(
+        "the database refused a pass; the run fails",
+        extra={"tenant_id": item.tenant_id, "run_id": item.run_id, "detail": str(error)[:200]},
+    )
+    base = ResumeResult("already-resumed", item.tenant_id, item.run_id, item.step_index)
+    try:
+        with store.transaction():
+            state = load_run_for_pass(store, item.tenant_id, item.run_id, tail=True).state
+            suspension = state.suspension
+            if state.status != "waiting" or suspension is None:
+                return base
+            text = f"workflow step failed ({type(error).__name__})"
+            if fail_run(store, state, state.version, item.step_index, PASS_NOT_STORABLE, text, now):
+                return replace(base, outcome="failed", reason=PASS_NOT_STORABLE)
+            return base
+    except TransientStoreError:
+        raise
+    except Exception as failure:
+        return failure

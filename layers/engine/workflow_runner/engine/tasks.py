@@ -1,0 +1,417 @@
+"""The task worker: run one attempt of a due task outside any transaction and record
+its outcome on the run stream; the run then resumes at once.
+
+A claim leases a `task_queue` row for the attempt's timeout plus a margin. The attempt
+runs with a ctx rebuilt from what the pass stored (trigger event, results, the
+for_each scope) and `ctx.workflow.retry_attempt` / `task_key` set. Its outcome is
+appended to the run stream at the stream's current version after checking, in the
+same transaction, that the run still waits at this task without an outcome: the
+append is what makes an attempt count once when two workers ran it (a lease that ran
+out). A final outcome also marks the run's pending row due, and the caller enqueues
+the resume after commit.
+
+Guarantees: at least once per attempt (a worker that dies mid-attempt leaves a
+`running` row whose lease ends; the next claim records that attempt as failed,
+TaskLeaseExpired, and goes on), except mail, which is never sent twice: a mail task
+whose send was cut off ends ambiguous.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from ..definition import (
+    MailSend,
+    RetryPolicy,
+    StepContext,
+    Task,
+    WebhookSend,
+    WorkflowInfo,
+    WorkflowRegistry,
+)
+from ..interpreter import step_at
+from ..pass_result import WorkflowStepError
+from ..ports import HttpSender, Mailer
+from ..redaction import redact
+from ..storable import DEFAULT_MAX_RESULT_BYTES, NotStorable, check_storable
+from ..store import ClaimedTask, Store
+from ..stream import RUN_STREAM, TaskAttemptFailed, TaskCompleted, TaskFailed, TaskScheduled
+from ..webhook_guard import WebhookGuard
+from .delivery import DeliveryFailed, deliver_mail, deliver_webhook
+from .passes import LoadedRun, load_run_for_pass, trigger_event
+from .projection import TASK_OUTCOME
+
+log = logging.getLogger("workflow_runner.tasks")
+
+# The time a delivery task's call may take when the step names no timeout (seconds).
+DELIVERY_TIMEOUT_MS = 10_000
+# A delivery task whose step names no RetryPolicy: as the dispatcher retries.
+DELIVERY_POLICY = RetryPolicy(max_attempts=5, base="PT30S", cap="PT1H", jitter="equal")
+# Kept beyond an attempt's timeout for recording its outcome (lease and budget).
+LEASE_MARGIN_SECONDS = 5.0
+_APPEND_TRIES = 5
+
+
+class TaskTimeout(BaseException):
+    """An attempt ran past its timeout. A BaseException, so that a task's own
+    `except Exception` cannot swallow it."""
+
+
+@dataclass(frozen=True)
+class TaskPorts:
+    """What task attempts reach: the registry (for the functions) and the delivery ports."""
+
+    registry: WorkflowRegistry
+    mailer: Mailer
+    http: HttpSender
+    guard: WebhookGuard
+    mail_sender: str | None = None
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+
+
+@dataclass(frozen=True)
+class TaskAttemptResult:
+    """What one claim did: `completed`/`failed` (final; the run is due), `retry`, or
+    `dropped` (the run no longer waits for this task)."""
+
+    tenant_id: str
+    run_id: str
+    task_id: str
+    task_key: str
+    step_kind: str
+    attempt: int
+    outcome: Literal["completed", "failed", "retry", "dropped"]
+    error_class: str | None = None
+    reason: str | None = None
+    step_index: int = 0
+
+
+def call_with_timeout(fn: Callable[[], Any], seconds: float) -> Any:
+    """Run `fn()`, raising TaskTimeout after `seconds`.
+
+    In the main thread (a Lambda handler, the local runtime) a timer signal interrupts
+    the call even inside a blocking system call; elsewhere the call runs in a thread
+    that is abandoned when it overruns.
+    """
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+
+        def on_alarm(signum: int, frame: Any) -> None:
+            raise TaskTimeout(f"attempt exceeded {seconds:.1f}s")
+
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+        try:
+            return fn()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as error:
+            box["error"] = error
+
+    thread = threading.Thread(target=target, name="workflow-task", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TaskTimeout(f"attempt exceeded {seconds:.1f}s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+class _Failure(Exception):
+    """An attempt failed: `final` when no attempt may follow."""
+
+    def __init__(
+        self, error_class: str, final: bool, reason: str, status: int | None = None
+    ) -> None:
+        super().__init__(error_class)
+        self.error_class = error_class
+        self.final = final
+        self.reason = reason
+        self.status = status
+
+
+def run_task(
+    store: Store,
+    ports: TaskPorts,
+    now: Callable[[], datetime],
+    seconds_left: Callable[[], float],
+    rng: random.Random | None = None,
+) -> TaskAttemptResult | None:
+    """Claim the oldest due task whose attempt fits in the time left and run it.
+
+    Returns None when no task fits (nothing due, or the time is short).
+    """
+    rng = rng or random.Random()
+    left_ms = int((seconds_left() - LEASE_MARGIN_SECONDS) * 1000)
+    if left_ms < 1000:
+        return None
+    with store.transaction():
+        task = store.tasks.claim(now(), left_ms, DELIVERY_TIMEOUT_MS, LEASE_MARGIN_SECONDS)
+    if task is None:
+        return None
+    run = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True)
+    suspension = run.state.suspension
+    if (
+        not isinstance(suspension, TaskScheduled)
+        or suspension.task_id != task.task_id
+        or run.state.task_outcome is not None
+    ):
+        store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now())
+        return _result(task, "dropped")
+    step = _step_of(ports, task)
+    policy = _policy_of(step)
+    if task.lost_attempt:
+        # The previous attempt's worker died: that attempt failed.
+        lost = _lost_attempt(task)
+        outcome = _record_failure(store, task, task.attempt - 1, lost, policy, now(), rng, True)
+        if outcome != "retry":
+            return _result(task, outcome, lost, attempt=task.attempt - 1)
+    try:
+        value = _attempt(store, ports, task, run, step, seconds_left, now())
+        check_storable(value, f"the result of task {task.task_key!r}", ports.max_result_bytes)
+    except _Failure as failure:
+        outcome = _record_failure(store, task, task.attempt, failure, policy, now(), rng)
+        return _result(task, outcome, failure)
+    except NotStorable:
+        unstorable = _Failure("ResultNotStorable", True, "result_not_storable")
+        outcome = _record_failure(store, task, task.attempt, unstorable, policy, now(), rng)
+        return _result(task, outcome, unstorable)
+    return _result(task, _record_success(store, task, value, now()))
+
+
+def _step_of(ports: TaskPorts, task: ClaimedTask) -> Task | MailSend | WebhookSend | None:
+    """The step a task runs, on the definition its run is pinned to (None: gone)."""
+    definition = ports.registry.find(task.workflow_name, task.definition_fingerprint)
+    if definition is None:
+        return None
+    try:
+        step = step_at(definition.steps, task.path)
+    except WorkflowStepError:
+        return None
+    return step if isinstance(step, (Task, MailSend, WebhookSend)) else None
+
+
+def _policy_of(step: Task | MailSend | WebhookSend | None) -> RetryPolicy:
+    if isinstance(step, Task):
+        return step.retry
+    if step is not None and step.retry is not None:
+        return step.retry
+    return DELIVERY_POLICY
+
+
+def _lost_attempt(task: ClaimedTask) -> _Failure:
+    if task.step_kind == "mail.send":
+        # The mail may have left before the worker died; never send it twice.
+        return _Failure("MailDeliveryAmbiguous", True, "ambiguous")
+    return _Failure("TaskLeaseExpired", False, "attempts_exhausted")
+
+
+def _attempt(
+    store: Store,
+    ports: TaskPorts,
+    task: ClaimedTask,
+    run: LoadedRun,
+    step: Task | MailSend | WebhookSend | None,
+    seconds_left: Callable[[], float],
+    now: datetime,
+) -> Any:
+    """One attempt; its JSON result, or _Failure."""
+    if step is None:
+        raise _Failure("WorkflowDefinitionChanged", True, "workflow_definition_changed")
+    timeout = (task.timeout_ms or DELIVERY_TIMEOUT_MS) / 1000
+    timeout = max(0.001, min(timeout, seconds_left() - LEASE_MARGIN_SECONDS))
+    if isinstance(step, Task):
+        return _run_function(store, task, run, step, timeout, now)
+    request = task.request or {}
+    try:
+        if task.step_kind == "mail.send":
+            message_id = deliver_mail(request, task.task_id, ports.mailer, ports.mail_sender)
+            return {"messageId": message_id}
+        reply = deliver_webhook(request, task.task_id, ports.http, ports.guard, timeout)
+        return {"status": reply.status, "body": reply.body}
+    except DeliveryFailed as failure:
+        final = failure.kind != "transient"
+        reason = {"refused": "refused", "ambiguous": "ambiguous"}.get(failure.kind, "rejected")
+        raise _Failure(failure.error_class, final, reason, failure.status) from failure
+
+
+def _run_function(
+    store: Store, task: ClaimedTask, run: LoadedRun, step: Task, timeout: float, now: datetime
+) -> Any:
+    trigger = trigger_event(store, run)
+    if trigger is None:
+        raise _Failure("TriggerEventUnavailable", True, "trigger_event_unavailable")
+    stored = store.results.of_run(task.tenant_id, task.run_id)
+    ctx = StepContext(
+        event=trigger,
+        steps=dict(stored.values),
+        scope=dict(task.scope),
+        workflow=WorkflowInfo(
+            run_id=task.run_id,
+            workflow_name=task.workflow_name,
+            step_index=int(task.path[0]["i"]),
+            retry_attempt=task.attempt,
+            definition_fingerprint=task.definition_fingerprint,
+            task_key=task.task_id,
+        ),
+        now=now,
+    )
+    try:
+        return call_with_timeout(lambda: step.fn(ctx), timeout)
+    except TaskTimeout as error:
+        raise _Failure("TaskTimeout", False, "attempts_exhausted") from error
+    except Exception as error:
+        log.warning(
+            "task attempt failed",
+            extra={
+                "run_id": task.run_id,
+                "task": task.task_key,
+                "attempt": task.attempt,
+                "detail": redact(f"{type(error).__name__}: {error}"),
+            },
+        )
+        final = not step.retry.retries(error)
+        reason = "non_retryable" if final else "attempts_exhausted"
+        raise _Failure(type(error).__name__, final, reason) from error
+
+
+TaskFact = TaskAttemptFailed | TaskCompleted | TaskFailed
+
+
+def _append(
+    store: Store, task: ClaimedTask, build: Callable[[int], TaskFact], now: datetime
+) -> int | None:
+    """Append a task fact at the run stream's current version, in the caller's
+    transaction, while the run still waits at this task without an outcome; the
+    suspension's version, or None when the run moved on (cancelled, or another worker
+    recorded the outcome first). `build` makes the fact for a suspension version."""
+    for _ in range(_APPEND_TRIES):
+        state = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True).state
+        suspension = state.suspension
+        if (
+            not isinstance(suspension, TaskScheduled)
+            or suspension.task_id != task.task_id
+            or state.task_outcome is not None
+        ):
+            return None
+        fact = build(state.suspension_version)
+        if store.streams.append(
+            task.tenant_id, task.run_id, RUN_STREAM, state.version, [fact], now
+        ):
+            return state.suspension_version
+    return None
+
+
+def _record_success(
+    store: Store, task: ClaimedTask, value: Any, now: datetime
+) -> Literal["completed", "dropped"]:
+    def completed(version: int) -> TaskCompleted:
+        return TaskCompleted(
+            task_key=task.task_key,
+            task_id=task.task_id,
+            suspension_version=version,
+            attempt=task.attempt,
+            result=value,
+        )
+
+    with store.transaction():
+        version = _append(store, task, completed, now)
+        if version is None:
+            store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
+            return "dropped"
+        store.tasks.settle(task.tenant_id, task.task_id, "completed", now)
+        store.pending.mark_matched(
+            task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
+        )
+    return "completed"
+
+
+def _record_failure(
+    store: Store,
+    task: ClaimedTask,
+    attempt: int,
+    failure: _Failure,
+    policy: RetryPolicy,
+    now: datetime,
+    rng: random.Random,
+    attempt_running: bool = False,
+) -> Literal["failed", "retry", "dropped"]:
+    """Record a failed attempt: a TaskAttemptFailed and when the next attempt runs, or
+    the TaskFailed that ends the task. `attempt_running`: the next attempt has already
+    been claimed (a lost attempt found by a claim), so none is scheduled."""
+    final = failure.final or attempt >= task.max_attempts
+    error = f"workflow step failed ({failure.error_class})"
+    retry_at = (
+        now if attempt_running else now + timedelta(seconds=policy.delay(attempt, rng.random))
+    )
+
+    def fact(version: int) -> TaskFact:
+        if final:
+            return TaskFailed(
+                task_key=task.task_key,
+                task_id=task.task_id,
+                suspension_version=version,
+                attempts=attempt,
+                error=error,
+                error_class=failure.error_class,
+                reason=failure.reason if failure.final else "attempts_exhausted",
+                status=failure.status,
+            )
+        return TaskAttemptFailed(
+            task_key=task.task_key,
+            task_id=task.task_id,
+            suspension_version=version,
+            attempt=attempt,
+            error=error,
+            error_class=failure.error_class,
+            retry_at=retry_at,
+            status=failure.status,
+        )
+
+    with store.transaction():
+        version = _append(store, task, fact, now)
+        if version is None:
+            store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
+            return "dropped"
+        if final:
+            store.tasks.settle(task.tenant_id, task.task_id, "failed", now, error)
+            store.pending.mark_matched(
+                task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
+            )
+            return "failed"
+        if not attempt_running:
+            store.tasks.retry(task, retry_at, error)
+    return "retry"
+
+
+def _result(
+    task: ClaimedTask,
+    outcome: Literal["completed", "failed", "retry", "dropped"],
+    failure: _Failure | None = None,
+    attempt: int | None = None,
+) -> TaskAttemptResult:
+    return TaskAttemptResult(
+        tenant_id=task.tenant_id,
+        run_id=task.run_id,
+        task_id=task.task_id,
+        task_key=task.task_key,
+        step_kind=task.step_kind,
+        attempt=task.attempt if attempt is None else attempt,
+        outcome=outcome,
+        error_class=failure.error_class if failure else None,
+        reason=failure.reason if failure else None,
+        step_index=int(task.path[0]["i"]),
+    )

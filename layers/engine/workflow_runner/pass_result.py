@@ -1,0 +1,150 @@
+"""What one pass of the interpreter produces: where the run stopped (a suspension), its
+dispatch requests, the results it wrote, or how it ended."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from .errors import WorkflowRunnerError
+from .stream import Path
+
+
+class WorkflowStepError(WorkflowRunnerError):
+    """A step produced something the engine cannot accept (bad wait time, result not JSON)."""
+
+
+class TaskFailedError(WorkflowStepError):
+    """A task failed for good and the workflow does not catch it; carries the class name
+    the worker recorded (the task's own exception is long gone)."""
+
+    reason = "task_failed"
+
+    def __init__(self, error_class: str, task_key: str) -> None:
+        super().__init__(f"task {task_key!r} failed ({error_class})")
+        self.error_class = error_class
+
+
+class InvalidArgument(WorkflowStepError):
+    """A step argument's value, computed when the step ran, is not what the step takes
+    (a timeout that is no duration, a match that is no EventMatch, a recipient without @).
+    The run fails with `reason: invalid_argument:<argument>`: the argument's name, never
+    the value (invariant 8)."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(f"{argument}: {message}")
+        self.argument = argument
+        self.reason = f"invalid_argument:{argument}"
+
+    @classmethod
+    def of(cls, argument: str, error: BaseException) -> InvalidArgument:
+        return cls(argument, str(error))
+
+
+def describe_step_error(error: BaseException) -> str:
+    """The generic text stored for a failed step; the raw message goes to the log only."""
+    if isinstance(error, TaskFailedError):
+        return f"workflow step failed ({error.error_class})"
+    name = type(error).__name__ if isinstance(error, Exception) else ""
+    return f"workflow step failed ({name})" if name else "workflow step failed (unknown error)"
+
+
+@dataclass(frozen=True)
+class EventWait:
+    """What a wait_for_event suspension waits for."""
+
+    event_type: str
+    match: dict[str, Any] | None
+    lookback_from: datetime
+    result_key: str
+
+
+@dataclass(frozen=True)
+class RetryWait:
+    """The failed attempt of a retry and the budget it belongs to."""
+
+    attempt: int
+    max_attempts: int
+    error: str
+
+
+@dataclass(frozen=True)
+class TaskWait:
+    """A task the run waits for: a worker runs it and records its outcome.
+
+    `scope` holds the for_each items around the task (its function sees them as
+    `ctx.scope`); `request` is the mail or webhook request of a delivery task.
+    """
+
+    task_key: str
+    task_id: str
+    step_kind: str  # task | mail.send | webhook.send
+    max_attempts: int
+    timeout_ms: int | None
+    catch: bool
+    scope: dict[str, Any]
+    request: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """Where a pass stopped: `path`, due at `wake_at` (a wait's time, a wait_for_event's
+    timeout, a retry's next attempt; never by time for a task)."""
+
+    kind: Literal["waiting", "waiting-for-event", "retry-scheduled", "task-scheduled"]
+    path: Path
+    wake_at: datetime
+    event: EventWait | None = None
+    retry: RetryWait | None = None
+    task: TaskWait | None = None
+
+    @property
+    def step_index(self) -> int:
+        return int(self.path[0]["i"])
+
+
+@dataclass(frozen=True)
+class DispatchRequest:
+    """A fire-and-forget mail or webhook, delivered after the pass commits."""
+
+    request_id: str
+    step_kind: str
+    step_index: int
+    path: Path
+    request: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ResumedTask:
+    """The task a resume re-enters at, and how it ended (None: it succeeded, or failed
+    and the workflow catches it; its value is seeded under its key)."""
+
+    path: Path
+    failure: TaskFailedError | None = None
+
+
+@dataclass
+class PassResult:
+    """The outcome of a pass. `results`/`awaited_refs` hold every result after it;
+    `written` the keys this pass set (what it records: each result once)."""
+
+    outcome: Literal["suspended", "completed", "failed"]
+    results: dict[str, Any]
+    awaited_refs: dict[str, str | None]
+    written: list[str]
+    dispatches: list[DispatchRequest]
+    suspension: Suspension | None = None
+    return_value: Any = None
+    reason: str | None = None
+    error: str | None = None
+    error_detail: str | None = None
+    failed_path: Path = field(default_factory=list)
+
+    def results_delta(self) -> dict[str, Any]:
+        """Values this pass wrote (awaited payloads stay references)."""
+        return {k: self.results[k] for k in self.written if k not in self.awaited_refs}
+
+    def awaited_refs_delta(self) -> dict[str, str | None]:
+        """Awaited references this pass wrote (key -> inbox event id, None: timed out)."""
+        return {k: self.awaited_refs[k] for k in self.written if k in self.awaited_refs}

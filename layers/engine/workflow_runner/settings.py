@@ -1,0 +1,117 @@
+"""Function settings, parsed from the environment at first use (never at import)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import InvalidInput
+
+# Environment variable -> field. Upper-case snake names, as the template sets them.
+_ENV_FIELDS = {
+    "DATABASE_URL": "database_url",
+    "DB_SECRET_ARN": "db_secret_arn",
+    "DB_HOST": "db_host",
+    "DB_PORT": "db_port",
+    "DB_NAME": "db_name",
+    "DB_SSLMODE": "db_sslmode",
+    "DB_CONNECT_TIMEOUT_SECONDS": "db_connect_timeout_seconds",
+    "DB_SECRET_TTL_SECONDS": "db_secret_ttl_seconds",
+    "RESUME_QUEUE_URL": "resume_queue_url",
+    "PENDING_PROJECTION_FUNCTION": "pending_projection_function",
+    "STEP_DISPATCHER_FUNCTION": "step_dispatcher_function",
+    "MAIL_SENDER": "mail_sender",
+    "TENANT_ID_PATH": "tenant_id_path",
+    "WORKFLOW_MODULES": "workflow_modules",
+    "WEBHOOK_ALLOW_HOSTS": "webhook_allow_hosts",
+    "WEBHOOK_TIMEOUT_SECONDS": "webhook_timeout_seconds",
+    "DISPATCH_MAX_ATTEMPTS": "dispatch_max_attempts",
+    "DISPATCH_BUDGET_SECONDS": "dispatch_budget_seconds",
+    "DUE_SCAN_BUDGET_SECONDS": "due_scan_budget_seconds",
+    "DUE_SCAN_HORIZON_SECONDS": "due_scan_horizon_seconds",
+    "DUE_SCAN_BATCH": "due_scan_batch",
+    "RESUME_LEASE_SECONDS": "resume_lease_seconds",
+    "AWS_REGION": "aws_region",
+}
+
+
+class Settings(BaseModel):
+    """Everything the functions read from their environment."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    database_url: str | None = None
+    db_secret_arn: str | None = None
+    db_host: str | None = None
+    db_port: int = Field(default=5432, ge=1, le=65535)
+    db_name: str = "workflow_runner"
+    # Aurora: TLS always; the URL in DATABASE_URL decides for itself.
+    db_sslmode: str = "require"
+    db_connect_timeout_seconds: int = Field(default=5, ge=1, le=60)
+    db_secret_ttl_seconds: int = Field(default=300, ge=0, le=86400)
+    resume_queue_url: str | None = None
+    pending_projection_function: str | None = None
+    step_dispatcher_function: str | None = None
+    mail_sender: str | None = None
+    tenant_id_path: str = Field(default="tenantId", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+    workflow_modules: str = "sample_workflows"
+    webhook_allow_hosts: frozenset[str] = frozenset()
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
+    dispatch_max_attempts: int = Field(default=5, ge=1, le=50)
+    dispatch_budget_seconds: float = Field(default=50.0, gt=0, le=900)
+    due_scan_budget_seconds: float = Field(default=45.0, gt=0, le=900)
+    due_scan_horizon_seconds: int = Field(default=60, ge=0, le=900)
+    due_scan_batch: int = Field(default=500, ge=1, le=10000)
+    # Longer than the longest SQS delay (900 s) plus the resume queue's visibility
+    # timeout (180 s): a row in flight is not handed out again before its message
+    # was either processed or given up on.
+    resume_lease_seconds: int = Field(default=1200, ge=60, le=43200)
+    aws_region: str | None = None
+
+    @field_validator("webhook_allow_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return frozenset(h.strip().lower() for h in value.split(",") if h.strip())
+        return value
+
+    @model_validator(mode="after")
+    def _database_configured(self) -> Settings:
+        if not self.database_url and not (self.db_secret_arn and self.db_host):
+            raise ValueError(
+                "set DATABASE_URL, or DB_SECRET_ARN together with DB_HOST (and DB_NAME)"
+            )
+        return self
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Parse the settings from environment variables (empty values count as unset).
+
+        Raises:
+            InvalidInput: a variable has an invalid value; the message names it.
+        """
+        env = os.environ if environ is None else environ
+        values = {field: env[name] for name, field in _ENV_FIELDS.items() if env.get(name)}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as error:
+            names = {field: name for name, field in _ENV_FIELDS.items()}
+            problems = []
+            for item in error.errors():
+                field = str(item["loc"][0]) if item["loc"] else ""
+                problems.append(f"{names.get(field, 'environment')}: {item['msg']}")
+            raise InvalidInput("invalid function settings: " + "; ".join(problems)) from error
+
+
+_cached: Settings | None = None
+
+
+def get_settings() -> Settings:
+    """The process's settings, parsed on first use and cached for warm invocations."""
+    global _cached
+    if _cached is None:
+        _cached = Settings.from_env()
+    return _cached

@@ -1,0 +1,67 @@
+"""What PostgreSQL can store as jsonb: one check for inputs (EventBridge events) and for
+what workflows produce (step results, task results, webhook responses)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from .errors import InvalidInput
+
+MAX_NESTING = 100  # levels of objects and arrays; deeper values are refused, not recursed into
+DEFAULT_MAX_RESULT_BYTES = 256 * 1024
+
+
+class NotStorable(InvalidInput):
+    """A value PostgreSQL's jsonb cannot store, or one over the size limit; the message
+    names the first offending place. `reason` is what a run that produced it records."""
+
+    reason = "result_not_storable"
+
+
+def _reject(value: Any, where: str, depth: int) -> None:
+    if depth > MAX_NESTING:
+        raise NotStorable(f"{where}: nested deeper than {MAX_NESTING} levels")
+    if isinstance(value, str):
+        if "\x00" in value or any("\ud800" <= c <= "\udfff" for c in value):
+            raise NotStorable(f"{where}: text holds a NUL or an unpaired surrogate")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise NotStorable(f"{where}: {value} is not a JSON number")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _reject(key, f"{where} (a key)", depth)
+            _reject(item, f"{where}.{str(key)[:32]}", depth + 1)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _reject(item, f"{where}[{index}]", depth + 1)
+
+
+def reject_unstorable(value: Any, where: str) -> None:
+    """Refuse what jsonb cannot store: NUL and lone UTF-16 surrogates in text and keys,
+    NaN and infinities, nesting beyond MAX_NESTING.
+
+    Raises:
+        NotStorable: naming the first offending field.
+    """
+    _reject(value, where, 0)
+
+
+def check_storable(value: Any, where: str, max_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> int:
+    """Check that a value a workflow produced can be stored; return its size in bytes.
+
+    Raises:
+        NotStorable: not JSON (a set, an object, NaN), unstorable text, or larger than
+            `max_bytes` as compact JSON.
+    """
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as error:
+        raise NotStorable(f"{where} is not JSON: {error}") from error
+    except RecursionError as error:
+        raise NotStorable(f"{where}: nested deeper than {MAX_NESTING} levels") from error
+    reject_unstorable(value, where)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise NotStorable(f"{where} is {size} bytes, over the {max_bytes}-byte limit")
+    return size

@@ -1,0 +1,231 @@
+"""The pending projection (`workflow_run_pending`): one row per suspended run (D1).
+
+Kept by the pending projection from the run streams; the wakeup marks rows matched,
+the due scan and the wakeup lease rows while their resume request is in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from .sql import Sql
+
+
+@dataclass(frozen=True)
+class NewPendingRow:
+    """A suspension as the projection writes it."""
+
+    tenant_id: str
+    run_id: str
+    step_index: int
+    workflow_name: str
+    suspension_event_type: str
+    wake_at: datetime
+    retry_attempt: int | None
+    definition_fingerprint: str | None
+    wait_event_type: str | None
+    match_expr: dict[str, Any] | None
+    suspension_version: int
+    lookback_from: datetime | None
+    match_key: str | None
+
+
+@dataclass(frozen=True)
+class PendingRow:
+    """A pending row as operators see it."""
+
+    tenant_id: str
+    run_id: str
+    step_index: int
+    workflow_name: str
+    suspension_event_type: str
+    wake_at: datetime
+    retry_attempt: int | None
+    wait_event_type: str | None
+    match_expr: dict[str, Any] | None
+    awaited_event_id: str | None
+    suspension_version: int
+    leased_until: datetime | None
+
+
+@dataclass(frozen=True)
+class DueRow:
+    """A row whose time has come (or that an event made due)."""
+
+    tenant_id: str
+    run_id: str
+    step_index: int
+    wake_at: datetime
+
+
+@dataclass(frozen=True)
+class WaitingRow:
+    """An unmatched wait an event of its type may satisfy."""
+
+    run_id: str
+    step_index: int
+    match_expr: dict[str, Any] | None
+    suspension_version: int
+
+
+class PendingStore:
+    """Write, find and lease pending rows; every query carries the tenant."""
+
+    def __init__(self, sql: Sql) -> None:
+        self._sql = sql
+
+    def upsert(self, row: NewPendingRow) -> None:
+        """Write a suspension's row (a newer suspension of the run replaces an older one)."""
+        params = dict(row.__dict__)
+        params["match_expr"] = None if row.match_expr is None else Jsonb(row.match_expr)
+        self._sql.run("upsert_pending", params)
+
+    def delete_runs(self, runs: Sequence[tuple[str, str]]) -> None:
+        """Drop the rows of many (tenant_id, run_id) pairs in one statement."""
+        self._sql.run(
+            "delete_runs_pending",
+            {"tenant_ids": [t for t, _ in runs], "run_ids": [r for _, r in runs]},
+        )
+
+    def mark_matched(
+        self,
+        tenant_id: str,
+        run_id: str,
+        suspension_version: int,
+        event_type: str,
+        event_id: str,
+        now: datetime,
+    ) -> None:
+        """Record the awaited event on a waiting row and make it due now."""
+        self._sql.run(
+            "mark_pending_matched",
+            {
+                "tenant_id": tenant_id,
+                "run_id": run_id,
+                "suspension_version": suspension_version,
+                "event_type": event_type,
+                "event_id": event_id,
+                "now": now,
+            },
+        )
+
+    def waiting_for(
+        self,
+        tenant_id: str,
+        type: str,
+        received_at: datetime,
+        keys: Sequence[str] | None = None,
+    ) -> list[WaitingRow]:
+        """Unmatched waits an event may wake; `keys` (match.payload_keys) narrows by index."""
+        rows = self._sql.all(
+            "waiting_rows_for_event",
+            {
+                "tenant_id": tenant_id,
+                "type": type,
+                "received_at": received_at,
+                "keys": None if keys is None else list(keys),
+            },
+        )
+        return [
+            WaitingRow(r["run_id"], r["step_index"], r["match_expr"], r["suspension_version"])
+            for r in rows
+        ]
+
+    def due(self, tenant_id: str, now: datetime, limit: int) -> list[DueRow]:
+        """A tenant's rows due at `now`, oldest first (leases ignored)."""
+        rows = self._sql.all("due_pending", {"tenant_id": tenant_id, "now": now, "limit": limit})
+        return [DueRow(tenant_id, r["run_id"], r["step_index"], r["wake_at"]) for r in rows]
+
+    def for_tenant(
+        self, tenant_id: str, before: datetime | None = None, limit: int = 1000
+    ) -> list[PendingRow]:
+        """A tenant's rows due before a bound (all when None), soonest first."""
+        rows = self._sql.all(
+            "list_pending", {"tenant_id": tenant_id, "before": before, "limit": limit}
+        )
+        return [
+            PendingRow(
+                tenant_id=tenant_id,
+                run_id=r["run_id"],
+                step_index=r["step_index"],
+                workflow_name=r["workflow_name"],
+                suspension_event_type=r["suspension_event_type"],
+                wake_at=r["wake_at"],
+                retry_attempt=r["retry_attempt"],
+                wait_event_type=r["wait_event_type"],
+                match_expr=r["match_expr"],
+                awaited_event_id=r["awaited_event_id"],
+                suspension_version=r["suspension_version"],
+                leased_until=r["leased_until"],
+            )
+            for r in rows
+        ]
+
+    def tenants_with_due(self, now: datetime, horizon: datetime) -> list[str]:
+        """Tenants with a free row due before `horizon`, the most overdue first."""
+        rows = self._sql.all("tenants_with_due_rows", {"now": now, "horizon": horizon})
+        return [r["tenant_id"] for r in rows]
+
+    def lease_due(
+        self,
+        tenant_id: str,
+        now: datetime,
+        horizon: datetime,
+        lease_until: datetime,
+        limit: int,
+    ) -> list[DueRow]:
+        """Lease up to `limit` of a tenant's free rows due before `horizon`, oldest first
+        (SKIP LOCKED: concurrent scanners take disjoint rows)."""
+        rows = self._sql.all(
+            "lease_due_rows",
+            {
+                "tenant_id": tenant_id,
+                "now": now,
+                "horizon": horizon,
+                "lease_until": lease_until,
+                "limit": limit,
+            },
+        )
+        return [DueRow(tenant_id, r["run_id"], r["step_index"], r["wake_at"]) for r in rows]
+
+    def lease(
+        self, tenant_id: str, run_id: str, step_index: int, now: datetime, lease_until: datetime
+    ) -> DueRow | None:
+        """Lease one named row if its lease is free (None: it is already in flight)."""
+        row = self._sql.one(
+            "lease_pending_row",
+            {
+                "tenant_id": tenant_id,
+                "run_id": run_id,
+                "step_index": step_index,
+                "now": now,
+                "lease_until": lease_until,
+            },
+        )
+        return (
+            None
+            if row is None
+            else DueRow(tenant_id, row["run_id"], row["step_index"], row["wake_at"])
+        )
+
+    def release(self, tenant_id: str, run_id: str, step_index: int, lease_until: datetime) -> None:
+        """Give a row back (only the lease we set) when the queue refused its request."""
+        self._sql.run(
+            "release_lease",
+            {
+                "tenant_id": tenant_id,
+                "run_id": run_id,
+                "step_index": step_index,
+                "lease_until": lease_until,
+            },
+        )
+
+    def next_wake_at(self, now: datetime) -> datetime | None:
+        """The earliest wake time among rows not in flight (a local driver's next stop)."""
+        row = self._sql.one("next_wake_at", {"now": now})
+        return None if row is None else row["wake_at"]

@@ -1,0 +1,74 @@
+"""A run's current step results (`run_results`) and the awaited events it consumed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from .sql import Sql
+
+
+@dataclass(frozen=True)
+class StoredResults:
+    """A run's results: values, awaited references (key -> inbox id or None) and their
+    payloads; `missing` names awaited references whose event is no longer stored."""
+
+    values: dict[str, Any]
+    awaited_refs: dict[str, str | None]
+    missing: list[str]
+
+
+class ResultStore:
+    """Write the results a pass set; read a run's current ones."""
+
+    def __init__(self, sql: Sql) -> None:
+        self._sql = sql
+
+    def record(
+        self,
+        tenant_id: str,
+        run_id: str,
+        version: int,
+        values: Mapping[str, Any],
+        awaited_refs: Mapping[str, str | None],
+    ) -> None:
+        """Upsert the keys a pass wrote, as of stream `version` (an older write never
+        replaces a newer one)."""
+        rows = [
+            {"key": k, "value": v, "awaited": False, "awaited_event_id": None}
+            for k, v in values.items()
+        ] + [
+            {"key": k, "value": None, "awaited": True, "awaited_event_id": ref}
+            for k, ref in awaited_refs.items()
+        ]
+        if rows:
+            self._sql.run(
+                "upsert_results",
+                {"tenant_id": tenant_id, "run_id": run_id, "version": version, "rows": Jsonb(rows)},
+            )
+
+    def of_run(self, tenant_id: str, run_id: str) -> StoredResults:
+        """Every current result of a run, awaited payloads included."""
+        values: dict[str, Any] = {}
+        refs: dict[str, str | None] = {}
+        missing: list[str] = []
+        for row in self._sql.all("run_results", {"tenant_id": tenant_id, "run_id": run_id}):
+            if row["awaited"]:
+                refs[row["key"]] = row["awaited_event_id"]
+                values[row["key"]] = row["awaited_detail"]
+                if row["awaited_missing"]:
+                    missing.append(row["key"])
+            else:
+                values[row["key"]] = row["value"]
+        return StoredResults(values, refs, missing)
+
+    def consume(self, tenant_id: str, run_id: str, event_ids: Sequence[str]) -> None:
+        """Remember awaited events the run took, so no later wait of it takes them."""
+        if event_ids:
+            self._sql.run(
+                "consume_events",
+                {"tenant_id": tenant_id, "run_id": run_id, "event_ids": list(event_ids)},
+            )

@@ -1,0 +1,70 @@
+"""Named-query execution on one connection, and how driver errors are classified.
+
+The one place that runs SQL text; the stores of this package call it by query name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from ..errors import StoreError, TransientStoreError
+from .queries import query
+
+# SQLSTATE classes worth a retry: connection exceptions (08), serialization failure and
+# deadlock (40001, 40P01), operator intervention such as admin shutdown or failover (57P),
+# insufficient resources (53), query canceled by statement timeout (57014).
+_TRANSIENT_PREFIXES = ("08", "40001", "40P01", "57P", "53", "57014")
+
+
+def is_transient(error: BaseException) -> bool:
+    """True when a driver error is worth retrying on a fresh transaction."""
+    if isinstance(error, TransientStoreError):
+        return True
+    if isinstance(error, (psycopg.OperationalError, psycopg.InterfaceError)) and not isinstance(
+        error, psycopg.errors.QueryCanceled
+    ):
+        sqlstate = getattr(error, "sqlstate", None)
+        return sqlstate is None or sqlstate.startswith(_TRANSIENT_PREFIXES)
+    sqlstate = getattr(error, "sqlstate", None)
+    return bool(sqlstate and sqlstate.startswith(_TRANSIENT_PREFIXES))
+
+
+def wrap_error(error: psycopg.Error) -> StoreError:
+    """A driver error as the engine's StoreError (TransientStoreError when retryable)."""
+    message = (
+        f"database error ({getattr(error, 'sqlstate', None) or type(error).__name__}): {error}"
+    )
+    if is_transient(error):
+        return TransientStoreError(message)
+    return StoreError(message)
+
+
+class Sql:
+    """Runs named queries on one connection; driver errors become StoreError.
+
+    Shared by the stores of this package; nothing outside it sees a query name.
+    """
+
+    def __init__(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        self.conn = conn
+
+    def all(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        try:
+            return self.conn.execute(query(name), params).fetchall()
+        except psycopg.Error as error:
+            raise wrap_error(error) from error
+
+    def one(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            return self.conn.execute(query(name), params).fetchone()
+        except psycopg.Error as error:
+            raise wrap_error(error) from error
+
+    def run(self, name: str, params: dict[str, Any]) -> int:
+        """Execute and return the number of rows touched."""
+        try:
+            return self.conn.execute(query(name), params).rowcount
+        except psycopg.Error as error:
+            raise wrap_error(error) from error

@@ -1,0 +1,180 @@
+"""Run and dispatch streams in `wf_events`, and the projections' checkpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from ..errors import StoreError
+from ..stream import Fact, RecordedFact, decode, type_of
+from .inbox import InboxEvent
+from .sql import Sql
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """One event of a stream as stored; `fact` is its typed form."""
+
+    position: int
+    tenant_id: str
+    stream_id: str
+    stream_type: str
+    version: int
+    type: str
+    payload: dict[str, Any]
+    metadata: dict[str, Any]
+    recorded_at: datetime
+    xid: str = ""
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> StoredEvent:
+        return cls(
+            position=row["position"],
+            tenant_id=row["tenant_id"],
+            stream_id=row["stream_id"],
+            stream_type=row["stream_type"],
+            version=row["version"],
+            type=row["type"],
+            payload=row["payload"],
+            metadata=row.get("metadata") or {},
+            recorded_at=row["recorded_at"],
+            xid=row.get("xid", ""),
+        )
+
+    @cached_property
+    def fact(self) -> Fact:
+        return decode(self.type, self.payload)
+
+    @property
+    def recorded(self) -> RecordedFact:
+        return RecordedFact(self.version, self.recorded_at, self.fact)
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to append in its stored form (the engine appends typed facts)."""
+
+    type: str
+    payload: dict[str, Any]
+    metadata: dict[str, Any] | None = None
+
+
+def _as_new(event: Fact | NewEvent) -> NewEvent:
+    if isinstance(event, NewEvent):
+        return event
+    return NewEvent(type_of(event), event.to_payload())
+
+
+class StreamStore:
+    """Appends with optimistic concurrency, and reads of whole streams or in commit order."""
+
+    def __init__(self, sql: Sql) -> None:
+        self._sql = sql
+
+    def append(
+        self,
+        tenant_id: str,
+        stream_id: str,
+        stream_type: str,
+        expected_version: int,
+        events: Sequence[Fact | NewEvent],
+        recorded_at: datetime,
+        check: bool = True,
+    ) -> bool:
+        """Append events after `expected_version`; False when that version is taken.
+
+        Only the first event can conflict: a concurrent writer that took it blocks us
+        on the unique index until it commits, then ON CONFLICT reports the loss. Later
+        events are safe because no other writer can see our uncommitted first one.
+        `check=False` sends without reading the result (for pipelines): only for an
+        append after a version this transaction already holds.
+        """
+        for offset, item in enumerate(events):
+            event = _as_new(item)
+            params = {
+                "tenant_id": tenant_id,
+                "stream_id": stream_id,
+                "stream_type": stream_type,
+                "version": expected_version + offset + 1,
+                "type": event.type,
+                "payload": Jsonb(event.payload),
+                "metadata": Jsonb(event.metadata or {}),
+                "recorded_at": recorded_at,
+            }
+            if not check:
+                self._sql.run("append_event", params)
+                continue
+            if self._sql.one("append_event", params) is None:
+                if offset == 0:
+                    return False
+                raise StoreError(
+                    f"stream {stream_id} changed under an append that held its version"
+                )
+        return True
+
+    def load(self, tenant_id: str, stream_id: str) -> list[StoredEvent]:
+        """Every event of a stream, oldest first (empty when it does not exist)."""
+        rows = self._sql.all("load_stream", {"tenant_id": tenant_id, "stream_id": stream_id})
+        return [StoredEvent.from_row(r) for r in rows]
+
+    def load_run(
+        self, tenant_id: str, run_id: str, tail: bool = False
+    ) -> tuple[list[StoredEvent], InboxEvent | None]:
+        """A run's events and its trigger event's inbox row (None when not stored), in
+        one round trip. `tail`: only the first event and those from the last pass's
+        outcome on (what a resume needs; see load_run_tail)."""
+        name = "load_run_tail" if tail else "load_run_stream"
+        rows = self._sql.all(name, {"tenant_id": tenant_id, "stream_id": run_id})
+        trigger = None
+        if rows and rows[0]["trigger_event_id"] is not None:
+            first = rows[0]
+            trigger = InboxEvent(
+                tenant_id=tenant_id,
+                event_id=first["trigger_event_id"],
+                source=first["trigger_source"],
+                type=first["trigger_type"],
+                detail=first["trigger_detail"],
+                event_time=first["trigger_event_time"],
+                received_at=first["trigger_received_at"],
+            )
+        return [StoredEvent.from_row(r) for r in rows], trigger
+
+    def read_after(self, after_xid: str, after_position: int, limit: int) -> list[StoredEvent]:
+        """Events after a checkpoint in commit order (see read_events_after in queries.sql)."""
+        rows = self._sql.all(
+            "read_events_after",
+            {"after_xid": after_xid, "after_position": after_position, "limit": limit},
+        )
+        return [StoredEvent.from_row(r) for r in rows]
+
+    def dispatch_events_of_run(self, tenant_id: str, run_id: str) -> list[StoredEvent]:
+        """Every event of a run's fire-and-forget delivery streams, in time order."""
+        rows = self._sql.all("run_dispatch_events", {"tenant_id": tenant_id, "run_id": run_id})
+        return [StoredEvent.from_row(r) for r in rows]
+
+
+class CheckpointStore:
+    """Where each asynchronous projection stands: (transaction id, position)."""
+
+    def __init__(self, sql: Sql) -> None:
+        self._sql = sql
+
+    def lock(self, name: str, now: datetime) -> tuple[str, int]:
+        """Lock (creating it if needed) and return a projection's (xid, position); the
+        lock serialises concurrent catch-ups of one projection."""
+        self._sql.run("create_checkpoint", {"name": name, "now": now})
+        row = self._sql.one("lock_checkpoint", {"name": name})
+        assert row is not None
+        return str(row["last_xid"]), int(row["last_position"])
+
+    def save(self, name: str, xid: str, position: int, now: datetime) -> None:
+        """Advance a projection, in the same transaction as its writes."""
+        self._sql.run(
+            "save_checkpoint",
+            {"name": name, "last_xid": xid, "last_position": position, "now": now},
+        )

@@ -1,0 +1,95 @@
+"""Stored event type + payload <-> typed fact."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
+from .operator import OperatorAction
+from .run import (
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunRedriven,
+    RunStarted,
+    StepEventMatched,
+    StepResumed,
+)
+from .suspensions import RetryScheduled, StepWaiting, StepWaitingForEvent, TaskScheduled
+from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed
+
+
+@dataclass(frozen=True)
+class UnknownFact:
+    """An event type this release does not know (a newer release wrote it)."""
+
+    type: str
+    payload: Mapping[str, Any]
+
+    def to_payload(self) -> dict[str, Any]:
+        return dict(self.payload)
+
+
+Fact: TypeAlias = (
+    RunStarted
+    | StepWaiting
+    | StepWaitingForEvent
+    | RetryScheduled
+    | TaskScheduled
+    | TaskAttemptFailed
+    | TaskCompleted
+    | TaskFailed
+    | StepEventMatched
+    | StepResumed
+    | RunCompleted
+    | RunFailed
+    | RunCancelled
+    | RunRedriven
+    | DispatchRequested
+    | DispatchAttemptFailed
+    | Dispatched
+    | DispatchFailed
+    | OperatorAction
+    | UnknownFact
+)
+
+_KNOWN: dict[str, Any] = {
+    cls.TYPE: cls
+    for cls in (
+        RunStarted,
+        StepWaiting,
+        StepWaitingForEvent,
+        RetryScheduled,
+        TaskScheduled,
+        TaskAttemptFailed,
+        TaskCompleted,
+        TaskFailed,
+        StepEventMatched,
+        StepResumed,
+        RunCompleted,
+        RunFailed,
+        RunCancelled,
+        RunRedriven,
+        DispatchRequested,
+        DispatchAttemptFailed,
+        Dispatched,
+        DispatchFailed,
+        OperatorAction,
+    )
+}
+
+
+def decode(type: str, payload: Mapping[str, Any]) -> Fact:
+    """The typed fact of a stored event (UnknownFact for a type this release lacks)."""
+    cls = _KNOWN.get(type)
+    if cls is None:
+        return UnknownFact(type, payload)
+    fact: Fact = cls.from_payload(payload)
+    return fact
+
+
+def type_of(fact: Fact) -> str:
+    """The stored event type of a fact."""
+    return fact.type if isinstance(fact, UnknownFact) else fact.TYPE

@@ -1,0 +1,131 @@
+"""The fold of a run stream into where the run stands."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from .codec import Fact
+from .names import SETTLED_STATUSES, RunStatus
+from .run import (
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunRedriven,
+    RunStarted,
+    StepEventMatched,
+    StepResumed,
+)
+from .suspensions import (
+    RetryScheduled,
+    StepWaiting,
+    StepWaitingForEvent,
+    Suspension,
+    TaskScheduled,
+)
+from .tasks import TaskCompleted, TaskFailed, TaskOutcome
+
+
+@dataclass(frozen=True)
+class RecordedFact:
+    """A fact as read back from a stream: its version and when it was recorded."""
+
+    version: int
+    recorded_at: datetime
+    fact: Fact
+
+
+@dataclass
+class RunState:
+    """What a run stream says about its run, folded from its events."""
+
+    run_id: str
+    tenant_id: str
+    version: int = 0
+    started: RunStarted | None = None
+    started_at: datetime | None = None
+    status: RunStatus | Literal["missing"] = "missing"
+    fingerprint: str = ""
+    suspension: Suspension | None = None  # the open suspension
+    suspension_version: int = 0
+    matched_event_id: str | None = None  # the first event that matched the open wait
+    task_outcome: TaskOutcome | None = None  # the recorded outcome of the open task
+    outcome_recorded_at: datetime | None = None
+    last_failure: RunFailed | None = None
+
+    @property
+    def workflow_name(self) -> str:
+        return self.started.workflow_name if self.started else ""
+
+    @property
+    def trigger_event_type(self) -> str:
+        return self.started.trigger_event_type if self.started else ""
+
+    @property
+    def trigger_event_id(self) -> str | None:
+        return self.started.trigger_event_id if self.started else None
+
+    @property
+    def settled(self) -> bool:
+        return self.status in SETTLED_STATUSES
+
+    @property
+    def wake_at(self) -> datetime | None:
+        return None if self.suspension is None else self.suspension.due_at
+
+    def apply(self, recorded: RecordedFact) -> None:
+        """Fold one more fact (oldest first)."""
+        self.version = recorded.version
+        fact = recorded.fact
+        if isinstance(fact, RunStarted):
+            self.started = fact
+            self.started_at = recorded.recorded_at
+            self.fingerprint = fact.definition_fingerprint
+            self.status = "running"
+        elif isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)):
+            self.status = "waiting"
+            self.suspension = fact
+            self.suspension_version = recorded.version
+            self.matched_event_id = None
+            self.task_outcome = None
+            self.fingerprint = fact.definition_fingerprint or self.fingerprint
+        elif isinstance(fact, StepEventMatched):
+            if self.matched_event_id is None:
+                self.matched_event_id = fact.event_id
+        elif isinstance(fact, (TaskCompleted, TaskFailed)):
+            open_task = self.suspension
+            if (
+                isinstance(open_task, TaskScheduled)
+                and open_task.task_id == fact.task_id
+                and self.task_outcome is None
+            ):
+                self.task_outcome = fact
+                self.outcome_recorded_at = recorded.recorded_at
+        elif isinstance(fact, StepResumed):
+            self.status = "running"
+            self.suspension = None
+            self.matched_event_id = None
+            self.task_outcome = None
+        elif isinstance(fact, RunCompleted):
+            self.status = "completed"
+            self.suspension = None
+        elif isinstance(fact, RunFailed):
+            self.status = "failed"
+            self.suspension = None
+            self.last_failure = fact
+        elif isinstance(fact, RunCancelled):
+            self.status = "cancelled"
+            self.suspension = None
+        elif isinstance(fact, RunRedriven):
+            self.status = "running"
+            self.fingerprint = fact.definition_fingerprint or self.fingerprint
+
+
+def fold_run(run_id: str, tenant_id: str, facts: Sequence[RecordedFact]) -> RunState:
+    """Fold a run stream's facts (oldest first) into a RunState."""
+    state = RunState(run_id=run_id, tenant_id=tenant_id)
+    for recorded in facts:
+        state.apply(recorded)
+    return state

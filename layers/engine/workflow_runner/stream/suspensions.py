@@ -1,0 +1,251 @@
+"""The ways a run suspends: a timer, an awaited event, a scheduled retry, a task."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, TypeAlias
+
+from ..durations import format_instant
+from .names import (
+    NEVER,
+    RETRY_SCHEDULED,
+    STEP_WAITING,
+    STEP_WAITING_FOR_EVENT,
+    TASK_SCHEDULED,
+    Path,
+    instant,
+    optional,
+    put_results,
+    take_results,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuspensionFact:
+    """What every suspension records: where the run stopped and the results its pass wrote.
+
+    Results: a 0.1 suspension carries every result so far (`results`; `awaited_refs`
+    maps the keys that hold an awaited event's payload to its inbox id, None when the
+    wait timed out, so erasing that event erases it here too). Since 0.2 a suspension
+    carries only what its pass wrote (`results_delta`, `awaited_refs_delta`): each
+    result is recorded once, and a resume reads the current ones from the run_results
+    projection (see names.put_results).
+    """
+
+    workflow_name: str
+    trigger_event_type: str
+    step_index: int
+    path: Path
+    definition_fingerprint: str
+    results: dict[str, Any] | None = None
+    awaited_refs: dict[str, str | None] | None = None
+    results_delta: dict[str, Any] | None = None
+    awaited_refs_delta: dict[str, str | None] | None = None
+    redacted: bool = False  # an erasure blanked its payload-derived fields
+
+    @property
+    def due_at(self) -> datetime:
+        """When the suspension is due without any event (wake time or timeout)."""
+        raise NotImplementedError
+
+    @property
+    def entry_path(self) -> Path:
+        """Where a resume re-enters the step tree."""
+        return list(self.path) if self.path else [{"i": self.step_index}]
+
+    @property
+    def full_results(self) -> bool:
+        """True for a 0.1 suspension, which carries every result so far."""
+        return self.results is not None and self.results_delta is None
+
+    def _common(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "workflowName": self.workflow_name,
+            "triggerEventType": self.trigger_event_type,
+            "stepIndex": self.step_index,
+            "path": self.path,
+            "definitionFingerprint": self.definition_fingerprint,
+        }
+        put_results(
+            payload,
+            self.results,
+            self.awaited_refs,
+            self.results_delta,
+            self.awaited_refs_delta,
+        )
+        if self.redacted:
+            payload["redacted"] = True
+        return payload
+
+    @staticmethod
+    def _common_fields(p: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "workflow_name": p["workflowName"],
+            "trigger_event_type": p.get("triggerEventType", ""),
+            "step_index": int(p["stepIndex"]),
+            "path": list(p.get("path") or []),
+            "definition_fingerprint": p.get("definitionFingerprint", ""),
+            **take_results(p),
+            "redacted": bool(p.get("redacted", False)),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepWaiting(SuspensionFact):
+    """Suspended at a `wait` until `wake_at`."""
+
+    TYPE: ClassVar[str] = STEP_WAITING
+
+    wake_at: datetime
+
+    @property
+    def due_at(self) -> datetime:
+        return self.wake_at
+
+    def to_payload(self) -> dict[str, Any]:
+        return {**self._common(), "wakeAt": format_instant(self.wake_at)}
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> StepWaiting:
+        return cls(**cls._common_fields(p), wake_at=instant(p["wakeAt"]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepWaitingForEvent(SuspensionFact):
+    """Suspended at a `wait_for_event` until a matching event or `timeout_at`.
+
+    Events stored at or after `lookback_from` may match; `consumed_event_ids` were
+    taken by earlier waits of the run and never match again.
+    """
+
+    TYPE: ClassVar[str] = STEP_WAITING_FOR_EVENT
+
+    event_type: str
+    match: dict[str, Any] | None
+    timeout_at: datetime
+    lookback_from: datetime | None
+    result_key: str
+    consumed_event_ids: list[str] | None = None  # 0.1 only; since 0.2 in run_consumed_events
+
+    @property
+    def due_at(self) -> datetime:
+        return self.timeout_at
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            **self._common(),
+            "eventType": self.event_type,
+            "match": self.match,
+            "timeoutAt": format_instant(self.timeout_at),
+            "lookbackFrom": (
+                None if self.lookback_from is None else format_instant(self.lookback_from)
+            ),
+            "resultKey": self.result_key,
+            **(
+                {}
+                if self.consumed_event_ids is None
+                else {"consumedEventIds": self.consumed_event_ids}
+            ),
+        }
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> StepWaitingForEvent:
+        lookback = p.get("lookbackFrom")
+        return cls(
+            **cls._common_fields(p),
+            event_type=p["eventType"],
+            match=p.get("match"),
+            timeout_at=instant(p["timeoutAt"]),
+            lookback_from=instant(lookback) if lookback else None,
+            result_key=p.get("resultKey") or p["eventType"],
+            consumed_event_ids=(
+                None if p.get("consumedEventIds") is None else list(p["consumedEventIds"])
+            ),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryScheduled(SuspensionFact):
+    """A retry's attempt failed; the next attempt (`path` names it) runs at `wake_at`."""
+
+    TYPE: ClassVar[str] = RETRY_SCHEDULED
+
+    wake_at: datetime
+    attempt: int
+    max_attempts: int
+    error: str
+
+    @property
+    def due_at(self) -> datetime:
+        return self.wake_at
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            **self._common(),
+            "wakeAt": format_instant(self.wake_at),
+            "attempt": self.attempt,
+            "maxAttempts": self.max_attempts,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> RetryScheduled:
+        return cls(
+            **cls._common_fields(p),
+            wake_at=instant(p["wakeAt"]),
+            attempt=int(p["attempt"]),
+            max_attempts=int(p["maxAttempts"]),
+            error=str(p.get("error", "")),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskScheduled(SuspensionFact):
+    """Suspended at a task: a worker runs it outside the pass (attempts, retries) and
+    records its outcome on this stream; the run is due once the outcome is recorded.
+
+    `task_key` is the result key, `task_id` the attempt group's idempotency key (what
+    the task hands to the service it calls), `step_kind` task | mail.send | webhook.send.
+    """
+
+    TYPE: ClassVar[str] = TASK_SCHEDULED
+
+    task_key: str
+    task_id: str
+    step_kind: str
+    max_attempts: int
+    timeout_ms: int | None = None
+    catch: bool = False
+
+    @property
+    def due_at(self) -> datetime:
+        return NEVER
+
+    def to_payload(self) -> dict[str, Any]:
+        payload = {
+            **self._common(),
+            "taskKey": self.task_key,
+            "taskId": self.task_id,
+            "stepKind": self.step_kind,
+            "maxAttempts": self.max_attempts,
+            "catch": self.catch,
+        }
+        optional(payload, "timeoutMs", self.timeout_ms)
+        return payload
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> TaskScheduled:
+        return cls(
+            **cls._common_fields(p),
+            task_key=p["taskKey"],
+            task_id=p["taskId"],
+            step_kind=p.get("stepKind", "task"),
+            max_attempts=int(p.get("maxAttempts") or 1),
+            timeout_ms=p.get("timeoutMs"),
+            catch=bool(p.get("catch", False)),
+        )
+
+
+Suspension: TypeAlias = StepWaiting | StepWaitingForEvent | RetryScheduled | TaskScheduled

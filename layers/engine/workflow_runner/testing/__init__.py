@@ -1,0 +1,30 @@
+"""workflow_runner.testing: test your own workflows with pytest.
+
+    from workflow_runner.testing import WorkflowTestEnv
+
+    with WorkflowTestEnv(modules=["my_flows"], now="2030-01-01T09:00:00Z") as env:
+        env.put_event(tenant=TENANT, type="order.placed", payload={"orderId": "o-1"})
+        env.advance("PT1H")            # moves the clock and runs everything that became due
+        run = env.run(tenant=TENANT, workflow="order-approval", key="o-1")
+        run.status, run.steps, run.events
+        env.mails, env.webhooks        # what would have been sent
+
+Needs the `testing` extra (embedded PostgreSQL, PyYAML, Powertools) and the SAM
+application's template.yaml with its functions/ (see README, "Test your workflows").
+"""
+
+from __future__ import annotations
+
+from ..engine.doctor import PinnedDefinition
+from .env import WorkflowTestEnv, registry_of
+from .records import RunEvent, RunSnapshot, SentMail, SentWebhook
+
+__all__ = [
+    "PinnedDefinition",
+    "RunEvent",
+    "RunSnapshot",
+    "SentMail",
+    "SentWebhook",
+    "WorkflowTestEnv",
+    "registry_of",
+]

@@ -1,0 +1,246 @@
+"""A run's timeline for people: one line per stream event, shared by the CLI, the
+local runtime's activity and the demo."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from .durations import parse_instant
+from .errors import InvalidInput
+from .store import Store, StoredEvent
+from .stream import (
+    NEVER,
+    RUN_STREAM,
+    DispatchAttemptFailed,
+    Dispatched,
+    DispatchFailed,
+    DispatchRequested,
+    OperatorAction,
+    RetryScheduled,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunRedriven,
+    RunStarted,
+    StepEventMatched,
+    StepResumed,
+    StepWaiting,
+    StepWaitingForEvent,
+    SuspensionFact,
+    TaskAttemptFailed,
+    TaskCompleted,
+    TaskFailed,
+    TaskScheduled,
+)
+
+
+def instant(value: datetime | str | None) -> str:
+    """An instant for a table cell or message: UTC to the second, e.g. 2026-01-05T09:00:00Z."""
+    if value is None:
+        return "-"
+    moment = value
+    if isinstance(value, str):
+        try:
+            moment = parse_instant(value)
+        except InvalidInput:
+            return value
+    assert isinstance(moment, datetime)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def wake_text(wake_at: datetime) -> str:
+    """When a pending row wakes, for a table: an instant, or "when its task ends" for a
+    run waiting on a task (its row wakes on the task's outcome, not at a time)."""
+    return "when its task ends" if wake_at >= NEVER else instant(wake_at)
+
+
+def describe_event(e: StoredEvent) -> str:
+    """One line saying what a run-stream event means."""
+    f = e.fact
+    if isinstance(f, RunStarted):
+        source = f.cron_scheduled_at or f.trigger_event_id or "-"
+        return f"{f.workflow_name} v{f.workflow_version} on {f.trigger_event_type} ({source})"
+    if isinstance(f, StepWaiting):
+        return f"step {f.step_index}: wait until {instant(f.wake_at)}"
+    if isinstance(f, StepWaitingForEvent):
+        return f"step {f.step_index}: wait for {f.event_type} until {instant(f.timeout_at)}"
+    if isinstance(f, RetryScheduled):
+        return (
+            f"step {f.step_index}: attempt {f.attempt}/{f.max_attempts} "
+            f"failed ({f.error}), next at {instant(f.wake_at)}"
+        )
+    if isinstance(f, StepEventMatched):
+        return f"step {f.step_index}: matched {f.event_type} {f.event_id}"
+    if isinstance(f, StepResumed):
+        return f"step {f.step_index}: resumed by {f.resumed_by}"
+    if isinstance(f, RunCompleted):
+        return f"result {f.result}"
+    if isinstance(f, RunFailed):
+        return f"step {f.step_index}: {f.reason or f.error}"
+    if isinstance(f, RunCancelled):
+        return str(f.reason or "-")
+    if isinstance(f, RunRedriven):
+        return f"from step {f.from_step_index} on definition {f.definition_fingerprint[:12]}…"
+    if isinstance(f, OperatorAction):
+        text = f"{f.action} by {f.by}"
+        if f.step_index is not None:
+            text += f" (step {f.step_index})"
+        return text + (f": {f.reason}" if f.reason else "")
+    if isinstance(f, TaskScheduled):
+        return (
+            f"step {f.step_index}: {f.step_kind} {f.task_key!r} (up to {f.max_attempts} attempts)"
+        )
+    if isinstance(f, TaskAttemptFailed):
+        retry = f", next at {instant(f.retry_at)}" if f.retry_at else ""
+        return f"task {f.task_key!r} attempt {f.attempt} failed ({f.error_class}){retry}"
+    if isinstance(f, TaskCompleted):
+        return f"task {f.task_key!r} done on attempt {f.attempt}"
+    if isinstance(f, TaskFailed):
+        return (
+            f"task {f.task_key!r} failed after {f.attempts} attempt(s): "
+            f"{f.error_class} ({f.reason})"
+        )
+    if isinstance(f, DispatchRequested):
+        again = f" (redelivery {f.redelivery})" if f.redelivery else ""
+        return f"step {f.step_index}: {f.step_kind} requested{again}"
+    if isinstance(f, DispatchAttemptFailed):
+        retry = f", next at {instant(f.retry_at)}" if f.retry_at else ""
+        return f"{f.step_kind} attempt {f.attempt} failed: {f.error}{retry}"
+    if isinstance(f, Dispatched):
+        return f"{f.step_kind} delivered" + (
+            f" (HTTP {f.status})" if f.step_kind == "webhook.send" else ""
+        )
+    if isinstance(f, DispatchFailed):
+        return f"{f.step_kind} failed: {f.error}" + (f" ({f.reason})" if f.reason else "")
+    return ""
+
+
+def _compact(payload: object, limit: int = 160) -> str:
+    """An event this module has no words for (a newer release's type): its payload."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(", ", ": "), default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def duration(delta: timedelta) -> str:
+    """A duration for people: 850 ms, 42 s, 3 min 5 s, 2 h 5 min, 6 d 3 h."""
+    seconds = delta.total_seconds()
+    if seconds < 1:
+        return f"{round(seconds * 1000)} ms"
+    if seconds < 60:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    minutes, sec = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{minutes} min {sec} s" if sec else f"{minutes} min"
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One event of a run's timeline (its own stream or one of its dispatch streams).
+
+    `after`: time since the previous entry; `took`: how long what this event ends took
+    (a wait until its resume, a delivery since its request, the run until it ended).
+    """
+
+    event: StoredEvent
+    detail: str
+    after: timedelta | None
+    took: timedelta | None
+
+    @property
+    def on_dispatch_stream(self) -> bool:
+        return self.event.stream_type != RUN_STREAM
+
+
+def timeline_entries(timeline: Sequence[StoredEvent]) -> list[TimelineEntry]:
+    """A run's timeline (run_timeline's woven events) with, for each event, the time
+    since the one before and, where it ends something, how long that took."""
+    merged = list(timeline)
+    started = next((e.recorded_at for e in merged if e.stream_type == RUN_STREAM), None)
+    suspended_at: datetime | None = None
+    requested: dict[str, datetime] = {}
+    entries: list[TimelineEntry] = []
+    previous: datetime | None = None
+    for e in merged:
+        fact = e.fact
+        took: timedelta | None = None
+        if isinstance(fact, SuspensionFact):
+            suspended_at = e.recorded_at
+        elif isinstance(fact, StepResumed) and suspended_at is not None:
+            took, suspended_at = e.recorded_at - suspended_at, None
+        elif isinstance(fact, DispatchRequested):
+            requested[e.stream_id] = e.recorded_at
+        elif e.stream_type != RUN_STREAM and e.stream_id in requested:
+            took = e.recorded_at - requested[e.stream_id]
+        elif isinstance(fact, (RunCompleted, RunFailed, RunCancelled)) and started is not None:
+            took = e.recorded_at - started
+        after = None if previous is None else e.recorded_at - previous
+        entries.append(TimelineEntry(e, describe_event(e) or _compact(e.payload), after, took))
+        previous = e.recorded_at
+    return entries
+
+
+def run_timeline(store: Store, tenant_id: str, run_id: str) -> list[StoredEvent]:
+    """A run's stream with its fire-and-forget deliveries' events woven in, in time order
+    (the run stream's own order kept)."""
+    events = store.streams.load(tenant_id, run_id)
+    deliveries = store.streams.dispatch_events_of_run(tenant_id, run_id)
+    merged = [(e.recorded_at, 0, e.version, e) for e in events]
+    merged += [(e.recorded_at, 1, e.position, e) for e in deliveries]
+    return [e for *_, e in sorted(merged, key=lambda item: item[:3])]
+
+
+def activity_rows(store: Store, events: list[StoredEvent]) -> list[list[str]]:
+    """One table row (time, run, workflow, event, detail) per appended stream event;
+    dispatch outcomes name the run and workflow that requested them."""
+    names: dict[tuple[str, str], str] = {}
+
+    def workflow_of(tenant_id: str, run_id: str) -> str:
+        if (tenant_id, run_id) not in names:
+            summary = store.runs.get(tenant_id, run_id)
+            names[(tenant_id, run_id)] = summary.workflow_name if summary else "?"
+        return names[(tenant_id, run_id)]
+
+    rows = []
+    for e in events:
+        fact = e.fact
+        if e.stream_type == RUN_STREAM:
+            workflow = getattr(fact, "workflow_name", None) or workflow_of(e.tenant_id, e.stream_id)
+            rows.append(
+                [
+                    instant(e.recorded_at),
+                    e.stream_id[:8],
+                    workflow,
+                    e.type.removeprefix("workflow."),
+                    describe_event(e),
+                ]
+            )
+        elif isinstance(fact, (Dispatched, DispatchFailed, DispatchAttemptFailed)):
+            first = store.streams.load(e.tenant_id, e.stream_id)[:1]
+            origin = first[0].fact if first else None
+            requested = origin if isinstance(origin, DispatchRequested) else None
+            if isinstance(fact, Dispatched) and fact.step_kind == "webhook.send":
+                detail = f"HTTP {fact.status}"
+            elif isinstance(fact, DispatchFailed) and fact.reason:
+                detail = f"{fact.error} ({fact.reason})"
+            elif isinstance(fact, Dispatched):
+                detail = ""
+            else:
+                detail = fact.error
+            rows.append(
+                [
+                    instant(e.recorded_at),
+                    requested.run_id[:8] if requested else "",
+                    requested.workflow_name if requested else "",
+                    f"{fact.step_kind} {e.type.removeprefix('step.')}",
+                    detail,
+                ]
+            )
+    return rows

@@ -1,0 +1,182 @@
+"""The console in a real headless Chromium (Debian's `chromium`, driven by Playwright):
+open the runs list, filter to failed, open a run and see its graph, cancel a waiting
+run. Screenshots go to the test's temporary directory (and, with
+WFR_CONSOLE_SCREENSHOTS=DIR, to DIR too: that is how docs/console/ is made)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from workflow_runner.console import ConsoleConfig, make_console_server
+from workflow_runner.definition import default_registry
+from workflow_runner.local.demo import webhook_sink
+from workflow_runner.local.runtime import catch_up_local
+from workflow_runner.store import Store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "console"))
+from console_support import ROOT, populate, send
+
+from tests.support import TENANT_A, TENANT_B
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)",
+)
+playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]'")
+
+
+@pytest.fixture
+def console_url(db_url: str, store: Store) -> Iterator[tuple[str, Any]]:
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)
+    # A local database (what `wfr demo` and `wfr local` leave): its clock is business time,
+    # and actions nudge the local projection and dispatcher.
+    store.local.set_clock(start + timedelta(hours=2))
+    runs = populate(store, start)
+    for n, (user, tenant) in enumerate(
+        [("carol", TENANT_A), ("dan", TENANT_B), ("erin", TENANT_A), ("frank", TENANT_B)]
+    ):
+        send(
+            store,
+            "user.signed-up",
+            {"userId": user, "email": f"{user}@example.com"},
+            now=start + timedelta(minutes=30 + 7 * n),
+            tenant=tenant,
+        )
+    for n in range(3):
+        order = {"orderId": f"o-{100 + n}", "total": 20 + n, "email": "shop@example.com"}
+        send(store, "order.placed", order, now=start + timedelta(minutes=60 + 9 * n))
+    # Deliver what the runs asked for, as the nudged StepDispatcher would have. The
+    # inventory partner answers 410 Gone: that fire-and-forget webhook fails for good.
+    with webhook_sink({"/inventory-synced": [410]}) as sink:
+        redirect = {"WFR_WEBHOOK_REDIRECTS": f"hooks.example.com={sink.url}"}
+        catch_up_local(store, default_registry(), redirect, ROOT / "template.yaml")
+    config = ConsoleConfig(
+        database_url=db_url,
+        registry=default_registry(),
+        allow_actions=True,
+        template=ROOT / "template.yaml",
+        database_label="workflow_runner on 127.0.0.1",
+    )
+    server, app = make_console_server(config, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", runs
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+        app.pool.close()
+
+
+def _shots(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+    target = os.environ.get("WFR_CONSOLE_SCREENSHOTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        for png in tmp_path.glob("*.png"):
+            shutil.copy(png, Path(target) / png.name)
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Iterator[Path]:
+    yield from _shots(tmp_path)
+
+
+def test_an_operator_finds_a_failed_run_and_cancels_a_waiting_one(
+    console_url: tuple[str, Any], shots: Path, store: Store
+) -> None:
+    base, runs = console_url
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page(viewport={"width": 1360, "height": 900})
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on(
+            "request",
+            lambda r: (
+                errors.append(f"left the console: {r.url}") if not r.url.startswith(base) else None
+            ),
+        )
+
+        page.goto(base + "/")
+        assert page.locator("table.runs tbody tr").count() == 13
+        page.screenshot(path=str(shots / "runs.png"), full_page=True)
+
+        page.get_by_role("link", name="Failed", exact=True).click()
+        page.wait_for_url("**/?status=failed")
+        rows = page.locator("table.runs tbody tr")
+        assert rows.count() == 1
+        assert "inventory-sync" in rows.first.inner_text()
+        page.screenshot(path=str(shots / "runs-failed.png"), full_page=True)
+
+        rows.first.locator("a").first.click()
+        page.wait_for_url(f"**/runs/{runs.ids['failed']}**")
+        graph = page.locator("svg.graph")
+        assert graph.is_visible() and graph.bounding_box()["width"] > 200  # type: ignore[index]
+        assert page.locator("svg.graph g.node.failed").count() == 1
+        assert page.get_by_role("link", name="Redrive").is_visible()
+        page.screenshot(path=str(shots / "run-failed.png"), full_page=True)
+
+        page.goto(base + "/?status=waiting&workflow=order-approval")
+        page.locator("table.runs tbody tr").filter(has_text=TENANT_A[:8]).last.locator(
+            "a"
+        ).first.click()
+        page.wait_for_url("**/runs/**")
+        waiting_url = page.url
+        assert page.locator("svg.graph g.node.current").count() == 1
+        page.screenshot(path=str(shots / "run-waiting.png"), full_page=True)
+
+        page.get_by_role("link", name="Cancel run").click()
+        page.wait_for_url("**/cancel?**")
+        page.get_by_label("Reason").fill("customer cancelled by phone")
+        page.screenshot(path=str(shots / "cancel-confirm.png"), full_page=True)
+        page.locator("#confirm").click()
+        page.wait_for_url("**outcome=cancelled**")
+        assert page.get_by_text("The run was cancelled.").is_visible()
+        assert page.locator("h1 .status-cancelled").is_visible()
+        assert page.locator("svg.graph g.node.failed").count() == 1  # "cancelled here"
+        page.screenshot(path=str(shots / "run-cancelled.png"), full_page=True)
+        run_id = waiting_url.split("/runs/")[1].split("?")[0]
+        types = [e.type for e in store.streams.load(TENANT_A, run_id)]
+        assert types[-2:] == ["workflow.operator-action", "workflow.run-cancelled"]
+
+        page.goto(base + "/pending")
+        pending = page.locator("table.pending tbody tr")
+        assert pending.count() == 9  # ten waited; the one cancelled left at once
+        assert run_id[:8] not in page.locator("table.pending").inner_text()
+        page.screenshot(path=str(shots / "pending.png"), full_page=True)
+        page.get_by_role("link", name="Deliveries", exact=True).click()
+        page.wait_for_url("**/deliveries")
+        failed_rows = page.locator("table.deliveries tbody tr")
+        assert failed_rows.count() == 1 and "410" in failed_rows.first.inner_text()
+        page.screenshot(path=str(shots / "deliveries.png"), full_page=True)
+
+        page.goto(base + "/doctor")
+        # The failed webhook is worth a look, with a link to the deliveries.
+        assert page.locator("section.finding-warning").count() == 1
+        assert page.locator("section.finding-warning a[href^='/deliveries?tenant=']").count() == 1
+        page.screenshot(path=str(shots / "doctor.png"), full_page=True)
+        browser.close()
+    assert errors == []

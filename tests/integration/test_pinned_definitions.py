@@ -1,0 +1,106 @@
+"""Before a deploy: which waiting runs would the new code's definitions fail? (invariant 7,
+`wfr doctor` and the test kit's `redeploy`)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from workflow_runner import ManualClock, define_workflow, on_event
+from workflow_runner.definition import WorkflowDefinition, WorkflowRegistry
+from workflow_runner.engine.doctor import check_pinned_definitions, pinned_definitions
+from workflow_runner.store import Store
+
+from tests.support import TENANT_A, TENANT_B, resume_due, trigger
+
+
+def _flow(version: int = 1, subject: str = "Thanks") -> WorkflowDefinition:
+    return define_workflow(
+        name="pin-flow",
+        version=version,
+        trigger=on_event("pin.start"),
+        idempotency_key=lambda event: event.payload["id"],
+        awaits={"ok": "pin.ok"},
+        steps=lambda s: [
+            s.wait(for_="P1D"),
+            s.wait_for_event("pin.ok", timeout="P3D"),
+            s.mail_send(to="ops@example.com", subject=subject, body="-"),
+        ],
+        register=False,
+    )
+
+
+def _registry(*definitions: WorkflowDefinition) -> WorkflowRegistry:
+    registry = WorkflowRegistry()
+    for definition in definitions:
+        registry.register(definition)
+    return registry
+
+
+def _start(store: Store, registry: WorkflowRegistry, now: datetime) -> None:
+    for tenant, key in ((TENANT_A, "a"), (TENANT_A, "b"), (TENANT_B, "c")):
+        trigger(store, registry, "pin.start", {"id": key}, now, tenant=tenant)
+
+
+def test_runs_on_a_registered_definition_resume(store: Store, clock: ManualClock) -> None:
+    now = clock.now()
+    v1 = _flow()
+    _start(store, _registry(v1), now)
+    [pinned] = pinned_definitions(store, _registry(v1))
+    assert (pinned.runs, pinned.tenants, pinned.version, pinned.resumes_on) == (3, 2, 1, 1)
+    assert pinned.steps == {"step 0 (wait)": 3}
+    check = check_pinned_definitions(store, _registry(v1), None)
+    assert (check.status, check.items) == ("ok", [])
+    assert check.summary == "3 waiting run(s) on 1 definition(s), all registered"
+
+
+def test_an_edit_in_place_fails_every_waiting_run_and_says_so(
+    store: Store, clock: ManualClock
+) -> None:
+    now = clock.now()
+    _start(store, _registry(_flow()), now)
+
+    check = check_pinned_definitions(store, _registry(_flow(subject="Thank you")), None)
+
+    assert check.status == "problem"
+    assert check.summary.startswith("3 waiting run(s) on 1 definition(s) that are not registered")
+    [item] = check.items
+    assert "3 run(s) of pin-flow v1" in item and "2 tenant(s)" in item
+    assert "v1 is registered with another definition (edited in place" in item
+    assert "waiting at step 0 (wait) ×3" in item
+    # The example names a run of the tenant it names.
+    example_tenant = item.split("of tenant ")[1]
+    example_run = item.split("e.g. run ")[1].split(" ")[0]
+    assert store.streams.load(example_tenant, example_run)
+
+
+def test_a_removed_workflow_or_version_is_named(store: Store, clock: ManualClock) -> None:
+    now = clock.now()
+    _start(store, _registry(_flow()), now)
+    [gone] = pinned_definitions(store, WorkflowRegistry())
+    assert gone.fails and gone.verdict == "will fail: no version of pin-flow is registered"
+    [replaced] = pinned_definitions(store, _registry(_flow(version=2)))
+    assert replaced.verdict == ("will fail: their version is no longer registered (registered: v2)")
+
+
+def test_an_older_version_kept_next_to_the_new_one_serves_its_runs(
+    store: Store, clock: ManualClock
+) -> None:
+    now = clock.now()
+    _start(store, _registry(_flow()), now)
+    both = _registry(_flow(), _flow(version=2, subject="New"))
+    check = check_pinned_definitions(store, both, None)
+    assert check.status == "ok"
+    [item] = check.items  # listed: v1 may only be removed once no run waits on it
+    assert "3 run(s) of pin-flow v1" in item and "resume on registered v1" in item
+
+
+def test_the_tenant_filter_and_the_step_breakdown(store: Store, clock: ManualClock) -> None:
+    now = clock.now()
+    registry = _registry(_flow())
+    _start(store, registry, now)
+
+    resume_due(store, registry, now + timedelta(days=1, seconds=1), tenant=TENANT_B)
+    [all_tenants] = pinned_definitions(store, registry)
+    assert all_tenants.steps == {"step 0 (wait)": 2, "step 1 (wait_for_event)": 1}
+    [only_b] = pinned_definitions(store, registry, TENANT_B)
+    assert (only_b.runs, only_b.tenants, only_b.example_tenant_id) == (1, 1, TENANT_B)

@@ -1,0 +1,168 @@
+"""The seeds' in-memory sample tests (seeds/002), on the test kit: the Lambda handlers of
+template.yaml on PostgreSQL, time moved with `advance`."""
+
+from __future__ import annotations
+
+import sample_workflows
+from workflow_runner import DomainEvent
+from workflow_runner import stream as ev
+from workflow_runner.definition.dsl import CronTrigger, EventTrigger
+from workflow_runner.testing import WorkflowTestEnv
+
+from tests.support import TENANT_A
+
+SIGNUP = {"email": "x@example.com", "userId": "active-42"}
+
+
+def test_sample_definitions_have_the_seed_triggers_and_keys() -> None:
+    onboarding = sample_workflows.user_onboarding
+    assert (
+        isinstance(onboarding.trigger, EventTrigger)
+        and onboarding.trigger.event_type == "user.signed-up"
+    )
+    assert onboarding.key_for(DomainEvent("e", "user.signed-up", {"userId": "user_123"}, "t")) == (
+        "onboarding:user_123"
+    )
+    assert isinstance(sample_workflows.webhook_delivery.trigger, EventTrigger)
+    assert sample_workflows.webhook_delivery.trigger.event_type == "data.processed"
+    daily = sample_workflows.daily_report.trigger
+    assert isinstance(daily, CronTrigger) and daily.schedule == "0 9 * * *"
+
+
+def test_onboarding_engaged_user_suspends_then_resumes_into_the_tips_mail(
+    env: WorkflowTestEnv,
+) -> None:
+    env.put_event(tenant=TENANT_A, type="user.signed-up", payload=SIGNUP)
+    run = env.run(tenant=TENANT_A, workflow="user-onboarding", key="onboarding:active-42")
+
+    assert run.event_types == [ev.RUN_STARTED, ev.STEP_WAITING]
+    assert [m.subject for m in env.mails] == ["Welcome!"]
+    waiting = run.events[1].payload
+    assert waiting["definitionFingerprint"] == sample_workflows.user_onboarding.fingerprint
+    assert "x@example.com" not in str([e.payload for e in run.events])  # referenced, not copied
+
+    env.advance("P1D")
+
+    run = env.run(tenant=TENANT_A, workflow="user-onboarding", key="onboarding:active-42")
+    assert run.event_types == [ev.RUN_STARTED, ev.STEP_WAITING, ev.STEP_RESUMED, ev.STEP_WAITING]
+    assert [m.subject for m in env.mails] == ["Welcome!", "Engagement tips"]
+
+    env.advance("P7D")
+
+    run = env.run(tenant=TENANT_A, workflow="user-onboarding", key="onboarding:active-42")
+    assert run.status == "completed"
+    [hook] = [w for w in env.webhooks if w.url.endswith("/crm-onboarding")]
+    assert hook.body == {"userId": "active-42", "stage": "day8"}
+
+
+def test_onboarding_cold_user_gets_the_reminder_branch(env: WorkflowTestEnv) -> None:
+    env.put_event(
+        tenant=TENANT_A, type="user.signed-up", payload={"email": "c@example.com", "userId": "c-1"}
+    )
+    env.advance("P1D")
+    assert [m.subject for m in env.mails] == ["Welcome!", "Getting started"]
+
+
+def test_order_approval_approved_by_id_confirms_and_fulfils(env: WorkflowTestEnv) -> None:
+    order = {"orderId": "o-7", "email": "o@example.com", "total": 30}
+    env.put_event(tenant=TENANT_A, type="order.placed", payload=order)
+    other = {"orderId": "o-8", "approver": "eve"}
+    env.put_event(tenant=TENANT_A, type="order.approved", payload=other)
+    assert env.run(tenant=TENANT_A, workflow="order-approval", key="o-7").status == "waiting"
+
+    env.put_event(
+        tenant=TENANT_A, type="order.approved", payload={"orderId": "o-7", "approver": "ada"}
+    )
+
+    run = env.run(tenant=TENANT_A, workflow="order-approval", key="o-7")
+    assert (run.status, run.steps["order.approved"]["approver"]) == ("completed", "ada")
+    assert [m.subject for m in env.mails] == ["We received your order", "Your order is approved"]
+    assert [w.body for w in env.webhooks] == [{"orderId": "o-7", "approvedBy": "ada"}]
+
+
+def test_order_approval_times_out_as_a_returned_failure(env: WorkflowTestEnv) -> None:
+    env.put_event(
+        tenant=TENANT_A,
+        type="order.placed",
+        payload={"orderId": "o-9", "email": "o@example.com", "total": 30},
+    )
+    env.advance("P3D")
+    run = env.run(tenant=TENANT_A, workflow="order-approval", key="o-9")
+    assert (run.status, run.reason) == ("failed", "returned_failure")
+    assert run.steps["order.approved"] is None
+
+
+def test_order_approval_ignores_orders_without_a_total(env: WorkflowTestEnv) -> None:
+    env.put_event(tenant=TENANT_A, type="order.placed", payload={"orderId": "o-0", "total": 0})
+    assert env.runs(tenant=TENANT_A) == []
+
+
+def test_webhook_delivery_is_a_task_whose_answer_the_run_returns(env: WorkflowTestEnv) -> None:
+    payload = {"data": {"id": 7}, "webhookUrl": "https://hooks.example.com/in"}
+    env.put_event(tenant=TENANT_A, type="data.processed", payload=payload)
+    [run] = env.runs(tenant=TENANT_A, workflow="webhook-delivery")
+    assert run.event_types == [
+        ev.RUN_STARTED,
+        ev.TASK_SCHEDULED,
+        ev.TASK_COMPLETED,
+        ev.STEP_RESUMED,
+        ev.RUN_COMPLETED,
+    ]
+    [hook] = env.webhooks
+    assert (hook.url, hook.body, hook.status) == ("https://hooks.example.com/in", {"id": 7}, 200)
+    assert run.steps["partner"] == {"status": 200, "body": ""}
+    assert run.result == {"isSuccess": True, "partner": ""}
+    assert env.mails == []
+
+
+def test_webhook_delivery_retries_a_failing_partner_with_one_request_id(
+    env: WorkflowTestEnv,
+) -> None:
+    env.stub_webhook("https://hooks.example.com/in", 503, None, 200)
+    payload = {"data": {"id": 7}, "webhookUrl": "https://hooks.example.com/in"}
+    env.put_event(tenant=TENANT_A, type="data.processed", payload=payload)
+    assert env.run(tenant=TENANT_A, workflow="webhook-delivery").status == "waiting"
+    env.advance("PT1M")  # backoff 10 s, then 20 s
+    run = env.run(tenant=TENANT_A, workflow="webhook-delivery")
+    assert [w.status for w in env.webhooks] == [503, None, 200]
+    assert len({w.idempotency_key for w in env.webhooks}) == 1
+    assert (run.status, run.result) == ("completed", {"isSuccess": True, "partner": ""})
+
+
+def test_webhook_delivery_that_fails_for_good_tells_ops_and_fails_the_run(
+    env: WorkflowTestEnv,
+) -> None:
+    env.stub_webhook("https://hooks.example.com/in", 410)
+    payload = {"data": {"id": 7}, "webhookUrl": "https://hooks.example.com/in"}
+    env.put_event(tenant=TENANT_A, type="data.processed", payload=payload)
+    run = env.run(tenant=TENANT_A, workflow="webhook-delivery")
+    assert (run.status, run.reason) == ("failed", "returned_failure")
+    assert run.steps["partner"]["failed"] is True and run.steps["partner"]["attempts"] == 1
+    [mail] = env.mails
+    assert (mail.to, mail.subject) == (["ops@example.com"], "A webhook could not be delivered")
+    assert "https://hooks.example.com/in" in mail.body
+
+
+def test_daily_report_cron_run_starts_once_per_scheduled_instant(env: WorkflowTestEnv) -> None:
+    env.put_event(tenant=TENANT_A, type="user.signed-up", payload=SIGNUP)  # the tenant is seen
+    env.advance("P2D")
+    reports = env.runs(tenant=TENANT_A, workflow="daily-report")
+    assert [r.status for r in reports] == ["completed", "completed"]
+    daily = [w.body for w in env.webhooks if w.url.endswith("/daily-report")]
+    assert daily == [
+        {"scheduledAt": "2026-01-06T09:00:00.000000Z"},
+        {"scheduledAt": "2026-01-07T09:00:00.000000Z"},
+    ]
+
+
+def test_inventory_sync_retries_twice_then_succeeds(env: WorkflowTestEnv) -> None:
+    payload = {"sku": "A-1", "revision": 3, "failAttempts": 2}
+    env.put_event(tenant=TENANT_A, type="inventory.changed", payload=payload)
+    env.advance("PT15M")
+    run = env.run(tenant=TENANT_A, workflow="inventory-sync", key="A-1:3")
+    assert run.event_types.count(ev.RETRY_SCHEDULED) == 2
+    assert run.status == "completed"
+    attempts = [e.payload["attempt"] for e in run.events if e.type == ev.RETRY_SCHEDULED]
+    assert attempts == [1, 2]
+    [hook] = env.webhooks
+    assert hook.body == {"sku": "A-1", "attempt": 3}

@@ -1,0 +1,75 @@
+"""The console's graph: every step drawn once, nothing overlapping, a branch's arms side
+by side, edges that skip layers routed around the steps in between, labels escaped."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+import sample_workflows  # noqa: F401  (registers the samples)
+from workflow_runner import define_workflow, on_event
+from workflow_runner.console.svg import Box, layout, to_svg
+from workflow_runner.definition import default_registry
+from workflow_runner.graph import flowchart
+
+SAMPLES = [d.name for d in default_registry().latest_all()]
+
+
+def _overlap(a: Box, b: Box) -> bool:
+    return abs(a.x - b.x) < (a.w + b.w) / 2 and a.y < b.y + b.h and b.y < a.y + a.h
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_every_step_is_drawn_once_and_no_two_overlap(name: str) -> None:
+    chart = flowchart(default_registry().latest(name))
+    plan = layout(chart)
+    drawn = [b for b in plan.boxes.values() if b.node is not None]
+    assert sorted(b.id for b in drawn) == sorted(n.id for n in chart.nodes)
+    for a, b in itertools.combinations(plan.boxes.values(), 2):
+        assert not _overlap(a, b), (a.id, b.id)
+    assert all(b.x - b.w / 2 >= 0 and b.x + b.w / 2 <= plan.width for b in drawn)
+    svg = to_svg(chart)
+    assert svg.count('class="node ') == len(chart.nodes)
+
+
+def test_branch_arms_sit_left_and_right_and_a_skipping_edge_avoids_the_arm() -> None:
+    chart = flowchart(default_registry().latest("order-approval"))
+    boxes = layout(chart).boxes
+    branch, true_arm, false_arm = boxes["s2"], boxes["s2t_0"], boxes["s2f_0"]
+    assert true_arm.x < branch.x < false_arm.x
+    assert true_arm.rank == false_arm.rank == branch.rank + 1
+    # The false arm ends early; its edge to the end passes waypoints beside the true arm.
+    waypoints = [b for b in boxes.values() if b.node is None and b.id.startswith("s2f_0>")]
+    assert waypoints and all(w.x > boxes["s2t_1"].x + boxes["s2t_1"].w / 2 for w in waypoints)
+
+
+def test_a_loop_body_comes_before_what_follows_the_loop() -> None:
+    wf = define_workflow(
+        "loop",
+        on_event("loop.started"),
+        steps=lambda s: [
+            s.for_each(over=[1, 2], as_="n", do=[s.compute("a", lambda c: 1), s.wait(for_="PT1M")]),
+            s.return_({"isSuccess": True}),
+        ],
+        register=False,
+    )
+    boxes = layout(flowchart(wf)).boxes
+    loop, body_end, after = boxes["s0"], boxes["s0_1"], boxes["s1"]
+    assert loop.rank < body_end.rank < after.rank
+
+
+def test_labels_are_escaped_and_long_words_wrap_at_slashes() -> None:
+    wf = define_workflow(
+        "escape",
+        on_event("escape.started"),
+        steps=lambda s: [
+            s.compute("<script>alert(1)</script>", lambda c: 1),
+            s.webhook_send(url="https://hooks.example.com/a/very/long/path/to/somewhere"),
+        ],
+        register=False,
+    )
+    svg = to_svg(flowchart(wf))
+    assert "<script>" not in svg and "&lt;script&gt;alert(1)&lt;/script&gt;" in svg
+    spans = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", svg)
+    assert "https://hooks.example.com/a/very/" in spans

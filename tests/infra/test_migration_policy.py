@@ -5,9 +5,12 @@ linear DeploymentType the old version keeps serving part of the traffic afterwar
 all of it again after a rollback). So a release's migrations may only expand the schema:
 
 1. The code deployed before a migration keeps working after it. Checked against git
-   history: every named query of the engine as it was right before the commit that added
-   the migration must still PREPARE (parse, resolve every table, column and type) on a
-   database migrated up to and including it.
+   history: for every commit that brought the migration to code that lacked it (the
+   commit that added it, and each merge that brought it to the other line of history),
+   every named query of the engine as it was in that parent must still PREPARE (parse,
+   resolve every table, column and type) on a database with the commit's migrations.
+   Migrations are known by name, not number: one renumbered when branches met is the
+   same migration.
 2. No constraint old writers could violate: no SET NOT NULL, no NOT NULL column without
    a default, no new CHECK / UNIQUE / foreign key on an existing table, no type change,
    rename or drop -- unless the migration is a declared contraction (`-- contract:` in
@@ -22,8 +25,12 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import psycopg
@@ -34,6 +41,7 @@ from workflow_runner.store.migrate import Migration
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = "layers/engine"
+REPOSITORY = ROOT  # whose history the checks read (a test points it elsewhere)
 POLICY_BASELINE = 1
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
@@ -85,6 +93,10 @@ def prepare_failures(conn: psycopg.Connection[object], queries: Mapping[str, str
             with conn.transaction():
                 conn.execute(f"PREPARE policy_check AS {text}".encode())
                 conn.execute("DEALLOCATE policy_check")
+        except psycopg.errors.IndeterminateDatatype:
+            # `%(x)s IS NULL OR ...`: PREPARE alone cannot type the parameter, which the
+            # driver types when it runs; a property of the query text, not of the schema.
+            continue
         except psycopg.Error as error:
             failures.append(f"{name}: {str(error).splitlines()[0]}")
     return failures
@@ -111,17 +123,23 @@ def is_contraction(migration: Migration) -> bool:
 # --- the database -----------------------------------------------------------------------
 
 
-@pytest.fixture
-def fresh_db(pg_server_url: str) -> Iterator[psycopg.Connection[object]]:
+@contextmanager
+def fresh_database(server_url: str) -> Iterator[psycopg.Connection[object]]:
     name = f"wfr_policy_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(pg_server_url, autocommit=True) as admin:
+    with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        with psycopg.connect(database_url(pg_server_url, name), autocommit=True) as conn:
+        with psycopg.connect(database_url(server_url, name), autocommit=True) as conn:
             yield conn  # type: ignore[misc]
     finally:
-        with psycopg.connect(pg_server_url, autocommit=True) as admin:
+        with psycopg.connect(server_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def fresh_db(pg_server_url: str) -> Iterator[psycopg.Connection[object]]:
+    with fresh_database(pg_server_url) as conn:
+        yield conn
 
 
 def migrate_up_to(conn: psycopg.Connection[object], migrations: list[Migration]) -> None:
@@ -139,9 +157,9 @@ def migrate_up_to(conn: psycopg.Connection[object], migrations: list[Migration])
 # --- git history -------------------------------------------------------------------------
 
 
-def git(*args: str) -> str:
+def git(*args: str, cwd: Path | None = None) -> str:
     return subprocess.run(
-        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+        ["git", *args], cwd=cwd or REPOSITORY, capture_output=True, text=True, check=True
     ).stdout
 
 
@@ -152,11 +170,52 @@ def history_available() -> bool:
         return False
 
 
-def code_before(migration_path: str) -> str:
-    """The commit whose code ran before this migration was deployed: the parent of the
-    commit that added it (HEAD while it is not committed yet)."""
-    added = git("log", "--diff-filter=A", "--format=%H", "--", migration_path).split()
-    return f"{added[-1]}^" if added else "HEAD"
+_MIGRATION_FILE = re.compile(r"/migrations/\d{4}_([a-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True)
+class Deploy:
+    """One step of history that brought migrations to running code: the code of commit
+    `before` keeps running on a database migrated to `after` (the names of every
+    migration of the commit deployed over it), `brought` being the ones it lacked."""
+
+    before: str
+    after: frozenset[str]
+    brought: frozenset[str]
+
+
+def migrations_at(commit: str) -> frozenset[str]:
+    """Names (without their number) of the engine's migrations at a commit. Names, not
+    numbers: a migration renumbered when two branches met is still the same migration."""
+    paths = git("ls-tree", "-r", "--name-only", commit, "--", ENGINE).split()
+    return frozenset(m.group(1) for p in paths if (m := _MIGRATION_FILE.search(p)))
+
+
+@cache
+def deploys() -> tuple[Deploy, ...]:
+    """Every commit reachable from HEAD that has migrations one of its parents lacks, as
+    a deploy over that parent: the next commit of one line of history, and both sides of
+    a merge (a branch meeting main's migrations, and main meeting the branch's). Plus the
+    working tree over HEAD while a migration is not committed yet."""
+    known: dict[str, frozenset[str]] = {}
+
+    def at(commit: str) -> frozenset[str]:
+        if commit not in known:
+            known[commit] = migrations_at(commit)
+        return known[commit]
+
+    found: dict[tuple[str, frozenset[str]], Deploy] = {}
+
+    def add(before: str, after: frozenset[str]) -> None:
+        if after - at(before):
+            found.setdefault((before, after), Deploy(before, after, after - at(before)))
+
+    add("HEAD", frozenset(m.name for m in migrate.all_migrations()))
+    for line in git("rev-list", "--parents", "HEAD").splitlines():
+        commit, *parents = line.split()
+        for parent in parents:
+            add(parent, at(commit))
+    return tuple(found.values())
 
 
 def query_files_at(commit: str) -> dict[str, str]:
@@ -170,11 +229,6 @@ def query_files_at(commit: str) -> dict[str, str]:
     return {p: git("show", f"{commit}:{p}") for p in wanted}
 
 
-def migration_path(migration: Migration) -> str:
-    folder = Path(migrate.__file__).parent / "migrations"
-    return str((folder / f"{migration.version:04d}_{migration.name}.sql").relative_to(ROOT))
-
-
 # --- the policy, on the shipped migrations --------------------------------------------
 
 
@@ -184,18 +238,21 @@ def later_migrations() -> list[Migration]:
 
 @pytest.mark.parametrize("migration", later_migrations(), ids=lambda m: f"{m.version:04d}_{m.name}")
 def test_the_code_before_each_migration_still_runs_after_it(
-    fresh_db: psycopg.Connection[object], migration: Migration
+    pg_server_url: str, migration: Migration
 ) -> None:
     if not history_available():
         pytest.skip("needs the git history (not a shallow clone) to know the older code")
-    before = code_before(migration_path(migration))
-    queries = named_queries(query_files_at(before))
-    assert queries, f"no named queries found at {before}"
-    migrate_up_to(fresh_db, [m for m in migrate.all_migrations() if m.version <= migration.version])
-    assert prepare_failures(fresh_db, queries) == [], (
-        f"{migration.name} breaks queries of the code deployed before it ({before}); "
-        "expand now and contract in a later release"
-    )
+    steps = [d for d in deploys() if migration.name in d.brought]
+    assert steps, f"no commit of the history brings {migration.name}"
+    for step in steps:
+        queries = named_queries(query_files_at(step.before))
+        assert queries, f"no named queries found at {step.before}"
+        with fresh_database(pg_server_url) as conn:
+            migrate_up_to(conn, [m for m in migrate.all_migrations() if m.name in step.after])
+            assert prepare_failures(conn, queries) == [], (
+                f"{migration.name} breaks queries of the code deployed before it "
+                f"({step.before}); expand now and contract in a later release"
+            )
 
 
 @pytest.mark.parametrize("migration", later_migrations(), ids=lambda m: f"{m.version:04d}_{m.name}")
@@ -251,3 +308,48 @@ def test_the_static_check_tells_expansions_from_contractions(sql: str, caught: s
         assert problems == []
     else:
         assert len(problems) == 1 and caught in problems[0]
+
+
+def test_history_knows_a_migration_by_its_name_across_a_renumbering_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """main adds 0002_tasks while a branch adds 0002_console; the merge renumbers the
+    branch's to 0003. Both sides of the merge are deploys to check: the branch's code
+    meets `tasks`, main's code meets `console`; the renumbering itself brings nothing."""
+    folder = tmp_path / ENGINE / "wf/store/migrations"
+    folder.mkdir(parents=True)
+
+    def run(*args: str) -> str:
+        return git(*args, cwd=tmp_path)
+
+    def commit(message: str) -> str:
+        run("add", "-A")
+        run("commit", "-q", "-m", message)
+        return run("rev-parse", "HEAD").strip()
+
+    run("init", "-q", "-b", "main")
+    run("config", "user.email", "t@example.com")
+    run("config", "user.name", "t")
+    (folder / "0001_initial.sql").write_text("CREATE TABLE t (id int);\n")
+    base = commit("initial")
+    run("checkout", "-q", "-b", "console")
+    (folder / "0002_console.sql").write_text("CREATE INDEX t_id ON t (id);\n")
+    console = commit("console")
+    run("checkout", "-q", "main")
+    (folder / "0002_tasks.sql").write_text("CREATE TABLE tasks (id int);\n")
+    tasks = commit("tasks")
+    run("merge", "-q", "--no-commit", "console")
+    (folder / "0002_console.sql").rename(folder / "0003_console.sql")
+    commit("merge console, renumbered after tasks")
+
+    monkeypatch.setattr(sys.modules[__name__], "REPOSITORY", tmp_path)
+    shipped = [Migration(1, "initial", ""), Migration(2, "tasks", ""), Migration(3, "console", "")]
+    monkeypatch.setattr(migrate, "all_migrations", lambda: shipped)
+    everything = frozenset({"initial", "tasks", "console"})
+    found = set(deploys.__wrapped__())  # type: ignore[attr-defined]
+    assert found == {
+        Deploy(base, frozenset({"initial", "console"}), frozenset({"console"})),
+        Deploy(base, frozenset({"initial", "tasks"}), frozenset({"tasks"})),
+        Deploy(console, everything, frozenset({"tasks"})),
+        Deploy(tasks, everything, frozenset({"console"})),
+    }

@@ -5,6 +5,7 @@ the scheduled functions and the X-Ray annotations."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -175,6 +176,38 @@ def test_no_heartbeat_when_the_run_fails(
     with pytest.raises(TransientStoreError):
         invoke(handlers, function, load_event(event))
     assert heartbeats(emitted()) == []
+
+
+def test_step_dispatcher_reports_worker_failures_for_their_alarms(
+    handlers: Handlers, runtime: Runtime, emitted: Read, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DeliveriesFailedAlarm and TasksFailedAlarm (and their persistent twins) watch
+    DeliveriesFailed and TasksFailed with the dimension `service` alone; the worker that
+    had failures still completed, so it beats."""
+    from workflow_runner.engine.dispatcher import DeliveryOutcome, DispatchResult
+    from workflow_runner.engine.tasks import TaskAttemptResult
+    from workflow_runner.engine.worker import WorkResult
+
+    def attempt(outcome: Any) -> TaskAttemptResult:
+        return TaskAttemptResult(TENANT, ORDER_RUN, "t", "k", "task", 3, outcome, "Boom")
+
+    failed = DeliveryOutcome(TENANT, "r", ORDER_RUN, "webhook", 5, "failed", 503)
+    result = WorkResult(
+        deliveries=DispatchResult([failed]),
+        tasks=[attempt("failed"), attempt("retry"), attempt("completed")],
+    )
+    handler = inspect.unwrap(handlers["StepDispatcherFunction"])
+    monkeypatch.setitem(handler.__globals__, "work", lambda *args, **kwargs: result)
+    answer = invoke(handlers, "StepDispatcherFunction", load_event("step-dispatcher-schedule.json"))
+    assert answer["failed"] == 1 and answer["tasks"]["failed"] == 1
+    out = emitted()
+    assert (out.metric("DeliveriesFailed"), out.metric("TasksFailed")) == (1, 1)
+    assert (out.metric("TaskAttemptsFailed"), out.metric("TasksCompleted")) == (1, 1)
+    for blob in out.metrics:
+        if "DeliveriesFailed" in blob or "TasksFailed" in blob:
+            assert blob["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["service"]]
+            assert blob["service"] == "workflow-runner"
+    assert heartbeats(out) == ["StepDispatcher"]
 
 
 # --- X-Ray annotations --------------------------------------------------------------------

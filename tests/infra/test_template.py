@@ -210,7 +210,14 @@ EMITTED_ELSEWHERE = {"ProjectionLagSeconds": "PendingProjection, with the projec
 def test_alarms_watch_metrics_that_are_emitted(resources: dict[str, Any]) -> None:
     alarms = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::CloudWatch::Alarm"]
     own = {a["MetricName"] for a in alarms if a["Namespace"] == "WorkflowRunner"}
-    assert own == {"RunsFailed", "DueBacklogLeft", "Heartbeat", "ProjectionLagSeconds"}
+    assert own == {
+        "RunsFailed",
+        "DueBacklogLeft",
+        "Heartbeat",
+        "ProjectionLagSeconds",
+        "DeliveriesFailed",
+        "TasksFailed",
+    }
     engine = ROOT / "layers/engine/workflow_runner"
     code = "".join(p.read_text() for p in (ROOT / "functions").glob("*/app.py"))
     code += "".join(p.read_text() for p in (engine / "aws").glob("*.py"))

@@ -391,12 +391,37 @@ def test_paging_alarms_and_notices_go_to_separate_topics(resources: dict[str, An
         "PendingProjectionThrottlesAlarm",
         "DueScanThrottlesAlarm",
         "StepDispatcherThrottlesAlarm",
+        "DeliveriesFailedAlarm",
+        "TasksFailedAlarm",
     }
     for name, alarm in alarms(resources).items():
         expected = {"Ref": "NoticeTopic"} if name in notices else {"Ref": "AlarmTopic"}
         assert alarm["AlarmActions"] == [expected], name
     # A run that ends failed by design (an approval timing out) never pages.
     assert alarms(resources)["FailedRunsAlarm"]["MetricName"] == "RunsFailed"
+
+
+def test_worker_failures_notify_at_once_and_page_only_when_they_persist(
+    resources: dict[str, Any],
+) -> None:
+    """A delivery or a task that failed for good is usually a partner's outage or a task's
+    bug, not the engine's: a notice on the first failure, a page only after half an hour of
+    failures in every 5 minutes. Both watch what StepDispatcher emits (report_work)."""
+    for metric in ("DeliveriesFailed", "TasksFailed"):
+        notice = alarms(resources)[f"{metric}Alarm"]
+        persistent = alarms(resources)[f"{metric}PersistentAlarm"]
+        for alarm in (notice, persistent):
+            assert (alarm["Namespace"], alarm["MetricName"]) == ("WorkflowRunner", metric)
+            assert alarm["Dimensions"] == [{"Name": "service", "Value": "workflow-runner"}]
+            assert alarm["Statistic"] == "Sum" and alarm["Threshold"] == 0
+            assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+            assert alarm["TreatMissingData"] == "notBreaching"
+        assert notice["AlarmActions"] == [{"Ref": "NoticeTopic"}]
+        assert (notice["Period"], notice["EvaluationPeriods"]) == (300, 1)
+        assert persistent["AlarmActions"] == persistent["OKActions"] == [{"Ref": "AlarmTopic"}]
+        periods = persistent["EvaluationPeriods"]
+        assert persistent["DatapointsToAlarm"] == periods
+        assert persistent["Period"] * periods == 1800
 
 
 # --- gradual deployments --------------------------------------------------------------------------

@@ -101,7 +101,9 @@ class Assumptions:
     runs_per_month: int = 1_000_000
     hours_per_month: float = 730.0
     # Fixed-cost inventory of the template as shipped (alarms are counted from it).
-    custom_metrics: int = 27  # metric names x dimension sets the functions emit
+    # Metric names x dimension sets the functions emit: 27 before durable tasks, plus the
+    # worker's DeliveriesFailed, TasksCompleted, TasksFailed and TaskAttemptsFailed.
+    custom_metrics: int = 31
     sqs_pollers_per_queue: int = 5  # Lambda's SQS pollers, long-polling 20 s
     warm_environments: int = 8  # each refetches the DB secret every 5 minutes
     idle_tick_ms: float = 60.0  # a schedule tick that finds nothing: ~6 statements

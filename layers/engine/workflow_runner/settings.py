@@ -34,6 +34,7 @@ _ENV_FIELDS = {
     "DUE_SCAN_HORIZON_SECONDS": "due_scan_horizon_seconds",
     "DUE_SCAN_BATCH": "due_scan_batch",
     "RESUME_LEASE_SECONDS": "resume_lease_seconds",
+    "RESUME_HOLD_SECONDS": "resume_hold_seconds",
     "AWS_REGION": "aws_region",
 }
 
@@ -69,6 +70,9 @@ class Settings(BaseModel):
     # timeout (180 s): a row in flight is not handed out again before its message
     # was either processed or given up on.
     resume_lease_seconds: int = Field(default=1200, ge=60, le=43200)
+    # Timers to the second: resume requests are sent to arrive up to this early and
+    # ResumeRun holds them until due (0: sent rounded up, up to a second late).
+    resume_hold_seconds: float = Field(default=1.0, ge=0, le=5)
     aws_region: str | None = None
 
     @field_validator("webhook_allow_hosts", mode="before")

@@ -28,6 +28,7 @@ from workflow_runner.embedded import start_embedded_postgres
 
 from . import (
     backlog,
+    cold_start,
     console_list,
     due_scan_cost,
     fan_out,
@@ -74,6 +75,7 @@ TARGETS = {
     "timers.lateness_p99_s": ("<", 1.5),
     "long_run.resume_ratio_1000_vs_10": ("<=", 1.5),
     "long_run.bytes_per_suspension_ratio_1000_vs_10": ("<=", 1.1),
+    "cold_start.import_s_max": ("<=", 0.6),
 }
 
 
@@ -227,6 +229,11 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     results["console"] = run_console(sizes, admin_url)
     results["long_run"] = run_long(admin_url)
     results["fan_out"] = run_fan_out(sizes, workers, admin_url)
+
+    log("10 cold start (import app of every handler, built layers)")
+    results["cold_start"] = cold_start.measure(runs=3 if sizes is QUICK else cold_start.RUNS)
+    log(f"  import_s_max {results['cold_start']['import_s_max']} s")
+
     log("11 look-back and broadcast wakeup")
     results["hardening"] = hardening.run(admin_url, sizes.lookback_events, sizes.broadcast_runs)
     log(f"  {results['hardening']}")

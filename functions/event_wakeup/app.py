@@ -1,21 +1,27 @@
 """EventWakeup: an awaited event wakes the waiting runs it matches, at once.
 
-One engine call, safe to run again whole (`wake_and_enqueue`): the matches are recorded
-in chunks within the function's time, and every run the event matched that is not on
-its way yet goes to the resume queue straight away (no delay), so a run resumes well
-under a second after its event instead of at the next due-scan tick. When the time ran
-out with waits left, the invocation fails after enqueueing what it matched: Lambda's
-retry continues. Invalid input raises (logged, counted, nothing written) and ends in the
-events DLQ.
+Input: an SQS batch from the wakeup intake queue (each record's body is an EventBridge
+event; failed records come back as batch item failures, then land in the intake DLQ), or
+one EventBridge event by direct invoke, which raises when it fails.
+
+One engine call per event, safe to run again whole (`wake_and_enqueue`): the matches
+are recorded in chunks within the function's time, and every run the event matched
+that is not on its way yet goes to the resume queue straight away (no delay), so a run
+resumes well under a second after its event instead of at the next due-scan tick. When
+the time ran out with waits left, the record fails after enqueueing what it matched
+(WorkLeft): its redelivery continues.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from workflow_runner.aws import intake
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
+from workflow_runner.aws.observability import annotate
 from workflow_runner.engine.wakeup import wake_and_enqueue
 from workflow_runner.errors import WorkLeft
 
@@ -27,13 +33,22 @@ RESERVE_SECONDS = 8.0
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    # The records of a batch share the invocation's time.
+    deadline = time.monotonic() + context.get_remaining_time_in_millis() / 1000 - RESERVE_SECONDS
+    if intake.is_sqs_batch(event):
+        return intake.each_event(event, lambda one: wake(one, deadline))
+    return wake(event, deadline)
+
+
+def wake(event: dict[str, Any], deadline: float) -> dict[str, Any]:
     envelope = support.parse_eventbridge(event)
     if envelope.detail_type not in support.registry().awaited_types():
         return support.ignore(envelope, "no registered workflow waits for this type")
     domain = support.domain_event(envelope)
+    annotate(tenant_id=domain.tenant_id, event_id=domain.id)
     rt = support.runtime()
     now = rt.clock.now()
-    budget = max(1.0, context.get_remaining_time_in_millis() / 1000 - RESERVE_SECONDS)
+    budget = max(1.0, deadline - time.monotonic())
     result = support.with_store(
         lambda store: wake_and_enqueue(
             store,
@@ -44,6 +59,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             budget_seconds=budget,
         )
     )
+    if result.matched == 1:
+        annotate(run_id=result.woken[0].run_id)
     support.count("Wakeups", result.matched)
     if result.refused:
         support.count("ResumeEnqueueRefused", result.refused)

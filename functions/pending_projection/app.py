@@ -3,7 +3,8 @@
 Invoked asynchronously (a nudge after appends) and by a schedule as a safety net; the
 input is ignored: the projection always continues from its checkpoint. Waits that an
 already-stored event satisfies, and new suspensions due before the next due-scan tick,
-are sent to the resume queue at once (delayed to their second).
+are sent to the resume queue at once (delayed to their second). A completed catch-up
+counts a heartbeat, whose alarm pages when catch-ups stop completing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
+from workflow_runner.aws.observability import heartbeat
 from workflow_runner.engine.enqueue import enqueue_due
 from workflow_runner.engine.projection import project_pending
 
@@ -50,10 +52,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     )
     support.count("ProjectionEventsApplied", result.applied)
     support.count("Wakeups", len(result.woken))
-    # The alarm on ProjectionLagSeconds (template.yaml) watches this: timers and wakeups
-    # wait for the projection while it is behind.
+    # ProjectionLagAlarm (template.yaml) watches this: timers and wakeups wait for the
+    # projection while it is behind.
     support.count("ProjectionLagSeconds", result.lag_seconds, MetricUnit.Seconds)
     support.count("ProjectionLagEvents", result.lag_events)
+    heartbeat("PendingProjection")
     logger.info(
         "pending projection caught up",
         extra={"applied": result.applied, "lag_events": result.lag_events},

@@ -8,6 +8,8 @@ database says is matched and not in flight."""
 
 from __future__ import annotations
 
+import inspect
+import json
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -311,3 +313,52 @@ def test_a_retry_never_matches_an_event_again_for_a_run_that_already_consumed_it
     store.conn.execute("UPDATE inbox SET woken_at = NULL WHERE event_id = 'sale-5'")  # a retry
     assert ops.wake_and_enqueue(store, queue, sale, SALE).matched == 0
     assert len(_matched_per_run(store, "sale-5")) == 1
+
+
+def test_an_intake_record_out_of_time_is_left_for_its_redelivery_which_finishes_it(
+    handlers: Handlers,
+    store: Store,
+    watching: WorkflowRegistry,
+    clock: ManualClock,
+    db_url: str,
+    emitted: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Behind the SQS intake queue, a broadcast the invocation's time cannot finish fails
+    its record (not the batch, and not as a fault: no traceback, no IntakeRecordFailed);
+    SQS delivers it again and that delivery matches and enqueues the rest."""
+    handler = handlers["EventWakeupFunction"]
+    app = inspect.unwrap(handler).__globals__  # functions/event_wakeup/app.py
+    real = app["wake_and_enqueue"]
+    ticks = iter([0.0, 0.0, 100.0])  # two chunks of 500, then the time is up
+    attempts: list[int] = []
+
+    def short_of_time(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(1)
+        if len(attempts) == 1:
+            kwargs.update(chunk=500, monotonic=lambda: next(ticks, 100.0))
+        return real(*args, **kwargs)
+
+    monkeypatch.setitem(app, "wake_and_enqueue", short_of_time)
+    batch = {
+        "Records": [
+            {"messageId": "m-sale", "body": json.dumps(_sale("sale-6"))},
+            {"messageId": "m-other", "body": json.dumps(_sale("sale-7") | {"detail": {}})},
+        ]
+    }
+    clock.set(SALE)
+    with _runtime(db_url, clock, watching) as rt:
+        emitted()
+        first = handler(batch, FakeLambdaContext())
+        out = emitted()
+        assert "m-sale" in [f["itemIdentifier"] for f in first["batchItemFailures"]]
+        assert out.metric("WakeupsLeft") == 1 and out.metric("IntakeRecordFailed") == 0
+        assert not [line for line in out.logs if "exception" in line]
+        assert len(_matched_per_run(store, "sale-6")) == 1000
+
+        redelivered = handler({"Records": batch["Records"][:1]}, FakeLambdaContext())
+        sent = rt.resume_queue.sent  # type: ignore[attr-defined]
+    assert redelivered["batchItemFailures"] == []
+    matched = _matched_per_run(store, "sale-6")
+    assert len(matched) == RUNS and set(matched.values()) == {1}
+    assert Counter(r.run_id for r in sent) == Counter(matched)  # each enqueued once

@@ -58,6 +58,11 @@ ROWS = [
         "crashes of a broadcast EventWakeup (every boundary, before and after), each finished"
         " by its retry without the due scan",
     ),
+    (
+        "broadcast_lost_acks",
+        "... of them right after a commit or send took effect (the acknowledgement lost): the"
+        " retry enqueued what the database said was matched and not sent",
+    ),
 ]
 # Figures that are a largest value, not a sum over the tests that recorded them.
 MAXIMA = frozenset(

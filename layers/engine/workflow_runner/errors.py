@@ -48,7 +48,8 @@ class NotConfigured(WorkflowRunnerError):
 
 class WorkLeft(WorkflowRunnerError):
     """An operation ran out of its time budget with work left; what it did is committed,
-    and running it again continues it (a handler raises it so that Lambda retries)."""
+    and running it again continues it (a handler raises it so that its input is
+    delivered again)."""
 
 
 class DidNotSettle(WorkflowRunnerError):

@@ -37,6 +37,7 @@ _ENV_FIELDS = {
     "DUE_SCAN_BATCH": "due_scan_batch",
     "RESUME_LEASE_SECONDS": "resume_lease_seconds",
     "LOG_EXCEPTION_TEXT": "log_exception_text",
+    "RESUME_HOLD_SECONDS": "resume_hold_seconds",
     "AWS_REGION": "aws_region",
 }
 
@@ -79,6 +80,9 @@ class Settings(BaseModel):
     # Exception text of user code and providers in log lines (redaction.py): only the
     # class and a short hash unless the operator opts in.
     log_exception_text: bool = False
+    # Timers to the second: resume requests are sent to arrive up to this early and
+    # ResumeRun holds them until due (0: sent rounded up, up to a second late).
+    resume_hold_seconds: float = Field(default=1.0, ge=0, le=5)
     aws_region: str | None = None
 
     @field_validator("webhook_allow_hosts", mode="before")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-import urllib.request
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -25,6 +25,7 @@ from .. import redaction
 from ..definition import DomainEvent, WorkflowRegistry, load_workflow_modules
 from ..engine.passes import RunOutcome
 from ..engine.resume import ResumeRequestItem, ResumeResult
+from ..engine.resume_batch import Hold
 from ..engine.resume_batch import resume_batch as engine_resume_batch
 from ..engine.worker import WorkResult
 from ..envelope import EventBridgeEvent, parse_envelope, to_domain_event
@@ -207,7 +208,7 @@ def resume(message: ResumeMessage) -> dict[str, Any]:
         InvalidInput: the run waits at another step (nothing written).
     """
     now = runtime().clock.now()
-    (result,) = resume_batch([message], now, direct=True)
+    (result,) = resume_batch([message], now=now, direct=True)
     if isinstance(result, Exception):
         raise result
     if result.waiting_at is not None:
@@ -222,12 +223,16 @@ def resume(message: ResumeMessage) -> dict[str, Any]:
 
 
 def resume_batch(
-    messages: Sequence[ResumeMessage], now: datetime | None = None, direct: bool = False
+    messages: Sequence[ResumeMessage],
+    hold: Hold | None = None,
+    now: datetime | None = None,
+    direct: bool = False,
 ) -> list[ResumeResult | Exception]:
     """Resume several runs in one transaction (engine.resume_batch) and report.
 
     An unknown run, or another tenant's, comes back as its RunNotFound (nothing
     written); a failure of the whole transaction raises, so the whole batch is retried.
+    `hold`: queue deliveries hold requests that came up to its seconds early (sqs_hold);
     `direct`: a direct invoke, whose early request is answered instead of requeued.
     """
     rt = runtime()
@@ -237,7 +242,14 @@ def resume_batch(
     ]
     report = with_store(
         lambda store: engine_resume_batch(
-            store, rt.resume_queue, rt.nudger, items, now, registry(), requeue_early=not direct
+            store,
+            rt.resume_queue,
+            rt.nudger,
+            items,
+            now,
+            registry(),
+            hold,
+            requeue_early=not direct,
         )
     )
     for message, result in zip(messages, report.results, strict=True):
@@ -263,6 +275,23 @@ def resume_batch(
     return report.results
 
 
+def sqs_hold() -> Hold:
+    """ResumeRun holds queue requests that arrive early by up to RESUME_HOLD_SECONDS
+    (the due scan sends them that early; SQS delays are whole seconds)."""
+    rt = runtime()
+    seconds = settings().resume_hold_seconds
+
+    def wait_until(instant: datetime) -> datetime | None:
+        wait = (instant - rt.clock.now()).total_seconds()
+        if wait > seconds + 0.5:  # not what a hold is for: back to the queue
+            return None
+        if wait > 0:
+            time.sleep(wait)
+        return rt.clock.now()
+
+    return Hold(seconds, wait_until)
+
+
 def resume_sqs_batch(event: dict[str, Any]) -> dict[str, Any]:
     """ResumeRun's SQS input: the whole batch in one transaction; bad or failing
     messages come back as partial batch failures (after maxReceiveCount: the DLQ)."""
@@ -278,7 +307,7 @@ def resume_sqs_batch(event: dict[str, Any]) -> dict[str, Any]:
             )
         except (InvalidInput, ValueError):
             failures.append(record.message_id)
-    results = resume_batch([message for _, message in valid]) if valid else []
+    results = resume_batch([message for _, message in valid], sqs_hold()) if valid else []
     failures += [
         mid for (mid, _), r in zip(valid, results, strict=True) if isinstance(r, Exception)
     ]
@@ -305,33 +334,3 @@ def resume_result_json(result: ResumeResult, now: datetime) -> dict[str, Any]:
         "nextWakeAt": stamp(result.resumed_wake_at),
         "reason": result.reason,
     }
-
-
-def send_cfn_response(
-    event: dict[str, Any],
-    status: str,
-    physical_id: str,
-    reason: str = "",
-    data: dict[str, Any] | None = None,
-    timeout: float = 10.0,
-) -> None:
-    """PUT a custom resource response to its pre-signed ResponseURL (urllib, no SDK)."""
-    body = json.dumps(
-        {
-            "Status": status,
-            "Reason": (reason or f"See CloudWatch log stream for {physical_id}")[:3000],
-            "PhysicalResourceId": physical_id,
-            "StackId": event["StackId"],
-            "RequestId": event["RequestId"],
-            "LogicalResourceId": event["LogicalResourceId"],
-            "Data": data or {},
-        }
-    ).encode()
-    request = urllib.request.Request(
-        event["ResponseURL"],
-        data=body,
-        method="PUT",
-        headers={"content-type": "", "content-length": str(len(body))},
-    )
-    with urllib.request.urlopen(request, timeout=timeout) as reply:
-        reply.read()

@@ -39,12 +39,17 @@ class SqsResumeQueue:
 
     Several batches go out at once (`senders` threads; boto3 clients are thread-safe):
     a broadcast wakeup sends thousands of requests, and one batch after the other would
-    cost a round trip to SQS per ten runs.
+    cost a round trip to SQS per ten runs. `early_seconds`: how long before its due time
+    ResumeRun holds a request (RESUME_HOLD_SECONDS); delays are rounded to arrive within
+    that window.
     """
 
-    def __init__(self, client: Any, queue_url: str, senders: int = 8) -> None:
+    def __init__(
+        self, client: Any, queue_url: str, early_seconds: float = 0.0, senders: int = 8
+    ) -> None:
         self._client = client
         self._url = queue_url
+        self.early_seconds = early_seconds
         self._senders = max(1, senders)
 
     def send(self, requests: Sequence[ResumeRequest]) -> list[ResumeRequest]:

@@ -5,16 +5,14 @@
 -- consumed (since 0.2 they are in run_consumed_events).
 --
 -- Safe on a big inbox while the previous release keeps running (expand only): columns
--- are added without a default (no table rewrite; the brief ACCESS EXCLUSIVE lock gives
--- up after lock_timeout instead of queueing every writer behind it), and indexes are
--- built CONCURRENTLY (no write lock), which is why this migration runs outside a
--- transaction, one statement at a time. An interrupted run leaves an INVALID index
--- behind: the migration runner drops it and builds it again, so running the migration
--- again is safe.
+-- are added without a default (no table rewrite; the runner bounds the wait for the
+-- brief ACCESS EXCLUSIVE lock, so it gives up and retries instead of queueing every
+-- writer behind it), and indexes are built CONCURRENTLY (no write lock), which is why
+-- this migration runs outside a transaction, one statement at a time. An interrupted
+-- run leaves an INVALID index behind: the migration runner drops it and builds it
+-- again, so running the migration again is safe.
 -- Rows written by release 0.1.0 keep match_keys NULL; the look-back reads them through
 -- the unkeyed branch of inbox_lookback_idx (a later release may backfill them).
-
-SET lock_timeout = '5s';
 
 -- The keys of every scalar leaf an event offers (match.inbox_keys); '*' when it has
 -- too many to list; '{}' once erased.
@@ -27,8 +25,6 @@ ALTER TABLE workflow_run_pending ADD COLUMN IF NOT EXISTS lookback_after_positio
 ALTER TABLE workflow_run_pending ADD COLUMN IF NOT EXISTS lookback_version integer;
 -- Events a 0.1 suspension says its run consumed with earlier waits (consumedEventIds).
 ALTER TABLE workflow_run_pending ADD COLUMN IF NOT EXISTS consumed_event_ids text[];
-
-RESET lock_timeout;
 
 CREATE INDEX CONCURRENTLY IF NOT EXISTS inbox_match_keys_idx ON inbox USING gin (match_keys)
     WHERE match_keys IS NOT NULL;

@@ -22,7 +22,7 @@ from .pending import DueRow, NewPendingRow, PendingRow, UnfinishedLookBack, Wait
 from .results import StoredResults
 from .runs import RunSummary
 from .sql import Sql, is_transient
-from .streams import NewEvent, ProjectionLag, StoredEvent
+from .streams import NewEvent, ProjectionLag, RunSummaryWrite, StoredEvent
 from .tasks import ClaimedTask, NewTask, TaskRow, TaskStatus
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "RunKey",
     "RunQuery",
     "RunSummary",
+    "RunSummaryWrite",
     "Sql",
     "Store",
     "StoredEvent",

@@ -45,7 +45,8 @@ ROWS = [
     ("foreign_tx_plays", "... scenario plays meanwhile (ten days of timers and wakeups each)"),
     (
         "foreign_tx_max_lag_events",
-        "... largest projection lag after a cycle meanwhile (run-stream events)",
+        "... largest projection lag right after a PendingProjection run meanwhile (run-stream"
+        " events)",
     ),
     (
         "foreign_tx_longest_cycle_seconds",

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from .callback_tokens import PassCallback, callback_base_url, token_hash
 from .definition.dsl import (
     Branch,
     Compute,
@@ -22,6 +23,7 @@ from .definition.dsl import (
     StepContext,
     Task,
     Wait,
+    WaitForCallback,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -32,6 +34,8 @@ from .definition.retry import RetryPolicy, backoff_seconds
 from .durations import parse_duration, resolve_wake_at
 from .match import validate_event_match
 from .pass_result import (
+    CallbackNotReached,
+    CallbackWait,
     DispatchRequest,
     EventWait,
     InvalidArgument,
@@ -127,6 +131,7 @@ class Interpreter:
             them (the awaited payload or task result a resume seeds).
         resumed_task: the task a resume re-enters at and how it ended.
         max_result_bytes: the largest result a step may store.
+        callback_secret: the run's key for callback tokens (None: random tokens).
     """
 
     def __init__(
@@ -144,6 +149,7 @@ class Interpreter:
         written: Sequence[str] = (),
         resumed_task: ResumedTask | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        callback_secret: str | None = None,
     ) -> None:
         self.definition = definition
         self.event = event
@@ -160,6 +166,9 @@ class Interpreter:
         self.max_result_bytes = max_result_bytes
         self.dispatches: list[DispatchRequest] = []
         self._attempts: list[int] = []
+        self.callback = PassCallback(
+            callback_secret, dispatch_seed, callback_base_url(), lambda: len(self._attempts)
+        )
 
     def run(self, resume_path: Path | None = None) -> PassResult:
         """Run from the start (no path) or resume at `resume_path`.
@@ -173,6 +182,8 @@ class Interpreter:
         try:
             self._run_list(self.definition.steps, [], resume_path or None, {})
         except _Suspend as suspend:
+            if self.callback.handed_out:
+                return self._failed(CallbackNotReached(), suspend.suspension.path)
             return self._result("suspended", suspension=suspend.suspension)
         except _Returned as returned:
             value = returned.value
@@ -185,14 +196,17 @@ class Interpreter:
                 )
             return self._result("completed", return_value=value)
         except _StepFailed as failed:
-            return self._result(
-                "failed",
-                error=describe_step_error(failed.error),
-                error_detail=f"{type(failed.error).__name__}: {failed.error}",
-                failed_path=failed.path,
-                reason=getattr(failed.error, "reason", None),
-            )
+            return self._failed(failed.error, failed.path)
         return self._result("completed")
+
+    def _failed(self, error: BaseException, path: Path) -> PassResult:
+        return self._result(
+            "failed",
+            error=describe_step_error(error),
+            error_detail=f"{type(error).__name__}: {error}",
+            failed_path=path,
+            reason=getattr(error, "reason", None),
+        )
 
     def _result(
         self, outcome: Literal["suspended", "completed", "failed"], **kw: Any
@@ -224,6 +238,7 @@ class Interpreter:
                 definition_fingerprint=self.definition.fingerprint,
             ),
             now=self.now,
+            callback=self.callback,
         )
 
     def _run_list(
@@ -253,7 +268,7 @@ class Interpreter:
         if isinstance(step, ForEach):
             self._run_for_each(step, prefix, index, head, rest, scope)
             return
-        if resume is not None and isinstance(step, (Wait, WaitForEvent)):
+        if resume is not None and isinstance(step, (Wait, WaitForEvent, WaitForCallback)):
             # Resumed at this very step: its effect (the suspension) already happened;
             # the caller has seeded an awaited event's payload under its result key.
             return
@@ -269,6 +284,10 @@ class Interpreter:
             raise _Suspend(Suspension("waiting", path, wake_at))
         elif isinstance(step, WaitForEvent):
             self._suspend_for_event(step, path, scope)
+        elif isinstance(step, WaitForCallback):
+            timeout_at = self._wake_at(self._call(step.timeout, path, scope), path, "timeout")
+            wait = CallbackWait(step.result_key, token_hash(self.callback.take()))
+            raise _Suspend(Suspension("waiting-for-callback", path, timeout_at, callback=wait))
         elif isinstance(step, Task):
             self._schedule_task(step, path, scope, None)
         elif isinstance(step, (MailSend, WebhookSend)):
@@ -378,6 +397,7 @@ class Interpreter:
         except _StepFailed as failed:
             if attempt >= step.times:
                 raise
+            self.callback.forget_from(len(self._attempts))  # the attempt's steps run again
             wake_at = self.now + backoff_delay(step, attempt, self.rng)
             wait = RetryWait(attempt, step.times, describe_step_error(failed.error))
             retry_path = [*prefix, {"i": index, "attempt": attempt + 1}]

@@ -42,6 +42,19 @@ class InvalidArgument(WorkflowStepError):
         return cls(argument, str(error))
 
 
+class CallbackNotReached(WorkflowStepError):
+    """A step read `ctx.callback` but the pass suspended before any wait_for_callback
+    took the token: the wait that comes later, in another pass, waits on another token,
+    so the one handed out could never complete it."""
+
+    reason = "callback_not_reached"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "ctx.callback was read, but the pass suspended before reaching a wait_for_callback"
+        )
+
+
 def describe_step_error(error: BaseException) -> str:
     """The generic text stored for a failed step; the raw message goes to the log only."""
     if isinstance(error, TaskFailedError):
@@ -88,16 +101,27 @@ class TaskWait:
 
 
 @dataclass(frozen=True)
+class CallbackWait:
+    """What a wait_for_callback suspension waits for: the hash of the token it handed out."""
+
+    result_key: str
+    token_hash: str
+
+
+@dataclass(frozen=True)
 class Suspension:
     """Where a pass stopped: `path`, due at `wake_at` (a wait's time, a wait_for_event's
-    timeout, a retry's next attempt; never by time for a task)."""
+    or wait_for_callback's timeout, a retry's next attempt; never by time for a task)."""
 
-    kind: Literal["waiting", "waiting-for-event", "retry-scheduled", "task-scheduled"]
+    kind: Literal[
+        "waiting", "waiting-for-event", "retry-scheduled", "task-scheduled", "waiting-for-callback"
+    ]
     path: Path
     wake_at: datetime
     event: EventWait | None = None
     retry: RetryWait | None = None
     task: TaskWait | None = None
+    callback: CallbackWait | None = None
 
     @property
     def step_index(self) -> int:

@@ -34,6 +34,7 @@ _ENV_FIELDS = {
     "DUE_SCAN_HORIZON_SECONDS": "due_scan_horizon_seconds",
     "DUE_SCAN_BATCH": "due_scan_batch",
     "RESUME_LEASE_SECONDS": "resume_lease_seconds",
+    "CALLBACK_BASE_URL": "callback_base_url",
     "AWS_REGION": "aws_region",
 }
 
@@ -69,6 +70,8 @@ class Settings(BaseModel):
     # timeout (180 s): a row in flight is not handed out again before its message
     # was either processed or given up on.
     resume_lease_seconds: int = Field(default=1200, ge=60, le=43200)
+    # The callback endpoint's URL: `ctx.callback.url` is this plus the token.
+    callback_base_url: str | None = Field(default=None, pattern=r"^https?://[^\s/?#]+(/\S*)?$")
     aws_region: str | None = None
 
     @field_validator("webhook_allow_hosts", mode="before")

@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.data_classes import SQSEvent
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import BaseModel, ValidationError
 
+from ..callback_tokens import callback_links
 from ..definition import DomainEvent, WorkflowRegistry, load_workflow_modules
 from ..engine.passes import RunOutcome
 from ..engine.resume import ResumeRequestItem, ResumeResult
@@ -135,13 +136,15 @@ def with_store(operation: Callable[[Store], T]) -> T:
     connection after a transient failure (a failover drops every connection; the
     operations are single transactions, so a retry is safe)."""
     rt = runtime()
-    try:
-        return operation(rt.store())
-    except TransientStoreError as error:
-        logger.warning(f"transient database error, reconnecting: {error}")
-        if rt.reconnect is not None:
-            rt.reconnect()
-        return operation(rt.store())
+    # Passes run inside make `ctx.callback.url` from the deployment's callback endpoint.
+    with callback_links(settings().callback_base_url):
+        try:
+            return operation(rt.store())
+        except TransientStoreError as error:
+            logger.warning(f"transient database error, reconnecting: {error}")
+            if rt.reconnect is not None:
+                rt.reconnect()
+            return operation(rt.store())
 
 
 def report_work(result: WorkResult) -> dict[str, Any]:

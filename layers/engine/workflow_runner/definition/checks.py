@@ -38,6 +38,7 @@ from .dsl import (
     Step,
     Task,
     Wait,
+    WaitForCallback,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -221,6 +222,8 @@ class _Walk:
             self.wait(place, step)
         elif isinstance(step, WaitForEvent):
             self.wait_for_event(place, step)
+        elif isinstance(step, WaitForCallback) and _static(step.timeout):
+            self.check(place, "timeout", lambda: _duration_or_instant(step.timeout))
         elif isinstance(step, MailSend):
             self.mail(place, step)
         elif isinstance(step, WebhookSend):
@@ -326,6 +329,7 @@ def _arguments(step: Step) -> list[tuple[str, Any]]:
         WebhookSend: ("url", "method", "headers", "body", "auth"),
         Task: ("fn",),
         Return: ("value",),
+        WaitForCallback: ("timeout",),
     }
     return [(name, getattr(step, name)) for name in names.get(type(step), ())]
 
@@ -343,7 +347,7 @@ def _address(value: Any) -> bool:
 def _written_keys(step: Step) -> list[str]:
     if isinstance(step, (Compute, Task)):
         return [step.key]
-    if isinstance(step, WaitForEvent):
+    if isinstance(step, (WaitForEvent, WaitForCallback)):
         return [step.result_key]
     if isinstance(step, (MailSend, WebhookSend)):
         return [k for k in (step.key, step.result_key) if k]

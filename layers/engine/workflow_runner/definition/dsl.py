@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
+from ..callback_tokens import NO_CALLBACK, Callback
 from ..errors import WorkflowDefinitionError
 from ..refs import substitute_refs
 from .retry import BackoffKind, JitterKind, RetryPolicy
@@ -52,13 +53,18 @@ class WorkflowInfo:
 
 @dataclass(frozen=True)
 class StepContext:
-    """The argument every resolver receives."""
+    """The argument every resolver receives.
+
+    `callback` holds the token (and URL) of the wait_for_callback the pass reaches next
+    (both None where no pass runs, as in a task's function).
+    """
 
     event: DomainEvent
     steps: dict[str, Any]
     scope: dict[str, Any]
     workflow: WorkflowInfo
     now: datetime
+    callback: Callback = NO_CALLBACK
 
 
 Resolver: TypeAlias = Any  # a value, or a callable taking StepContext
@@ -201,6 +207,13 @@ class Task:
 
 
 @dataclass(frozen=True)
+class WaitForCallback:
+    result_key: str
+    timeout: Resolver = "P7D"
+    kind: str = "wait_for_callback"
+
+
+@dataclass(frozen=True)
 class Return:
     value: Resolver
     kind: str = "return"
@@ -217,9 +230,24 @@ Step: TypeAlias = (
     | WebhookSend
     | Task
     | Return
+    | WaitForCallback
 )
 
-SUSPENDING_KINDS = frozenset({"wait", "wait_for_event", "retry", "task"})
+
+def has_callback_wait(steps: tuple[Step, ...]) -> bool:
+    """Whether a step tree holds a wait_for_callback (its runs get a token secret)."""
+    for step in steps:
+        if isinstance(step, WaitForCallback):
+            return True
+        inner = (*step.on_true, *step.on_false) if isinstance(step, Branch) else ()
+        if isinstance(step, (ForEach, Retry)):
+            inner = step.do
+        if inner and has_callback_wait(inner):
+            return True
+    return False
+
+
+SUSPENDING_KINDS = frozenset({"wait", "wait_for_event", "retry", "task", "wait_for_callback"})
 # The longest attempt a task may ask for: it must fit in the worker Lambda's run.
 MAX_TASK_TIMEOUT = timedelta(minutes=14)
 
@@ -235,6 +263,7 @@ STEP_TYPES = (
     WebhookSend,
     Task,
     Return,
+    WaitForCallback,
 )
 
 

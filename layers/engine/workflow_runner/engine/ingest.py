@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..callback_tokens import new_run_secret
 from ..definition import (
     DomainEvent,
     EventTrigger,
@@ -22,6 +23,7 @@ from ..definition import (
     default_registry,
     run_id_for,
 )
+from ..definition.dsl import has_callback_wait
 from ..durations import format_instant
 from ..errors import StoreError, TransientStoreError
 from ..interpreter import Interpreter
@@ -82,12 +84,19 @@ def start_run(
         definition_fingerprint=definition.fingerprint,
         idempotency_key=idempotency_key,
         cron_scheduled_at=cron_scheduled_at,
+        callback_secret=new_run_secret() if has_callback_wait(definition.steps) else None,
     )
     tenant = event.tenant_id
     if not store.streams.append(tenant, run_id, RUN_STREAM, 0, [started], now):
         return None
     result = Interpreter(
-        definition, event, run_id, now, dispatch_seed=f"{tenant}|1", run_started_at=now
+        definition,
+        event,
+        run_id,
+        now,
+        dispatch_seed=f"{tenant}|1",
+        run_started_at=now,
+        callback_secret=started.callback_secret,
     ).run()
     return persist_pass(store, tenant, run_id, definition, event.type, 1, result, now)
 

@@ -19,6 +19,7 @@ from ..store import InboxEvent, Store, StoredEvent
 from ..stream import (
     RunStarted,
     RunState,
+    StepWaitingForCallback,
     StepWaitingForEvent,
     SuspensionFact,
     TaskCompleted,
@@ -137,8 +138,9 @@ def restore_results(
     task_outcome: TaskOutcome | None = None,
 ) -> Restored | None:
     """The results at a suspension plus what the resume seeds: the matched event's
-    payload under a wait_for_event's result key, a task's result (or its caught
-    failure) under the task's key. None when an awaited payload is no longer stored."""
+    payload under a wait_for_event's result key (a callback's payload under a
+    wait_for_callback's), a task's result (or its caught failure) under the task's key.
+    None when an awaited payload is no longer stored."""
     seeded: list[str] = []
     if suspension.full_results:
         results = dict(suspension.results or {})
@@ -154,7 +156,7 @@ def restore_results(
         if stored.missing:
             return None
         results, refs = stored.values, stored.awaited_refs
-    if isinstance(suspension, StepWaitingForEvent):
+    if isinstance(suspension, (StepWaitingForEvent, StepWaitingForCallback)):
         key = suspension.result_key
         payload = _awaited_payload(store, tenant_id, matched)
         if payload is _GONE:
@@ -262,6 +264,7 @@ def continue_run(
         run_started_at=state.started_at,
         written=restored.written,
         resumed_task=resumed_task,
+        callback_secret=state.started.callback_secret if state.started else None,
     ).run(path)
     return persist_pass(
         store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from ..definition import WorkflowDefinition
 from ..pass_result import PassResult, Suspension
-from ..store import NewTask, Store
+from ..store import NewCallback, NewTask, Store
 from ..stream import (
     DISPATCH_STREAM,
     RETURNED_FAILURE,
@@ -23,6 +23,7 @@ from ..stream import (
     RunState,
     RunStatus,
     StepWaiting,
+    StepWaitingForCallback,
     StepWaitingForEvent,
     TaskScheduled,
 )
@@ -44,7 +45,9 @@ class RunOutcome:
     task_id: str | None = None  # the task the run now waits for
 
 
-SuspensionEvent = StepWaiting | StepWaitingForEvent | RetryScheduled | TaskScheduled
+SuspensionEvent = (
+    StepWaiting | StepWaitingForEvent | RetryScheduled | TaskScheduled | StepWaitingForCallback
+)
 
 
 def suspension_fact(suspension: Suspension, common: dict[str, Any]) -> SuspensionEvent:
@@ -82,6 +85,15 @@ def suspension_fact(suspension: Suspension, common: dict[str, Any]) -> Suspensio
             timeout_ms=task.timeout_ms,
             catch=task.catch,
         )
+    if suspension.kind == "waiting-for-callback":
+        callback = suspension.callback
+        assert callback is not None
+        return StepWaitingForCallback(
+            **common,
+            result_key=callback.result_key,
+            token_hash=callback.token_hash,
+            timeout_at=suspension.wake_at,
+        )
     return StepWaiting(**common, wake_at=suspension.wake_at)
 
 
@@ -104,6 +116,7 @@ def persist_pass(
     fact: SuspensionEvent | RunCompleted | RunFailed
     status: RunStatus
     task: NewTask | None = None
+    callback: NewCallback | None = None
     if result.outcome == "suspended":
         suspension = result.suspension
         assert suspension is not None
@@ -135,6 +148,17 @@ def persist_pass(
                 request=spec.request,
                 max_attempts=spec.max_attempts,
                 timeout_ms=spec.timeout_ms,
+            )
+        if isinstance(fact, StepWaitingForCallback):
+            callback = NewCallback(
+                tenant_id=tenant_id,
+                token_hash=fact.token_hash,
+                run_id=run_id,
+                workflow_name=definition.name,
+                suspension_version=version + 1,
+                step_index=fact.step_index,
+                path=fact.path,
+                expires_at=fact.timeout_at,
             )
         outcome = RunOutcome(
             tenant_id,
@@ -201,6 +225,8 @@ def persist_pass(
             )
         if task is not None:
             store.tasks.insert(task, now)
+        if callback is not None:
+            store.callbacks.insert(callback, now)
         store.streams.append(tenant_id, run_id, RUN_STREAM, version, [fact], now, check=False)
         if status != "failed":
             # A failed run keeps the results as of its last suspension: a redrive

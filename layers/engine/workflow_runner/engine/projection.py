@@ -19,12 +19,15 @@ from datetime import datetime, timedelta
 from ..match import equality_key, matches_safely
 from ..store import DueRow, NewPendingRow, Store, StoredEvent
 from ..stream import (
+    CALLBACK_EVENT_TYPE,
     RUN_STREAM,
     TERMINAL_TYPES,
+    CallbackCompleted,
     RetryScheduled,
     StepEventMatched,
     StepResumed,
     StepWaiting,
+    StepWaitingForCallback,
     StepWaitingForEvent,
     Suspension,
     TaskCompleted,
@@ -110,7 +113,7 @@ class _PendingDeletes:
             self.runs.clear()
 
 
-def _pending_row(e: StoredEvent, fact: Suspension) -> NewPendingRow:
+def _pending_row(e: StoredEvent, fact: Suspension | StepWaitingForCallback) -> NewPendingRow:
     wait = fact if isinstance(fact, StepWaitingForEvent) else None
     return NewPendingRow(
         tenant_id=e.tenant_id,
@@ -133,7 +136,10 @@ def _apply(
     store: Store, e: StoredEvent, now: datetime, deletes: _PendingDeletes
 ) -> WokenRun | None:
     fact = e.fact
-    if isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)):
+    if isinstance(
+        fact,
+        (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled, StepWaitingForCallback),
+    ):
         deletes.before_write(e.tenant_id, e.stream_id)
         if isinstance(fact, StepWaitingForEvent):
             store.inbox.lock_type(e.tenant_id, fact.event_type)
@@ -147,6 +153,18 @@ def _apply(
             e.stream_id,
             fact.suspension_version,
             fact.event_type,
+            fact.event_id,
+            e.recorded_at,
+        )
+    elif isinstance(fact, CallbackCompleted):
+        # The completion marks the row and enqueues the resume itself; this is the path
+        # of a row projected after the completion, or of a rebuilt projection.
+        deletes.before_write(e.tenant_id, e.stream_id)
+        store.pending.mark_matched(
+            e.tenant_id,
+            e.stream_id,
+            fact.suspension_version,
+            CALLBACK_EVENT_TYPE,
             fact.event_id,
             e.recorded_at,
         )
@@ -202,7 +220,15 @@ def project_pending(
                     fact = e.fact
                     if (
                         limit is not None
-                        and isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled))
+                        and isinstance(
+                            fact,
+                            (
+                                StepWaiting,
+                                StepWaitingForEvent,
+                                RetryScheduled,
+                                StepWaitingForCallback,
+                            ),
+                        )
                         and fact.due_at <= limit
                     ):
                         key = (e.tenant_id, e.stream_id)

@@ -232,6 +232,7 @@ def redrive_run(
                 dispatch_seed=entry.dispatch_seed,
                 task_seed=f"{tenant_id}|{version + 1}",
                 run_started_at=state.started_at,
+                callback_secret=state.started.callback_secret if state.started else None,
             ).run()
             outcome = persist_pass(
                 store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now

@@ -23,6 +23,7 @@ from ..stream import (
     ResumedBy,
     RetryScheduled,
     StepResumed,
+    StepWaitingForCallback,
     StepWaitingForEvent,
     TaskScheduled,
 )
@@ -114,6 +115,8 @@ def _resume_in_transaction(
         resumed_by = "event" if matched else "timeout"
     elif isinstance(suspension, TaskScheduled):
         resumed_by = "task"
+    elif isinstance(suspension, StepWaitingForCallback):
+        resumed_by = "callback" if matched else "timeout"
     else:
         resumed_by = "timer"
     if item.force and matched is None and task_outcome is None and wake_at > now:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .callbacks import CallbackRow, NewCallback
 from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
 from .erasure import Relation
@@ -18,6 +19,7 @@ from .streams import NewEvent, StoredEvent
 from .tasks import ClaimedTask, NewTask, TaskRow, TaskStatus
 
 __all__ = [
+    "CallbackRow",
     "CandidateEvent",
     "CapturedMail",
     "ClaimedTask",
@@ -25,6 +27,7 @@ __all__ = [
     "DueRow",
     "InboxEvent",
     "Migration",
+    "NewCallback",
     "NewEvent",
     "NewPendingRow",
     "NewTask",

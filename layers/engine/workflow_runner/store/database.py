@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from .callbacks import CallbackStore
 from .console import ConsoleStore
 from .cron import CronStore
 from .erasure import ErasureStore
@@ -72,6 +73,10 @@ class Store:
     @cached_property
     def tasks(self) -> TaskStore:
         return TaskStore(self._sql)
+
+    @cached_property
+    def callbacks(self) -> CallbackStore:
+        return CallbackStore(self._sql)
 
     @cached_property
     def outbox(self) -> OutboxStore:

@@ -14,6 +14,13 @@ stream per dispatch request (`step-dispatch`, id = request id).
 
 from __future__ import annotations
 
+from .callbacks import (
+    CALLBACK_COMPLETED,
+    CALLBACK_EVENT_TYPE,
+    STEP_WAITING_FOR_CALLBACK,
+    CallbackCompleted,
+    StepWaitingForCallback,
+)
 from .codec import Fact, UnknownFact, decode, type_of
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .fold import RecordedFact, RunState, fold_run
@@ -71,6 +78,8 @@ from .suspensions import (
 from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed, TaskOutcome
 
 __all__ = [
+    "CALLBACK_COMPLETED",
+    "CALLBACK_EVENT_TYPE",
     "DISPATCHED",
     "DISPATCH_ATTEMPT_FAILED",
     "DISPATCH_FAILED",
@@ -91,6 +100,7 @@ __all__ = [
     "STEP_EVENT_MATCHED",
     "STEP_RESUMED",
     "STEP_WAITING",
+    "STEP_WAITING_FOR_CALLBACK",
     "STEP_WAITING_FOR_EVENT",
     "SUSPENSION_TYPES",
     "TASK_ATTEMPT_FAILED",
@@ -98,6 +108,7 @@ __all__ = [
     "TASK_FAILED",
     "TASK_SCHEDULED",
     "TERMINAL_TYPES",
+    "CallbackCompleted",
     "DispatchAttemptFailed",
     "DispatchFailed",
     "DispatchRequested",
@@ -120,6 +131,7 @@ __all__ = [
     "StepEventMatched",
     "StepResumed",
     "StepWaiting",
+    "StepWaitingForCallback",
     "StepWaitingForEvent",
     "Suspension",
     "SuspensionFact",

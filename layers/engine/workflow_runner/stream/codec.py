@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .operator import OperatorAction
 from .run import (
@@ -52,6 +53,8 @@ Fact: TypeAlias = (
     | Dispatched
     | DispatchFailed
     | OperatorAction
+    | StepWaitingForCallback
+    | CallbackCompleted
     | UnknownFact
 )
 
@@ -77,6 +80,8 @@ _KNOWN: dict[str, Any] = {
         Dispatched,
         DispatchFailed,
         OperatorAction,
+        StepWaitingForCallback,
+        CallbackCompleted,
     )
 }
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .codec import Fact
 from .names import SETTLED_STATUSES, RunStatus
 from .run import (
@@ -48,9 +49,10 @@ class RunState:
     started_at: datetime | None = None
     status: RunStatus | Literal["missing"] = "missing"
     fingerprint: str = ""
-    suspension: Suspension | None = None  # the open suspension
+    suspension: Suspension | StepWaitingForCallback | None = None  # the open suspension
     suspension_version: int = 0
-    matched_event_id: str | None = None  # the first event that matched the open wait
+    # The first event that matched the open wait (a callback's payload event included).
+    matched_event_id: str | None = None
     task_outcome: TaskOutcome | None = None  # the recorded outcome of the open task
     outcome_recorded_at: datetime | None = None
     last_failure: RunFailed | None = None
@@ -84,7 +86,16 @@ class RunState:
             self.started_at = recorded.recorded_at
             self.fingerprint = fact.definition_fingerprint
             self.status = "running"
-        elif isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)):
+        elif isinstance(
+            fact,
+            (
+                StepWaiting,
+                StepWaitingForEvent,
+                RetryScheduled,
+                TaskScheduled,
+                StepWaitingForCallback,
+            ),
+        ):
             self.status = "waiting"
             self.suspension = fact
             self.suspension_version = recorded.version
@@ -93,6 +104,13 @@ class RunState:
             self.fingerprint = fact.definition_fingerprint or self.fingerprint
         elif isinstance(fact, StepEventMatched):
             if self.matched_event_id is None:
+                self.matched_event_id = fact.event_id
+        elif isinstance(fact, CallbackCompleted):
+            if (
+                isinstance(self.suspension, StepWaitingForCallback)
+                and fact.suspension_version == self.suspension_version
+                and self.matched_event_id is None
+            ):
                 self.matched_event_id = fact.event_id
         elif isinstance(fact, (TaskCompleted, TaskFailed)):
             open_task = self.suspension

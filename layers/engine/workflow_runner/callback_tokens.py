@@ -27,7 +27,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from .errors import InvalidInput
+
 TOKEN_PREFIX = "wfrcb_"
+# What CALLBACK_BASE_URL may be: an http(s) URL without query or fragment.
+BASE_URL_PATTERN = r"^https?://[^\s/?#]+(/[^\s?#]*)?$"
 _TOKEN_TEXT = re.compile(r"wfrcb_[A-Za-z0-9_-]{43}")
 _base_url: ContextVar[str | None] = ContextVar("callback_base_url", default=None)
 
@@ -63,6 +67,22 @@ def is_token(text: str) -> bool:
 def tokens_in(text: str) -> list[str]:
     """Every callback token in a text (a mail body, a webhook body), in order."""
     return _TOKEN_TEXT.findall(text)
+
+
+def checked_base_url(value: str | None) -> str | None:
+    """CALLBACK_BASE_URL as configured (None when unset or empty).
+
+    Raises:
+        InvalidInput: it is not an http(s) URL without query or fragment.
+    """
+    if not value:
+        return None
+    if not re.fullmatch(BASE_URL_PATTERN, value):
+        raise InvalidInput(
+            f"CALLBACK_BASE_URL: {value!r} is not an http(s) URL without query or fragment "
+            "(the token is appended to it)"
+        )
+    return value
 
 
 def callback_base_url() -> str | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .callback_tokens import BASE_URL_PATTERN
 from .errors import InvalidInput
 
 # Environment variable -> field. Upper-case snake names, as the template sets them.
@@ -71,7 +72,7 @@ class Settings(BaseModel):
     # was either processed or given up on.
     resume_lease_seconds: int = Field(default=1200, ge=60, le=43200)
     # The callback endpoint's URL: `ctx.callback.url` is this plus the token.
-    callback_base_url: str | None = Field(default=None, pattern=r"^https?://[^\s/?#]+(/\S*)?$")
+    callback_base_url: str | None = Field(default=None, pattern=BASE_URL_PATTERN)
     aws_region: str | None = None
 
     @field_validator("webhook_allow_hosts", mode="before")

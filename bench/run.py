@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 from workflow_runner.embedded import start_embedded_postgres
 
-from . import backlog, console_list, due_scan_cost, latency, long_run, sleep_workflow
+from . import backlog, console_list, due_scan_cost, fan_out, latency, long_run, sleep_workflow
 from .common import create_database, drop_database, fresh_database
 from .report import write_plot, write_report
 
@@ -48,10 +48,11 @@ class Sizes:
     ingest_n: int
     commit_seconds: float
     console_n: int = 1_000_000
+    fan_out_n: int = 10_000
 
 
 FULL = Sizes((500, 5000), (10_000, 100_000), 10_000, 1_000_000, 1000, 1000, 30, 10_000, 5.0)
-QUICK = Sizes((200,), (2000,), 10_000, 100_000, 200, 200, 5, 1000, 2.0, 100_000)
+QUICK = Sizes((200,), (2000,), 10_000, 100_000, 200, 200, 5, 1000, 2.0, 100_000, 1000)
 
 TARGETS = {
     "sleep_workflow.ratio_vs_dbos": (">=", 5.0),
@@ -214,7 +215,27 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     log(f"  {results['ingestion']['events_per_s']} events/s")
     results["console"] = run_console(sizes, admin_url)
     results["long_run"] = run_long(admin_url)
+    results["fan_out"] = run_fan_out(sizes, workers, admin_url)
     return results
+
+
+def run_fan_out(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
+    """Workload 9: one map over N children, against N independent runs of the same steps."""
+    n = sizes.fan_out_n
+    log(f"9 fan-out: one map over {n} children of the sleep workflow")
+    with fresh_database(admin_url, "bench_fan") as url:
+        measured = fan_out.run(url, n, workers)
+    with fresh_database(admin_url, "bench_fan_naive") as url:
+        independent = sleep_workflow.run_ours(url, n, workers)
+    measured["independent_runs_per_s"] = independent["runs_per_s"]
+    measured["ratio_vs_independent_runs"] = round(
+        measured["children_per_s"] / independent["runs_per_s"], 2
+    )
+    log(
+        f"  makespan {measured['makespan_s']} s, {measured['children_per_s']} children/s "
+        f"({measured['ratio_vs_independent_runs']}x independent runs), join {measured['join_s']} s"
+    )
+    return measured
 
 
 def run_long(admin_url: str) -> dict[str, Any]:
@@ -255,7 +276,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="worker threads (connections)")
     parser.add_argument(
         "--only",
-        choices=["console", "long_run"],
+        choices=["console", "long_run", "fan_out"],
         help="run this workload alone and update its part of the existing results",
     )
     args = parser.parse_args()
@@ -296,7 +317,12 @@ def only(sizes: Sizes, workload: str) -> None:
     results: dict[str, Any] = json.loads(RESULTS.read_text())
     server, admin_url = start_embedded_postgres(fast=False)
     try:
-        measured = run_console(sizes, admin_url) if workload == "console" else run_long(admin_url)
+        if workload == "console":
+            measured = run_console(sizes, admin_url)
+        elif workload == "fan_out":
+            measured = run_fan_out(sizes, 4, admin_url)
+        else:
+            measured = run_long(admin_url)
         measured["generated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         measured["versions"] = versions()
         results[workload] = measured

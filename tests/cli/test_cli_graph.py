@@ -11,7 +11,8 @@ from cli_support import T0, TENANT, Cli, send
 from workflow_runner import define_workflow, on_event
 from workflow_runner.definition.dsl import DomainEvent
 from workflow_runner.engine import wake_on_event
-from workflow_runner.graph import flowchart, to_mermaid
+from workflow_runner.graph import flowchart
+from workflow_runner.graph_render import to_mermaid
 from workflow_runner.store import Store
 
 SIGNUP = {"userId": "active-ada", "email": "ada@example.com"}

@@ -215,3 +215,21 @@ def test_the_local_runtime_leaves_the_process_as_it_found_it(cli: Cli, tmp_path:
     assert getattr(ports, "_runtime", None) is before
     assert "POWERTOOLS_METRICS_DISABLED" not in os.environ
     assert lambda_support.metrics.metric_set == {}  # nothing left for a later flush
+
+
+def test_runs_show_links_a_parent_and_its_child_runs(cli: Cli, tmp_path: Path) -> None:
+    orders = [{"orderId": f"o-{n}", "email": "c@example.com"} for n in range(3)]
+    batch = entry("batch.submitted", batchId="b-1", orders=orders)
+    assert cli("local", "put-events", write(tmp_path, [batch]), "--now", T0).code == 0
+    listed = cli("runs", "list", "--tenant", TENANT, "--json").json()
+    parent = next(r["runId"] for r in listed if r["workflowName"] == "batch-fulfilment")
+    shown = cli("runs", "show", parent, "--tenant", TENANT, "--json").json()
+    assert shown["status"] == "completed" and shown["parentRunId"] is None
+    children = shown["children"]
+    assert [(c["workflowName"], c["index"], c["status"]) for c in children] == [
+        ("fulfil-order", n, "completed") for n in range(3)
+    ]
+    child = cli("runs", "show", children[0]["runId"], "--tenant", TENANT)
+    assert f"child of run {parent}" in child.out
+    text = cli("runs", "show", parent, "--tenant", TENANT).out
+    assert "CHILD RUN" in text and children[2]["runId"] in text

@@ -97,6 +97,8 @@ def test_runs_show_json_has_the_contract_shape(cli: Cli, store: Store) -> None:
         "status",
         "events",
         "deliveries",
+        "parentRunId",
+        "children",
     }
     assert body["workflowVersion"] == 1
     assert (body["runId"], body["tenantId"]) == (run_id, TENANT)

@@ -166,3 +166,32 @@ def test_inventory_sync_retries_twice_then_succeeds(env: WorkflowTestEnv) -> Non
     assert attempts == [1, 2]
     [hook] = env.webhooks
     assert hook.body == {"sku": "A-1", "attempt": 3}
+
+
+BATCH = {
+    "batchId": "b-7",
+    "orders": [
+        {"orderId": f"o-{n}", "email": f"c{n}@example.com", "outOfStock": n == 3} for n in range(8)
+    ],
+}
+
+
+def test_batch_fulfilment_maps_orders_onto_child_runs_five_at_a_time(
+    env: WorkflowTestEnv,
+) -> None:
+    env.put_event(tenant=TENANT_A, type="batch.submitted", payload=BATCH)
+    batch = env.run(tenant=TENANT_A, workflow="batch-fulfilment", key="b-7")
+    assert batch.status == "completed"
+    assert batch.result == {"isSuccess": True, "batchId": "b-7", "fulfilled": 7, "failed": 1}
+    orders = batch.steps["orders"]
+    assert [o.get("orderId") for o in orders] == [f"o-{n}" if n != 3 else None for n in range(8)]
+    failed = orders[3]
+    assert failed["failed"] is True and failed["reason"] == "task_failed"
+    child = env.run(tenant=TENANT_A, workflow="fulfil-order", key="b-7:o-3")
+    assert (child.run_id, child.status) == (failed["runId"], "failed")
+    assert child.events[0].payload["parentRunId"] == batch.run_id
+    assert sorted(m.to[0] for m in env.mails) == sorted(
+        f"c{n}@example.com" for n in range(8) if n != 3
+    )
+    [report] = [w for w in env.webhooks if w.url.endswith("/batches")]
+    assert report.body == {"batchId": "b-7", "fulfilled": 7, "failed": 1}

@@ -25,7 +25,8 @@ from workflow_runner.definition.checks import DefinitionProblems
 from workflow_runner.definition.dsl import WorkflowDefinition, has_callback_wait
 from workflow_runner.definition.fingerprint import compute_fingerprint
 from workflow_runner.errors import WorkflowDefinitionError
-from workflow_runner.graph import flowchart, mark_run, to_mermaid
+from workflow_runner.graph import flowchart, mark_run
+from workflow_runner.graph_render import to_mermaid
 from workflow_runner.interpreter import Interpreter
 from workflow_runner.store import StoredEvent
 from workflow_runner.stream import RecordedFact, fold_run

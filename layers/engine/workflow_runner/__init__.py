@@ -2,7 +2,7 @@
 
 Public API::
 
-    from workflow_runner import define_workflow, on_event, on_cron, run_id_for, RetryPolicy
+    from workflow_runner import define_workflow, on_event, on_cron, on_call, run_id_for, RetryPolicy
     from workflow_runner import Event, Steps, Scope, ref      # references, no lambda needed
     from workflow_runner.match import eq, in_, all_of, ...     # EventMatch builders
     from workflow_runner.testing import WorkflowTestEnv        # tests of your workflows
@@ -21,6 +21,7 @@ from .definition import (
     default_registry,
     define_workflow,
     load_workflow_modules,
+    on_call,
     on_cron,
     on_event,
     run_id_for,
@@ -59,6 +60,7 @@ __all__ = [
     "default_registry",
     "define_workflow",
     "load_workflow_modules",
+    "on_call",
     "on_cron",
     "on_event",
     "ref",

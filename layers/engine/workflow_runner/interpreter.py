@@ -3,7 +3,6 @@ suspension, a return, the end, or a failure. Pure: no I/O; the caller persists."
 
 from __future__ import annotations
 
-import json
 import random
 import uuid
 from collections.abc import Mapping, Sequence
@@ -13,10 +12,13 @@ from typing import Any, Literal
 from .callback_tokens import PassCallback, callback_base_url, token_hash
 from .definition.dsl import (
     Branch,
+    CallWorkflow,
     Compute,
     DomainEvent,
     ForEach,
     MailSend,
+    Map,
+    Parallel,
     Retry,
     Return,
     Step,
@@ -36,6 +38,7 @@ from .match import validate_event_match
 from .pass_result import (
     CallbackNotReached,
     CallbackWait,
+    ChildJoin,
     DispatchRequest,
     EventWait,
     InvalidArgument,
@@ -44,13 +47,12 @@ from .pass_result import (
     RetryWait,
     Suspension,
     TaskWait,
-    WorkflowStepError,
     describe_step_error,
 )
+from .step_requests import DISPATCH_NAMESPACE, child_join, delivery_request, seeded_id
 from .storable import DEFAULT_MAX_RESULT_BYTES, NotStorable, check_storable
 from .stream import NEVER, Frame, Path
 
-DISPATCH_NAMESPACE = uuid.UUID("6d0c4c8e-31f5-4c59-9d59-0f6f1c1a7a52")
 # The retry policy of a delivery that names none (as the dispatcher always did).
 DELIVERY_ATTEMPTS = 5
 
@@ -71,32 +73,6 @@ class _StepFailed(Exception):
         self.path = path
 
 
-def step_at(steps: Sequence[Step], path: Path) -> Step:
-    """Return the step a path points to.
-
-    Raises:
-        WorkflowStepError: the path does not fit this step tree.
-    """
-    current: Sequence[Step] = steps
-    step: Step | None = None
-    for depth, frame in enumerate(path):
-        index = frame.get("i")
-        if not isinstance(index, int) or not 0 <= index < len(current):
-            raise WorkflowStepError(f"path {path} does not fit the workflow's steps")
-        step = current[index]
-        if depth == len(path) - 1:
-            break
-        if isinstance(step, Branch):
-            current = step.on_true if frame.get("arm") == "true" else step.on_false
-        elif isinstance(step, (ForEach, Retry)):
-            current = step.do
-        else:
-            raise WorkflowStepError(f"path {path} enters a step that has no sub-steps")
-    if step is None:
-        raise WorkflowStepError("empty path")
-    return step
-
-
 def backoff_delay(step: Retry, failed_attempt: int, rng: random.Random) -> timedelta:
     """Delay before the attempt after `failed_attempt` (1-based) of a retry step."""
     seconds = backoff_seconds(
@@ -108,8 +84,7 @@ def backoff_delay(step: Retry, failed_attempt: int, rng: random.Random) -> timed
 def task_id_for(run_id: str, dispatch_seed: str, path: Path) -> str:
     """A task's attempt-group id: stable when a rolled-back pass is repeated (same seed),
     new for each retry attempt or for_each item (the path differs) and for a redrive."""
-    where = json.dumps(path, sort_keys=True, separators=(",", ":"))
-    return str(uuid.uuid5(DISPATCH_NAMESPACE, f"{run_id}|{dispatch_seed}|task|{where}"))
+    return seeded_id(run_id, dispatch_seed, "task", path)
 
 
 class Interpreter:
@@ -132,6 +107,7 @@ class Interpreter:
         resumed_task: the task a resume re-enters at and how it ended.
         max_result_bytes: the largest result a step may store.
         callback_secret: the run's key for callback tokens (None: random tokens).
+        parent_run_id: the run that started this one (`ctx.workflow.parent_run_id`).
     """
 
     def __init__(
@@ -150,6 +126,7 @@ class Interpreter:
         resumed_task: ResumedTask | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         callback_secret: str | None = None,
+        parent_run_id: str | None = None,
     ) -> None:
         self.definition = definition
         self.event = event
@@ -164,7 +141,9 @@ class Interpreter:
         self.rng = rng or random.Random()
         self.resumed_task = resumed_task
         self.max_result_bytes = max_result_bytes
+        self.parent_run_id = parent_run_id
         self.dispatches: list[DispatchRequest] = []
+        self.starts: list[ChildJoin] = []
         self._attempts: list[int] = []
         self.callback = PassCallback(
             callback_secret, dispatch_seed, callback_base_url(), lambda: len(self._attempts)
@@ -217,6 +196,7 @@ class Interpreter:
             awaited_refs=self.awaited_refs,
             written=list(self.written),
             dispatches=self.dispatches,
+            starts=self.starts,
             **kw,
         )
 
@@ -236,6 +216,7 @@ class Interpreter:
                 step_index=int(path[0]["i"]),
                 retry_attempt=self._attempts[-1] if self._attempts else 1,
                 definition_fingerprint=self.definition.fingerprint,
+                parent_run_id=self.parent_run_id,
             ),
             now=self.now,
             callback=self.callback,
@@ -286,16 +267,29 @@ class Interpreter:
             self._suspend_for_event(step, path, scope)
         elif isinstance(step, WaitForCallback):
             timeout_at = self._wake_at(self._call(step.timeout, path, scope), path, "timeout")
-            wait = CallbackWait(step.result_key, token_hash(self.callback.take()))
-            raise _Suspend(Suspension("waiting-for-callback", path, timeout_at, callback=wait))
+            callback = CallbackWait(step.result_key, token_hash(self.callback.take()))
+            raise _Suspend(Suspension("waiting-for-callback", path, timeout_at, callback=callback))
         elif isinstance(step, Task):
-            self._schedule_task(step, path, scope, None)
+            raise _Suspend(
+                Suspension("task-scheduled", path, NEVER, task=self._task(step, path, scope))
+            )
         elif isinstance(step, (MailSend, WebhookSend)):
             request = self._delivery_request(step, path, scope)
             if step.result_key is not None:
-                self._schedule_task(step, path, scope, request)
-            else:
-                self._request_dispatch(step, path, request)
+                wait = self._task(step, path, scope, request)
+                raise _Suspend(Suspension("task-scheduled", path, NEVER, task=wait))
+            self._request_dispatch(step, path, request)
+        elif isinstance(step, Parallel):
+            tasks = tuple(
+                self._task(sub, [*path, {"i": j}], scope, self._request_of(sub, path, scope))
+                for j, sub in enumerate(step.steps)
+                if isinstance(sub, (Task, MailSend, WebhookSend))
+            )
+            raise _Suspend(
+                Suspension("tasks-scheduled", path, NEVER, tasks=tasks, result_key=step.result_key)
+            )
+        elif isinstance(step, (CallWorkflow, Map)):
+            self._children(step, path, scope)
         elif isinstance(step, Return):
             value = self._checked(self._call(step.value, path, scope), "return value", path)
             raise _Returned(value)
@@ -308,7 +302,7 @@ class Interpreter:
             return False
         if resumed.failure is not None:
             raise _StepFailed(resumed.failure, path)
-        return isinstance(step, (Task, MailSend, WebhookSend))
+        return isinstance(step, (Task, MailSend, WebhookSend, Parallel, CallWorkflow, Map))
 
     def _checked(self, value: Any, what: str, path: Path) -> Any:
         try:
@@ -351,14 +345,14 @@ class Interpreter:
         wait = EventWait(step.event, match, lookback_from, step.result_key)
         raise _Suspend(Suspension("waiting-for-event", path, timeout_at, event=wait))
 
-    def _schedule_task(
+    def _task(
         self,
         step: Task | MailSend | WebhookSend,
         path: Path,
         scope: dict[str, Any],
-        request: dict[str, Any] | None,
-    ) -> None:
-        """Suspend at a task; the worker runs it with `scope` as ctx.scope."""
+        request: dict[str, Any] | None = None,
+    ) -> TaskWait:
+        """The task a step asks for; the worker runs it with `scope` as ctx.scope."""
         scope_copy = self._checked(dict(scope), f"the for_each items around {step.kind}", path)
         policy: RetryPolicy | None = step.retry
         timeout_ms: int | None = None
@@ -368,7 +362,7 @@ class Interpreter:
         else:
             assert step.result_key is not None
             key = step.result_key
-        wait = TaskWait(
+        return TaskWait(
             task_key=key,
             task_id=task_id_for(self.run_id, self.task_seed, path),
             step_kind=step.kind,
@@ -378,7 +372,35 @@ class Interpreter:
             scope=scope_copy,
             request=request,
         )
-        raise _Suspend(Suspension("task-scheduled", path, NEVER, task=wait))
+
+    def _request_of(self, step: Step, path: Path, scope: dict[str, Any]) -> dict[str, Any] | None:
+        if isinstance(step, (MailSend, WebhookSend)):
+            return self._delivery_request(step, path, scope)
+        return None
+
+    def _children(self, step: CallWorkflow | Map, path: Path, scope: dict[str, Any]) -> None:
+        """Ask for child runs: suspend until they settle, or go on (start_workflow)."""
+        try:
+            join = child_join(
+                step,
+                self.run_id,
+                self.task_seed,
+                path,
+                lambda value, at: self._call(value, path, at),
+                scope,
+                self.max_result_bytes,
+            )
+        except _StepFailed:
+            raise
+        except Exception as error:
+            raise _StepFailed(error, path) from error
+        if join.kind == "start":
+            self.starts.append(join)
+        elif not join.children:  # a map over nothing
+            if join.result_key:
+                self._store(join.result_key, [])
+        else:
+            raise _Suspend(Suspension("children-waiting", path, NEVER, join=join))
 
     def _run_retry(
         self,
@@ -433,48 +455,14 @@ class Interpreter:
         self, step: MailSend | WebhookSend, path: Path, scope: dict[str, Any]
     ) -> dict[str, Any]:
         """The request a mail or webhook step asks for, checked before it is stored."""
-        request: dict[str, Any]
         try:
-            if isinstance(step, MailSend):
-                to = self._call(step.to, path, scope)
-                recipients = [to] if isinstance(to, str) else list(to or [])
-                if not recipients or not all(isinstance(r, str) and "@" in r for r in recipients):
-                    raise InvalidArgument("to", "mail_send takes an address or a list of them")
-                request = {
-                    "to": recipients,
-                    "subject": str(self._call(step.subject, path, scope)),
-                    "body": str(self._call(step.body, path, scope)),
-                    "from": self._call(step.from_, path, scope),
-                }
-            else:
-                url = self._call(step.url, path, scope)
-                if not isinstance(url, str) or not url:
-                    raise InvalidArgument("url", "webhook_send takes a non-empty string")
-                method = self._call(step.method, path, scope) or "POST"
-                if method not in ("POST", "PUT", "PATCH"):
-                    raise InvalidArgument("method", "webhook_send takes POST, PUT or PATCH")
-                headers = self._call(step.headers, path, scope) or {}
-                if not isinstance(headers, Mapping) or not all(
-                    isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-                ):
-                    raise InvalidArgument("headers", "webhook_send takes strings to strings")
-                body = self._call(step.body, path, scope)
-                check_storable(body, "webhook body", self.max_result_bytes)
-                request = {
-                    "url": url,
-                    "method": method,
-                    "headers": dict(headers),
-                    "bodyJson": json.dumps(body, separators=(",", ":")),
-                    "auth": self._call(step.auth, path, scope),
-                }
-            if step.retry is not None:
-                request["retry"] = step.retry.to_json()
-            check_storable(request, f"{step.kind} request", self.max_result_bytes)
+            return delivery_request(
+                step, lambda value, at: self._call(value, path, at), scope, self.max_result_bytes
+            )
         except _StepFailed:
             raise
         except Exception as error:
             raise _StepFailed(error, path) from error
-        return request
 
     def _request_dispatch(
         self, step: MailSend | WebhookSend, path: Path, request: dict[str, Any]

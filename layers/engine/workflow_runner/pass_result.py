@@ -26,6 +26,17 @@ class TaskFailedError(WorkflowStepError):
         self.error_class = error_class
 
 
+class ChildFailedError(WorkflowStepError):
+    """A child run the workflow waited for failed or was cancelled, and the workflow
+    does not catch it."""
+
+    reason = "child_failed"
+
+    def __init__(self, workflow: str, child_reason: str) -> None:
+        super().__init__(f"child workflow {workflow!r} ended {child_reason}")
+        self.error_class = "ChildFailed"
+
+
 class InvalidArgument(WorkflowStepError):
     """A step argument's value, computed when the step ran, is not what the step takes
     (a timeout that is no duration, a match that is no EventMatch, a recipient without @).
@@ -57,7 +68,7 @@ class CallbackNotReached(WorkflowStepError):
 
 def describe_step_error(error: BaseException) -> str:
     """The generic text stored for a failed step; the raw message goes to the log only."""
-    if isinstance(error, TaskFailedError):
+    if isinstance(error, (TaskFailedError, ChildFailedError)):
         return f"workflow step failed ({error.error_class})"
     name = type(error).__name__ if isinstance(error, Exception) else ""
     return f"workflow step failed ({name})" if name else "workflow step failed (unknown error)"
@@ -109,12 +120,44 @@ class CallbackWait:
 
 
 @dataclass(frozen=True)
+class ChildSpec:
+    """One child run a join starts: its idempotency key, run id and input."""
+
+    key: str
+    run_id: str
+    input: Any
+
+
+@dataclass(frozen=True)
+class ChildJoin:
+    """Child runs a pass asks for: `call` (one, waited for), `map` (many, at most
+    `concurrency` at once, waited for) or `start` (fire and forget). The worker starts
+    them after the pass commits."""
+
+    join_id: str
+    kind: Literal["call", "map", "start"]
+    workflow: str
+    children: tuple[ChildSpec, ...]
+    concurrency: int
+    result_key: str | None
+    catch: bool
+    path: Path
+
+
+@dataclass(frozen=True)
 class Suspension:
     """Where a pass stopped: `path`, due at `wake_at` (a wait's time, a wait_for_event's
-    or wait_for_callback's timeout, a retry's next attempt; never by time for a task)."""
+    or wait_for_callback's timeout, a retry's next attempt; never by time for tasks and
+    children)."""
 
     kind: Literal[
-        "waiting", "waiting-for-event", "retry-scheduled", "task-scheduled", "waiting-for-callback"
+        "waiting",
+        "waiting-for-event",
+        "retry-scheduled",
+        "task-scheduled",
+        "tasks-scheduled",
+        "children-waiting",
+        "waiting-for-callback",
     ]
     path: Path
     wake_at: datetime
@@ -122,6 +165,9 @@ class Suspension:
     retry: RetryWait | None = None
     task: TaskWait | None = None
     callback: CallbackWait | None = None
+    tasks: tuple[TaskWait, ...] = ()  # parallel
+    result_key: str | None = None  # parallel: the list of the tasks' results
+    join: ChildJoin | None = None
 
     @property
     def step_index(self) -> int:
@@ -141,11 +187,11 @@ class DispatchRequest:
 
 @dataclass(frozen=True)
 class ResumedTask:
-    """The task a resume re-enters at, and how it ended (None: it succeeded, or failed
-    and the workflow catches it; its value is seeded under its key)."""
+    """The task, parallel tasks or children a resume re-enters at, and how they ended
+    (None: success, or a failure the workflow catches; the values are seeded)."""
 
     path: Path
-    failure: TaskFailedError | None = None
+    failure: TaskFailedError | ChildFailedError | None = None
 
 
 @dataclass
@@ -159,6 +205,7 @@ class PassResult:
     written: list[str]
     dispatches: list[DispatchRequest]
     suspension: Suspension | None = None
+    starts: list[ChildJoin] = field(default_factory=list)  # start_workflow
     return_value: Any = None
     reason: str | None = None
     error: str | None = None

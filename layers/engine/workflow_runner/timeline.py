@@ -16,6 +16,9 @@ from .stream import (
     NEVER,
     RUN_STREAM,
     CallbackCompleted,
+    ChildrenRequested,
+    ChildrenSettled,
+    ChildrenWaiting,
     DispatchAttemptFailed,
     Dispatched,
     DispatchFailed,
@@ -37,6 +40,7 @@ from .stream import (
     TaskCompleted,
     TaskFailed,
     TaskScheduled,
+    TasksScheduled,
 )
 
 
@@ -65,7 +69,8 @@ def describe_event(e: StoredEvent) -> str:
     f = e.fact
     if isinstance(f, RunStarted):
         source = f.cron_scheduled_at or f.trigger_event_id or "-"
-        return f"{f.workflow_name} v{f.workflow_version} on {f.trigger_event_type} ({source})"
+        text = f"{f.workflow_name} v{f.workflow_version} on {f.trigger_event_type} ({source})"
+        return text + (f", child of run {f.parent_run_id}" if f.parent_run_id else "")
     if isinstance(f, StepWaiting):
         return f"step {f.step_index}: wait until {instant(f.wake_at)}"
     if isinstance(f, StepWaitingForEvent):
@@ -113,6 +118,25 @@ def describe_event(e: StoredEvent) -> str:
             f"task {f.task_key!r} failed after {f.attempts} attempt(s): "
             f"{f.error_class} ({f.reason})"
         )
+    if isinstance(f, TasksScheduled):
+        keys = ", ".join(repr(t.task_key) for t in f.tasks)
+        return f"step {f.step_index}: {len(f.tasks)} tasks at once ({keys})"
+    if isinstance(f, ChildrenWaiting):
+        if f.join_kind == "call":
+            return f"step {f.step_index}: called {f.child_workflow} (run {f.child_run_id})"
+        return (
+            f"step {f.step_index}: map over {f.children} item(s) of {f.child_workflow}, "
+            f"{f.concurrency} at once"
+        )
+    if isinstance(f, ChildrenSettled):
+        if f.failed:
+            return (
+                f"{f.settled} child run(s) settled, {f.failed} failed "
+                f"({f.reason}, run {f.child_run_id})"
+            )
+        return f"{f.settled} child run(s) settled"
+    if isinstance(f, ChildrenRequested):
+        return f"step {f.step_index}: started {f.child_workflow} ({len(f.child_run_ids)} run(s))"
     if isinstance(f, DispatchRequested):
         again = f" (redelivery {f.redelivery})" if f.redelivery else ""
         return f"step {f.step_index}: {f.step_kind} requested{again}"

@@ -5,6 +5,7 @@ Set WORKFLOW_MODULES=sample_workflows (the default) to load them in the function
 
 from __future__ import annotations
 
+from .batch_fulfilment import batch_fulfilment, fulfil_order
 from .daily_report import daily_report
 from .inventory_sync import inventory_sync
 from .order_approval import order_approval
@@ -12,7 +13,9 @@ from .user_onboarding import user_onboarding
 from .webhook_delivery import webhook_delivery
 
 __all__ = [
+    "batch_fulfilment",
     "daily_report",
+    "fulfil_order",
     "inventory_sync",
     "order_approval",
     "user_onboarding",

@@ -158,7 +158,10 @@ def report_work(result: WorkResult) -> dict[str, Any]:
     count("TasksCompleted", result.tasks_with("completed"))
     count("TasksFailed", result.tasks_with("failed"))
     count("TaskAttemptsFailed", result.tasks_with("retry"))
-    if result.resumes_sent:
+    count("ChildrenStarted", result.children_started)
+    if result.resumes_sent or result.children_started or result.children_counted:
+        # Started children may have settled (their parents are told on their streams,
+        # which the projection turns into resumes) or asked for deliveries.
         runtime().nudger.nudge_projection()
     logger.info(
         "worker done",
@@ -173,6 +176,8 @@ def report_work(result: WorkResult) -> dict[str, Any]:
             for outcome in ("completed", "failed", "retry", "dropped")
         },
         "resumed": result.resumes_sent,
+        "childrenStarted": result.children_started,
+        "childrenCounted": result.children_counted,
         "drained": result.drained,
     }
 

@@ -16,7 +16,8 @@ from ..engine.doctor import run_doctor
 from ..engine.erase import erase_event
 from ..engine.passes import load_run
 from ..engine.run_lookup import RunFilter, list_runs, workflow_version_of
-from ..graph import GraphUnavailable, flowchart, run_chart, to_mermaid, to_png
+from ..graph import flowchart, run_chart
+from ..graph_render import GraphUnavailable, to_mermaid, to_png
 from ..local.routes import template_routes
 from ..store import PendingRow, RunSummary, StoredEvent
 from ..stream import RUN_STREAM, fold_run
@@ -111,6 +112,10 @@ def cmd_runs_list(ctx: Context) -> int:
     return 0
 
 
+# Children listed by `runs show` (a map may have thousands).
+CHILDREN_SHOWN = 100
+
+
 def _load_stream(ctx: Context, tenant: str, run_id: str) -> list[StoredEvent]:
     load_run(ctx.store(), tenant, run_id)  # RunNotFound for an unknown run or wrong tenant
     return ctx.store().streams.load(tenant, run_id)
@@ -123,6 +128,8 @@ def cmd_runs_show(ctx: Context) -> int:
     events = _load_stream(ctx, tenant, run_id)
     state = fold_run(run_id, tenant, [e.recorded for e in events])
     timeline = run_timeline(ctx.store(), tenant, run_id)
+    parent = state.started.parent_run_id if state.started else None
+    children = ctx.store().children.of_run(tenant, run_id, limit=CHILDREN_SHOWN + 1)
     if ctx.output.as_json:
         ctx.output.json(
             {
@@ -138,12 +145,26 @@ def cmd_runs_show(ctx: Context) -> int:
                     for e in timeline
                     if e.stream_type != RUN_STREAM
                 ],
+                "parentRunId": parent,
+                "children": [
+                    {
+                        "runId": c.child_run_id,
+                        "workflowName": c.child_workflow,
+                        "index": c.item_index,
+                        "step": c.kind,
+                        "status": c.status,
+                        "reason": c.reason,
+                    }
+                    for c in children[:CHILDREN_SHOWN]
+                ],
             }
         )
         return 0
     out = ctx.output
     out.heading(f"run {run_id}  {state.workflow_name}  {out.status(state.status)}")
     out.line(f"tenant {tenant}")
+    if parent:
+        out.line(f"child of run {parent}  (wfr runs show {parent})")
     if state.suspension is not None:
         out.line(f"waiting at step {state.suspension.step_index}")
     out.table(
@@ -161,6 +182,18 @@ def cmd_runs_show(ctx: Context) -> int:
             for e in timeline_entries(timeline)
         ],
     )
+    if children:
+        out.line("")
+        out.table(
+            ["CHILD RUN", "WORKFLOW", "STEP", "ITEM", "STATUS"],
+            [
+                [c.child_run_id, c.child_workflow, c.kind, c.item_index, c.status]
+                for c in children[:CHILDREN_SHOWN]
+            ],
+            colours=[None, None, None, None, "status"],
+        )
+        if len(children) > CHILDREN_SHOWN:
+            out.warn(f"only the first {CHILDREN_SHOWN} children are shown")
     return 0
 
 

@@ -10,13 +10,16 @@ from ..errors import UnknownWorkflow
 from ..graph import run_chart
 from ..store import RunSummary, StoredEvent
 from ..stream import (
+    ChildrenWaiting,
     OperatorAction,
     RunCompleted,
     RunFailed,
     RunStarted,
     RunState,
+    StepWaitingForCallback,
     SuspensionFact,
     TaskScheduled,
+    TasksScheduled,
     fold_run,
 )
 from ..timeline import duration, run_timeline, timeline_entries
@@ -159,6 +162,10 @@ def _summary(view: View, run: RunSummary, state: RunState) -> Markup:
         facts.append(("Trigger", join([started.trigger_event_type, " ", el("code", source)])))
         if started.idempotency_key is not None:
             facts.append(("Idempotency key", el("code", started.idempotency_key)))
+        if started.parent_run_id:
+            parent = started.parent_run_id
+            link = el("a", parent, href=url(f"/runs/{parent}", {"tenant": run.tenant_id}))
+            facts.append(("Parent run", el("code", link)))
     facts.append(("Stream version", str(state.version)))
     return el("dl", join(join([el("dt", k), el("dd", v)]) for k, v in facts), class_="facts-grid")
 
@@ -255,6 +262,37 @@ def _deliveries(view: View, run: RunSummary) -> Markup:
     )
 
 
+def _children(view: View, run: RunSummary) -> Markup:
+    rows = [
+        [
+            # A child not started yet has a run id but no run to show.
+            short_id(c.child_run_id)
+            if c.status == "pending"
+            else el(
+                "a",
+                short_id(c.child_run_id),
+                href=url(f"/runs/{c.child_run_id}", {"tenant": run.tenant_id}),
+            ),
+            c.child_workflow,
+            c.kind,
+            str(c.item_index),
+            status_badge(c.status),
+            c.reason or "",
+        ]
+        for c in view.store.children.of_run(run.tenant_id, run.run_id, limit=CHILDREN_SHOWN)
+    ]
+    return table(
+        ["Child run", "Workflow", "Step", "Item", "Status", "Reason"],
+        rows,
+        "No child runs.",
+        class_="children",
+    )
+
+
+# Children listed on a run's page (a map may have thousands).
+CHILDREN_SHOWN = 200
+
+
 def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
     """Everything about one run: where it stands, its graph, results and timeline."""
     events = view.store.streams.load(run.tenant_id, run.run_id)
@@ -266,6 +304,29 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
         where = el(
             "p",
             f"Waiting at step {task.step_index} for its {task.step_kind} {task.task_key}",
+            class_="where",
+        )
+    elif isinstance(state.suspension, TasksScheduled):
+        where = el(
+            "p",
+            f"Waiting at step {state.suspension.step_index} for "
+            f"{len(state.suspension.tasks)} tasks running at once",
+            class_="where",
+        )
+    elif isinstance(state.suspension, ChildrenWaiting):
+        waits = state.suspension
+        where = el(
+            "p",
+            f"Waiting at step {waits.step_index} for {waits.children} child run(s) of "
+            f"{waits.child_workflow}",
+            class_="where",
+        )
+    elif isinstance(state.suspension, StepWaitingForCallback):
+        where = el(
+            "p",
+            f"Waiting at step {state.suspension.step_index} for a callback "
+            f"(result {state.suspension.result_key!r}), until ",
+            when(state.suspension.due_at, view.now),
             class_="where",
         )
     elif state.suspension is not None:
@@ -296,6 +357,7 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
             el("section", el("h2", "Step results"), _results(view, run, events), class_="card"),
             el("section", el("h2", "Timeline"), _timeline(view, run), class_="card"),
             el("section", el("h2", "Mail and webhooks"), _deliveries(view, run), class_="card"),
+            el("section", el("h2", "Child runs"), _children(view, run), class_="card"),
         ]
     )
     crumbs = el("p", el("a", "← Runs", href="/"), class_="crumbs")

@@ -13,12 +13,16 @@ from ..match import validate_event_match
 from ..refs import contains_refs
 from .checks import Unbuilt
 from .dsl import (
+    MAX_MAP_CONCURRENCY,
     MAX_TASK_TIMEOUT,
     STEP_TYPES,
     Branch,
+    CallWorkflow,
     Compute,
     ForEach,
     MailSend,
+    Map,
+    Parallel,
     Resolver,
     Retry,
     Return,
@@ -286,9 +290,114 @@ class StepBuilder:
             raise WorkflowDefinitionError(f"task({key!r}): catch must be True or False")
         return Task(key=key, fn=fn, retry=retry or RetryPolicy(), timeout=timeout, catch=catch)
 
+    def call_workflow(
+        self,
+        name: str,
+        input: Resolver = None,
+        key: Resolver = None,
+        result_key: str | None = None,
+        catch: bool = False,
+    ) -> CallWorkflow:
+        """Start workflow `name` as a child run (same tenant) and wait until it settles.
+
+        Args:
+            name: the child workflow (any registered workflow; `on_call()` for one that
+                only workflows start).
+            input: the child's `ctx.event.payload` (a JSON object; resolvable).
+            key: the child's idempotency key (resolvable): its run id derives from
+                `name` and `key`, so a repeated pass never starts two. Default: this run
+                and step, so each call starts its own child.
+            result_key: where the child's return value lands.
+            catch: a failed or cancelled child lets the run go on with
+                `{"failed": true, "reason": ..., "runId": ...}` under `result_key`
+                instead of failing it (reason child_failed).
+        """
+        _check_child("call_workflow", name, result_key, catch)
+        return CallWorkflow(workflow=name, input=input, key=key, result_key=result_key, catch=catch)
+
+    def start_workflow(
+        self, name: str, input: Resolver = None, key: Resolver = None
+    ) -> CallWorkflow:
+        """Start workflow `name` as a child run and go on at once (fire and forget; the
+        start is recorded on both runs, and the child outlives this run)."""
+        _check_child("start_workflow", name, None, False)
+        return CallWorkflow(
+            workflow=name, input=input, key=key, result_key=None, catch=False, wait=False
+        )
+
+    def map(
+        self,
+        over: Resolver,
+        workflow: str,
+        key: Resolver = None,
+        concurrency: int = 10,
+        result_key: str | None = None,
+        catch: bool = False,
+    ) -> Map:
+        """Run workflow `workflow` once per item of `over` as child runs, at most
+        `concurrency` at once; their return values land, in item order, as a list under
+        `result_key`.
+
+        Each item is its child's `ctx.event.payload` (an item that is not a JSON object
+        arrives as `{"item": value}`). `key` (resolvable, with `ctx.scope["item"]` and
+        `ctx.scope["index"]` set) names each child (default: this run, step and index).
+        A failed child fails the run (reason child_failed) and cancels the children
+        still running, unless `catch=True`: then its slot holds
+        `{"failed": true, "reason": ..., "runId": ...}`.
+        """
+        _check_child("map", workflow, result_key, catch)
+        if (
+            isinstance(concurrency, bool)
+            or not isinstance(concurrency, int)
+            or not 1 <= concurrency <= MAX_MAP_CONCURRENCY
+        ):
+            raise WorkflowDefinitionError(
+                f"map({workflow!r}): concurrency must be an integer from 1 to "
+                f"{MAX_MAP_CONCURRENCY}, not {concurrency!r}"
+            )
+        return Map(
+            over=over,
+            workflow=workflow,
+            key=key,
+            concurrency=concurrency,
+            result_key=result_key,
+            catch=catch,
+        )
+
+    def parallel(self, *tasks: Step, result_key: str | None = None) -> Parallel:
+        """Run several tasks (`s.task(...)`, or `mail_send`/`webhook_send` with a
+        `result_key`) at once; the run goes on when all have settled. Each result lands
+        under its own key; `result_key` also gets the list of them, in order. A task
+        that fails for good and does not catch fails the run at once."""
+        if not tasks:
+            raise WorkflowDefinitionError("parallel: give at least one task")
+        for i, task in enumerate(tasks):
+            if isinstance(task, Task) or (
+                isinstance(task, (MailSend, WebhookSend)) and task.result_key is not None
+            ):
+                continue
+            if isinstance(task, Unbuilt):
+                continue
+            raise WorkflowDefinitionError(
+                f"parallel: argument {i} is a {getattr(task, 'kind', type(task).__name__)} "
+                "step; give s.task(...) or mail_send/webhook_send with result_key="
+            )
+        if result_key is not None and (not isinstance(result_key, str) or not result_key):
+            raise WorkflowDefinitionError("parallel: result_key must be a non-empty string")
+        return Parallel(steps=tuple(tasks), result_key=result_key)
+
     def return_(self, value: Resolver = None) -> Return:
         """End the run. `{"isSuccess": False, ...}` ends it as failed (reason returned_failure)."""
         return Return(value=value)
+
+
+def _check_child(where: str, name: object, result_key: object, catch: object) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise WorkflowDefinitionError(f"{where}: the workflow name must be a non-empty string")
+    if result_key is not None and (not isinstance(result_key, str) or not result_key):
+        raise WorkflowDefinitionError(f"{where}({name!r}): result_key must be a non-empty string")
+    if not isinstance(catch, bool):
+        raise WorkflowDefinitionError(f"{where}({name!r}): catch must be True or False")
 
 
 def _check_delivery(

@@ -29,10 +29,13 @@ from ..refs import Ref, refs_in
 from ..storable import NotStorable, check_storable
 from .dsl import (
     Branch,
+    CallWorkflow,
     Compute,
     CronTrigger,
     ForEach,
     MailSend,
+    Map,
+    Parallel,
     Retry,
     Return,
     Step,
@@ -208,8 +211,10 @@ class _Walk:
             self.problem(place, step.argument, step.message)
             return
         for argument, value in _arguments(step):
+            # A map's key sees the item it names (ctx.scope["item"], ["index"]).
+            around = (*scopes, "item", "index") if isinstance(step, Map) else scopes
             for reference in refs_in(value):
-                self.uses.append((reference, place, argument, scopes))
+                self.uses.append((reference, place, argument, around))
         if isinstance(step, Branch):
             self.steps(step.on_true, f"{place} › on_true › ", (*arms, (place, "true")), scopes)
             self.steps(step.on_false, f"{place} › on_false › ", (*arms, (place, "false")), scopes)
@@ -218,6 +223,10 @@ class _Walk:
             self.steps(step.do, f"{place} › do › ", arms, (*scopes, step.as_))
         elif isinstance(step, Retry):
             self.steps(step.do, f"{place} › do › ", arms, scopes)
+        elif isinstance(step, Parallel):
+            self.steps(step.steps, f"{place} › ", arms, scopes)
+        elif isinstance(step, Map):
+            self.over(place, step.over)
         elif isinstance(step, Wait):
             self.wait(place, step)
         elif isinstance(step, WaitForEvent):
@@ -328,6 +337,8 @@ def _arguments(step: Step) -> list[tuple[str, Any]]:
         MailSend: ("to", "subject", "body", "from_"),
         WebhookSend: ("url", "method", "headers", "body", "auth"),
         Task: ("fn",),
+        CallWorkflow: ("input", "key"),
+        Map: ("over", "key"),
         Return: ("value",),
         WaitForCallback: ("timeout",),
     }
@@ -351,6 +362,8 @@ def _written_keys(step: Step) -> list[str]:
         return [step.result_key]
     if isinstance(step, (MailSend, WebhookSend)):
         return [k for k in (step.key, step.result_key) if k]
+    if isinstance(step, (CallWorkflow, Map, Parallel)) and step.result_key:
+        return [step.result_key]
     return []
 
 

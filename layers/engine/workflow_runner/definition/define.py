@@ -9,6 +9,7 @@ from ..errors import InvalidInput, WorkflowDefinitionError
 from .builder import StepBuilder, as_steps
 from .checks import PlacingBuilder, check_definition
 from .dsl import (
+    CallTrigger,
     CronTrigger,
     DomainEvent,
     EventTrigger,
@@ -51,9 +52,9 @@ def define_workflow(
         raise WorkflowDefinitionError(
             "define_workflow: name must be a non-empty string without '|'"
         )
-    if not isinstance(trigger, (EventTrigger, CronTrigger)):
+    if not isinstance(trigger, (EventTrigger, CronTrigger, CallTrigger)):
         raise WorkflowDefinitionError(
-            f"workflow {name!r}: trigger must be on_event(...) or on_cron(...)"
+            f"workflow {name!r}: trigger must be on_event(...), on_cron(...) or on_call()"
         )
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise WorkflowDefinitionError(f"workflow {name!r}: version must be an integer >= 1")

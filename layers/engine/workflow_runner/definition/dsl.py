@@ -49,6 +49,7 @@ class WorkflowInfo:
     retry_attempt: int
     definition_fingerprint: str
     task_key: str | None = None
+    parent_run_id: str | None = None  # the run that started this one (call/start/map)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,14 @@ class CronTrigger:
     kind: Literal["cron"] = "cron"
 
 
-Trigger: TypeAlias = EventTrigger | CronTrigger
+@dataclass(frozen=True)
+class CallTrigger:
+    """Started only by other workflows (call_workflow, start_workflow, map)."""
+
+    kind: Literal["call"] = "call"
+
+
+Trigger: TypeAlias = EventTrigger | CronTrigger | CallTrigger
 
 
 def on_event(event_type: str, filter: Callable[[DomainEvent], bool] | None = None) -> EventTrigger:
@@ -108,6 +116,11 @@ def on_cron(schedule: str) -> CronTrigger:
     """Trigger a run per tenant at each instant of a 5-field UTC cron schedule (checked
     by define_workflow, which names the workflow in the error)."""
     return CronTrigger(schedule=schedule)
+
+
+def on_call() -> CallTrigger:
+    """A workflow that only other workflows start: its input is `ctx.event.payload`."""
+    return CallTrigger()
 
 
 # --- steps ------------------------------------------------------------------
@@ -208,9 +221,48 @@ class Task:
 
 @dataclass(frozen=True)
 class WaitForCallback:
+    """Suspend until an outside system completes the callback, or `timeout` passes."""
+
     result_key: str
     timeout: Resolver = "P7D"
     kind: str = "wait_for_callback"
+
+
+@dataclass(frozen=True)
+class CallWorkflow:
+    """Start a child run and wait until it settles (`wait=False`: start_workflow)."""
+
+    workflow: str
+    input: Resolver
+    key: Resolver
+    result_key: str | None
+    catch: bool
+    wait: bool = True
+    kind: str = "call_workflow"
+
+
+@dataclass(frozen=True)
+class Map:
+    """One child run per item of `over`, at most `concurrency` at once; their results
+    in item order."""
+
+    over: Resolver
+    workflow: str
+    key: Resolver
+    concurrency: int
+    result_key: str | None
+    catch: bool
+    kind: str = "map"
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Tasks (or deliveries with a result_key) run at once; the run goes on when all
+    have settled."""
+
+    steps: tuple[Step, ...]
+    result_key: str | None
+    kind: str = "parallel"
 
 
 @dataclass(frozen=True)
@@ -229,6 +281,9 @@ Step: TypeAlias = (
     | MailSend
     | WebhookSend
     | Task
+    | CallWorkflow
+    | Map
+    | Parallel
     | Return
     | WaitForCallback
 )
@@ -247,7 +302,18 @@ def has_callback_wait(steps: tuple[Step, ...]) -> bool:
     return False
 
 
-SUSPENDING_KINDS = frozenset({"wait", "wait_for_event", "retry", "task", "wait_for_callback"})
+SUSPENDING_KINDS = frozenset(
+    {
+        "wait",
+        "wait_for_event",
+        "retry",
+        "task",
+        "call_workflow",
+        "map",
+        "parallel",
+        "wait_for_callback",
+    }
+)
 # The longest attempt a task may ask for: it must fit in the worker Lambda's run.
 MAX_TASK_TIMEOUT = timedelta(minutes=14)
 
@@ -262,9 +328,14 @@ STEP_TYPES = (
     MailSend,
     WebhookSend,
     Task,
+    CallWorkflow,
+    Map,
+    Parallel,
     Return,
     WaitForCallback,
 )
+# The largest `concurrency` of a map (children running at once for one map step).
+MAX_MAP_CONCURRENCY = 10_000
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..refs import Ref
-from .dsl import STEP_TYPES, EventTrigger, WorkflowDefinition
+from .dsl import STEP_TYPES, CallTrigger, EventTrigger, WorkflowDefinition
 from .retry import RetryPolicy
 
 
@@ -61,6 +61,8 @@ def compute_fingerprint(definition: WorkflowDefinition, builder: Callable[..., A
         trigger = {"kind": "event", "eventType": definition.trigger.event_type}
         if definition.trigger.filter is not None:
             trigger["filter"] = _source_of(definition.trigger.filter)
+    elif isinstance(definition.trigger, CallTrigger):
+        trigger = {"kind": "call"}
     else:
         trigger = {"kind": "cron", "schedule": definition.trigger.schedule}
     document = {

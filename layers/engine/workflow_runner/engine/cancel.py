@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from ..errors import WorkflowRunnerError
+from ..errors import RunNotFound, WorkflowRunnerError
 from ..store import Store
-from ..stream import RUN_STREAM, RunCancelled
+from .joins import cancel_in_transaction
 from .passes import load_run
 
 _MAX_ATTEMPTS = 10
@@ -33,6 +33,7 @@ def cancel_run(
 
     Each attempt is one transaction appending `workflow.run-cancelled` at the stream's
     next version; a pass that appended first makes it try again on the new version.
+    The run's running children (call_workflow, map) are cancelled with it, and theirs.
 
     Raises:
         RunNotFound: the tenant has no such run.
@@ -40,27 +41,14 @@ def cancel_run(
     """
     for _ in range(_MAX_ATTEMPTS):
         with store.transaction():
-            state = load_run(store, tenant_id, run_id)
-            if state.status == "cancelled":
-                return CancelResult("already-cancelled", tenant_id, run_id, state.status)
-            if state.settled:
+            outcome = cancel_in_transaction(store, tenant_id, run_id, now, reason)
+            if outcome == "missing":
+                raise RunNotFound(tenant_id, run_id)
+            if outcome == "already-cancelled":
+                return CancelResult("already-cancelled", tenant_id, run_id, "cancelled")
+            if outcome == "already-settled":
+                state = load_run(store, tenant_id, run_id)
                 return CancelResult("already-settled", tenant_id, run_id, state.status)
-            cancelled = RunCancelled(
-                workflow_name=state.workflow_name,
-                step_index=state.suspension.step_index if state.suspension else None,
-                reason=reason or None,
-            )
-            if store.streams.append(tenant_id, run_id, RUN_STREAM, state.version, [cancelled], now):
-                store.tasks.cancel_for_run(tenant_id, run_id, now)
-                store.runs.upsert(
-                    tenant_id,
-                    run_id,
-                    state.workflow_name,
-                    "cancelled",
-                    state.version + 1,
-                    state.fingerprint,
-                    state.trigger_event_type,
-                    now,
-                )
+            if outcome == "cancelled":
                 return CancelResult("cancelled", tenant_id, run_id, "cancelled")
     raise CancelContended(f"run {run_id} kept changing; cancel did not get a turn")

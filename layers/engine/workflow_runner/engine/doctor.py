@@ -400,6 +400,35 @@ def check_tasks(store: Store, tenant: str | None, now: datetime) -> Check:
     return Check(name, "ok", "no task failed in the last day, none is overdue")
 
 
+def check_children(store: Store, tenant: str | None, now: datetime) -> Check:
+    """Child runs: a join whose children were due to start long ago has no worker."""
+    name = "child runs"
+    overdue = store.children.overdue(now - STUCK_AFTER, tenant)
+    if overdue:
+        return Check(
+            name,
+            "problem",
+            f"{len(overdue)} map/call step(s) have children waiting more than "
+            f"{int(STUCK_AFTER.total_seconds() // 60)} minutes to start: no worker is running",
+            "check StepDispatcher (the worker starts child runs): its errors and schedule",
+            [
+                f"{j['tenant_id']} run {j['parent_run_id']}: {j['child_workflow']} children "
+                f"due since {j['start_due_at']:%Y-%m-%dT%H:%M:%SZ}"
+                for j in overdue
+            ],
+        )
+    uncounted = store.children.oldest_uncounted(tenant)
+    if uncounted is not None and uncounted < now - STUCK_AFTER:
+        return Check(
+            name,
+            "problem",
+            f"child runs that settled at {uncounted:%Y-%m-%dT%H:%M:%SZ} are not counted into "
+            "their map/call step yet: no worker is running, so their parents wait",
+            "check StepDispatcher (the worker counts settled children): errors, schedule",
+        )
+    return Check(name, "ok", "every child run due to start has started and been counted")
+
+
 def run_doctor(
     store: Store,
     registry: WorkflowRegistry,
@@ -425,6 +454,7 @@ def run_doctor(
             check_pinned_definitions(store, registry, tenant),
             check_deliveries(store, tenant, now),
             check_tasks(store, tenant, now),
+            check_children(store, tenant, now),
             check_template(routes, registry),
         ]
     )

@@ -70,6 +70,7 @@ def start_run(
     idempotency_key: str | None = None,
     trigger_event_id: str | None = None,
     cron_scheduled_at: str | None = None,
+    parent_run_id: str | None = None,
 ) -> RunOutcome | None:
     """Start a run and execute it to its first suspension or its end.
 
@@ -85,6 +86,7 @@ def start_run(
         idempotency_key=idempotency_key,
         cron_scheduled_at=cron_scheduled_at,
         callback_secret=new_run_secret() if has_callback_wait(definition.steps) else None,
+        parent_run_id=parent_run_id,
     )
     tenant = event.tenant_id
     if not store.streams.append(tenant, run_id, RUN_STREAM, 0, [started], now):
@@ -97,6 +99,7 @@ def start_run(
         dispatch_seed=f"{tenant}|1",
         run_started_at=now,
         callback_secret=started.callback_secret,
+        parent_run_id=parent_run_id,
     ).run()
     return persist_pass(store, tenant, run_id, definition, event.type, 1, result, now)
 

@@ -13,10 +13,12 @@ from typing import Any
 from ..definition import DomainEvent, WorkflowDefinition
 from ..durations import parse_instant
 from ..errors import RunNotFound
-from ..interpreter import Interpreter, step_at
-from ..pass_result import ResumedTask, TaskFailedError, WorkflowStepError
+from ..interpreter import Interpreter
+from ..pass_result import ChildFailedError, ResumedTask, TaskFailedError, WorkflowStepError
+from ..step_paths import step_at
 from ..store import InboxEvent, Store, StoredEvent
 from ..stream import (
+    ChildrenWaiting,
     RunStarted,
     RunState,
     StepWaitingForCallback,
@@ -25,6 +27,7 @@ from ..stream import (
     TaskCompleted,
     TaskOutcome,
     TaskScheduled,
+    TasksScheduled,
     fold_run,
 )
 from .persist import RunOutcome, fail_run, persist_pass
@@ -135,12 +138,13 @@ def restore_results(
     run_id: str,
     suspension: SuspensionFact,
     matched: str | None,
-    task_outcome: TaskOutcome | None = None,
+    work: RunState | None = None,
 ) -> Restored | None:
     """The results at a suspension plus what the resume seeds: the matched event's
     payload under a wait_for_event's result key (a callback's payload under a
-    wait_for_callback's), a task's result (or its caught failure) under the task's key.
-    None when an awaited payload is no longer stored."""
+    wait_for_callback's), the results of the task(s) or child runs the suspension
+    waited for (`work`: the run's state with their outcomes; None for a redrive, which
+    runs them again). None when an awaited payload is gone."""
     seeded: list[str] = []
     if suspension.full_results:
         results = dict(suspension.results or {})
@@ -163,23 +167,81 @@ def restore_results(
             return None
         results[key], refs[key] = payload, matched
         seeded.append(key)
-    elif isinstance(suspension, TaskScheduled) and task_outcome is not None:
-        key = suspension.task_key
-        refs.pop(key, None)
-        if isinstance(task_outcome, TaskCompleted):
-            results[key] = task_outcome.result
-            seeded.append(key)
-        elif suspension.catch:
-            results[key] = {
-                "failed": True,
-                "error": task_outcome.error_class,
-                "attempts": task_outcome.attempts,
-            }
-            seeded.append(key)
+    elif work is not None:
+        seeded += _seed_work(store, results, refs, suspension, work)
     return Restored(results, refs, list(dict.fromkeys(seeded)))
 
 
 _GONE = object()
+# Suspensions that wait for work done elsewhere (a worker, child runs), not for time.
+WORK_SUSPENSIONS = (TaskScheduled, TasksScheduled, ChildrenWaiting)
+
+
+def _task_value(outcome: TaskOutcome) -> Any:
+    """What a task's key holds: its result, or its caught failure."""
+    if isinstance(outcome, TaskCompleted):
+        return outcome.result
+    return {"failed": True, "error": outcome.error_class, "attempts": outcome.attempts}
+
+
+def _seed_work(
+    store: Store,
+    results: dict[str, Any],
+    refs: dict[str, str | None],
+    suspension: SuspensionFact,
+    work: RunState,
+) -> list[str]:
+    """Seed the outcomes of the work a suspension waited for; the keys seeded."""
+    seeded: list[str] = []
+
+    def put(key: str, value: Any) -> None:
+        refs.pop(key, None)
+        results[key] = value
+        seeded.append(key)
+
+    outcomes = work.task_outcomes
+    if isinstance(suspension, TaskScheduled):
+        outcome = outcomes.get(suspension.task_id)
+        if outcome is not None and (isinstance(outcome, TaskCompleted) or suspension.catch):
+            put(suspension.task_key, _task_value(outcome))
+    elif isinstance(suspension, TasksScheduled):
+        for task in suspension.tasks:
+            outcome = outcomes.get(task.task_id)
+            if outcome is not None and (isinstance(outcome, TaskCompleted) or task.catch):
+                put(task.task_key, _task_value(outcome))
+        if suspension.result_key:
+            put(suspension.result_key, [results.get(t.task_key) for t in suspension.tasks])
+    elif isinstance(suspension, ChildrenWaiting) and suspension.result_key:
+        values = [
+            c.result
+            if c.status == "completed"
+            else {"failed": True, "reason": c.reason or c.status, "runId": c.child_run_id}
+            for c in store.children.outcomes(work.tenant_id, suspension.join_id)
+        ]
+        put(suspension.result_key, values[0] if suspension.join_kind == "call" else values)
+    return seeded
+
+
+def _work_failure(
+    suspension: SuspensionFact, work: RunState
+) -> TaskFailedError | ChildFailedError | None:
+    """The failure a resume re-raises at the step: a task that failed for good, or a
+    child that failed, where the workflow does not catch it."""
+    outcomes = work.task_outcomes
+    if isinstance(suspension, TaskScheduled):
+        outcome = outcomes.get(suspension.task_id)
+        if outcome is not None and not isinstance(outcome, TaskCompleted) and not suspension.catch:
+            return TaskFailedError(outcome.error_class, suspension.task_key)
+    elif isinstance(suspension, TasksScheduled):
+        for task in suspension.tasks:
+            outcome = outcomes.get(task.task_id)
+            if outcome is not None and not isinstance(outcome, TaskCompleted) and not task.catch:
+                return TaskFailedError(outcome.error_class, task.task_key)
+    elif isinstance(suspension, ChildrenWaiting) and not suspension.catch:
+        settled = work.children_settled
+        if settled is not None and settled.failed:
+            return ChildFailedError(suspension.child_workflow, settled.reason or "failed")
+    return None
 
 
 def _awaited_payload(store: Store, tenant_id: str, event_id: str | None) -> Any:
@@ -203,15 +265,15 @@ def continue_run(
     version: int,
     now: datetime,
     dispatch_seed: str | None = None,
-    task_outcome: TaskOutcome | None = None,
+    with_work: bool = False,
 ) -> RunOutcome:
     """Re-enter the step tree at a claimed suspension and persist the pass.
 
     `version` is the stream version this pass holds (its claim). `dispatch_seed`
     (default: derived from `version`) lets a redrive repeat a failed pass with that
-    pass's seed, so dispatches it already requested keep their ids. `task_outcome`:
-    the recorded outcome of the task the run waited at (None for a redrive, which runs
-    the task again).
+    pass's seed, so dispatches it already requested keep their ids. `with_work`: seed
+    the recorded outcomes of the task(s) or children the run waited at (False for a
+    redrive, which runs them again).
     """
     state = run.state
     tenant_id, run_id = state.tenant_id, state.run_id
@@ -228,7 +290,8 @@ def continue_run(
         return fail(
             "trigger_event_unavailable", f"the trigger event of run {run_id} is no longer stored"
         )
-    restored = restore_results(store, tenant_id, run_id, suspension, matched, task_outcome)
+    work = state if with_work else None
+    restored = restore_results(store, tenant_id, run_id, suspension, matched, work)
     if restored is None:
         return fail(
             "awaited_event_unavailable", f"an awaited event of run {run_id} is no longer stored"
@@ -246,11 +309,10 @@ def continue_run(
             f"run {run_id} is suspended at a step its definition does not have",
         )
     resumed_task = None
-    if isinstance(suspension, TaskScheduled) and task_outcome is not None:
-        failure = None
-        if not isinstance(task_outcome, TaskCompleted) and not suspension.catch:
-            failure = TaskFailedError(task_outcome.error_class, suspension.task_key)
-        resumed_task = ResumedTask(path, failure)
+    if work is not None and isinstance(
+        suspension, (TaskScheduled, TasksScheduled, ChildrenWaiting)
+    ):
+        resumed_task = ResumedTask(path, _work_failure(suspension, work))
     assert state.started_at is not None
     result = Interpreter(
         definition,
@@ -265,6 +327,7 @@ def continue_run(
         written=restored.written,
         resumed_task=resumed_task,
         callback_secret=state.started.callback_secret if state.started else None,
+        parent_run_id=state.started.parent_run_id if state.started else None,
     ).run(path)
     return persist_pass(
         store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now

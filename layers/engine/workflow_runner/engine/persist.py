@@ -10,13 +10,16 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ..definition import WorkflowDefinition
-from ..pass_result import PassResult, Suspension
+from ..pass_result import PassResult, Suspension, TaskWait
 from ..store import NewCallback, NewTask, Store
 from ..stream import (
     DISPATCH_STREAM,
     RETURNED_FAILURE,
     RUN_STREAM,
+    ChildrenRequested,
+    ChildrenWaiting,
     DispatchRequested,
+    ParallelTask,
     RetryScheduled,
     RunCompleted,
     RunFailed,
@@ -26,7 +29,9 @@ from ..stream import (
     StepWaitingForCallback,
     StepWaitingForEvent,
     TaskScheduled,
+    TasksScheduled,
 )
+from .joins import record_join, run_settled
 
 log = logging.getLogger("workflow_runner")
 
@@ -46,7 +51,13 @@ class RunOutcome:
 
 
 SuspensionEvent = (
-    StepWaiting | StepWaitingForEvent | RetryScheduled | TaskScheduled | StepWaitingForCallback
+    StepWaiting
+    | StepWaitingForEvent
+    | RetryScheduled
+    | TaskScheduled
+    | TasksScheduled
+    | ChildrenWaiting
+    | StepWaitingForCallback
 )
 
 
@@ -94,7 +105,56 @@ def suspension_fact(suspension: Suspension, common: dict[str, Any]) -> Suspensio
             token_hash=callback.token_hash,
             timeout_at=suspension.wake_at,
         )
+    if suspension.kind == "tasks-scheduled":
+        return TasksScheduled(
+            **common,
+            tasks=tuple(
+                ParallelTask(
+                    task_key=t.task_key,
+                    task_id=t.task_id,
+                    step_kind=t.step_kind,
+                    max_attempts=t.max_attempts,
+                    timeout_ms=t.timeout_ms,
+                    catch=t.catch,
+                )
+                for t in suspension.tasks
+            ),
+            result_key=suspension.result_key,
+        )
+    if suspension.kind == "children-waiting":
+        join = suspension.join
+        assert join is not None
+        return ChildrenWaiting(
+            **common,
+            join_id=join.join_id,
+            join_kind=join.kind,
+            child_workflow=join.workflow,
+            children=len(join.children),
+            concurrency=join.concurrency,
+            result_key=join.result_key,
+            catch=join.catch,
+            child_run_id=join.children[0].run_id if join.kind == "call" else None,
+        )
     return StepWaiting(**common, wake_at=suspension.wake_at)
+
+
+def _new_task(
+    tenant_id: str, run_id: str, definition: WorkflowDefinition, spec: TaskWait, path: Any
+) -> NewTask:
+    return NewTask(
+        tenant_id=tenant_id,
+        task_id=spec.task_id,
+        run_id=run_id,
+        workflow_name=definition.name,
+        definition_fingerprint=definition.fingerprint,
+        task_key=spec.task_key,
+        step_kind=spec.step_kind,
+        path=path,
+        scope=spec.scope,
+        request=spec.request,
+        max_attempts=spec.max_attempts,
+        timeout_ms=spec.timeout_ms,
+    )
 
 
 def persist_pass(
@@ -117,6 +177,20 @@ def persist_pass(
     status: RunStatus
     task: NewTask | None = None
     callback: NewCallback | None = None
+    tasks: list[NewTask] = []
+    # Children started without waiting are recorded before the pass's outcome, which
+    # stays the stream's last event (a resume reads from it on).
+    started = [
+        ChildrenRequested(
+            join_id=join.join_id,
+            child_workflow=join.workflow,
+            child_run_ids=tuple(c.run_id for c in join.children),
+            step_index=int(join.path[0]["i"]),
+            path=join.path,
+        )
+        for join in result.starts
+    ]
+    outcome_version = version + len(started) + 1
     if result.outcome == "suspended":
         suspension = result.suspension
         assert suspension is not None
@@ -134,20 +208,10 @@ def persist_pass(
         )
         status = "waiting"
         if suspension.task is not None:
-            spec = suspension.task
-            task = NewTask(
-                tenant_id=tenant_id,
-                task_id=spec.task_id,
-                run_id=run_id,
-                workflow_name=definition.name,
-                definition_fingerprint=definition.fingerprint,
-                task_key=spec.task_key,
-                step_kind=spec.step_kind,
-                path=suspension.path,
-                scope=spec.scope,
-                request=spec.request,
-                max_attempts=spec.max_attempts,
-                timeout_ms=spec.timeout_ms,
+            tasks = [_new_task(tenant_id, run_id, definition, suspension.task, suspension.path)]
+        for j, spec in enumerate(suspension.tasks):
+            tasks.append(
+                _new_task(tenant_id, run_id, definition, spec, [*suspension.path, {"i": j}])
             )
         if isinstance(fact, StepWaitingForCallback):
             callback = NewCallback(
@@ -155,19 +219,20 @@ def persist_pass(
                 token_hash=fact.token_hash,
                 run_id=run_id,
                 workflow_name=definition.name,
-                suspension_version=version + 1,
+                suspension_version=outcome_version,
                 step_index=fact.step_index,
                 path=fact.path,
                 expires_at=fact.timeout_at,
             )
+        by_work = bool(tasks) or suspension.join is not None
         outcome = RunOutcome(
             tenant_id,
             run_id,
             definition.name,
             "suspended",
             step_index=fact.step_index,
-            wake_at=None if task else fact.due_at,
-            task_id=task.task_id if task else None,
+            wake_at=None if by_work else fact.due_at,
+            task_id=suspension.task.task_id if suspension.task else None,
         )
     elif result.outcome == "completed":
         fact = RunCompleted(
@@ -223,25 +288,41 @@ def persist_pass(
             store.outbox.insert(
                 tenant_id, dispatch.request_id, run_id, dispatch.step_kind, dispatch.request, now
             )
-        if task is not None:
+        for task in tasks:
             store.tasks.insert(task, now)
         if callback is not None:
             store.callbacks.insert(callback, now)
-        store.streams.append(tenant_id, run_id, RUN_STREAM, version, [fact], now, check=False)
+        store.streams.append(
+            tenant_id, run_id, RUN_STREAM, version, [*started, fact], now, check=False
+        )
         if status != "failed":
             # A failed run keeps the results as of its last suspension: a redrive
             # repeats the failed pass from there.
-            store.results.record(tenant_id, run_id, version + 1, values, refs)
+            store.results.record(tenant_id, run_id, outcome_version, values, refs)
         store.runs.upsert(
             tenant_id,
             run_id,
             definition.name,
             status,
-            version + 1,
+            outcome_version,
             definition.fingerprint,
             trigger_event_type,
             now,
             workflow_version=definition.version,
+        )
+    for join in result.starts:
+        record_join(store, tenant_id, run_id, join, None, now)
+    if result.suspension is not None and result.suspension.join is not None:
+        record_join(store, tenant_id, run_id, result.suspension.join, outcome_version, now)
+    if status != "waiting":
+        run_settled(
+            store,
+            tenant_id,
+            run_id,
+            status,
+            result.return_value,
+            result.reason if status == "failed" else None,
+            now,
         )
     return outcome
 
@@ -275,4 +356,5 @@ def fail_run(
         state.trigger_event_type,
         now,
     )
+    run_settled(store, state.tenant_id, state.run_id, "failed", None, reason, now)
     return True

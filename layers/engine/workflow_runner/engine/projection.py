@@ -23,6 +23,8 @@ from ..stream import (
     RUN_STREAM,
     TERMINAL_TYPES,
     CallbackCompleted,
+    ChildrenSettled,
+    ChildrenWaiting,
     RetryScheduled,
     StepEventMatched,
     StepResumed,
@@ -33,7 +35,9 @@ from ..stream import (
     TaskCompleted,
     TaskFailed,
     TaskScheduled,
+    TasksScheduled,
 )
+from .joins import CHILDREN_OUTCOME
 from .wakeup import WokenRun, record_match
 
 PENDING_PROJECTION = "workflow_run_pending"
@@ -138,7 +142,15 @@ def _apply(
     fact = e.fact
     if isinstance(
         fact,
-        (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled, StepWaitingForCallback),
+        (
+            StepWaiting,
+            StepWaitingForEvent,
+            RetryScheduled,
+            TaskScheduled,
+            TasksScheduled,
+            ChildrenWaiting,
+            StepWaitingForCallback,
+        ),
     ):
         deletes.before_write(e.tenant_id, e.stream_id)
         if isinstance(fact, StepWaitingForEvent):
@@ -168,7 +180,7 @@ def _apply(
             fact.event_id,
             e.recorded_at,
         )
-    elif isinstance(fact, (TaskCompleted, TaskFailed)):
+    elif isinstance(fact, (TaskCompleted, TaskFailed)) and fact.run_due:
         # The task's outcome is recorded: the run is due (the worker also marks it and
         # enqueues the resume at once; this is the path of a rebuilt projection).
         deletes.before_write(e.tenant_id, e.stream_id)
@@ -180,6 +192,20 @@ def _apply(
             fact.task_id,
             e.recorded_at,
         )
+    elif isinstance(fact, ChildrenSettled):
+        # The join's children settled (recorded by the last child's transaction, which
+        # cannot reach the resume queue): the run is due now. Enqueueing leases the row
+        # first, so a row that is gone is not sent.
+        deletes.before_write(e.tenant_id, e.stream_id)
+        store.pending.mark_matched(
+            e.tenant_id,
+            e.stream_id,
+            fact.suspension_version,
+            CHILDREN_OUTCOME,
+            fact.join_id,
+            e.recorded_at,
+        )
+        return WokenRun(e.tenant_id, e.stream_id, fact.step_index, fact.join_id, e.recorded_at)
     elif isinstance(fact, StepResumed) or e.type in TERMINAL_TYPES:
         deletes.add(e.tenant_id, e.stream_id)
     return None

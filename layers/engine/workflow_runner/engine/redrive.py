@@ -31,8 +31,9 @@ from typing import Literal
 
 from ..definition import WorkflowRegistry, default_registry
 from ..errors import UnknownWorkflow, WorkflowRunnerError
-from ..interpreter import Interpreter, step_at
+from ..interpreter import Interpreter
 from ..pass_result import WorkflowStepError
+from ..step_paths import step_at
 from ..store import Store, StoredEvent
 from ..stream import (
     RETURNED_FAILURE,

@@ -20,12 +20,14 @@ from ..errors import RunNotFound, StoreError, TransientStoreError
 from ..store import Store
 from ..stream import (
     RUN_STREAM,
+    ChildrenWaiting,
     ResumedBy,
     RetryScheduled,
     StepResumed,
     StepWaitingForCallback,
     StepWaitingForEvent,
     TaskScheduled,
+    TasksScheduled,
 )
 from .passes import continue_run, load_run_for_pass
 from .persist import fail_run
@@ -92,12 +94,14 @@ def _resume_in_transaction(
     if state.status != "waiting" or suspension is None or suspension.step_index != step_index:
         return base
     matched = state.matched_event_id
-    task_outcome = state.task_outcome
-    if isinstance(suspension, TaskScheduled):
-        if task_outcome is None:
-            # Not even force resumes a task without its outcome: the pass would have
-            # nothing to put under its key. The worker resumes it once it is recorded.
-            return replace(base, outcome="not-due", reason="waiting_for_task")
+    by_work = isinstance(suspension, (TaskScheduled, TasksScheduled, ChildrenWaiting))
+    if by_work:
+        if not state.outcome_ready:
+            # Not even force resumes work without its outcome: the pass would have
+            # nothing to put under its key. The worker (or the join's last child)
+            # resumes it once it is recorded.
+            waiting = "children" if isinstance(suspension, ChildrenWaiting) else "task"
+            return replace(base, outcome="not-due", reason=f"waiting_for_{waiting}")
         wake_at = state.outcome_recorded_at or now
     else:
         wake_at = suspension.due_at
@@ -113,13 +117,15 @@ def _resume_in_transaction(
     resumed_by: ResumedBy
     if isinstance(suspension, StepWaitingForEvent):
         resumed_by = "event" if matched else "timeout"
-    elif isinstance(suspension, TaskScheduled):
+    elif isinstance(suspension, (TaskScheduled, TasksScheduled)):
         resumed_by = "task"
     elif isinstance(suspension, StepWaitingForCallback):
         resumed_by = "callback" if matched else "timeout"
+    elif isinstance(suspension, ChildrenWaiting):
+        resumed_by = "children"
     else:
         resumed_by = "timer"
-    if item.force and matched is None and task_outcome is None and wake_at > now:
+    if item.force and matched is None and not by_work and wake_at > now:
         resumed_by = "forced"
     claim = StepResumed(
         step_index=step_index,
@@ -140,7 +146,7 @@ def _resume_in_transaction(
         matched,
         state.version + 1,
         now,
-        task_outcome=task_outcome,
+        with_work=True,
     )
     return replace(
         base,

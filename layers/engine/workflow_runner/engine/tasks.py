@@ -23,7 +23,7 @@ import random
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -36,13 +36,13 @@ from ..definition import (
     WorkflowInfo,
     WorkflowRegistry,
 )
-from ..interpreter import step_at
 from ..pass_result import WorkflowStepError
 from ..ports import HttpSender, Mailer
 from ..redaction import redact
+from ..step_paths import step_at
 from ..storable import DEFAULT_MAX_RESULT_BYTES, NotStorable, check_storable
 from ..store import ClaimedTask, Store
-from ..stream import RUN_STREAM, TaskAttemptFailed, TaskCompleted, TaskFailed, TaskScheduled
+from ..stream import RUN_STREAM, RecordedFact, TaskAttemptFailed, TaskCompleted, TaskFailed
 from ..webhook_guard import WebhookGuard
 from .delivery import DeliveryFailed, deliver_mail, deliver_webhook
 from .passes import LoadedRun, load_run_for_pass, trigger_event
@@ -91,6 +91,7 @@ class TaskAttemptResult:
     error_class: str | None = None
     reason: str | None = None
     step_index: int = 0
+    run_due: bool = False  # the run may resume now (its last awaited outcome is in)
 
 
 def call_with_timeout(fn: Callable[[], Any], seconds: float) -> Any:
@@ -163,33 +164,31 @@ def run_task(
     if task is None:
         return None
     run = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True)
-    suspension = run.state.suspension
-    if (
-        not isinstance(suspension, TaskScheduled)
-        or suspension.task_id != task.task_id
-        or run.state.task_outcome is not None
-    ):
+    if not run.state.waits_for_task(task.task_id):
         store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now())
-        return _result(task, "dropped")
+        return _result(task, "dropped", False)
     step = _step_of(ports, task)
     policy = _policy_of(step)
     if task.lost_attempt:
         # The previous attempt's worker died: that attempt failed.
         lost = _lost_attempt(task)
-        outcome = _record_failure(store, task, task.attempt - 1, lost, policy, now(), rng, True)
+        outcome, due = _record_failure(
+            store, task, task.attempt - 1, lost, policy, now(), rng, True
+        )
         if outcome != "retry":
-            return _result(task, outcome, lost, attempt=task.attempt - 1)
+            return _result(task, outcome, due, lost, attempt=task.attempt - 1)
     try:
         value = _attempt(store, ports, task, run, step, seconds_left, now())
         check_storable(value, f"the result of task {task.task_key!r}", ports.max_result_bytes)
     except _Failure as failure:
-        outcome = _record_failure(store, task, task.attempt, failure, policy, now(), rng)
-        return _result(task, outcome, failure)
+        outcome, due = _record_failure(store, task, task.attempt, failure, policy, now(), rng)
+        return _result(task, outcome, due, failure)
     except NotStorable:
         unstorable = _Failure("ResultNotStorable", True, "result_not_storable")
-        outcome = _record_failure(store, task, task.attempt, unstorable, policy, now(), rng)
-        return _result(task, outcome, unstorable)
-    return _result(task, _record_success(store, task, value, now()))
+        outcome, due = _record_failure(store, task, task.attempt, unstorable, policy, now(), rng)
+        return _result(task, outcome, due, unstorable)
+    success, due = _record_success(store, task, value, now())
+    return _result(task, success, due)
 
 
 def _step_of(ports: TaskPorts, task: ClaimedTask) -> Task | MailSend | WebhookSend | None:
@@ -293,31 +292,31 @@ TaskFact = TaskAttemptFailed | TaskCompleted | TaskFailed
 
 def _append(
     store: Store, task: ClaimedTask, build: Callable[[int], TaskFact], now: datetime
-) -> int | None:
+) -> tuple[int, bool] | None:
     """Append a task fact at the run stream's current version, in the caller's
-    transaction, while the run still waits at this task without an outcome; the
-    suspension's version, or None when the run moved on (cancelled, or another worker
-    recorded the outcome first). `build` makes the fact for a suspension version."""
+    transaction, while the run still waits at this task without an outcome. Returns
+    the suspension's version and whether the run is now due (every task of a parallel
+    settled, or one failed uncaught), or None when the run moved on (cancelled, or
+    another worker recorded the outcome first). `build` makes the fact for a version."""
     for _ in range(_APPEND_TRIES):
         state = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True).state
-        suspension = state.suspension
-        if (
-            not isinstance(suspension, TaskScheduled)
-            or suspension.task_id != task.task_id
-            or state.task_outcome is not None
-        ):
+        if not state.waits_for_task(task.task_id):
             return None
         fact = build(state.suspension_version)
+        state.apply(RecordedFact(state.version + 1, now, fact))
+        due = state.outcome_ready
+        if isinstance(fact, (TaskCompleted, TaskFailed)) and not due:
+            fact = replace(fact, run_due=False)  # the projection marks the row due or not
         if store.streams.append(
-            task.tenant_id, task.run_id, RUN_STREAM, state.version, [fact], now
+            task.tenant_id, task.run_id, RUN_STREAM, state.version - 1, [fact], now
         ):
-            return state.suspension_version
+            return state.suspension_version, due
     return None
 
 
 def _record_success(
     store: Store, task: ClaimedTask, value: Any, now: datetime
-) -> Literal["completed", "dropped"]:
+) -> tuple[Literal["completed", "dropped"], bool]:
     def completed(version: int) -> TaskCompleted:
         return TaskCompleted(
             task_key=task.task_key,
@@ -328,15 +327,17 @@ def _record_success(
         )
 
     with store.transaction():
-        version = _append(store, task, completed, now)
-        if version is None:
+        appended = _append(store, task, completed, now)
+        if appended is None:
             store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
-            return "dropped"
+            return "dropped", False
+        version, due = appended
         store.tasks.settle(task.tenant_id, task.task_id, "completed", now)
-        store.pending.mark_matched(
-            task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
-        )
-    return "completed"
+        if due:
+            store.pending.mark_matched(
+                task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
+            )
+    return "completed", due
 
 
 def _record_failure(
@@ -348,7 +349,7 @@ def _record_failure(
     now: datetime,
     rng: random.Random,
     attempt_running: bool = False,
-) -> Literal["failed", "retry", "dropped"]:
+) -> tuple[Literal["failed", "retry", "dropped"], bool]:
     """Record a failed attempt: a TaskAttemptFailed and when the next attempt runs, or
     the TaskFailed that ends the task. `attempt_running`: the next attempt has already
     been claimed (a lost attempt found by a claim), so none is scheduled."""
@@ -382,24 +383,27 @@ def _record_failure(
         )
 
     with store.transaction():
-        version = _append(store, task, fact, now)
-        if version is None:
+        appended = _append(store, task, fact, now)
+        if appended is None:
             store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
-            return "dropped"
+            return "dropped", False
+        version, due = appended
         if final:
             store.tasks.settle(task.tenant_id, task.task_id, "failed", now, error)
-            store.pending.mark_matched(
-                task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
-            )
-            return "failed"
+            if due:
+                store.pending.mark_matched(
+                    task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
+                )
+            return "failed", due
         if not attempt_running:
             store.tasks.retry(task, retry_at, error)
-    return "retry"
+    return "retry", False
 
 
 def _result(
     task: ClaimedTask,
     outcome: Literal["completed", "failed", "retry", "dropped"],
+    run_due: bool,
     failure: _Failure | None = None,
     attempt: int | None = None,
 ) -> TaskAttemptResult:
@@ -414,4 +418,5 @@ def _result(
         error_class=failure.error_class if failure else None,
         reason=failure.reason if failure else None,
         step_index=int(task.path[0]["i"]),
+        run_due=run_due,
     )

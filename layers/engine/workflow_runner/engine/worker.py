@@ -1,8 +1,11 @@
-"""The worker behind StepDispatcher: run due tasks and deliver due fire-and-forget
-requests within the time the invocation has, and resume the runs whose task ended.
+"""The worker behind StepDispatcher: count settled child runs into their joins and
+start due ones, run due tasks and deliver due fire-and-forget requests within the
+time the invocation has, and resume the runs whose task ended.
 
-Tasks go first: runs wait for them. A task's final outcome is on the run stream when
-`run_task` returns, so the resume request is sent at once (leased like a woken wait).
+Children and tasks go first: runs wait for them. A task's final outcome is on the run
+stream when `run_task` returns, so the resume request is sent at once (leased like a
+woken wait); a join that is done tells its parent on the parent's stream, and the
+pending projection (nudged after this invocation) enqueues the parent's resume.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from datetime import datetime
 
 from ..ports import ResumeQueue, ResumeRequest
 from ..store import Store
+from .children import start_children
 from .dispatcher import DispatchResult, dispatch_pending
 from .enqueue import enqueue_due
+from .joins import count_settled_children
 from .tasks import TaskAttemptResult, TaskPorts, run_task
 
 
@@ -27,9 +32,15 @@ class WorkResult:
     tasks: list[TaskAttemptResult] = field(default_factory=list)
     resumes_sent: int = 0
     drained: bool = True
+    children_started: int = 0
+    children_counted: int = 0
 
     def tasks_with(self, outcome: str) -> int:
         return sum(1 for t in self.tasks if t.outcome == outcome)
+
+
+# Time a batch of child starts may take (their first passes run in it), seconds.
+CHILDREN_MARGIN_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -62,9 +73,16 @@ def work(
     """
     rng = rng or random.Random()
     result = WorkResult()
+    while seconds_left() > CHILDREN_MARGIN_SECONDS:
+        counted = count_settled_children(store, now())
+        result.children_counted += counted
+        started = start_children(store, ports.registry, now())
+        result.children_started += started.started + started.attached + started.unknown
+        if started.joins == 0 and counted == 0:
+            break
     while (attempt := run_task(store, ports, now, seconds_left, rng)) is not None:
         result.tasks.append(attempt)
-        if attempt.outcome in ("completed", "failed"):
+        if attempt.run_due:
             due = _Due(attempt.tenant_id, attempt.run_id, attempt.step_index)
             sent, _ = enqueue_due(store, resume_queue, [due], now())
             if not sent:

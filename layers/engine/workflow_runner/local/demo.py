@@ -28,7 +28,8 @@ from typing import Any
 from ..definition import load_workflow_modules
 from ..engine.cancel import cancel_run
 from ..engine.doctor import DoctorReport, run_doctor
-from ..graph import run_chart, to_mermaid
+from ..graph import run_chart
+from ..graph_render import to_mermaid
 from ..store import Store, connect
 from ..stream import NEVER
 from ..timeline import activity_rows, describe_event
@@ -39,6 +40,11 @@ START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
 # The export partner is down for the first call: the webhook task retries after 10 s.
 SINK_ANSWERS = {"/exports": [503]}
 REFUSED_EXPORT = "https://10.20.30.40/exports"
+# The fan-out's batch: order o-4 is out of stock (its child run fails; the batch goes on).
+BATCH_ORDERS = [
+    {"orderId": f"o-{n}", "email": f"customer{n}@example.com", "outOfStock": n == 4}
+    for n in range(1, 9)
+]
 
 
 @dataclass
@@ -208,13 +214,19 @@ class Demo:
             {"webhookUrl": REFUSED_EXPORT, "data": {"rows": 3}},
         )
 
+        self.scene("A batch of 8 orders fans out: one fulfil-order run per order, 5 at a time")
+        self.put("batch b-1", "batch.submitted", {"batchId": "b-1", "orders": BATCH_ORDERS})
+        self.children_table(self.runs["batch b-1"])
+
         self.scene("Pending rows: who waits for what")
         self.pending_table()
 
         self.scene("08:00–08:03 — partners fail, tasks retry with backoff; a refused export fails")
         self.travel(START + timedelta(minutes=3), timedelta(seconds=30), frozenset())
 
-        self.scene("wfr doctor at 08:03: the refused export is worth a look")
+        self.scene(
+            "wfr doctor at 08:03: the refused export and the out-of-stock order are worth a look"
+        )
         self.doctor()
 
         self.scene("08:10 — order o-1001 is approved: the waiting run wakes at once")
@@ -294,6 +306,7 @@ class Demo:
             "sku-42": "completed",
             "export": "completed",
             "export to a private address": "failed",
+            "batch b-1": "completed",
         }
         wrong = {
             label: status
@@ -320,6 +333,19 @@ class Demo:
     def _status(self, run_id: str) -> str:
         summary = self.store.runs.get(self.tenant, run_id)
         return summary.status if summary else "missing"
+
+    def children_table(self, run_id: str) -> None:
+        children = self.store.children.of_run(self.tenant, run_id)
+        self.out.table(
+            ["ITEM", "CHILD RUN", "WORKFLOW", "STATUS", "REASON"],
+            [
+                [c.item_index, c.child_run_id[:8], c.child_workflow, c.status, c.reason or ""]
+                for c in children
+            ],
+            colours=[None, None, None, "status"],
+        )
+        done = self.store.streams.load(self.tenant, run_id)[-1].payload.get("result")
+        self.out.line(f"  batch-fulfilment returned {done}")
 
     def pending_table(self) -> None:
         rows = self.store.pending.for_tenant(self.tenant)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .callbacks import CallbackRow, NewCallback
+from .children import ChildOutcome, ChildRow, ClaimedJoin, JoinCount, NewChild
 from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
 from .erasure import Relation
@@ -22,12 +23,17 @@ __all__ = [
     "CallbackRow",
     "CandidateEvent",
     "CapturedMail",
+    "ChildOutcome",
+    "ChildRow",
+    "ClaimedJoin",
     "ClaimedTask",
     "DispatchStatus",
     "DueRow",
     "InboxEvent",
+    "JoinCount",
     "Migration",
     "NewCallback",
+    "NewChild",
     "NewEvent",
     "NewPendingRow",
     "NewTask",

@@ -17,6 +17,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from .callbacks import CallbackStore
+from .children import ChildStore
 from .console import ConsoleStore
 from .cron import CronStore
 from .erasure import ErasureStore
@@ -77,6 +78,10 @@ class Store:
     @cached_property
     def callbacks(self) -> CallbackStore:
         return CallbackStore(self._sql)
+
+    @cached_property
+    def children(self) -> ChildStore:
+        return ChildStore(self._sql)
 
     @cached_property
     def outbox(self) -> OutboxStore:

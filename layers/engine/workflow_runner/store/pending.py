@@ -100,18 +100,22 @@ class PendingStore:
         event_type: str,
         event_id: str,
         now: datetime,
-    ) -> None:
-        """Record the awaited event on a waiting row and make it due now."""
-        self._sql.run(
-            "mark_pending_matched",
-            {
-                "tenant_id": tenant_id,
-                "run_id": run_id,
-                "suspension_version": suspension_version,
-                "event_type": event_type,
-                "event_id": event_id,
-                "now": now,
-            },
+    ) -> bool:
+        """Record the awaited event on a waiting row and make it due now (False: no row
+        of that suspension)."""
+        return (
+            self._sql.run(
+                "mark_pending_matched",
+                {
+                    "tenant_id": tenant_id,
+                    "run_id": run_id,
+                    "suspension_version": suspension_version,
+                    "event_type": event_type,
+                    "event_id": event_id,
+                    "now": now,
+                },
+            )
+            > 0
         )
 
     def waiting_for(

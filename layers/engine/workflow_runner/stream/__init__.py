@@ -21,10 +21,14 @@ from .callbacks import (
     CallbackCompleted,
     StepWaitingForCallback,
 )
+from .children import ChildrenRequested, ChildrenSettled
 from .codec import Fact, UnknownFact, decode, type_of
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .fold import RecordedFact, RunState, fold_run
 from .names import (
+    CHILDREN_REQUESTED,
+    CHILDREN_SETTLED,
+    CHILDREN_WAITING,
     DISPATCH_ATTEMPT_FAILED,
     DISPATCH_FAILED,
     DISPATCH_REQUESTED,
@@ -51,6 +55,7 @@ from .names import (
     TASK_COMPLETED,
     TASK_FAILED,
     TASK_SCHEDULED,
+    TASKS_SCHEDULED,
     TERMINAL_TYPES,
     Frame,
     Path,
@@ -68,18 +73,24 @@ from .run import (
     StepResumed,
 )
 from .suspensions import (
+    ChildrenWaiting,
+    ParallelTask,
     RetryScheduled,
     StepWaiting,
     StepWaitingForEvent,
     Suspension,
     SuspensionFact,
     TaskScheduled,
+    TasksScheduled,
 )
 from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed, TaskOutcome
 
 __all__ = [
     "CALLBACK_COMPLETED",
     "CALLBACK_EVENT_TYPE",
+    "CHILDREN_REQUESTED",
+    "CHILDREN_SETTLED",
+    "CHILDREN_WAITING",
     "DISPATCHED",
     "DISPATCH_ATTEMPT_FAILED",
     "DISPATCH_FAILED",
@@ -103,12 +114,16 @@ __all__ = [
     "STEP_WAITING_FOR_CALLBACK",
     "STEP_WAITING_FOR_EVENT",
     "SUSPENSION_TYPES",
+    "TASKS_SCHEDULED",
     "TASK_ATTEMPT_FAILED",
     "TASK_COMPLETED",
     "TASK_FAILED",
     "TASK_SCHEDULED",
     "TERMINAL_TYPES",
     "CallbackCompleted",
+    "ChildrenRequested",
+    "ChildrenSettled",
+    "ChildrenWaiting",
     "DispatchAttemptFailed",
     "DispatchFailed",
     "DispatchRequested",
@@ -117,6 +132,7 @@ __all__ = [
     "Frame",
     "OperatorAction",
     "OperatorActionName",
+    "ParallelTask",
     "Path",
     "RecordedFact",
     "ResumedBy",
@@ -140,6 +156,7 @@ __all__ = [
     "TaskFailed",
     "TaskOutcome",
     "TaskScheduled",
+    "TasksScheduled",
     "UnknownFact",
     "decode",
     "fold_run",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from .callbacks import CallbackCompleted, StepWaitingForCallback
+from .children import ChildrenRequested, ChildrenSettled
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .operator import OperatorAction
 from .run import (
@@ -18,7 +19,14 @@ from .run import (
     StepEventMatched,
     StepResumed,
 )
-from .suspensions import RetryScheduled, StepWaiting, StepWaitingForEvent, TaskScheduled
+from .suspensions import (
+    ChildrenWaiting,
+    RetryScheduled,
+    StepWaiting,
+    StepWaitingForEvent,
+    TaskScheduled,
+    TasksScheduled,
+)
 from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed
 
 
@@ -39,6 +47,10 @@ Fact: TypeAlias = (
     | StepWaitingForEvent
     | RetryScheduled
     | TaskScheduled
+    | TasksScheduled
+    | ChildrenWaiting
+    | ChildrenSettled
+    | ChildrenRequested
     | TaskAttemptFailed
     | TaskCompleted
     | TaskFailed
@@ -66,6 +78,10 @@ _KNOWN: dict[str, Any] = {
         StepWaitingForEvent,
         RetryScheduled,
         TaskScheduled,
+        TasksScheduled,
+        ChildrenWaiting,
+        ChildrenSettled,
+        ChildrenRequested,
         TaskAttemptFailed,
         TaskCompleted,
         TaskFailed,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
 from .callbacks import CallbackCompleted, StepWaitingForCallback
+from .children import ChildrenSettled
 from .codec import Fact
 from .names import SETTLED_STATUSES, RunStatus
 from .run import (
@@ -20,11 +21,13 @@ from .run import (
     StepResumed,
 )
 from .suspensions import (
+    ChildrenWaiting,
     RetryScheduled,
     StepWaiting,
     StepWaitingForEvent,
     Suspension,
     TaskScheduled,
+    TasksScheduled,
 )
 from .tasks import TaskCompleted, TaskFailed, TaskOutcome
 
@@ -53,7 +56,9 @@ class RunState:
     suspension_version: int = 0
     # The first event that matched the open wait (a callback's payload event included).
     matched_event_id: str | None = None
-    task_outcome: TaskOutcome | None = None  # the recorded outcome of the open task
+    # The recorded outcomes of the open suspension's task(s), by task id.
+    task_outcomes: dict[str, TaskOutcome] = field(default_factory=dict)
+    children_settled: ChildrenSettled | None = None  # the open join's children settled
     outcome_recorded_at: datetime | None = None
     last_failure: RunFailed | None = None
 
@@ -72,6 +77,41 @@ class RunState:
     @property
     def settled(self) -> bool:
         return self.status in SETTLED_STATUSES
+
+    @property
+    def task_outcome(self) -> TaskOutcome | None:
+        """The outcome of the open single task (TaskScheduled), once recorded."""
+        open_task = self.suspension
+        if isinstance(open_task, TaskScheduled):
+            return self.task_outcomes.get(open_task.task_id)
+        return None
+
+    def waits_for_task(self, task_id: str) -> bool:
+        """Whether the open suspension has task `task_id` without its outcome."""
+        open_ = self.suspension
+        if isinstance(open_, TaskScheduled):
+            return open_.task_id == task_id and task_id not in self.task_outcomes
+        if isinstance(open_, TasksScheduled):
+            return open_.task(task_id) is not None and task_id not in self.task_outcomes
+        return False
+
+    @property
+    def outcome_ready(self) -> bool:
+        """Whether a suspension that waits for work (tasks, children) may resume: every
+        outcome is recorded, or one failed that the workflow does not catch."""
+        open_ = self.suspension
+        if isinstance(open_, TaskScheduled):
+            return open_.task_id in self.task_outcomes
+        if isinstance(open_, TasksScheduled):
+            if all(t.task_id in self.task_outcomes for t in open_.tasks):
+                return True
+            return any(
+                isinstance(self.task_outcomes.get(t.task_id), TaskFailed) and not t.catch
+                for t in open_.tasks
+            )
+        if isinstance(open_, ChildrenWaiting):
+            return self.children_settled is not None
+        return False
 
     @property
     def wake_at(self) -> datetime | None:
@@ -93,6 +133,8 @@ class RunState:
                 StepWaitingForEvent,
                 RetryScheduled,
                 TaskScheduled,
+                TasksScheduled,
+                ChildrenWaiting,
                 StepWaitingForCallback,
             ),
         ):
@@ -100,7 +142,8 @@ class RunState:
             self.suspension = fact
             self.suspension_version = recorded.version
             self.matched_event_id = None
-            self.task_outcome = None
+            self.task_outcomes = {}
+            self.children_settled = None
             self.fingerprint = fact.definition_fingerprint or self.fingerprint
         elif isinstance(fact, StepEventMatched):
             if self.matched_event_id is None:
@@ -113,19 +156,24 @@ class RunState:
             ):
                 self.matched_event_id = fact.event_id
         elif isinstance(fact, (TaskCompleted, TaskFailed)):
-            open_task = self.suspension
+            if self.waits_for_task(fact.task_id):
+                self.task_outcomes[fact.task_id] = fact
+                self.outcome_recorded_at = recorded.recorded_at
+        elif isinstance(fact, ChildrenSettled):
+            open_ = self.suspension
             if (
-                isinstance(open_task, TaskScheduled)
-                and open_task.task_id == fact.task_id
-                and self.task_outcome is None
+                isinstance(open_, ChildrenWaiting)
+                and open_.join_id == fact.join_id
+                and self.children_settled is None
             ):
-                self.task_outcome = fact
+                self.children_settled = fact
                 self.outcome_recorded_at = recorded.recorded_at
         elif isinstance(fact, StepResumed):
             self.status = "running"
             self.suspension = None
             self.matched_event_id = None
-            self.task_outcome = None
+            self.task_outcomes = {}
+            self.children_settled = None
         elif isinstance(fact, RunCompleted):
             self.status = "completed"
             self.suspension = None

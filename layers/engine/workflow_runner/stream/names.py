@@ -25,6 +25,10 @@ TASK_SCHEDULED = "workflow.task.scheduled"
 TASK_ATTEMPT_FAILED = "workflow.task.attempt-failed"
 TASK_COMPLETED = "workflow.task.completed"
 TASK_FAILED = "workflow.task.failed"
+TASKS_SCHEDULED = "workflow.tasks.scheduled"
+CHILDREN_WAITING = "workflow.children.waiting"
+CHILDREN_SETTLED = "workflow.children.settled"
+CHILDREN_REQUESTED = "workflow.children.requested"
 OPERATOR_ACTION = "workflow.operator-action"
 DISPATCH_REQUESTED = "step.dispatch-requested"
 DISPATCH_ATTEMPT_FAILED = "step.dispatch-attempt-failed"
@@ -48,7 +52,9 @@ RunStatus: TypeAlias = Literal["running", "waiting", "completed", "failed", "can
 RUN_STATUSES: tuple[RunStatus, ...] = ("running", "waiting", "completed", "failed", "cancelled")
 SETTLED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
-ResumedBy: TypeAlias = Literal["event", "timeout", "timer", "forced", "task", "callback"]
+ResumedBy: TypeAlias = Literal[
+    "event", "timeout", "timer", "forced", "task", "children", "callback"
+]
 
 # A task suspension has no time of its own: it is due when its outcome is recorded.
 NEVER = datetime(9999, 12, 31, tzinfo=UTC)

@@ -39,6 +39,7 @@ class RunStarted:
     # The key its callback tokens are derived with (callback_tokens.py); only runs of a
     # workflow with a wait_for_callback have one, and none started before 0.3.
     callback_secret: str | None = None
+    parent_run_id: str | None = None  # started by call_workflow, start_workflow or map
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -53,6 +54,7 @@ class RunStarted:
         optional(payload, "idempotencyKey", self.idempotency_key)
         optional(payload, "cronScheduledAt", self.cron_scheduled_at)
         optional(payload, "callbackSecret", self.callback_secret)
+        optional(payload, "parentRunId", self.parent_run_id)
         return payload
 
     @classmethod
@@ -67,6 +69,7 @@ class RunStarted:
             idempotency_key=p.get("idempotencyKey"),
             cron_scheduled_at=p.get("cronScheduledAt"),
             callback_secret=p.get("callbackSecret"),
+            parent_run_id=p.get("parentRunId"),
         )
 
 

@@ -9,11 +9,13 @@ from typing import Any, ClassVar, TypeAlias
 
 from ..durations import format_instant
 from .names import (
+    CHILDREN_WAITING,
     NEVER,
     RETRY_SCHEDULED,
     STEP_WAITING,
     STEP_WAITING_FOR_EVENT,
     TASK_SCHEDULED,
+    TASKS_SCHEDULED,
     Path,
     instant,
     optional,
@@ -248,4 +250,129 @@ class TaskScheduled(SuspensionFact):
         )
 
 
-Suspension: TypeAlias = StepWaiting | StepWaitingForEvent | RetryScheduled | TaskScheduled
+@dataclass(frozen=True)
+class ParallelTask:
+    """One task of a parallel suspension (what TaskScheduled says of a single task)."""
+
+    task_key: str
+    task_id: str
+    step_kind: str
+    max_attempts: int
+    timeout_ms: int | None = None
+    catch: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "taskKey": self.task_key,
+            "taskId": self.task_id,
+            "stepKind": self.step_kind,
+            "maxAttempts": self.max_attempts,
+            "catch": self.catch,
+        }
+        optional(item, "timeoutMs", self.timeout_ms)
+        return item
+
+    @classmethod
+    def from_json(cls, p: Mapping[str, Any]) -> ParallelTask:
+        return cls(
+            task_key=p["taskKey"],
+            task_id=p["taskId"],
+            step_kind=p.get("stepKind", "task"),
+            max_attempts=int(p.get("maxAttempts") or 1),
+            timeout_ms=p.get("timeoutMs"),
+            catch=bool(p.get("catch", False)),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TasksScheduled(SuspensionFact):
+    """Suspended at `parallel`: its tasks run at once, each recording its outcome here
+    (TaskCompleted/TaskFailed by task id); the run is due once every task has one, or
+    at the first failure the workflow does not catch. `result_key` (optional) gets the
+    list of results."""
+
+    TYPE: ClassVar[str] = TASKS_SCHEDULED
+
+    tasks: tuple[ParallelTask, ...]
+    result_key: str | None = None
+
+    @property
+    def due_at(self) -> datetime:
+        return NEVER
+
+    def task(self, task_id: str) -> ParallelTask | None:
+        return next((t for t in self.tasks if t.task_id == task_id), None)
+
+    def to_payload(self) -> dict[str, Any]:
+        payload = {**self._common(), "tasks": [t.to_json() for t in self.tasks]}
+        optional(payload, "resultKey", self.result_key)
+        return payload
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> TasksScheduled:
+        return cls(
+            **cls._common_fields(p),
+            tasks=tuple(ParallelTask.from_json(t) for t in p.get("tasks") or []),
+            result_key=p.get("resultKey"),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildrenWaiting(SuspensionFact):
+    """Suspended at call_workflow (`join_kind` call) or map: the worker starts the
+    children (at most `concurrency` at once); the run is due once all have settled, or
+    at the first failure the workflow does not catch (a ChildrenSettled fact says so).
+    `child_run_id` names the child of a call."""
+
+    TYPE: ClassVar[str] = CHILDREN_WAITING
+
+    join_id: str
+    join_kind: str  # call | map
+    child_workflow: str
+    children: int
+    concurrency: int
+    result_key: str | None = None
+    catch: bool = False
+    child_run_id: str | None = None
+
+    @property
+    def due_at(self) -> datetime:
+        return NEVER
+
+    def to_payload(self) -> dict[str, Any]:
+        payload = {
+            **self._common(),
+            "joinId": self.join_id,
+            "joinKind": self.join_kind,
+            "childWorkflow": self.child_workflow,
+            "children": self.children,
+            "concurrency": self.concurrency,
+            "catch": self.catch,
+        }
+        optional(payload, "resultKey", self.result_key)
+        optional(payload, "childRunId", self.child_run_id)
+        return payload
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> ChildrenWaiting:
+        return cls(
+            **cls._common_fields(p),
+            join_id=p["joinId"],
+            join_kind=p.get("joinKind", "map"),
+            child_workflow=p["childWorkflow"],
+            children=int(p["children"]),
+            concurrency=int(p.get("concurrency") or 1),
+            result_key=p.get("resultKey"),
+            catch=bool(p.get("catch", False)),
+            child_run_id=p.get("childRunId"),
+        )
+
+
+Suspension: TypeAlias = (
+    StepWaiting
+    | StepWaitingForEvent
+    | RetryScheduled
+    | TaskScheduled
+    | TasksScheduled
+    | ChildrenWaiting
+)

@@ -72,6 +72,8 @@ class TaskCompleted:
     attempt: int
     result: Any = None
     redacted: bool = False
+    # False: other tasks of the same parallel still run (the run is not due yet).
+    run_due: bool = True
 
     def to_payload(self) -> dict[str, Any]:
         payload = {
@@ -83,6 +85,8 @@ class TaskCompleted:
         }
         if self.redacted:
             payload["redacted"] = True
+        if not self.run_due:
+            payload["runDue"] = False
         return payload
 
     @classmethod
@@ -94,6 +98,7 @@ class TaskCompleted:
             attempt=int(p["attempt"]),
             result=p.get("result"),
             redacted=bool(p.get("redacted", False)),
+            run_due=bool(p.get("runDue", True)),
         )
 
 
@@ -112,6 +117,7 @@ class TaskFailed:
     error_class: str
     reason: str  # attempts_exhausted | non_retryable | refused | result_not_storable | ambiguous
     status: int | None = None
+    run_due: bool = True  # as TaskCompleted.run_due
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -124,6 +130,8 @@ class TaskFailed:
             "reason": self.reason,
         }
         optional(payload, "status", self.status)
+        if not self.run_due:
+            payload["runDue"] = False
         return payload
 
     @classmethod
@@ -137,6 +145,7 @@ class TaskFailed:
             error_class=str(p.get("errorClass", "")),
             reason=str(p.get("reason", "")),
             status=p.get("status"),
+            run_due=bool(p.get("runDue", True)),
         )
 
 

@@ -23,6 +23,7 @@ from ..definition import (
     Branch,
     CronTrigger,
     ForEach,
+    Parallel,
     Retry,
     Step,
     StepContext,
@@ -101,6 +102,10 @@ def _with_task_fn(
         elif isinstance(step, (ForEach, Retry)):
             do, inside = _with_task_fn(step.do, key, fn)
             step = dataclasses.replace(step, do=do)
+            replaced += inside
+        elif isinstance(step, Parallel):
+            tasks, inside = _with_task_fn(step.steps, key, fn)
+            step = dataclasses.replace(step, steps=tasks)
             replaced += inside
         out.append(step)
     return tuple(out), replaced

@@ -1,0 +1,142 @@
+"""Starting child runs: the worker's share of call_workflow, start_workflow and map.
+
+A parent's pass records a join and its children (engine/joins.py); the worker claims
+joins with children due to start and starts at most `concurrency - running` of them,
+and at most `batch` per transaction, so a map over 10,000 items starts its children
+across many transactions (and Lambda invocations) as slots free up. Each start is in
+the transaction that marks the child running and counts it in its join, so a crash
+never starts a child twice nor leaves one counted but not started. A child's input
+is stored as its trigger event (type `workflow.call`) in the inbox, like any domain
+event (erasable the same way).
+
+A child's run id derives from its workflow and key: a key another join already used
+finds that run instead of starting a second one, and the join counts it when it
+settles (at once, if it already has).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..definition import DomainEvent, WorkflowRegistry
+from ..store import ClaimedJoin, NewChild, Store
+from ..stream import RunCompleted, RunFailed, fold_run
+from .ingest import start_run
+from .joins import run_settled
+
+CHILD_EVENT_TYPE = "workflow.call"
+CHILD_EVENT_SOURCE = "workflow-runner"
+CHILD_NAMESPACE = uuid.UUID("5e3b6f0a-8d1c-4c2e-9b7a-2f4d6e8a0c13")
+UNKNOWN_WORKFLOW = "child_workflow_unknown"
+# Children started per transaction (a join with more to start is claimed again).
+START_BATCH = 100
+
+
+@dataclass(frozen=True)
+class StartedChildren:
+    """What one call of start_children did."""
+
+    joins: int = 0
+    started: int = 0
+    attached: int = 0  # the run existed already (same workflow and key)
+    unknown: int = 0  # the workflow is not registered: the child failed at once
+
+
+def start_children(
+    store: Store,
+    registry: WorkflowRegistry,
+    now: datetime,
+    max_joins: int = 10,
+    batch: int = START_BATCH,
+) -> StartedChildren:
+    """Start due children of up to `max_joins` joins, each join in its own transaction."""
+    joins = started = attached = unknown = 0
+    for _ in range(max_joins):
+        with store.transaction():
+            claimed = store.children.claim(now, 1)
+            if not claimed:
+                break
+            join = claimed[0]
+            joins += 1
+            free = max(0, join.concurrency - join.running)
+            children = store.children.to_start(join, min(free, batch)) if free else []
+            events = [_trigger(join, child, now) for child in children]
+            with store.pipeline():
+                # Marked running before any child's first pass, which may settle it.
+                store.children.mark_running(join, [c.item_index for c in children], now)
+                store.children.store_inputs(
+                    join.tenant_id,
+                    [(e.id, e.payload) for e in events],
+                    CHILD_EVENT_TYPE,
+                    CHILD_EVENT_SOURCE,
+                    now,
+                )
+            for child, event in zip(children, events, strict=True):
+                outcome = _start_one(store, registry, join, child, event, now)
+                started += outcome == "started"
+                attached += outcome == "attached"
+                unknown += outcome == "unknown"
+            last = children[-1].item_index + 1 if children else join.next_index
+            store.children.started(join, last, len(children), now)
+    return StartedChildren(joins, started, attached, unknown)
+
+
+def _trigger(join: ClaimedJoin, child: NewChild, now: datetime) -> DomainEvent:
+    """A child's trigger event: its input, stored in the inbox like a domain event."""
+    return DomainEvent(
+        id=str(uuid.uuid5(CHILD_NAMESPACE, f"{join.join_id}|{child.item_index}")),
+        type=CHILD_EVENT_TYPE,
+        payload=child.input,
+        tenant_id=join.tenant_id,
+        time=now,
+        source=CHILD_EVENT_SOURCE,
+    )
+
+
+def _start_one(
+    store: Store,
+    registry: WorkflowRegistry,
+    join: ClaimedJoin,
+    child: NewChild,
+    event: DomainEvent,
+    now: datetime,
+) -> str:
+    tenant = join.tenant_id
+    try:
+        definition = registry.latest(join.child_workflow)
+    except Exception:
+        # No such workflow: the child fails at once (it has no run to show).
+        run_settled(store, tenant, child.child_run_id, "failed", None, UNKNOWN_WORKFLOW, now)
+        return "unknown"
+    outcome = start_run(
+        store,
+        definition,
+        event,
+        child.child_run_id,
+        now,
+        idempotency_key=child.child_key,
+        trigger_event_id=event.id,
+        parent_run_id=join.parent_run_id,
+    )
+    if outcome is not None:
+        return "started"
+    _count_existing(store, tenant, child.child_run_id, now)
+    return "attached"
+
+
+def _count_existing(store: Store, tenant_id: str, run_id: str, now: datetime) -> None:
+    """A child whose run already existed: count it now if it has settled; otherwise its
+    own settling counts it later (its run id is in this join's rows)."""
+    events, _ = store.streams.load_run(tenant_id, run_id, tail=True)
+    if not events:
+        return
+    state = fold_run(run_id, tenant_id, [e.recorded for e in events])
+    if not state.settled:
+        return
+    last = events[-1].fact
+    result = last.result if isinstance(last, RunCompleted) else None
+    reason = last.reason if isinstance(last, RunFailed) else None
+    status = state.status if state.status != "missing" else "failed"
+    run_settled(store, tenant_id, run_id, status, result, reason or status, now)

@@ -1,0 +1,291 @@
+"""Child runs: the joins parents asked for (`run_joins`) and their children
+(`run_children`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from .sql import Sql
+
+
+@dataclass(frozen=True)
+class NewChild:
+    item_index: int
+    child_run_id: str
+    child_key: str
+    input: Any
+
+
+@dataclass(frozen=True)
+class ClaimedJoin:
+    """A join with children to start, locked for this transaction."""
+
+    tenant_id: str
+    join_id: str
+    parent_run_id: str
+    kind: str
+    child_workflow: str
+    total: int
+    concurrency: int
+    next_index: int
+    running: int
+
+
+@dataclass(frozen=True)
+class JoinCount:
+    """A join after one of its children settled."""
+
+    tenant_id: str
+    join_id: str
+    parent_run_id: str
+    kind: str
+    child_workflow: str
+    total: int
+    settled: int
+    failed: int
+    catch: bool
+    suspension_version: int | None
+    notified: bool
+    closed: bool
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    item_index: int
+    child_run_id: str
+    status: str
+    result: Any
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class ChildRow:
+    """A child of a run, as operators see it."""
+
+    join_id: str
+    kind: str
+    child_workflow: str
+    item_index: int
+    child_run_id: str
+    status: str
+    reason: str | None
+
+
+class ChildStore:
+    """Write joins and children; claim joins to start; count settled children into
+    their joins."""
+
+    def __init__(self, sql: Sql) -> None:
+        self._sql = sql
+
+    def insert_join(
+        self,
+        tenant_id: str,
+        join_id: str,
+        parent_run_id: str,
+        kind: str,
+        child_workflow: str,
+        suspension_version: int | None,
+        concurrency: int,
+        catch: bool,
+        children: Sequence[NewChild],
+        now: datetime,
+    ) -> None:
+        """A join and its children (due to start at once)."""
+        self._sql.run(
+            "insert_join",
+            {
+                "tenant_id": tenant_id,
+                "join_id": join_id,
+                "parent_run_id": parent_run_id,
+                "kind": kind,
+                "child_workflow": child_workflow,
+                "suspension_version": suspension_version,
+                "total": len(children),
+                "concurrency": concurrency,
+                "catch": catch,
+                "now": now,
+            },
+        )
+        rows = [
+            {
+                "item_index": c.item_index,
+                "child_run_id": c.child_run_id,
+                "child_key": c.child_key,
+                "input": c.input,
+            }
+            for c in children
+        ]
+        self._sql.run(
+            "insert_children", {"tenant_id": tenant_id, "join_id": join_id, "rows": Jsonb(rows)}
+        )
+
+    def claim(self, now: datetime, limit: int) -> list[ClaimedJoin]:
+        """Lock joins with children to start now (call in a transaction)."""
+        return [
+            ClaimedJoin(**r) for r in self._sql.all("claim_joins", {"now": now, "limit": limit})
+        ]
+
+    def to_start(self, join: ClaimedJoin, limit: int) -> list[NewChild]:
+        rows = self._sql.all(
+            "children_to_start",
+            {
+                "tenant_id": join.tenant_id,
+                "join_id": join.join_id,
+                "first": join.next_index,
+                "limit": limit,
+            },
+        )
+        return [NewChild(**r) for r in rows]
+
+    def mark_running(self, join: ClaimedJoin, item_indexes: Sequence[int], now: datetime) -> None:
+        self._sql.run(
+            "mark_children_running",
+            {
+                "tenant_id": join.tenant_id,
+                "join_id": join.join_id,
+                "item_indexes": list(item_indexes),
+                "now": now,
+            },
+        )
+
+    def store_inputs(
+        self,
+        tenant_id: str,
+        events: Sequence[tuple[str, Any]],
+        type: str,
+        source: str,
+        now: datetime,
+    ) -> None:
+        """Store children's trigger events ((event id, payload) pairs) in the inbox."""
+        rows = [{"event_id": event_id, "detail": detail} for event_id, detail in events]
+        self._sql.run(
+            "insert_child_events",
+            {
+                "tenant_id": tenant_id,
+                "rows": Jsonb(rows),
+                "type": type,
+                "source": source,
+                "now": now,
+            },
+        )
+
+    def started(self, join: ClaimedJoin, next_index: int, started: int, now: datetime) -> None:
+        self._sql.run(
+            "join_started",
+            {
+                "tenant_id": join.tenant_id,
+                "join_id": join.join_id,
+                "next_index": next_index,
+                "started": started,
+                "now": now,
+            },
+        )
+
+    def settle(
+        self,
+        tenant_id: str,
+        child_run_id: str,
+        status: str,
+        result: Any,
+        reason: str | None,
+        now: datetime,
+    ) -> None:
+        """Mark a settled child in every join that waits for it, for the worker to count."""
+        self._sql.run(
+            "settle_child_rows",
+            {
+                "tenant_id": tenant_id,
+                "child_run_id": child_run_id,
+                "status": status,
+                "result": Jsonb(result),
+                "reason": reason,
+                "now": now,
+            },
+        )
+
+    def joins_with_uncounted(self, limit: int) -> list[tuple[str, str]]:
+        """(tenant, join) pairs with settled children not counted yet."""
+        rows = self._sql.all("joins_with_uncounted", {"limit": limit})
+        return [(r["tenant_id"], r["join_id"]) for r in rows]
+
+    def count_settled(
+        self, tenant_id: str, join_id: str, now: datetime
+    ) -> tuple[JoinCount, list[ChildOutcome]] | None:
+        """Count a join's newly settled children into it (call in a transaction).
+
+        Returns the join after counting and the children counted now (in item order),
+        or None when another worker holds the join or nothing was left to count.
+        """
+        params: dict[str, Any] = {"tenant_id": tenant_id, "join_id": join_id}
+        if self._sql.one("lock_join", params) is None:
+            return None
+        taken = sorted(self._sql.all("take_uncounted", params), key=lambda r: r["item_index"])
+        if not taken:
+            return None
+        failed = sum(1 for r in taken if r["status"] != "completed")
+        joined = self._sql.one(
+            "join_counted", {**params, "settled": len(taken), "failed": failed, "now": now}
+        )
+        assert joined is not None
+        count = JoinCount(
+            tenant_id=tenant_id,
+            join_id=join_id,
+            parent_run_id=joined["parent_run_id"],
+            kind=joined["kind"],
+            child_workflow=joined["child_workflow"],
+            total=joined["total"],
+            settled=joined["settled"],
+            failed=joined["failed"],
+            catch=joined["catch"],
+            suspension_version=joined["suspension_version"],
+            notified=joined["notified_at"] is not None,
+            closed=joined["closed_at"] is not None,
+        )
+        counted = [
+            ChildOutcome(r["item_index"], r["child_run_id"], r["status"], None, r["reason"])
+            for r in taken
+        ]
+        return count, counted
+
+    def oldest_uncounted(self, tenant_id: str | None = None) -> datetime | None:
+        row = self._sql.one("oldest_uncounted", {"tenant_id": tenant_id})
+        return row["at"] if row else None
+
+    def mark_notified(self, tenant_id: str, join_id: str, now: datetime) -> bool:
+        params = {"tenant_id": tenant_id, "join_id": join_id, "now": now}
+        return self._sql.run("mark_join_notified", params) > 0
+
+    def close_joins_of(self, tenant_id: str, run_id: str, now: datetime) -> list[str]:
+        """Close a parent's call and map joins; returns the running children to cancel."""
+        params = {"tenant_id": tenant_id, "run_id": run_id, "now": now}
+        join_ids = [r["join_id"] for r in self._sql.all("close_joins_of_run", params)]
+        if not join_ids:
+            return []
+        params = {"tenant_id": tenant_id, "join_ids": join_ids, "now": now}
+        self._sql.run("cancel_pending_children", params)
+        return [r["child_run_id"] for r in self._sql.all("running_children", params)]
+
+    def outcomes(self, tenant_id: str, join_id: str) -> list[ChildOutcome]:
+        rows = self._sql.all("join_outcomes", {"tenant_id": tenant_id, "join_id": join_id})
+        return [ChildOutcome(**r) for r in rows]
+
+    def of_run(self, tenant_id: str, run_id: str, limit: int = 1000) -> list[ChildRow]:
+        params = {"tenant_id": tenant_id, "run_id": run_id, "limit": limit}
+        return [ChildRow(**r) for r in self._sql.all("children_of_run", params)]
+
+    def overdue(
+        self, before: datetime, tenant_id: str | None = None, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """Joins whose children were due to start before `before` (no worker ran)."""
+        params = {"before": before, "tenant_id": tenant_id, "limit": limit}
+        return self._sql.all("overdue_joins", params)
+
+    def next_start(self) -> datetime | None:
+        row = self._sql.one("next_join_start", {})
+        return row["at"] if row else None

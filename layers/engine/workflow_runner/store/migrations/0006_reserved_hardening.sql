@@ -1,0 +1,5 @@
+-- migrate: reserved
+-- Number 6 belongs to the hardening branch (0006_keyed_lookback), which lands after or
+-- before this one: callbacks took 7. Never applied nor recorded (see migrate.py), so
+-- hardening's 0006 still runs on a database this release was deployed to; its file
+-- replaces this one when the branches meet.

@@ -1,0 +1,73 @@
+"""Fulfil a batch of orders: one child run per order, five at a time, then report.
+
+`batch-fulfilment` maps the batch's orders onto `fulfil-order` runs (at most five at
+once; a failed order does not stop the others: `catch=True` puts its failure in its
+slot), then posts a summary to the warehouse. `fulfil-order` is started only by other
+workflows (`on_call()`): it reserves stock through a task (a stand-in that refuses
+orders with `"outOfStock": true`), mails the customer and returns what it did.
+"""
+
+from __future__ import annotations
+
+from workflow_runner import Event, RetryPolicy, StepContext, define_workflow, on_call, on_event
+
+
+class OutOfStock(Exception):
+    """The warehouse cannot reserve the order's items (simulated)."""
+
+
+def reserve_stock(ctx: StepContext) -> dict[str, object]:
+    order = ctx.event.payload
+    if order.get("outOfStock"):
+        raise OutOfStock(f"order {order['orderId']}")
+    return {"orderId": order["orderId"], "reservation": f"r-{order['orderId']}"}
+
+
+def summary(ctx: StepContext) -> dict[str, object]:
+    results = ctx.steps["orders"]
+    failed = [r["runId"] for r in results if r.get("failed")]
+    return {
+        "batchId": ctx.event.payload["batchId"],
+        "fulfilled": len(results) - len(failed),
+        "failed": len(failed),
+    }
+
+
+fulfil_order = define_workflow(
+    name="fulfil-order",
+    trigger=on_call(),
+    steps=lambda s: [
+        s.task(
+            "stock",
+            reserve_stock,
+            retry=RetryPolicy(max_attempts=3, base="PT5S", non_retryable=(OutOfStock,)),
+        ),
+        s.mail_send(
+            to=Event.payload["email"],
+            subject="Your order is on its way",
+            body=lambda ctx: f"Order {ctx.event.payload['orderId']} is reserved and ships today.",
+        ),
+        s.return_(lambda ctx: {"orderId": ctx.event.payload["orderId"], **ctx.steps["stock"]}),
+    ],
+)
+
+batch_fulfilment = define_workflow(
+    name="batch-fulfilment",
+    trigger=on_event("batch.submitted"),
+    idempotency_key=Event.payload["batchId"],
+    steps=lambda s: [
+        s.map(
+            Event.payload["orders"],
+            workflow="fulfil-order",
+            key=lambda ctx: f"{ctx.event.payload['batchId']}:{ctx.scope['item']['orderId']}",
+            concurrency=5,
+            result_key="orders",
+            catch=True,
+        ),
+        s.compute("summary", summary),
+        s.webhook_send(
+            url="https://hooks.example.com/batches", body=lambda ctx: ctx.steps["summary"]
+        ),
+        s.return_(lambda ctx: {"isSuccess": True, **ctx.steps["summary"]}),
+    ],
+)

@@ -4,7 +4,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: test lint unit integration demo console bench bench-quick soak clean
+# aws-sam-cli pins boto3/click/pydantic versions that clash with ours: it gets its own
+# venv. `make test` needs it too: the template tests check what SAM's transform produces.
+SAM_VENV := .venv-sam
+SAM_STAMP := $(SAM_VENV)/.installed
+# checkov pins its own dependency tree: a third venv.
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+
+.PHONY: test lint unit integration demo console bench bench-quick soak clean cold-start cost
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +24,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy --strict layers/engine/workflow_runner
 
-test: lint
+test: lint $(SAM_STAMP)
 	$(PY) -m pytest -n 2 -m "not soak" tests
 
 unit: $(STAMP)
@@ -33,21 +41,46 @@ console: $(STAMP)
 	$(VENV)/bin/wfr demo --console
 
 clean:
-	rm -rf $(VENV) build .mypy_cache .ruff_cache .aws-sam
-
-# aws-sam-cli pins boto3/click versions that clash with ours: it gets its own venv.
-SAM_VENV := .venv-sam
-SAM_STAMP := $(SAM_VENV)/.installed
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) build .mypy_cache .ruff_cache .aws-sam
 
 $(SAM_STAMP):
 	$(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install --quiet 'aws-sam-cli==1.170.0'
 	touch $(SAM_STAMP)
 
+$(CHECKOV_STAMP):
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet 'checkov==3.3.30'
+	touch $(CHECKOV_STAMP)
+
+# The functions run on python3.13 and the layers' bytecode is compiled by it: `sam build`
+# needs python3.13 on PATH (pyenv's when installed; python3 stays the default).
+PYENV_PYTHONS := $(shell pyenv versions --bare 2>/dev/null | grep -E '^3\.1[13]\.[0-9]+$$' | sort -t. -k2,2n | tr '\n' ':' | sed 's/:$$//')
+SAM_ENV = SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-eu-central-1} $(if $(PYENV_PYTHONS),PYENV_VERSION=$(PYENV_PYTHONS))
+
+# Lint, build (arm64 layers without Docker), and a policy scan of what CloudFormation
+# receives: the template after SAM's transform, as shipped and in the prod shape.
+# Suppressions are in the template, next to the resource, each with its reason.
 .PHONY: sam-check
-sam-check: $(SAM_STAMP)
-	SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-eu-central-1} $(SAM_VENV)/bin/sam validate --lint
-	SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-eu-central-1} $(SAM_VENV)/bin/sam build
+sam-check: $(SAM_STAMP) $(CHECKOV_STAMP)
+	$(SAM_ENV) $(SAM_VENV)/bin/sam validate --lint
+	$(SAM_ENV) $(SAM_VENV)/bin/sam build
+	mkdir -p build/cfn
+	$(SAM_VENV)/bin/python tests/infra/sam_transform.py template.yaml > build/cfn/default.json
+	$(SAM_VENV)/bin/python tests/infra/sam_transform.py template.yaml \
+		'{"Stage": "prod", "NatGateways": "per-az", "InterfaceEndpoints": "true", "DatabaseFailoverReplica": "true", "DeploymentType": "Canary10Percent5Minutes"}' \
+		> build/cfn/prod.json
+	$(CHECKOV_VENV)/bin/checkov --quiet --compact --framework cloudformation --skip-download \
+		-f build/cfn/default.json -f build/cfn/prod.json
+
+# Cold-start import time of every handler from the built layers (also part of make bench).
+cold-start: $(STAMP)
+	$(PY) -m bench.cold_start
+
+# Cost per million runs and per month, from list prices and per-run figures measured on
+# the handlers (writes bench/cost.json and docs/COST.md).
+cost: $(STAMP)
+	$(PY) -m bench.cost
 
 # Benchmarks (issue 6): DBOS and matplotlib live in their own venv, next to this project.
 BENCH_VENV := .venv-bench

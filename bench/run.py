@@ -26,7 +26,16 @@ from typing import Any
 import psycopg
 from workflow_runner.embedded import start_embedded_postgres
 
-from . import backlog, console_list, due_scan_cost, fan_out, latency, long_run, sleep_workflow
+from . import (
+    backlog,
+    cold_start,
+    console_list,
+    due_scan_cost,
+    fan_out,
+    latency,
+    long_run,
+    sleep_workflow,
+)
 from .common import create_database, drop_database, fresh_database
 from .report import write_plot, write_report
 
@@ -63,6 +72,7 @@ TARGETS = {
     "timers.lateness_p99_s": ("<", 1.5),
     "long_run.resume_ratio_1000_vs_10": ("<=", 1.5),
     "long_run.bytes_per_suspension_ratio_1000_vs_10": ("<=", 1.1),
+    "cold_start.import_s_max": ("<=", 0.6),
 }
 
 
@@ -216,6 +226,10 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     results["console"] = run_console(sizes, admin_url)
     results["long_run"] = run_long(admin_url)
     results["fan_out"] = run_fan_out(sizes, workers, admin_url)
+
+    log("10 cold start (import app of every handler, built layers)")
+    results["cold_start"] = cold_start.measure(runs=3 if sizes is QUICK else cold_start.RUNS)
+    log(f"  import_s_max {results['cold_start']['import_s_max']} s")
     return results
 
 

@@ -54,6 +54,7 @@ def seed_sleeping_runs(
         conn.execute("DELETE FROM workflow_runs")
         conn.execute("DELETE FROM wf_events")
         conn.execute("DELETE FROM inbox")
+        conn.execute("DELETE FROM run_results")
         cur = conn.cursor()
         rows: list[dict[str, Any]] = []
         for i in range(n):
@@ -69,7 +70,7 @@ def seed_sleeping_runs(
             waiting = {
                 **waiting_tmpl,
                 "wakeAt": format_instant(wake),
-                "results": {"first": {"n": i}},
+                "resultsDelta": {"first": {"n": i}},
             }
             rows.append(
                 {"i": i, "key": key, "run_id": rid, "wake": wake, "s": started, "w": waiting}
@@ -138,6 +139,12 @@ def seed_sleeping_runs(
                         started_at,
                     )
                 )
+        # The results a resume restores (0.2 keeps them in run_results, not on the stream).
+        with cur.copy(
+            "COPY run_results (tenant_id, run_id, key, value, awaited, version) FROM STDIN"
+        ) as copy:
+            for r in rows:
+                copy.write_row((TENANT, r["run_id"], "first", json.dumps({"n": r["i"]}), False, 2))
         p = pending[0]
         with cur.copy(
             "COPY workflow_run_pending (tenant_id, run_id, step_index, workflow_name,"

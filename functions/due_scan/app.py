@@ -1,7 +1,8 @@
 """DueScan: every minute, start cron runs and hand due suspensions to the resume queue.
 
 It keeps scanning until nothing is due or its budget (DUE_SCAN_BUDGET_SECONDS, and
-never past the function's own remaining time) ends.
+never past the function's own remaining time) ends. A completed scan counts a heartbeat,
+whose alarm pages when scans stop completing.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
+from workflow_runner.aws.observability import heartbeat
 from workflow_runner.engine.due_scan import due_scan
 
 
@@ -44,6 +46,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if support.record_outcomes(result.cron_started):
         rt.nudger.nudge_projection()
         rt.nudger.nudge_dispatcher()
+    heartbeat("DueScan")
     logger.info("due scan done", extra={"leased": result.leased, "drained": result.drained})
     return {
         "tenants": result.tenants,

@@ -3,7 +3,8 @@
 Invoked asynchronously (a nudge after appends) and by a schedule as a safety net; the
 input is ignored: the projection always continues from its checkpoint. Waits that an
 already-stored event satisfies, and new suspensions due before the next due-scan tick,
-are sent to the resume queue at once (delayed to their second).
+are sent to the resume queue at once (delayed to their second). A completed catch-up
+counts a heartbeat, whose alarm pages when catch-ups stop completing.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
+from workflow_runner.aws.observability import heartbeat
 from workflow_runner.engine.enqueue import enqueue_due
 from workflow_runner.engine.projection import project_pending
 
@@ -41,6 +43,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     )
     support.count("ProjectionEventsApplied", result.applied)
     support.count("Wakeups", len(result.woken))
+    heartbeat("PendingProjection")
     logger.info("pending projection caught up", extra={"applied": result.applied})
     return {
         "applied": result.applied,

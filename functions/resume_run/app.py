@@ -14,6 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ResumeMessage
+from workflow_runner.aws.observability import annotate, annotate_resume_batch
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -21,6 +22,8 @@ from workflow_runner.aws.models import ResumeMessage
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if isinstance(event, dict) and "Records" in event:
+        annotate_resume_batch(event)
         return support.resume_sqs_batch(event)
     message = support.parse_model(event, ResumeMessage, "resume request")
+    annotate(tenant_id=message.tenant_id, run_id=message.run_id)
     return support.resume_result_json(support.resume(message))

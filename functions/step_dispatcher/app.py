@@ -4,7 +4,8 @@ fire-and-forget mail and webhook requests.
 
 Nudged asynchronously after passes that scheduled a task or requested a dispatch, and
 run by a schedule as a safety net (which also picks up retries whose backoff has
-passed and attempts whose worker died). Every call is bounded by the time left.
+passed and attempts whose worker died). Every call is bounded by the time left. A
+completed run counts a heartbeat, whose alarm pages when runs stop completing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
+from workflow_runner.aws.observability import heartbeat
 from workflow_runner.engine.tasks import TaskPorts
 from workflow_runner.engine.worker import work
 from workflow_runner.webhook_guard import WebhookGuard
@@ -56,4 +58,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             webhook_timeout=cfg.webhook_timeout_seconds,
         )
     )
-    return support.report_work(result)
+    answer = support.report_work(result)
+    heartbeat("StepDispatcher")
+    return answer

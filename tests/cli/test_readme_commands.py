@@ -17,6 +17,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 VALUES = {
     "--status": "failed",
     "--limit": "5",
+    "--max": "5",
     "--step": "1",
     "--version": "1",
     "--port": "8080",

@@ -90,6 +90,7 @@ def test_trigger_projection_starts_user_onboarding(
         ("trigger-projection-data-processed.json", "webhook-delivery", "suspended"),
         ("trigger-projection-order-placed.json", "order-approval", "suspended"),
         ("trigger-projection-inventory-changed.json", "inventory-sync", "suspended"),
+        ("trigger-projection-batch-submitted.json", "batch-fulfilment", "suspended"),
     ],
 )
 def test_trigger_projection_sample_events(
@@ -520,9 +521,14 @@ def test_migrate_failure_is_reported_to_cloudformation(
     assert emitted().metric("MigrationFailed") == 1
 
 
-def test_migrate_bad_request_is_rejected_without_a_response(
-    handlers: Handlers, runtime: Runtime, response_url: str
+def test_migrate_bad_request_is_answered_failed(
+    handlers: Handlers, runtime: Runtime, response_url: str, emitted: Read
 ) -> None:
-    with pytest.raises(InvalidInput, match="RequestType"):
-        invoke(handlers, "MigrateFunction", cfn("migrate-bad-request-type.json", response_url))
-    assert _CfnResponses.received == []
+    """A malformed request is still answered (CloudFormation would otherwise wait for the
+    ServiceTimeout), FAILED with the reason, and nothing is applied."""
+    result = invoke(handlers, "MigrateFunction", cfn("migrate-bad-request-type.json", response_url))
+    assert result["status"] == "FAILED"
+    (response,) = _CfnResponses.received
+    assert response["Status"] == "FAILED" and "RequestType" in response["Reason"]
+    assert response["RequestId"] == load_event("migrate-bad-request-type.json")["RequestId"]
+    assert emitted().metric("InvalidInput") == 1

@@ -9,7 +9,6 @@ import time; settings, the registry and the runtime are built on first use.
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -282,33 +281,3 @@ def resume_result_json(result: ResumeResult) -> dict[str, Any]:
         "nextWakeAt": stamp(result.resumed_wake_at),
         "reason": result.reason,
     }
-
-
-def send_cfn_response(
-    event: dict[str, Any],
-    status: str,
-    physical_id: str,
-    reason: str = "",
-    data: dict[str, Any] | None = None,
-    timeout: float = 10.0,
-) -> None:
-    """PUT a custom resource response to its pre-signed ResponseURL (urllib, no SDK)."""
-    body = json.dumps(
-        {
-            "Status": status,
-            "Reason": (reason or f"See CloudWatch log stream for {physical_id}")[:3000],
-            "PhysicalResourceId": physical_id,
-            "StackId": event["StackId"],
-            "RequestId": event["RequestId"],
-            "LogicalResourceId": event["LogicalResourceId"],
-            "Data": data or {},
-        }
-    ).encode()
-    request = urllib.request.Request(
-        event["ResponseURL"],
-        data=body,
-        method="PUT",
-        headers={"content-type": "", "content-length": str(len(body))},
-    )
-    with urllib.request.urlopen(request, timeout=timeout) as reply:
-        reply.read()

@@ -1,6 +1,6 @@
 """Read template.yaml the way CloudFormation would, for tests and the local runtime:
-the EventBridge routes (function, rule, pattern) with parameters resolved, and the
-functions' handlers loaded from their CodeUri.
+the EventBridge routes (rule -> intake queue -> event source mapping -> function, with
+patterns and parameters resolved), and the functions' handlers loaded from their CodeUri.
 
 Needs PyYAML (a dev dependency; never used inside Lambda).
 """
@@ -129,11 +129,13 @@ class Resolver:
 
 @dataclass(frozen=True)
 class Route:
-    """One EventBridge rule that targets one function."""
+    """One EventBridge rule that (directly, or through an SQS intake queue and its event
+    source mapping) delivers to one function."""
 
     function: str  # logical id, e.g. TriggerProjectionFunction
-    rule: str  # the event's name in the function's Events
+    rule: str  # the rule's logical id, or the event's name in the function's Events
     pattern: dict[str, Any]
+    queue: str | None = None  # logical id of the SQS queue between the rule and the function
 
     def accepts(self, event: Mapping[str, Any]) -> bool:
         return matches(self.pattern, event)
@@ -148,17 +150,72 @@ def functions(template: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+def _logical_id(reference: Any) -> str | None:
+    """The resource a Ref / GetAtt points at: {"Ref": "Fn"}, {"Ref": "Fn.Alias"} (SAM's
+    generated alias), {"Fn::GetAtt": ["Queue", "Arn"]}; None for anything else."""
+    if isinstance(reference, Mapping):
+        if isinstance(reference.get("Ref"), str):
+            return str(reference["Ref"]).split(".", 1)[0]
+        target = reference.get("Fn::GetAtt")
+        if isinstance(target, list) and target and isinstance(target[0], str):
+            return target[0]
+    return None
+
+
+def _queue_consumers(template: Mapping[str, Any]) -> dict[str, list[str]]:
+    """SQS queue logical id -> the functions polling it: explicit event source mappings
+    and SAM ``SQS`` events alike."""
+    resources = template.get("Resources") or {}
+    consumers: dict[str, list[str]] = {}
+    for resource in resources.values():
+        if resource.get("Type") != "AWS::Lambda::EventSourceMapping":
+            continue
+        props = resource.get("Properties") or {}
+        queue, function = (
+            _logical_id(props.get("EventSourceArn")),
+            _logical_id(props.get("FunctionName")),
+        )
+        if queue and function in functions(template):
+            consumers.setdefault(queue, []).append(function)
+    for name, resource in functions(template).items():
+        for source in ((resource.get("Properties") or {}).get("Events") or {}).values():
+            if source.get("Type") == "SQS":
+                queue = _logical_id((source.get("Properties") or {}).get("Queue"))
+                if queue:
+                    consumers.setdefault(queue, []).append(name)
+    return consumers
+
+
 def event_routes(
     template: Mapping[str, Any], parameters: Mapping[str, Any] | None = None
 ) -> list[Route]:
-    """Every EventBridgeRule event source of every function, patterns resolved."""
+    """Every way an EventBridge event reaches a function, patterns resolved: an
+    ``AWS::Events::Rule`` targeting an SQS queue polled by a function (rule -> queue ->
+    event source mapping -> function) or targeting the function itself, and a function's
+    SAM ``EventBridgeRule`` events. Rules in template order, each function once per rule."""
     resolver = Resolver(template, parameters)
-    routes = []
-    for name, resource in functions(template).items():
-        for rule, source in ((resource.get("Properties") or {}).get("Events") or {}).items():
+    resources = template.get("Resources") or {}
+    known = functions(template)
+    consumers = _queue_consumers(template)
+    routes: list[Route] = []
+    for rule, resource in resources.items():
+        if resource.get("Type") != "AWS::Events::Rule":
+            continue
+        props = resource.get("Properties") or {}
+        if "EventPattern" not in props:
+            continue  # a schedule
+        pattern = resolver.resolve(props["EventPattern"])
+        for target in props.get("Targets") or []:
+            arn = _logical_id(target.get("Arn"))
+            if arn in known:
+                routes.append(Route(arn, rule, pattern))
+            for function in consumers.get(arn or "", []):
+                routes.append(Route(function, rule, pattern, queue=arn))
+    for name, resource in known.items():
+        for event, source in ((resource.get("Properties") or {}).get("Events") or {}).items():
             if source.get("Type") == "EventBridgeRule":
                 pattern = resolver.resolve(source["Properties"]["Pattern"])
-                routes.append(Route(name, rule, pattern))
+                routes.append(Route(name, event, pattern))
     return routes
 
 

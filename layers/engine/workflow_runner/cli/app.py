@@ -24,7 +24,7 @@ from ..errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
-from . import actions, callbacks, console_command, dispatches, local_commands, operate
+from . import actions, callbacks, console_command, dispatches, dlq, local_commands, operate
 from .context import Context, Handler, UsageError
 from .render import Output
 
@@ -228,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="then serve the console on the demo's database until Ctrl-C",
     )
     p.add_argument("--port", type=int, default=8080, help="the console's port (default 8080)")
+    dlq.register(commands, command)
     return top
 
 

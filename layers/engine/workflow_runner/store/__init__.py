@@ -9,7 +9,14 @@ from .database import Store, connect
 from .erasure import Relation
 from .inbox import CandidateEvent, InboxEvent
 from .local import CapturedMail, QueuedMessage
-from .migrate import Migration, apply_migrations, pending_migrations, schema_sql
+from .migrate import (
+    Migration,
+    MigrationTimeout,
+    apply_migrations,
+    apply_migrations_within,
+    pending_migrations,
+    schema_sql,
+)
 from .operator import PinnedRunGroup, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
 from .pending import DueRow, NewPendingRow, PendingRow, WaitingRow
@@ -32,6 +39,7 @@ __all__ = [
     "InboxEvent",
     "JoinCount",
     "Migration",
+    "MigrationTimeout",
     "NewCallback",
     "NewChild",
     "NewEvent",
@@ -57,6 +65,7 @@ __all__ = [
     "TaskStatus",
     "WaitingRow",
     "apply_migrations",
+    "apply_migrations_within",
     "connect",
     "is_transient",
     "pending_migrations",

@@ -23,7 +23,7 @@ from .cron import CronStore
 from .erasure import ErasureStore
 from .inbox import InboxStore
 from .local import LocalStore
-from .migrate import Migration, apply_migrations
+from .migrate import Migration, apply_migrations, apply_migrations_within
 from .operator import OperatorStore
 from .outbox import OutboxStore
 from .pending import PendingStore
@@ -135,10 +135,25 @@ class Store:
         """A round trip that proves the connection works (raises StoreError if not)."""
         self._sql.one("ping_connection", {})
 
-    def migrate(self) -> list[Migration]:
-        """Apply pending schema migrations; return those applied (see migrate.py)."""
+    def migrate(
+        self, *, budget_seconds: float | None = None, lock_timeout_seconds: float = 5.0
+    ) -> list[Migration]:
+        """Apply pending schema migrations; return those applied (see migrate.py).
+
+        Args:
+            budget_seconds: None waits as long as the migrations take (the CLI); a
+                number bounds every lock wait by `lock_timeout_seconds`, retries lock
+                timeouts and stops within it (a deploy on a live database).
+
+        Raises:
+            MigrationTimeout: the budget ran out.
+        """
         try:
-            return apply_migrations(self._conn)
+            if budget_seconds is None:
+                return apply_migrations(self._conn)
+            return apply_migrations_within(
+                self._conn, budget_seconds, lock_timeout_s=lock_timeout_seconds
+            )
         except psycopg.Error as error:
             raise wrap_error(error) from error
 

@@ -58,7 +58,7 @@ SET next_index = %(next_index)s,
     running = running + %(started)s,
     start_due_at = CASE
         WHEN closed_at IS NULL AND %(next_index)s < total
-             AND running + %(started)s < concurrency THEN %(now)s
+             AND running + %(started)s < concurrency THEN %(now)s::timestamptz
         ELSE NULL END
 WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s;
 

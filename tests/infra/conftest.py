@@ -1,0 +1,53 @@
+"""The template as CloudFormation receives it: SAM's own translator, run offline in the
+aws-sam-cli environment (.venv-sam, whose pinned pydantic clashes with ours)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = Path(__file__).with_name("sam_transform.py")
+
+Transformed = dict[str, Any]
+
+
+def sam_python() -> Path:
+    return Path(os.environ.get("WFR_SAM_PYTHON") or ROOT / ".venv-sam" / "bin" / "python")
+
+
+@cache
+def _transform(overrides: tuple[tuple[str, str], ...]) -> Transformed:
+    python = sam_python()
+    if not python.exists():
+        pytest.fail(
+            f"{python} is missing: `make .venv-sam/.installed` (make test does it) or set "
+            "WFR_SAM_PYTHON to a Python with aws-sam-cli installed"
+        )
+    done = subprocess.run(
+        [str(python), str(SCRIPT), str(ROOT / "template.yaml"), json.dumps(dict(overrides))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"SAM transform failed:\n{done.stderr[-4000:]}")
+    result: Transformed = json.loads(done.stdout)
+    return result
+
+
+@pytest.fixture(scope="session")
+def transform() -> Callable[..., Transformed]:
+    """transform(**parameters) -> the transformed template (cached per parameter set)."""
+
+    def run(**parameters: str) -> Transformed:
+        return _transform(tuple(sorted(parameters.items())))
+
+    return run

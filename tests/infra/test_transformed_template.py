@@ -1,0 +1,450 @@
+"""What CloudFormation actually receives after SAM's transform: least-privilege IAM,
+bounded concurrency, alarms, the migration's ordering, gradual deployments."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+Transformed = dict[str, Any]
+
+FUNCTIONS = [
+    "TriggerProjectionFunction",
+    "EventWakeupFunction",
+    "PendingProjectionFunction",
+    "DueScanFunction",
+    "ResumeRunFunction",
+    "StepDispatcherFunction",
+    "MigrateFunction",
+]
+DATABASE_FUNCTIONS = [f for f in FUNCTIONS if f != "MigrateFunction"]
+SCHEDULED = {
+    "DueScanFunction": "DueScan",
+    "PendingProjectionFunction": "PendingProjection",
+    "StepDispatcherFunction": "StepDispatcher",
+}
+# Actions without resource-level permissions: the only ones allowed on "*".
+UNSCOPABLE = {
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "cloudwatch:DescribeAlarms",
+}
+SQS_POLLING = {
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:GetQueueAttributes",
+}
+
+
+@pytest.fixture(scope="module")
+def cfn(transform: Callable[..., Transformed]) -> Transformed:
+    return transform()
+
+
+@pytest.fixture(scope="module")
+def resources(cfn: Transformed) -> dict[str, Any]:
+    return cfn["Resources"]
+
+
+def of_type(resources: dict[str, Any], kind: str) -> dict[str, Any]:
+    return {n: r for n, r in resources.items() if r["Type"] == kind}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def statements(resources: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(owner, statement) of every identity policy: roles' inline policies, managed and
+    standalone policies."""
+    for name, r in resources.items():
+        props = r.get("Properties", {})
+        if r["Type"] == "AWS::IAM::Role":
+            for policy in props.get("Policies", []):
+                for s in policy["PolicyDocument"]["Statement"]:
+                    yield name, s
+        elif r["Type"] in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
+            for s in props["PolicyDocument"]["Statement"]:
+                yield name, s
+
+
+def role_of(resources: dict[str, Any], function: str) -> dict[str, Any]:
+    role = resources[function]["Properties"]["Role"]
+    assert role == {"Fn::GetAtt": [role["Fn::GetAtt"][0], "Arn"]}
+    return dict(resources[role["Fn::GetAtt"][0]])
+
+
+def role_statements(resources: dict[str, Any], function: str) -> list[dict[str, Any]]:
+    role = role_of(resources, function)
+    found = [
+        s for p in role["Properties"].get("Policies", []) for s in p["PolicyDocument"]["Statement"]
+    ]
+    for arn in role["Properties"].get("ManagedPolicyArns", []):
+        found += resources[arn["Ref"]]["Properties"]["PolicyDocument"]["Statement"]
+    return found
+
+
+def alias(function: str) -> dict[str, str]:
+    return {"Ref": f"{function}Aliaslive"}
+
+
+# --- IAM -------------------------------------------------------------------------------------
+
+
+def test_no_aws_managed_policy_is_attached_anywhere(resources: dict[str, Any]) -> None:
+    """SAM's generated roles would carry AWSLambdaBasicExecutionRole (logs everywhere),
+    AWSLambdaSQSQueueExecutionRole (every queue) or AWSCodeDeployRoleForLambda."""
+    for name, role in of_type(resources, "AWS::IAM::Role").items():
+        for arn in role["Properties"].get("ManagedPolicyArns", []):
+            assert set(arn) == {"Ref"}, (name, arn)
+            assert resources[arn["Ref"]]["Type"] == "AWS::IAM::ManagedPolicy", (name, arn)
+
+
+def test_wildcards_only_where_iam_has_no_resource_level_permissions(
+    resources: dict[str, Any],
+) -> None:
+    own_qualifier = re.compile(r"^\$\{\w+Function\.Arn\}:\*$")
+    for owner, statement in statements(resources):
+        actions = as_list(statement["Action"])
+        assert all("*" not in a for a in actions), (owner, actions)
+        assert statement["Effect"] == "Allow"
+        for resource in as_list(statement["Resource"]):
+            text = resource if isinstance(resource, str) else str(resource.get("Fn::Sub", ""))
+            if resource == "*":
+                assert set(actions) <= UNSCOPABLE, (owner, actions)
+            elif "*" in text:
+                if own_qualifier.match(text):
+                    continue  # versions and aliases of one of our functions
+                # SES identities are scoped by the sender condition instead.
+                assert set(actions) <= {"ses:SendEmail", "ses:SendRawEmail"}, (owner, text)
+                assert statement["Condition"]["StringEquals"]["ses:FromAddress"], owner
+
+
+def test_each_function_has_its_own_role(resources: dict[str, Any]) -> None:
+    roles = [resources[f]["Properties"]["Role"]["Fn::GetAtt"][0] for f in FUNCTIONS]
+    assert len(set(roles)) == len(FUNCTIONS)
+    for role in roles:
+        (statement,) = resources[role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert statement["Principal"] == {"Service": "lambda.amazonaws.com"}
+
+
+def test_logs_only_to_the_functions_own_log_group(resources: dict[str, Any]) -> None:
+    for function in FUNCTIONS:
+        group = resources[function]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        assert resources[group]["Type"] == "AWS::Logs::LogGroup"
+        logs = [
+            s
+            for s in role_statements(resources, function)
+            if any(a.startswith("logs:") for a in as_list(s["Action"]))
+        ]
+        assert logs, function
+        for s in logs:
+            assert s["Resource"] == {"Fn::GetAtt": [group, "Arn"]}, function
+            assert "logs:CreateLogGroup" not in as_list(s["Action"])
+
+
+def polled_queues(resources: dict[str, Any]) -> dict[str, str]:
+    """function -> the queue its event source mapping polls."""
+    found = {}
+    for mapping in of_type(resources, "AWS::Lambda::EventSourceMapping").values():
+        props = mapping["Properties"]
+        function = props["FunctionName"]["Ref"].removesuffix("Aliaslive")
+        found[function] = props["EventSourceArn"]["Fn::GetAtt"][0]
+    return found
+
+
+def test_sqs_permissions_name_exact_queues(resources: dict[str, Any]) -> None:
+    polled = polled_queues(resources)
+    assert polled == {
+        "TriggerProjectionFunction": "TriggerQueue",
+        "EventWakeupFunction": "WakeupQueue",
+        "ResumeRunFunction": "ResumeQueue",
+    }
+    for function in FUNCTIONS:
+        for s in role_statements(resources, function):
+            actions = set(as_list(s["Action"]))
+            if actions & SQS_POLLING:
+                assert s["Resource"] == {"Fn::GetAtt": [polled[function], "Arn"]}, function
+            if "sqs:SendMessage" in actions:
+                assert s["Resource"] == {"Fn::GetAtt": ["ResumeQueue", "Arn"]}, function
+
+
+def test_invoke_permissions_name_exact_aliases(resources: dict[str, Any]) -> None:
+    nudged = [alias("PendingProjectionFunction"), alias("StepDispatcherFunction")]
+    invokers = set()
+    for function in FUNCTIONS:
+        for s in role_statements(resources, function):
+            if "lambda:InvokeFunction" in as_list(s["Action"]):
+                assert all(r in nudged for r in as_list(s["Resource"])), function
+                invokers.add(function)
+    assert invokers == {
+        "TriggerProjectionFunction",
+        "EventWakeupFunction",
+        "DueScanFunction",
+        "ResumeRunFunction",
+    }
+    # And the functions nudge exactly those aliases.
+    for function in ("TriggerProjectionFunction", "DueScanFunction", "ResumeRunFunction"):
+        env = resources[function]["Properties"]["Environment"]["Variables"]
+        assert env["PENDING_PROJECTION_FUNCTION"] == alias("PendingProjectionFunction")
+        assert env["STEP_DISPATCHER_FUNCTION"] == alias("StepDispatcherFunction")
+
+
+def test_resource_policies_admit_only_their_own_rules(resources: dict[str, Any]) -> None:
+    for name, permission in of_type(resources, "AWS::Lambda::Permission").items():
+        props = permission["Properties"]
+        assert props["Principal"] == "events.amazonaws.com", name
+        rule = props["SourceArn"]["Fn::GetAtt"][0]
+        assert resources[rule]["Type"] == "AWS::Events::Rule", name
+        assert props["FunctionName"]["Ref"].endswith("Aliaslive"), name
+    for name, policy in of_type(resources, "AWS::SQS::QueuePolicy").items():
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]:
+            assert s["Principal"] == {"Service": "events.amazonaws.com"}, name
+            assert s["Action"] == "sqs:SendMessage", name
+            (source,) = s["Condition"]["ArnEquals"]["aws:SourceArn"]["Fn::GetAtt"][:1]
+            assert resources[source]["Type"] == "AWS::Events::Rule", name
+            targets = {
+                t["Arn"]["Fn::GetAtt"][0] for t in resources[source]["Properties"]["Targets"]
+            }
+            dlqs = {
+                t["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
+                for t in resources[source]["Properties"]["Targets"]
+            }
+            queues = {r["Fn::GetAtt"][0] for r in as_list(s["Resource"])}
+            assert queues == targets | dlqs, name
+
+
+def test_the_deployment_role_shifts_only_our_aliases(
+    transform: Callable[..., Transformed],
+) -> None:
+    resources = transform(DeploymentType="Canary10Percent5Minutes")["Resources"]
+    groups = of_type(resources, "AWS::CodeDeploy::DeploymentGroup")
+    assert {g["Properties"]["ServiceRoleArn"]["Fn::GetAtt"][0] for g in groups.values()} == {
+        "DeploymentRole"
+    }
+    assert "CodeDeployServiceRole" not in resources
+
+
+# --- concurrency and queues ---------------------------------------------------------------------
+
+
+def test_every_function_has_a_concurrency_bound(resources: dict[str, Any]) -> None:
+    for name, function in of_type(resources, "AWS::Lambda::Function").items():
+        assert "ReservedConcurrentExecutions" in function["Properties"], name
+
+
+def test_pollers_stay_within_the_reservation_and_report_partial_failures(
+    resources: dict[str, Any],
+) -> None:
+    for name, mapping in of_type(resources, "AWS::Lambda::EventSourceMapping").items():
+        props = mapping["Properties"]
+        function = props["FunctionName"]["Ref"].removesuffix("Aliaslive")
+        fn = resources[function]["Properties"]
+        assert props["ScalingConfig"]["MaximumConcurrency"] == fn["ReservedConcurrentExecutions"], (
+            name
+        )
+        assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"], name
+        queue = resources[props["EventSourceArn"]["Fn::GetAtt"][0]]["Properties"]
+        assert queue["VisibilityTimeout"] >= 6 * fn.get("Timeout", 30), name
+        assert queue["RedrivePolicy"]["maxReceiveCount"] >= 3, name
+
+
+def test_rules_deliver_to_intake_queues_with_a_dead_letter_queue(resources: dict[str, Any]) -> None:
+    routed = {}
+    for name, rule in of_type(resources, "AWS::Events::Rule").items():
+        props = rule["Properties"]
+        if "EventPattern" not in props:
+            continue
+        (target,) = props["Targets"]
+        queue = target["Arn"]["Fn::GetAtt"][0]
+        assert resources[queue]["Type"] == "AWS::SQS::Queue", name
+        dlq = target["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
+        assert resources[queue]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"] == {
+            "Fn::GetAtt": [dlq, "Arn"]
+        }
+        routed[name] = queue
+    assert routed == {"TriggerRule": "TriggerQueue", "WakeupRule": "WakeupQueue"}
+
+
+# --- functions ---------------------------------------------------------------------------------
+
+
+def test_functions_run_python313_on_arm64_with_json_logs(resources: dict[str, Any]) -> None:
+    for name in FUNCTIONS:
+        props = resources[name]["Properties"]
+        assert props["Runtime"] == "python3.13" and props["Architectures"] == ["arm64"], name
+        assert props["LoggingConfig"]["LogFormat"] == "JSON", name
+        assert props["TracingConfig"] == {"Mode": {"Ref": "TracingMode"}}, name
+    for layer in of_type(resources, "AWS::Lambda::LayerVersion").values():
+        assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
+        assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+    for group in of_type(resources, "AWS::Logs::LogGroup").values():
+        assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+
+
+def test_database_functions_wait_for_the_migration(resources: dict[str, Any]) -> None:
+    for name in DATABASE_FUNCTIONS:
+        assert "SchemaMigration" in as_list(resources[name].get("DependsOn", [])), name
+
+
+def test_the_migration_answers_in_time_and_outlives_its_route(resources: dict[str, Any]) -> None:
+    migration = resources["SchemaMigration"]
+    timeout = resources["MigrateFunction"]["Properties"]["Timeout"]
+    assert timeout < migration["Properties"]["ServiceTimeout"] < 3600
+    assert {"DatabaseReady", "NetworkReady"} <= set(as_list(migration["DependsOn"]))
+    referenced = {
+        branch[1]["Ref"]
+        for branch in (r["Fn::If"] for r in resources["NetworkReady"]["Metadata"]["Routes"])
+    }
+    assert referenced == {
+        "PrivateDefaultRouteA",
+        "PrivateDefaultRouteB",
+        "PrivateSubnetARoutes",
+        "PrivateSubnetBRoutes",
+        "S3GatewayEndpoint",
+    }
+    endpoint = resources["S3GatewayEndpoint"]["Properties"]
+    assert endpoint["VpcEndpointType"] == "Gateway"
+    assert endpoint["RouteTableIds"] == [
+        {"Ref": "PrivateRouteTableA"},
+        {"Ref": "PrivateRouteTableB"},
+    ]
+
+
+# --- alarms ------------------------------------------------------------------------------------
+
+
+def alarms(resources: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {n: r["Properties"] for n, r in of_type(resources, "AWS::CloudWatch::Alarm").items()}
+
+
+def watched(resources: dict[str, Any], namespace: str, metric: str) -> dict[str, dict[str, Any]]:
+    """Dimension value (resource name or literal) -> alarm, for one metric."""
+    found = {}
+    for alarm in alarms(resources).values():
+        if (alarm["Namespace"], alarm["MetricName"]) == (namespace, metric):
+            # The dimension that tells alarms of one metric apart (not service or Role).
+            naming = [d for d in alarm["Dimensions"] if d["Name"] not in ("service", "Role")]
+            value = (naming or alarm["Dimensions"])[0]["Value"]
+            key = (
+                value.get("Ref") or value.get("Fn::GetAtt", [None])[0]
+                if isinstance(value, dict)
+                else value
+            )
+            found[str(key)] = alarm
+    return found
+
+
+def test_every_function_has_errors_and_throttles_alarms(resources: dict[str, Any]) -> None:
+    assert set(watched(resources, "AWS/Lambda", "Errors")) == set(FUNCTIONS)
+    assert set(watched(resources, "AWS/Lambda", "Throttles")) == set(FUNCTIONS)
+
+
+def test_scheduled_functions_beat_and_silence_breaches(resources: dict[str, Any]) -> None:
+    beats = watched(resources, "WorkflowRunner", "Heartbeat")
+    assert set(beats) == set(SCHEDULED.values())
+    for alarm in beats.values():
+        assert alarm["TreatMissingData"] == "breaching"
+        assert alarm["ComparisonOperator"] == "LessThanThreshold" and alarm["Threshold"] == 1
+        assert {"Name": "service", "Value": "workflow-runner"} in alarm["Dimensions"]
+
+
+def test_every_dead_letter_queue_and_every_queue_age_is_watched(resources: dict[str, Any]) -> None:
+    queues = of_type(resources, "AWS::SQS::Queue")
+    dlqs = {
+        q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+        for q in queues.values()
+        if "RedrivePolicy" in q["Properties"]
+    }
+    assert set(watched(resources, "AWS/SQS", "ApproximateNumberOfMessagesVisible")) == dlqs
+    assert set(watched(resources, "AWS/SQS", "ApproximateAgeOfOldestMessage")) == set(queues) - dlqs
+
+
+def test_engine_and_database_health_alarms(resources: dict[str, Any]) -> None:
+    assert set(watched(resources, "WorkflowRunner", "ProjectionLagSeconds")) == {"workflow-runner"}
+    assert set(watched(resources, "WorkflowRunner", "DueBacklogLeft")) == {"workflow-runner"}
+    for metric in ("ACUUtilization", "DatabaseConnections"):
+        (alarm,) = watched(resources, "AWS/RDS", metric).values()
+        assert alarm["Dimensions"] == [
+            {"Name": "DBClusterIdentifier", "Value": {"Ref": "DatabaseCluster"}},
+            {"Name": "Role", "Value": "WRITER"},
+        ]
+    connections = alarms(resources)["DatabaseConnectionsAlarm"]
+    assert connections["Threshold"] == {
+        "Fn::FindInMap": ["AuroraConnections", {"Ref": "AuroraMaxCapacity"}, "Alarm"]
+    }
+
+
+def test_paging_alarms_and_notices_go_to_separate_topics(resources: dict[str, Any]) -> None:
+    notices = {
+        "FailedRunsAlarm",
+        "PendingProjectionThrottlesAlarm",
+        "DueScanThrottlesAlarm",
+        "StepDispatcherThrottlesAlarm",
+        "DeliveriesFailedAlarm",
+        "TasksFailedAlarm",
+    }
+    for name, alarm in alarms(resources).items():
+        expected = {"Ref": "NoticeTopic"} if name in notices else {"Ref": "AlarmTopic"}
+        assert alarm["AlarmActions"] == [expected], name
+    # A run that ends failed by design (an approval timing out) never pages.
+    assert alarms(resources)["FailedRunsAlarm"]["MetricName"] == "RunsFailed"
+
+
+def test_worker_failures_notify_at_once_and_page_only_when_they_persist(
+    resources: dict[str, Any],
+) -> None:
+    """A delivery or a task that failed for good is usually a partner's outage or a task's
+    bug, not the engine's: a notice on the first failure, a page only after half an hour of
+    failures in every 5 minutes. Both watch what StepDispatcher emits (report_work)."""
+    for metric in ("DeliveriesFailed", "TasksFailed"):
+        notice = alarms(resources)[f"{metric}Alarm"]
+        persistent = alarms(resources)[f"{metric}PersistentAlarm"]
+        for alarm in (notice, persistent):
+            assert (alarm["Namespace"], alarm["MetricName"]) == ("WorkflowRunner", metric)
+            assert alarm["Dimensions"] == [{"Name": "service", "Value": "workflow-runner"}]
+            assert alarm["Statistic"] == "Sum" and alarm["Threshold"] == 0
+            assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+            assert alarm["TreatMissingData"] == "notBreaching"
+        assert notice["AlarmActions"] == [{"Ref": "NoticeTopic"}]
+        assert (notice["Period"], notice["EvaluationPeriods"]) == (300, 1)
+        assert persistent["AlarmActions"] == persistent["OKActions"] == [{"Ref": "AlarmTopic"}]
+        periods = persistent["EvaluationPeriods"]
+        assert persistent["DatapointsToAlarm"] == periods
+        assert persistent["Period"] * periods == 1800
+
+
+# --- gradual deployments --------------------------------------------------------------------------
+
+
+def test_canary_deployments_roll_back_on_each_functions_errors(
+    transform: Callable[..., Transformed],
+) -> None:
+    resources = transform(DeploymentType="Canary10Percent5Minutes")["Resources"]
+    for function in DATABASE_FUNCTIONS:
+        group = resources[f"{function}DeploymentGroup"]["Properties"]
+        assert "Canary10Percent5Minutes" in str(group["DeploymentConfigName"])
+        assert group["AlarmConfiguration"]["Alarms"] == [
+            {"Name": {"Ref": function.replace("Function", "ErrorsAlarm")}}
+        ]
+        assert "DEPLOYMENT_STOP_ON_ALARM" in group["AutoRollbackConfiguration"]["Events"]
+        live = resources[f"{function}Aliaslive"]
+        assert "CodeDeployLambdaAliasUpdate" in live["UpdatePolicy"]
+    # Every event source reaches the functions through the alias that traffic shifts.
+    for mapping in of_type(resources, "AWS::Lambda::EventSourceMapping").values():
+        assert mapping["Properties"]["FunctionName"]["Ref"].endswith("Aliaslive")
+    for rule in of_type(resources, "AWS::Events::Rule").values():
+        for target in rule["Properties"]["Targets"]:
+            arn = target["Arn"]
+            if "Ref" in arn:
+                assert arn["Ref"].endswith("Aliaslive")

@@ -4,7 +4,8 @@ Trigger ingestion, the pending projection, the due scan, a delayed resume queue 
 the resume workers run as threads of one process, each thread with its own database
 connection, calling the same engine operations the Lambda handlers call. The delayed
 queue honours `delay_seconds` in whole seconds, as SQS does, so timer lateness is
-measured with the deployed design's rounding.
+measured with the deployed design's rounding; the workers hold requests that arrive
+up to `hold` seconds early until due, as ResumeRun does (RESUME_HOLD_SECONDS).
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ from workflow_runner.engine import (
     WokenRun,
     ingest_domain_event,
     project_pending,
-    resume_runs,
     wake_on_event,
 )
 from workflow_runner.engine.children import start_children
 from workflow_runner.engine.due_scan import due_scan
-from workflow_runner.engine.enqueue import delay_for, enqueue_due
+from workflow_runner.engine.enqueue import enqueue_due
 from workflow_runner.engine.joins import count_settled_children
+from workflow_runner.engine.resume_batch import Hold, resume_batch
 from workflow_runner.errors import TransientStoreError
 from workflow_runner.ports import ResumeRequest
 from workflow_runner.store import Store, connect
@@ -67,8 +68,9 @@ class PipelineStats:
 class DelayedQueue:
     """The resume queue: holds each request for its `delay_seconds` (whole seconds, as SQS)."""
 
-    def __init__(self, deliver: Callable[[ResumeRequest], None]) -> None:
+    def __init__(self, deliver: Callable[[ResumeRequest], None], early_seconds: float) -> None:
         self._deliver = deliver
+        self.early_seconds = early_seconds  # the workers hold early requests this long
         self._heap: list[tuple[float, int, ResumeRequest]] = []
         self._seq = itertools.count()
         self._cv = threading.Condition()
@@ -141,6 +143,7 @@ class Pipeline:
         on_ingested: Callable[[DomainEvent, IngestResult, float, float], None] | None = None,
         run_scanner: bool = True,
         run_starter: bool = False,
+        hold: float = 1.0,
     ) -> None:
         self.url = url
         self.registry = registry
@@ -157,7 +160,8 @@ class Pipeline:
         self._ready: collections.deque[ResumeRequest] = collections.deque()
         self._nudge = threading.Event()
         self._stop = threading.Event()
-        self.queue = DelayedQueue(self._deliver)
+        self.hold = hold
+        self.queue = DelayedQueue(self._deliver, hold)
         self._threads = [
             threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
             for i in range(workers)
@@ -286,29 +290,43 @@ class Pipeline:
             enqueue_due(store, self.queue, woken, self.clock.now())
 
     def _resume(self, store: Store, batch: Sequence[ResumeRequest]) -> None:
-        now = self.clock.now()
+        # ResumeRun's engine call: not-due requests go back to the queue, early ones
+        # within the hold are resumed when due.
         items = [
             ResumeRequestItem(r.tenant_id, r.run_id, r.step_index, force=r.force) for r in batch
         ]
-        results = resume_runs(store, items, now, self.registry)
+        report = resume_batch(
+            store, self.queue, self, items, self.clock.now(), self.registry, self._hold()
+        )
         committed = time.time()
-        again: list[ResumeRequest] = []
-        for request, result in zip(batch, results, strict=True):
+        for request, result in zip(batch, report.results, strict=True):
             if isinstance(result, Exception):
                 self._error(result)
                 continue
             with self._lock:
                 self.stats.resumes += 1
                 self.stats.count(result.outcome)
-            if result.outcome == "not-due" and result.wake_at is not None:
-                # SQS would redeliver after the visibility timeout; ask again when due.
-                again.append(_again(request, delay_for(result.wake_at, now)))
-                continue
-            if self.on_resumed is not None:
+            if result.outcome != "not-due" and self.on_resumed is not None:
                 self.on_resumed(request, result, committed)
-        if again:
-            self.queue.send(again)
         self._nudge.set()
+        self._start_nudge.set()
+
+    def _hold(self) -> Hold:
+        def wait_until(instant: Any) -> Any:
+            wait = (instant - self.clock.now()).total_seconds()
+            if wait > self.hold + 0.5:
+                return None
+            if wait > 0:
+                time.sleep(wait)
+            return self.clock.now()
+
+        return Hold(self.hold, wait_until)
+
+    # Nudger: resume_batch nudges after passes; the projector and starter listen.
+    def nudge_projection(self) -> None:
+        self._nudge.set()
+
+    def nudge_dispatcher(self) -> None:
         self._start_nudge.set()
 
     def _projector(self) -> None:
@@ -385,17 +403,6 @@ class Pipeline:
         with self._lock:
             self.stats.scans += 1
             self.stats.sent += result.enqueued
-
-
-def _again(request: ResumeRequest, delay: int) -> ResumeRequest:
-    return ResumeRequest(
-        request.tenant_id,
-        request.run_id,
-        request.step_index,
-        delay,
-        request.wake_at,
-        request.force,
-    )
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, poll: float = 0.01) -> bool:

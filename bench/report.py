@@ -314,8 +314,10 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         f"{tm['n']:,} waits of {tm['waits_s'][0]}–{tm['waits_s'][1]} s in real time. The due "
         f"scan runs every {tm['scan_interval_s']} s",
         f"and leases rows due within {tm['horizon_s']} s, sending each to the in-process",
-        "queue delayed by whole seconds (`delay_for`: rounded up, as SQS `DelaySeconds`);",
-        "lateness is the resume's commit time minus the run's `wake_at`.",
+        "queue delayed by whole seconds (as SQS `DelaySeconds`), rounded to arrive up to",
+        "`RESUME_HOLD_SECONDS` (1 s) early; the worker holds an early request until its run",
+        "is due, as ResumeRun does. Lateness is the resume's commit time minus `wake_at`;",
+        "`early` counts resumes before `wake_at` (must be 0).",
         "",
     ]
     out += _table(

@@ -126,17 +126,18 @@ def test_a_crash_in_the_last_childs_transaction_loses_no_completion(
     parent = start_fan(store, registry, 1)
     start_children(store, registry, T0)
     later = T0 + timedelta(minutes=1)
-    real = joins.run_settled
+    real = joins.cancel_children
 
     def crash(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("crashed after the child's pass")
 
-    monkeypatch.setattr("workflow_runner.engine.persist.run_settled", crash)
+    # The last thing a pass that ends a run does, after its writes went out.
+    monkeypatch.setattr("workflow_runner.engine.persist.cancel_children", crash)
     with pytest.raises(RuntimeError):
         finish_kids(store, registry, later)
     [kid] = runs_of(store, "kid")
     assert kid.status == "waiting"  # the pass rolled back with the count
-    monkeypatch.setattr("workflow_runner.engine.persist.run_settled", real)
+    monkeypatch.setattr("workflow_runner.engine.persist.cancel_children", real)
     assert finish_kids(store, registry, later) == 1
     project_pending(store, later)
     assert resume_run(store, TENANT_A, parent, 0, later, registry=registry).outcome == "completed"

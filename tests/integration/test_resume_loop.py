@@ -215,6 +215,26 @@ def test_resume_runs_batches_passes_in_one_transaction_and_isolates_failures(
         assert stream_types(store, run_id_for("rl-wait", key))[-1] == ev.RUN_COMPLETED
 
 
+def test_a_run_twice_in_one_batch_is_resumed_once_though_both_were_read_together(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, wait_wf
+) -> None:
+    """A batch reads its runs in one round trip before any pass; a duplicate delivery
+    in the same batch claims at the version read, loses to the first pass's claim."""
+    trigger(store, registry, "rl-test.wait", {"runKey": "dup", "forIso": "PT1M"}, clock.now())
+    run_id = run_id_for("rl-wait", "dup")
+    item = ops.ResumeRequestItem(TENANT_A, run_id, 0)
+
+    results = ops.resume_runs(store, [item, item], clock.now() + timedelta(minutes=1), registry)
+
+    assert [getattr(r, "outcome", None) for r in results] == ["completed", "already-resumed"]
+    assert stream_types(store, run_id) == [
+        ev.RUN_STARTED,
+        ev.STEP_WAITING,
+        ev.STEP_RESUMED,
+        ev.RUN_COMPLETED,
+    ]
+
+
 def test_projection_reports_new_suspensions_due_within_the_horizon(
     store: Store, registry: WorkflowRegistry, clock: ManualClock, wait_wf
 ) -> None:

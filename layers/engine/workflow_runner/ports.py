@@ -34,6 +34,11 @@ class ResumeRequest:
 
 
 class ResumeQueue(Protocol):
+    """Where resume requests go. A queue whose consumer holds requests that arrive
+    shortly before their run is due (ResumeRun: RESUME_HOLD_SECONDS) says so with an
+    `early_seconds` attribute; requests are then delayed to arrive up to that much early
+    instead of up to a second late (SQS delays are whole seconds)."""
+
     def send(self, requests: Sequence[ResumeRequest]) -> list[ResumeRequest]:
         """Enqueue requests; return those that could not be enqueued."""
         ...

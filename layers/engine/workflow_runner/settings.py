@@ -36,6 +36,7 @@ _ENV_FIELDS = {
     "DUE_SCAN_BATCH": "due_scan_batch",
     "RESUME_LEASE_SECONDS": "resume_lease_seconds",
     "CALLBACK_BASE_URL": "callback_base_url",
+    "RESUME_HOLD_SECONDS": "resume_hold_seconds",
     "AWS_REGION": "aws_region",
 }
 
@@ -73,6 +74,9 @@ class Settings(BaseModel):
     resume_lease_seconds: int = Field(default=1200, ge=60, le=43200)
     # The callback endpoint's URL: `ctx.callback.url` is this plus the token.
     callback_base_url: str | None = Field(default=None, pattern=BASE_URL_PATTERN)
+    # Timers to the second: resume requests are sent to arrive up to this early and
+    # ResumeRun holds them until due (0: sent rounded up, up to a second late).
+    resume_hold_seconds: float = Field(default=1.0, ge=0, le=5)
     aws_region: str | None = None
 
     @field_validator("webhook_allow_hosts", mode="before")

@@ -9,6 +9,7 @@ import time; settings, the registry and the runtime are built on first use.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ from ..callback_tokens import callback_links
 from ..definition import DomainEvent, WorkflowRegistry, load_workflow_modules
 from ..engine.passes import RunOutcome
 from ..engine.resume import ResumeRequestItem, ResumeResult
+from ..engine.resume_batch import Hold
 from ..engine.resume_batch import resume_batch as engine_resume_batch
 from ..engine.worker import WorkResult
 from ..envelope import EventBridgeEvent, parse_envelope, to_domain_event
@@ -206,7 +208,9 @@ def resume(message: ResumeMessage) -> ResumeResult:
     return result
 
 
-def resume_batch(messages: Sequence[ResumeMessage]) -> list[ResumeResult | Exception]:
+def resume_batch(
+    messages: Sequence[ResumeMessage], hold: Hold | None = None
+) -> list[ResumeResult | Exception]:
     """Resume several runs in one transaction (engine.resume_batch) and report.
 
     An unknown run, or another tenant's, comes back as its RunNotFound (nothing
@@ -218,7 +222,9 @@ def resume_batch(messages: Sequence[ResumeMessage]) -> list[ResumeResult | Excep
         ResumeRequestItem(m.tenant_id, m.run_id, m.step_index, force=m.force) for m in messages
     ]
     report = with_store(
-        lambda store: engine_resume_batch(store, rt.resume_queue, rt.nudger, items, now, registry())
+        lambda store: engine_resume_batch(
+            store, rt.resume_queue, rt.nudger, items, now, registry(), hold
+        )
     )
     for message, result in zip(messages, report.results, strict=True):
         logger.append_keys(tenant_id=message.tenant_id, run_id=message.run_id)
@@ -243,6 +249,23 @@ def resume_batch(messages: Sequence[ResumeMessage]) -> list[ResumeResult | Excep
     return report.results
 
 
+def sqs_hold() -> Hold:
+    """ResumeRun holds queue requests that arrive early by up to RESUME_HOLD_SECONDS
+    (the due scan sends them that early; SQS delays are whole seconds)."""
+    rt = runtime()
+    seconds = settings().resume_hold_seconds
+
+    def wait_until(instant: datetime) -> datetime | None:
+        wait = (instant - rt.clock.now()).total_seconds()
+        if wait > seconds + 0.5:  # not what a hold is for: back to the queue
+            return None
+        if wait > 0:
+            time.sleep(wait)
+        return rt.clock.now()
+
+    return Hold(seconds, wait_until)
+
+
 def resume_sqs_batch(event: dict[str, Any]) -> dict[str, Any]:
     """ResumeRun's SQS input: the whole batch in one transaction; bad or failing
     messages come back as partial batch failures (after maxReceiveCount: the DLQ)."""
@@ -258,7 +281,7 @@ def resume_sqs_batch(event: dict[str, Any]) -> dict[str, Any]:
             )
         except (InvalidInput, ValueError):
             failures.append(record.message_id)
-    results = resume_batch([message for _, message in valid]) if valid else []
+    results = resume_batch([message for _, message in valid], sqs_hold()) if valid else []
     failures += [
         mid for (mid, _), r in zip(valid, results, strict=True) if isinstance(r, Exception)
     ]

@@ -34,11 +34,16 @@ def resume_message(request: ResumeRequest) -> dict[str, Any]:
 
 
 class SqsResumeQueue:
-    """ResumeQueue on SQS: batches of 10, per-message DelaySeconds (0..900)."""
+    """ResumeQueue on SQS: batches of 10, per-message DelaySeconds (0..900).
 
-    def __init__(self, client: Any, queue_url: str) -> None:
+    `early_seconds`: how long before its due time ResumeRun holds a request
+    (RESUME_HOLD_SECONDS); delays are rounded to arrive within that window.
+    """
+
+    def __init__(self, client: Any, queue_url: str, early_seconds: float = 0.0) -> None:
         self._client = client
         self._url = queue_url
+        self.early_seconds = early_seconds
 
     def send(self, requests: Sequence[ResumeRequest]) -> list[ResumeRequest]:
         """Enqueue requests; return those SQS refused (the caller releases their lease)."""

@@ -33,7 +33,9 @@ def build_aws_runtime(settings: Settings | None = None) -> Runtime:
     connections = ConnectionCache(settings, fetch)
     guard = WebhookGuard(settings.webhook_allow_hosts)
     queue = (
-        SqsResumeQueue(session.client("sqs"), settings.resume_queue_url)
+        SqsResumeQueue(
+            session.client("sqs"), settings.resume_queue_url, settings.resume_hold_seconds
+        )
         if settings.resume_queue_url
         else UnconfiguredQueue()
     )

@@ -34,10 +34,17 @@ class SuspensionRef(Protocol):
     def step_index(self) -> int: ...
 
 
-def delay_for(wake_at: datetime, now: datetime) -> int:
-    """Seconds to delay a resume request so it arrives at `wake_at` (0..900, rounded up)."""
-    seconds = math.ceil((wake_at - now).total_seconds())
+def delay_for(wake_at: datetime, now: datetime, early_seconds: float = 0.0) -> int:
+    """Seconds to delay a resume request so it arrives at `wake_at` (0..900, whole
+    seconds): rounded up, so never early; with `early_seconds` > 0 (the consumer holds
+    early requests), up to that much early instead of up to a second late."""
+    seconds = math.ceil((wake_at - now).total_seconds() - early_seconds)
     return max(0, min(MAX_DELAY_SECONDS, seconds))
+
+
+def early_seconds_of(queue: ResumeQueue) -> float:
+    """How early the queue's consumer accepts requests (see ResumeQueue); 0 by default."""
+    return float(getattr(queue, "early_seconds", 0.0))
 
 
 def send_leased(
@@ -49,12 +56,13 @@ def send_leased(
 ) -> tuple[int, int]:
     """Send leased rows to the queue, soonest first; release the lease of those it
     refused (the due scan retries them). Returns (sent, refused)."""
+    early = early_seconds_of(queue)
     requests = [
         ResumeRequest(
             tenant_id=row.tenant_id,
             run_id=row.run_id,
             step_index=row.step_index,
-            delay_seconds=delay_for(row.wake_at, now),
+            delay_seconds=delay_for(row.wake_at, now, early),
             wake_at=row.wake_at,
         )
         for row in sorted(rows, key=lambda r: (r.wake_at, r.run_id))

@@ -174,28 +174,52 @@ def _start_triggered(
     )
 
 
+def _run_id_of(definition: WorkflowDefinition, event: DomainEvent) -> str:
+    """The run id a trigger event gives a workflow's run (its fallback when the key
+    function fails)."""
+    fallback_id = run_id_for(definition.name, f"event:{event.id}")
+    try:
+        key = definition.key_for(event)
+    except Exception:
+        key = None
+    return run_id_for(definition.name, key) if key is not None else fallback_id
+
+
+def _refused(
+    store: Store,
+    definition: WorkflowDefinition,
+    event: DomainEvent,
+    now: datetime,
+    error: Exception,
+) -> RunOutcome | None:
+    """The database refused what a run's first pass wrote: the run is recorded as failed
+    (reason pass_not_storable), so the event is not redelivered forever."""
+    run_id = _run_id_of(definition, event)
+    return _trigger_failure(store, definition, event, run_id, now, error, "pass_not_storable")
+
+
 def _start_isolated(
     store: Store, definition: WorkflowDefinition, event: DomainEvent, now: datetime
 ) -> RunOutcome | None:
     """Start one workflow's run in a savepoint: if the database refuses what its first
-    pass wrote, that run is recorded as failed (reason pass_not_storable) and the event's
-    other workflows still start; the event is not redelivered forever."""
+    pass wrote, that run fails (see _refused) and the event's other workflows still
+    start."""
     try:
         with store.transaction():
             return _start_triggered(store, definition, event, now)
     except TransientStoreError:
         raise
     except StoreError as error:
-        fallback_id = run_id_for(definition.name, f"event:{event.id}")
-        try:
-            key = definition.key_for(event)
-        except Exception:
-            key = None
-        run_id = run_id_for(definition.name, key) if key is not None else fallback_id
         with store.transaction():
-            return _trigger_failure(
-                store, definition, event, run_id, now, error, "pass_not_storable"
-            )
+            return _refused(store, definition, event, now, error)
+
+
+def _store_and_claim(store: Store, event: DomainEvent, now: datetime) -> bool:
+    """Store the event and claim it for triggering (False: a redelivery)."""
+    with store.pipeline():
+        store_inbox_event(store, event, now)
+        claimed = store.inbox.claim_trigger(event.tenant_id, event.id, now)
+    return claimed
 
 
 def ingest_domain_event(
@@ -208,21 +232,37 @@ def ingest_domain_event(
     event is not redelivered and no side effect repeats.
     """
     registry = registry or default_registry()
+    definitions = registry.triggered_by(event.type)
+    if len(definitions) != 1:
+        with store.transaction():
+            if not _store_and_claim(store, event, now):
+                return IngestResult(event.id, stored=False)
+            outcomes = [(d, _start_isolated(store, d, event, now)) for d in definitions]
+            return _ingested(event, outcomes)
+    # One workflow (the common case): no savepoint (two round trips); if the database
+    # refuses its first pass, the whole transaction is redone recording the failure.
+    (definition,) = definitions
+    try:
+        with store.transaction():
+            if not _store_and_claim(store, event, now):
+                return IngestResult(event.id, stored=False)
+            return _ingested(event, [(definition, _start_triggered(store, definition, event, now))])
+    except TransientStoreError:
+        raise
+    except StoreError as error:
+        refusal = error
     with store.transaction():
-        with store.pipeline():
-            store_inbox_event(store, event, now)
-            claimed = store.inbox.claim_trigger(event.tenant_id, event.id, now)
-        if not claimed:
+        if not _store_and_claim(store, event, now):
             return IngestResult(event.id, stored=False)
-        started: list[RunOutcome] = []
-        skipped: list[str] = []
-        for definition in registry.triggered_by(event.type):
-            outcome = _start_isolated(store, definition, event, now)
-            if outcome is None:
-                skipped.append(definition.name)
-            else:
-                started.append(outcome)
-        return IngestResult(event.id, stored=True, started=started, skipped=skipped)
+        return _ingested(event, [(definition, _refused(store, definition, event, now, refusal))])
+
+
+def _ingested(
+    event: DomainEvent, outcomes: list[tuple[WorkflowDefinition, RunOutcome | None]]
+) -> IngestResult:
+    started = [outcome for _, outcome in outcomes if outcome is not None]
+    skipped = [d.name for d, outcome in outcomes if outcome is None]
+    return IngestResult(event.id, stored=True, started=started, skipped=skipped)
 
 
 def start_cron_run(

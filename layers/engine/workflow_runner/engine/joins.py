@@ -78,8 +78,13 @@ def run_settled(
     """A run just settled (in the caller's transaction): as a child, mark it settled in
     every join that waits for it (the worker counts it); as a parent, close the joins it
     opened and cancel their running children."""
-    store.children.settle(tenant_id, run_id, status, result, reason, now)
-    for child in store.children.close_joins_of(tenant_id, run_id, now):
+    children_to_cancel = store.children.run_ended(tenant_id, run_id, status, result, reason, now)
+    cancel_children(store, tenant_id, children_to_cancel(), now)
+
+
+def cancel_children(store: Store, tenant_id: str, children: list[str], now: datetime) -> None:
+    """Cancel the running children of joins their parent's end just closed."""
+    for child in children:
         cancel_in_transaction(store, tenant_id, child, now, "parent run ended")
 
 

@@ -16,7 +16,7 @@ from ..errors import RunNotFound
 from ..interpreter import Interpreter
 from ..pass_result import ChildFailedError, ResumedTask, TaskFailedError, WorkflowStepError
 from ..step_paths import step_at
-from ..store import InboxEvent, Store, StoredEvent
+from ..store import InboxEvent, Store, StoredEvent, StoredResults
 from ..stream import (
     ChildrenWaiting,
     RunStarted,
@@ -39,6 +39,7 @@ __all__ = [
     "domain_event_of",
     "load_run",
     "load_run_for_pass",
+    "load_runs_for_resume",
     "restore_results",
     "trigger_event",
 ]
@@ -55,6 +56,7 @@ class LoadedRun:
     state: RunState
     events: list[StoredEvent]
     trigger_row: InboxEvent | None
+    results: StoredResults | None = None  # read with the stream (a resume); None: read later
 
 
 # --- reading a run ----------------------------------------------------------------------
@@ -71,6 +73,23 @@ def load_run_for_pass(store: Store, tenant_id: str, run_id: str, tail: bool = Fa
         raise RunNotFound(tenant_id, run_id)
     state = fold_run(run_id, tenant_id, [e.recorded for e in events])
     return LoadedRun(state, events, trigger)
+
+
+def load_runs_for_resume(
+    store: Store, runs: list[tuple[str, str]]
+) -> list[LoadedRun | RunNotFound]:
+    """The tails, trigger rows and current results of several (tenant, run), in one
+    round trip; RunNotFound in place of a run the tenant does not have."""
+    loaded: list[LoadedRun | RunNotFound] = []
+    for (tenant_id, run_id), (events, trigger, results) in zip(
+        runs, store.streams.load_for_resume(runs), strict=True
+    ):
+        if not events or not isinstance(events[0].fact, RunStarted):
+            loaded.append(RunNotFound(tenant_id, run_id))
+            continue
+        state = fold_run(run_id, tenant_id, [e.recorded for e in events])
+        loaded.append(LoadedRun(state, events, trigger, results))
+    return loaded
 
 
 def load_run(store: Store, tenant_id: str, run_id: str) -> RunState:
@@ -139,12 +158,14 @@ def restore_results(
     suspension: SuspensionFact,
     matched: str | None,
     work: RunState | None = None,
+    stored: StoredResults | None = None,
 ) -> Restored | None:
     """The results at a suspension plus what the resume seeds: the matched event's
     payload under a wait_for_event's result key (a callback's payload under a
     wait_for_callback's), the results of the task(s) or child runs the suspension
     waited for (`work`: the run's state with their outcomes; None for a redrive, which
-    runs them again). None when an awaited payload is gone."""
+    runs them again; `stored`: the run's results if already read). None when an awaited
+    payload is gone."""
     seeded: list[str] = []
     if suspension.full_results:
         results = dict(suspension.results or {})
@@ -156,7 +177,8 @@ def restore_results(
             results[key] = payload
         seeded = list(results)
     else:
-        stored = store.results.of_run(tenant_id, run_id)
+        if stored is None:
+            stored = store.results.of_run(tenant_id, run_id)
         if stored.missing:
             return None
         results, refs = stored.values, stored.awaited_refs
@@ -291,7 +313,7 @@ def continue_run(
             "trigger_event_unavailable", f"the trigger event of run {run_id} is no longer stored"
         )
     work = state if with_work else None
-    restored = restore_results(store, tenant_id, run_id, suspension, matched, work)
+    restored = restore_results(store, tenant_id, run_id, suspension, matched, work, run.results)
     if restored is None:
         return fail(
             "awaited_event_unavailable", f"an awaited event of run {run_id} is no longer stored"

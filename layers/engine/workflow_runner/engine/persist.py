@@ -31,7 +31,7 @@ from ..stream import (
     TaskScheduled,
     TasksScheduled,
 )
-from .joins import record_join, run_settled
+from .joins import cancel_children, record_join, run_settled
 
 log = logging.getLogger("workflow_runner")
 
@@ -175,7 +175,6 @@ def persist_pass(
     values, refs = result.results_delta(), result.awaited_refs_delta()
     fact: SuspensionEvent | RunCompleted | RunFailed
     status: RunStatus
-    task: NewTask | None = None
     callback: NewCallback | None = None
     tasks: list[NewTask] = []
     # Children started without waiting are recorded before the pass's outcome, which
@@ -310,20 +309,22 @@ def persist_pass(
             now,
             workflow_version=definition.version,
         )
+        if status != "waiting":
+            # As a child it is counted into its joins, as a parent its joins close.
+            children_to_cancel = store.children.run_ended(
+                tenant_id,
+                run_id,
+                status,
+                result.return_value,
+                result.reason if status == "failed" else None,
+                now,
+            )
     for join in result.starts:
         record_join(store, tenant_id, run_id, join, None, now)
     if result.suspension is not None and result.suspension.join is not None:
         record_join(store, tenant_id, run_id, result.suspension.join, outcome_version, now)
     if status != "waiting":
-        run_settled(
-            store,
-            tenant_id,
-            run_id,
-            status,
-            result.return_value,
-            result.reason if status == "failed" else None,
-            now,
-        )
+        cancel_children(store, tenant_id, children_to_cancel(), now)
     return outcome
 
 

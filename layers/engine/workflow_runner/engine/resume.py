@@ -29,7 +29,7 @@ from ..stream import (
     TaskScheduled,
     TasksScheduled,
 )
-from .passes import continue_run, load_run_for_pass
+from .passes import LoadedRun, continue_run, load_run_for_pass, load_runs_for_resume
 from .persist import fail_run
 
 log = logging.getLogger("workflow_runner")
@@ -85,8 +85,34 @@ def _resume_in_transaction(
 ) -> ResumeResult:
     """resume_run's body, inside the caller's transaction. RunNotFound is raised
     before anything is written."""
+    (result,) = _resume_all(store, [item], now, registry)
+    if isinstance(result, RunNotFound):
+        raise result
+    return result
+
+
+def _resume_all(
+    store: Store, items: Sequence[ResumeRequestItem], now: datetime, registry: WorkflowRegistry
+) -> list[ResumeResult | RunNotFound]:
+    """Resume `items` one after the other in the caller's transaction, their runs read
+    together first (one round trip). A run read before an earlier item's pass wrote to
+    it (the same run twice, a child its parent cancelled) is safe: its claim is made
+    at the version read and loses to the newer one, answering already-resumed."""
+    loaded = load_runs_for_resume(store, [(i.tenant_id, i.run_id) for i in items])
+    return [
+        run if isinstance(run, RunNotFound) else _resume_loaded(store, item, run, now, registry)
+        for item, run in zip(items, loaded, strict=True)
+    ]
+
+
+def _resume_loaded(
+    store: Store,
+    item: ResumeRequestItem,
+    run: LoadedRun,
+    now: datetime,
+    registry: WorkflowRegistry,
+) -> ResumeResult:
     tenant_id, run_id, step_index = item.tenant_id, item.run_id, item.step_index
-    run = load_run_for_pass(store, tenant_id, run_id, tail=True)
     state = run.state
 
     base = ResumeResult("already-resumed", tenant_id, run_id, step_index)
@@ -199,14 +225,8 @@ def resume_runs(
     """
     registry = registry or default_registry()
     try:
-        results: list[ResumeResult | Exception] = []
         with store.transaction():
-            for item in requests:
-                try:
-                    results.append(_resume_in_transaction(store, item, now, registry))
-                except RunNotFound as error:
-                    results.append(error)
-        return results
+            return list(_resume_all(store, requests, now, registry))
     except TransientStoreError:
         raise
     except Exception as error:

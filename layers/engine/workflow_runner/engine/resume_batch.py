@@ -4,12 +4,17 @@ The resume queue delivers requests in batches (SQS: up to ten). They are resumed
 one transaction (`resume.resume_runs`); a request that arrived before its run is due
 (a delay longer than SQS allows, or a clock ahead of ours) goes back to the queue,
 delayed to its due time, once per suspension even when SQS delivered it twice.
+
+SQS delays are whole seconds, so a timer sent rounded up arrives up to a second late.
+With a `Hold`, requests are sent to arrive up to `Hold.seconds` early instead (see
+`enqueue.delay_for`) and the batch holds them until their run is due: timers land
+within the consumer's polling latency of their instant, not within a second.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -19,6 +24,19 @@ from ..ports import Nudger, ResumeQueue, ResumeRequest
 from ..store import Store
 from .enqueue import MAX_DELAY_SECONDS
 from .resume import ResumeRequestItem, ResumeResult, resume_runs
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Hold requests that arrive at most `seconds` before their run is due.
+
+    `wait_until(instant)` blocks until `instant` and returns the time then, or returns
+    None without waiting when the caller cannot wait that long (its time budget): those
+    requests go back to the queue as without a hold.
+    """
+
+    seconds: float
+    wait_until: Callable[[datetime], datetime | None]
 
 
 @dataclass
@@ -42,14 +60,19 @@ def resume_batch(
     requests: Sequence[ResumeRequestItem],
     now: datetime,
     registry: WorkflowRegistry,
+    hold: Hold | None = None,
 ) -> ResumeBatchReport:
-    """Resume a batch of requests in one transaction, requeue early ones, nudge.
+    """Resume a batch of requests in one transaction, hold or requeue early ones, nudge.
 
     An unknown run, or another tenant's, comes back as its RunNotFound (nothing
     written); a failure of the whole transaction raises, so the whole batch is retried.
-    After any pass ran, the projection and the dispatcher are nudged.
+    Requests due within `hold.seconds` are resumed when due (a transaction per instant),
+    the others not due yet go back to the queue. After any pass ran, the projection
+    and the dispatcher are nudged.
     """
     results = resume_runs(store, requests, now, registry)
+    if hold is not None and hold.seconds > 0:
+        now = _resume_held(store, requests, results, now, registry, hold)
     report = ResumeBatchReport(results)
     requeue: dict[tuple[str, str, int], ResumeRequest] = {}
     for request, result in zip(requests, results, strict=True):
@@ -77,3 +100,36 @@ def resume_batch(
         nudger.nudge_projection()
         nudger.nudge_dispatcher()
     return report
+
+
+def _resume_held(
+    store: Store,
+    requests: Sequence[ResumeRequestItem],
+    results: list[ResumeResult | Exception],
+    now: datetime,
+    registry: WorkflowRegistry,
+    hold: Hold,
+) -> datetime:
+    """Wait for the held requests' due instants, soonest first, and resume them then
+    (in place in `results`); returns the time after the last wait."""
+    for _ in range(len(requests) + 1):
+        early = [
+            (wake_at, i)
+            for i, r in enumerate(results)
+            if isinstance(r, ResumeResult)
+            and r.outcome == "not-due"
+            and (wake_at := r.wake_at) is not None
+            and (wake_at - now).total_seconds() <= hold.seconds
+        ]
+        if not early:
+            break
+        later = hold.wait_until(min(early)[0])
+        if later is None:
+            break
+        now = max(now, later)
+        due = [i for wake_at, i in early if wake_at <= now]
+        if due:
+            again = resume_runs(store, [requests[i] for i in due], now, registry)
+            for i, result in zip(due, again, strict=True):
+                results[i] = result
+    return now

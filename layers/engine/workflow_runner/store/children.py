@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -187,28 +187,6 @@ class ChildStore:
             },
         )
 
-    def settle(
-        self,
-        tenant_id: str,
-        child_run_id: str,
-        status: str,
-        result: Any,
-        reason: str | None,
-        now: datetime,
-    ) -> None:
-        """Mark a settled child in every join that waits for it, for the worker to count."""
-        self._sql.run(
-            "settle_child_rows",
-            {
-                "tenant_id": tenant_id,
-                "child_run_id": child_run_id,
-                "status": status,
-                "result": Jsonb(result),
-                "reason": reason,
-                "now": now,
-            },
-        )
-
     def joins_with_uncounted(self, limit: int) -> list[tuple[str, str]]:
         """(tenant, join) pairs with settled children not counted yet."""
         rows = self._sql.all("joins_with_uncounted", {"limit": limit})
@@ -261,10 +239,37 @@ class ChildStore:
         params = {"tenant_id": tenant_id, "join_id": join_id, "now": now}
         return self._sql.run("mark_join_notified", params) > 0
 
-    def close_joins_of(self, tenant_id: str, run_id: str, now: datetime) -> list[str]:
-        """Close a parent's call and map joins; returns the running children to cancel."""
-        params = {"tenant_id": tenant_id, "run_id": run_id, "now": now}
-        join_ids = [r["join_id"] for r in self._sql.all("close_joins_of_run", params)]
+    def run_ended(
+        self,
+        tenant_id: str,
+        run_id: str,
+        status: str,
+        result: Any,
+        reason: str | None,
+        now: datetime,
+    ) -> Callable[[], list[str]]:
+        """A run settled: mark it settled in the joins that wait for it as a child, close
+        the joins it opened as a parent; one statement, sent without waiting (inside a
+        pipeline it costs no round trip of its own). Call the returned function after
+        the pipeline: it returns the running children to cancel."""
+        cursor = self._sql.send(
+            "run_ended",
+            {
+                "tenant_id": tenant_id,
+                "run_id": run_id,
+                "status": status,
+                "result": Jsonb(result),
+                "reason": reason,
+                "now": now,
+            },
+        )
+
+        def children_to_cancel() -> list[str]:
+            return self._close([r["join_id"] for r in cursor.fetchall()], tenant_id, now)
+
+        return children_to_cancel
+
+    def _close(self, join_ids: list[str], tenant_id: str, now: datetime) -> list[str]:
         if not join_ids:
             return []
         params = {"tenant_id": tenant_id, "join_ids": join_ids, "now": now}

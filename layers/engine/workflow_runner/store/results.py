@@ -21,6 +21,27 @@ class StoredResults:
     missing: list[str]
 
 
+def results_params(tenant_id: str, run_id: str) -> dict[str, Any]:
+    """The parameters of the `run_results` query (also read in a resume's batched load)."""
+    return {"tenant_id": tenant_id, "run_id": run_id}
+
+
+def stored_results(rows: Sequence[Mapping[str, Any]]) -> StoredResults:
+    """StoredResults from rows of the `run_results` query."""
+    values: dict[str, Any] = {}
+    refs: dict[str, str | None] = {}
+    missing: list[str] = []
+    for row in rows:
+        if row["awaited"]:
+            refs[row["key"]] = row["awaited_event_id"]
+            values[row["key"]] = row["awaited_detail"]
+            if row["awaited_missing"]:
+                missing.append(row["key"])
+        else:
+            values[row["key"]] = row["value"]
+    return StoredResults(values, refs, missing)
+
+
 class ResultStore:
     """Write the results a pass set; read a run's current ones."""
 
@@ -52,18 +73,7 @@ class ResultStore:
 
     def of_run(self, tenant_id: str, run_id: str) -> StoredResults:
         """Every current result of a run, awaited payloads included."""
-        values: dict[str, Any] = {}
-        refs: dict[str, str | None] = {}
-        missing: list[str] = []
-        for row in self._sql.all("run_results", {"tenant_id": tenant_id, "run_id": run_id}):
-            if row["awaited"]:
-                refs[row["key"]] = row["awaited_event_id"]
-                values[row["key"]] = row["awaited_detail"]
-                if row["awaited_missing"]:
-                    missing.append(row["key"])
-            else:
-                values[row["key"]] = row["value"]
-        return StoredResults(values, refs, missing)
+        return stored_results(self._sql.all("run_results", results_params(tenant_id, run_id)))
 
     def consume(self, tenant_id: str, run_id: str, event_ids: Sequence[str]) -> None:
         """Remember awaited events the run took, so no later wait of it takes them."""

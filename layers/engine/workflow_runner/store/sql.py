@@ -5,6 +5,7 @@ The one place that runs SQL text; the stores of this package call it by query na
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -66,5 +67,23 @@ class Sql:
         """Execute and return the number of rows touched."""
         try:
             return self.conn.execute(query(name), params).rowcount
+        except psycopg.Error as error:
+            raise wrap_error(error) from error
+
+    def batch(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+        """Run several named queries in one round trip (a pipeline); each one's rows, in
+        order (empty for a statement that returns none)."""
+        try:
+            with self.conn.pipeline():
+                cursors = [self.conn.execute(query(name), params) for name, params in calls]
+            return [c.fetchall() if c.description is not None else [] for c in cursors]
+        except psycopg.Error as error:
+            raise wrap_error(error) from error
+
+    def send(self, name: str, params: dict[str, Any]) -> psycopg.Cursor[dict[str, Any]]:
+        """Execute without reading: inside a pipeline the statement rides the pipeline's
+        round trip; read its rows from the cursor after the pipeline ends."""
+        try:
+            return self.conn.execute(query(name), params)
         except psycopg.Error as error:
             raise wrap_error(error) from error

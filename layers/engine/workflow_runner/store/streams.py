@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 from ..errors import StoreError
 from ..stream import Fact, RecordedFact, decode, type_of
 from .inbox import InboxEvent
+from .results import StoredResults, results_params, stored_results
 from .sql import Sql
 
 
@@ -130,19 +131,23 @@ class StreamStore:
         outcome on (what a resume needs; see load_run_tail)."""
         name = "load_run_tail" if tail else "load_run_stream"
         rows = self._sql.all(name, {"tenant_id": tenant_id, "stream_id": run_id})
-        trigger = None
-        if rows and rows[0]["trigger_event_id"] is not None:
-            first = rows[0]
-            trigger = InboxEvent(
-                tenant_id=tenant_id,
-                event_id=first["trigger_event_id"],
-                source=first["trigger_source"],
-                type=first["trigger_type"],
-                detail=first["trigger_detail"],
-                event_time=first["trigger_event_time"],
-                received_at=first["trigger_received_at"],
-            )
-        return [StoredEvent.from_row(r) for r in rows], trigger
+        return _run_from_rows(tenant_id, rows)
+
+    def load_for_resume(
+        self, runs: Sequence[tuple[str, str]]
+    ) -> list[tuple[list[StoredEvent], InboxEvent | None, StoredResults]]:
+        """What resuming each (tenant, run) needs: its stream's tail, trigger row and
+        current results; for a whole batch of runs in one round trip."""
+        calls: list[tuple[str, dict[str, Any]]] = []
+        for tenant_id, run_id in runs:
+            calls.append(("load_run_tail", {"tenant_id": tenant_id, "stream_id": run_id}))
+            calls.append(("run_results", results_params(tenant_id, run_id)))
+        rows = self._sql.batch(calls)
+        loaded = []
+        for n, (tenant_id, _) in enumerate(runs):
+            events, trigger = _run_from_rows(tenant_id, rows[2 * n])
+            loaded.append((events, trigger, stored_results(rows[2 * n + 1])))
+        return loaded
 
     def read_after(self, after_xid: str, after_position: int, limit: int) -> list[StoredEvent]:
         """Events after a checkpoint in commit order (see read_events_after in queries.sql)."""
@@ -178,3 +183,21 @@ class CheckpointStore:
             "save_checkpoint",
             {"name": name, "last_xid": xid, "last_position": position, "now": now},
         )
+
+
+def _run_from_rows(
+    tenant_id: str, rows: list[dict[str, Any]]
+) -> tuple[list[StoredEvent], InboxEvent | None]:
+    trigger = None
+    if rows and rows[0]["trigger_event_id"] is not None:
+        first = rows[0]
+        trigger = InboxEvent(
+            tenant_id=tenant_id,
+            event_id=first["trigger_event_id"],
+            source=first["trigger_source"],
+            type=first["trigger_type"],
+            detail=first["trigger_detail"],
+            event_time=first["trigger_event_time"],
+            received_at=first["trigger_received_at"],
+        )
+    return [StoredEvent.from_row(r) for r in rows], trigger

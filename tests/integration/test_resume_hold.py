@@ -1,0 +1,130 @@
+"""Timers to the second: the due scan sends requests to arrive up to RESUME_HOLD_SECONDS
+early (SQS delays are whole seconds) and ResumeRun holds them until due."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from workflow_runner import ManualClock, define_workflow, on_event, run_id_for
+from workflow_runner.aws.inprocess import InMemoryResumeQueue
+from workflow_runner.aws.ports import SqsResumeQueue
+from workflow_runner.aws.runtime import build_aws_runtime
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.engine import due_scan
+from workflow_runner.engine.enqueue import delay_for
+from workflow_runner.engine.resume import ResumeRequestItem
+from workflow_runner.engine.resume_batch import Hold, resume_batch
+from workflow_runner.settings import Settings
+from workflow_runner.store import Store
+
+from tests.support import TENANT_A, stream_types, trigger
+
+
+class Nudges:
+    def nudge_projection(self) -> None:
+        pass
+
+    def nudge_dispatcher(self) -> None:
+        pass
+
+
+def _sleeper(registry: WorkflowRegistry) -> str:
+    registry.register(
+        define_workflow(
+            name="hold-sleep",
+            trigger=on_event("hold.go"),
+            idempotency_key="k",
+            steps=lambda s: [
+                s.wait(for_=lambda ctx: timedelta(milliseconds=10_400)),
+                s.return_({"ok": True}),
+            ],
+            register=False,
+        )
+    )
+    return run_id_for("hold-sleep", "k")
+
+
+def test_delays_round_up_by_default_and_arrive_early_within_the_hold() -> None:
+    now = datetime(2026, 1, 5, 8, 0, 0, tzinfo=UTC)
+    assert delay_for(now + timedelta(seconds=10.4), now) == 11  # up to a second late
+    assert delay_for(now + timedelta(seconds=10.4), now, early_seconds=1.0) == 10
+    assert delay_for(now + timedelta(seconds=10.0), now, early_seconds=1.0) == 9
+    assert delay_for(now + timedelta(seconds=0.4), now, early_seconds=1.0) == 0
+
+
+def test_a_request_that_arrives_early_within_the_hold_is_resumed_at_its_instant(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    run_id = _sleeper(registry)
+    trigger(store, registry, "hold.go", {}, clock.now())
+    due = clock.now() + timedelta(seconds=10.4)
+    queue = InMemoryResumeQueue(clock)
+    queue.early_seconds = 1.0  # type: ignore[attr-defined]
+    due_scan(store, queue, clock.now(), horizon_seconds=60, registry=registry)
+    [sent] = queue.sent
+    assert sent.delay_seconds == 10  # visible 0.4 s before the run is due
+
+    clock.advance(timedelta(seconds=10))
+    waited: list[datetime] = []
+
+    def wait_until(instant: datetime) -> datetime:
+        waited.append(instant)
+        clock.set(instant)
+        return clock.now()
+
+    report = resume_batch(
+        store,
+        queue,
+        Nudges(),
+        [ResumeRequestItem(TENANT_A, run_id, 0)],
+        clock.now(),
+        registry,
+        Hold(1.0, wait_until),
+    )
+
+    assert waited == [due]
+    assert [getattr(r, "outcome", r) for r in report.results] == ["completed"]
+    assert report.requeued == 0 and report.lag_seconds == [0.0]
+    assert stream_types(store, run_id)[-1] == "workflow.run-completed"
+
+
+def test_without_time_to_hold_or_beyond_the_hold_the_request_goes_back_to_the_queue(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    run_id = _sleeper(registry)
+    trigger(store, registry, "hold.go", {}, clock.now())
+    item = ResumeRequestItem(TENANT_A, run_id, 0)
+    queue = InMemoryResumeQueue(clock)
+
+    no_time = resume_batch(
+        store,
+        queue,
+        Nudges(),
+        [item],
+        clock.now() + timedelta(seconds=10),
+        registry,
+        Hold(1.0, lambda instant: None),
+    )
+    too_early = resume_batch(
+        store,
+        queue,
+        Nudges(),
+        [item],
+        clock.now() + timedelta(seconds=5),
+        registry,
+        Hold(1.0, lambda instant: (_ for _ in ()).throw(AssertionError("held 5.4 s early"))),
+    )
+
+    assert [r.outcome for r in no_time.results + too_early.results] == ["not-due", "not-due"]  # type: ignore[union-attr]
+    assert no_time.requeued == 1 and too_early.requeued == 1
+    assert stream_types(store, run_id)[-1] == "workflow.step.waiting"
+
+
+def test_resume_run_s_queue_is_told_the_hold() -> None:
+    settings = Settings(database_url="postgresql:///x", resume_queue_url="https://sqs/q")
+    assert settings.resume_hold_seconds == 1.0
+    runtime = build_aws_runtime(settings)
+    assert isinstance(runtime.resume_queue, SqsResumeQueue)
+    assert runtime.resume_queue.early_seconds == 1.0
+    off = build_aws_runtime(settings.model_copy(update={"resume_hold_seconds": 0.0}))
+    assert off.resume_queue.early_seconds == 0.0  # type: ignore[attr-defined]

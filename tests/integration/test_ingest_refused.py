@@ -11,21 +11,21 @@ from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.errors import StoreError
 from workflow_runner.store import Store
-from workflow_runner.store.results import ResultStore
+from workflow_runner.store.streams import RunSummaryWrite, StreamStore
 
 from tests.support import register, stream, trigger
 
 
 def _refuse_results_of(monkeypatch: pytest.MonkeyPatch, refused_run: str) -> None:
-    real = ResultStore.record
+    real = StreamStore.record_pass
 
-    def record(self: ResultStore, tenant_id: str, run_id: str, *args: Any, **kw: Any) -> None:
-        if run_id == refused_run:
+    def record(self: StreamStore, summary: RunSummaryWrite, *args: Any, **kw: Any) -> None:
+        if summary.run_id == refused_run:
             # As PostgreSQL refuses a row it cannot store (a check, an encoding, a size).
             raise StoreError("database error (22P05): unsupported Unicode escape sequence")
-        real(self, tenant_id, run_id, *args, **kw)
+        real(self, summary, *args, **kw)
 
-    monkeypatch.setattr(ResultStore, "record", record)
+    monkeypatch.setattr(StreamStore, "record_pass", record)
 
 
 def _wf(registry: WorkflowRegistry, name: str) -> None:

@@ -560,7 +560,7 @@ def test_a_pass_the_database_refuses_fails_its_run_instead_of_retrying_forever(
     store: Store, registry: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from workflow_runner.errors import StoreError
-    from workflow_runner.store.results import ResultStore
+    from workflow_runner.store.streams import StreamStore
 
     register(
         registry,
@@ -572,11 +572,11 @@ def test_a_pass_the_database_refuses_fails_its_run_instead_of_retrying_forever(
     trigger(store, registry, "refused.go", {}, clock.now())
     run_id = run_id_for("refused", "k")
 
-    def refuse(self: ResultStore, *args: Any, **kwargs: Any) -> None:
+    def refuse(self: StreamStore, *args: Any, **kwargs: Any) -> None:
         # As PostgreSQL refuses a row it cannot store (a check, an encoding, a size).
         raise StoreError("database error (22P05): unsupported Unicode escape sequence")
 
-    monkeypatch.setattr(ResultStore, "record", refuse)
+    monkeypatch.setattr(StreamStore, "record_pass", refuse)
     clock.advance(timedelta(minutes=1))
     results = resume_runs(store, [ResumeRequestItem(TENANT_A, run_id, 0)], clock.now(), registry)
     assert [(getattr(r, "outcome", r), getattr(r, "reason", None)) for r in results] == [

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from ..definition import WorkflowDefinition
 from ..pass_result import PassResult, Suspension, TaskWait
-from ..store import NewCallback, NewTask, Store
+from ..store import NewCallback, NewTask, RunSummaryWrite, Store
 from ..stream import (
     DISPATCH_STREAM,
     RETURNED_FAILURE,
@@ -291,23 +291,22 @@ def persist_pass(
             store.tasks.insert(task, now)
         if callback is not None:
             store.callbacks.insert(callback, now)
-        store.streams.append(
-            tenant_id, run_id, RUN_STREAM, version, [*started, fact], now, check=False
-        )
-        if status != "failed":
+        store.streams.record_pass(
+            RunSummaryWrite(
+                tenant_id,
+                run_id,
+                definition.name,
+                status,
+                definition.fingerprint,
+                trigger_event_type,
+                workflow_version=definition.version,
+            ),
+            version,
+            [*started, fact],
             # A failed run keeps the results as of its last suspension: a redrive
             # repeats the failed pass from there.
-            store.results.record(tenant_id, run_id, outcome_version, values, refs)
-        store.runs.upsert(
-            tenant_id,
-            run_id,
-            definition.name,
-            status,
-            outcome_version,
-            definition.fingerprint,
-            trigger_event_type,
+            (values, refs) if status != "failed" else None,
             now,
-            workflow_version=definition.version,
         )
         if status != "waiting":
             # As a child it is counted into its joins, as a parent its joins close.

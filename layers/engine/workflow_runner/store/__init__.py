@@ -23,7 +23,7 @@ from .pending import DueRow, NewPendingRow, PendingRow, WaitingRow
 from .results import StoredResults
 from .runs import RunSummary
 from .sql import Sql, is_transient
-from .streams import NewEvent, StoredEvent
+from .streams import NewEvent, RunSummaryWrite, StoredEvent
 from .tasks import ClaimedTask, NewTask, TaskRow, TaskStatus
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "RunKey",
     "RunQuery",
     "RunSummary",
+    "RunSummaryWrite",
     "Sql",
     "Store",
     "StoredEvent",

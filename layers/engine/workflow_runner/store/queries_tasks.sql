@@ -80,17 +80,6 @@ WHERE tenant_id = %(tenant_id)s AND task_id = %(task_id)s;
 -- When the earliest open task is due (a retry, or a lease that ends).
 SELECT min(next_attempt_at) AS due FROM task_queue WHERE status IN ('pending', 'running');
 
--- name: upsert_results
--- Record the results a pass wrote (one row per key; a later pass overwrites its key).
-INSERT INTO run_results (tenant_id, run_id, key, value, awaited, awaited_event_id, version)
-SELECT %(tenant_id)s, %(run_id)s, r.key, r.value, r.awaited, r.awaited_event_id, %(version)s
-FROM jsonb_to_recordset(%(rows)s) AS r(key text, value jsonb, awaited boolean,
-                                       awaited_event_id text)
-ON CONFLICT (tenant_id, run_id, key) DO UPDATE
-SET value = excluded.value, awaited = excluded.awaited,
-    awaited_event_id = excluded.awaited_event_id, version = excluded.version
-WHERE run_results.version <= excluded.version;
-
 -- name: run_results
 -- A run's current results, awaited payloads joined from the inbox (NULL once erased).
 SELECT r.key, r.value, r.awaited, r.awaited_event_id, i.detail AS awaited_detail,

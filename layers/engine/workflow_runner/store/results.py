@@ -6,8 +6,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
 from .sql import Sql
 
 
@@ -19,6 +17,19 @@ class StoredResults:
     values: dict[str, Any]
     awaited_refs: dict[str, str | None]
     missing: list[str]
+
+
+def result_rows(
+    values: Mapping[str, Any], awaited_refs: Mapping[str, str | None]
+) -> list[dict[str, Any]]:
+    """The rows of run_results a pass's results become (record_pass)."""
+    return [
+        {"key": k, "value": v, "awaited": False, "awaited_event_id": None}
+        for k, v in values.items()
+    ] + [
+        {"key": k, "value": None, "awaited": True, "awaited_event_id": ref}
+        for k, ref in awaited_refs.items()
+    ]
 
 
 def results_params(tenant_id: str, run_id: str) -> dict[str, Any]:
@@ -43,33 +54,10 @@ def stored_results(rows: Sequence[Mapping[str, Any]]) -> StoredResults:
 
 
 class ResultStore:
-    """Write the results a pass set; read a run's current ones."""
+    """Read a run's current results (a pass writes them with its events: record_pass)."""
 
     def __init__(self, sql: Sql) -> None:
         self._sql = sql
-
-    def record(
-        self,
-        tenant_id: str,
-        run_id: str,
-        version: int,
-        values: Mapping[str, Any],
-        awaited_refs: Mapping[str, str | None],
-    ) -> None:
-        """Upsert the keys a pass wrote, as of stream `version` (an older write never
-        replaces a newer one)."""
-        rows = [
-            {"key": k, "value": v, "awaited": False, "awaited_event_id": None}
-            for k, v in values.items()
-        ] + [
-            {"key": k, "value": None, "awaited": True, "awaited_event_id": ref}
-            for k, ref in awaited_refs.items()
-        ]
-        if rows:
-            self._sql.run(
-                "upsert_results",
-                {"tenant_id": tenant_id, "run_id": run_id, "version": version, "rows": Jsonb(rows)},
-            )
 
     def of_run(self, tenant_id: str, run_id: str) -> StoredResults:
         """Every current result of a run, awaited payloads included."""

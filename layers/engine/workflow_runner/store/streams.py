@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -11,9 +11,9 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from ..errors import StoreError
-from ..stream import Fact, RecordedFact, decode, type_of
+from ..stream import RUN_STREAM, Fact, RecordedFact, decode, type_of
 from .inbox import InboxEvent
-from .results import StoredResults, results_params, stored_results
+from .results import StoredResults, result_rows, results_params, stored_results
 from .sql import Sql
 
 
@@ -63,6 +63,19 @@ class NewEvent:
     type: str
     payload: dict[str, Any]
     metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class RunSummaryWrite:
+    """The run summary a pass records with its events (see RunStore.upsert)."""
+
+    tenant_id: str
+    run_id: str
+    workflow_name: str
+    status: str
+    definition_fingerprint: str
+    trigger_event_type: str
+    workflow_version: int | None = None
 
 
 def _as_new(event: Fact | NewEvent) -> NewEvent:
@@ -117,6 +130,48 @@ class StreamStore:
                     f"stream {stream_id} changed under an append that held its version"
                 )
         return True
+
+    def record_pass(
+        self,
+        summary: RunSummaryWrite,
+        version: int,
+        events: Sequence[Fact | NewEvent],
+        results: tuple[Mapping[str, Any], Mapping[str, str | None]] | None,
+        recorded_at: datetime,
+    ) -> None:
+        """A pass's writes to its run in one statement: `events` appended after
+        `version` (which the pass holds: nothing is read back), `results` (values,
+        awaited references; None: none recorded) as of the last event's version, and the
+        run summary at that version."""
+        new = [_as_new(e) for e in events]
+        last = version + len(new)
+        self._sql.run(
+            "record_pass",
+            {
+                "tenant_id": summary.tenant_id,
+                "run_id": summary.run_id,
+                "stream_type": RUN_STREAM,
+                "events": Jsonb(
+                    [
+                        {
+                            "version": version + n + 1,
+                            "type": e.type,
+                            "payload": e.payload,
+                            "metadata": e.metadata or {},
+                        }
+                        for n, e in enumerate(new)
+                    ]
+                ),
+                "results": Jsonb(result_rows(*results) if results else []),
+                "version": last,
+                "workflow_name": summary.workflow_name,
+                "status": summary.status,
+                "definition_fingerprint": summary.definition_fingerprint,
+                "trigger_event_type": summary.trigger_event_type,
+                "workflow_version": summary.workflow_version,
+                "now": recorded_at,
+            },
+        )
 
     def load(self, tenant_id: str, stream_id: str) -> list[StoredEvent]:
         """Every event of a stream, oldest first (empty when it does not exist)."""

@@ -50,6 +50,9 @@ def test_demo_on_a_given_database_plays_the_story(db_url: str) -> None:
         "the partner answered 503, the retry was accepted",
         "order o-1001 is approved",
         "order o-1002 is cancelled",
+        "finance approves batch b-1's invoice run with the token its mail carried",
+        "step 4: resumed by callback",
+        "Timeline of batch b-1",
         "Eight days pass",
         "Captured mail",
         "Webhook requests received by the local sink",
@@ -59,6 +62,7 @@ def test_demo_on_a_given_database_plays_the_story(db_url: str) -> None:
         assert section in out, section
     assert "Engagement tips" in out and "Getting started" in out
     assert "/crm-onboarding" in out and "/fulfilment" in out and "/inventory-synced" in out
+    assert "/invoices" in out and "Approve the invoice run of batch b-1?" in out
     assert "\033[" not in out  # no colour into a pipe
     with psycopg.connect(db_url) as conn:
         statuses = dict(

@@ -182,12 +182,14 @@ def test_settings_parse_the_environment() -> None:
             "DUE_SCAN_BATCH": "250",
             "TENANT_ID_PATH": "meta.tenant",
             "MAIL_SENDER": "",
+            "CALLBACK_BASE_URL": "https://abc.lambda-url.eu-central-1.on.aws/",
         }
     )
     assert settings.webhook_allow_hosts == frozenset({"hooks.internal", "other.local"})
     assert (settings.due_scan_batch, settings.tenant_id_path) == (250, "meta.tenant")
     assert (settings.db_sslmode, settings.mail_sender) == ("require", None)
     assert settings.resume_lease_seconds > 900 + 180  # outlasts the longest delay + visibility
+    assert settings.callback_base_url == "https://abc.lambda-url.eu-central-1.on.aws/"
 
 
 @pytest.mark.parametrize(
@@ -198,6 +200,11 @@ def test_settings_parse_the_environment() -> None:
         ({"DATABASE_URL": "postgresql:///x", "DUE_SCAN_BATCH": "lots"}, "DUE_SCAN_BATCH"),
         ({"DATABASE_URL": "postgresql:///x", "TENANT_ID_PATH": "a..b"}, "TENANT_ID_PATH"),
         ({"DATABASE_URL": "postgresql:///x", "RESUME_LEASE_SECONDS": "10"}, "RESUME_LEASE_SECONDS"),
+        ({"DATABASE_URL": "postgresql:///x", "CALLBACK_BASE_URL": "cb.io/"}, "CALLBACK_BASE_URL"),
+        (
+            {"DATABASE_URL": "postgresql:///x", "CALLBACK_BASE_URL": "https://cb.io/?t="},
+            "CALLBACK_BASE_URL",
+        ),
     ],
 )
 def test_bad_settings_name_the_variable(env: dict[str, str], message: str) -> None:

@@ -256,12 +256,26 @@ def test_the_code_before_each_migration_still_runs_after_it(
     for step in steps:
         queries = named_queries(query_files_at(step.before))
         assert queries, f"no named queries found at {step.before}"
-        with fresh_database(pg_server_url) as conn:
-            migrate_up_to(conn, [m for m in migrate.all_migrations() if m.name in step.after])
-            assert prepare_failures(conn, queries) == [], (
-                f"{migration.name} breaks queries of the code deployed before it "
-                f"({step.before}); expand now and contract in a later release"
-            )
+        # A query that did not PREPARE on its own commit's schema either is a property of
+        # its text (a parameter PREPARE types differently than the driver does, as a
+        # `CASE ... THEN %(now)s` into a timestamptz column once did), not a break this
+        # migration caused: only failures the migration adds count.
+        before = failing_queries(pg_server_url, migrations_at(step.before), queries)
+        after = failing_queries(pg_server_url, step.after, queries)
+        broken = [failure for failure in after if failure not in before]
+        assert broken == [], (
+            f"{migration.name} breaks queries of the code deployed before it "
+            f"({step.before}); expand now and contract in a later release"
+        )
+
+
+def failing_queries(
+    server_url: str, migration_names: frozenset[str], queries: Mapping[str, str]
+) -> list[str]:
+    """The queries that do not PREPARE on a database with these (shipped) migrations."""
+    with fresh_database(server_url) as conn:
+        migrate_up_to(conn, [m for m in migrate.all_migrations() if m.name in migration_names])
+        return prepare_failures(conn, queries)
 
 
 @pytest.mark.parametrize("migration", later_migrations(), ids=lambda m: f"{m.version:04d}_{m.name}")

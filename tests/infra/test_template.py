@@ -19,6 +19,7 @@ FUNCTIONS = {
     "DueScanFunction": "functions/due_scan/",
     "ResumeRunFunction": "functions/resume_run/",
     "StepDispatcherFunction": "functions/step_dispatcher/",
+    "CallbackFunction": "functions/callback/",
     "MigrateFunction": "functions/migrate/",
 }
 
@@ -374,6 +375,7 @@ def test_every_function_has_sample_events() -> None:
         "due-scan-",
         "resume-run",
         "step-dispatcher",
+        "callback-",
         "migrate-",
     ):
         assert any(n.startswith(prefix) for n in names), prefix

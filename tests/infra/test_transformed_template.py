@@ -18,6 +18,7 @@ FUNCTIONS = [
     "DueScanFunction",
     "ResumeRunFunction",
     "StepDispatcherFunction",
+    "CallbackFunction",
     "MigrateFunction",
 ]
 DATABASE_FUNCTIONS = [f for f in FUNCTIONS if f != "MigrateFunction"]
@@ -203,6 +204,8 @@ def test_invoke_permissions_name_exact_aliases(resources: dict[str, Any]) -> Non
 def test_resource_policies_admit_only_their_own_rules(resources: dict[str, Any]) -> None:
     for name, permission in of_type(resources, "AWS::Lambda::Permission").items():
         props = permission["Properties"]
+        if name.startswith("CallbackEndpoint"):
+            continue  # the public callback endpoint: its own test below
         assert props["Principal"] == "events.amazonaws.com", name
         rule = props["SourceArn"]["Fn::GetAtt"][0]
         assert resources[rule]["Type"] == "AWS::Events::Rule", name
@@ -222,6 +225,70 @@ def test_resource_policies_admit_only_their_own_rules(resources: dict[str, Any])
             }
             queues = {r["Fn::GetAtt"][0] for r in as_list(s["Resource"])}
             assert queues == targets | dlqs, name
+
+
+# Functions whose passes hand out callback tokens: they run first passes (TriggerProjection,
+# DueScan's cron runs, StepDispatcher's child runs) or resumed ones (ResumeRun).
+PASS_FUNCTIONS = {
+    "TriggerProjectionFunction",
+    "DueScanFunction",
+    "ResumeRunFunction",
+    "StepDispatcherFunction",
+}
+
+
+def test_only_the_callback_endpoint_is_public_and_only_through_its_url(
+    resources: dict[str, Any],
+) -> None:
+    """AuthType NONE (the token is the credential) on the live alias of CallbackFunction;
+    the two public permissions (InvokeFunctionUrl, and InvokeFunction only when invoked
+    through the URL) name that alias and nothing else."""
+    (url,) = of_type(resources, "AWS::Lambda::Url").values()
+    assert url["Properties"]["AuthType"] == "NONE"
+    assert url["Properties"]["TargetFunctionArn"] == {"Ref": "CallbackFunctionAliaslive"}
+    public = {
+        name: p["Properties"]
+        for name, p in of_type(resources, "AWS::Lambda::Permission").items()
+        if p["Properties"]["Principal"] == "*"
+    }
+    assert {p["Action"] for p in public.values()} == {
+        "lambda:InvokeFunctionUrl",
+        "lambda:InvokeFunction",
+    }
+    for name, props in public.items():
+        assert props["FunctionName"] == {"Ref": "CallbackFunctionAliaslive"}, name
+        if props["Action"] == "lambda:InvokeFunctionUrl":
+            assert props["FunctionUrlAuthType"] == "NONE", name
+        else:
+            assert props["InvokedViaFunctionUrl"] is True, name
+    assert resources["CallbackFunction"]["Properties"]["Timeout"] <= 30
+
+
+def test_the_callback_endpoint_only_records_and_enqueues(resources: dict[str, Any]) -> None:
+    """Its role: its log group, the database secret and network (the base policy), and
+    sending to the resume queue. No nudges, no mail, no queue polling."""
+    own = [
+        s
+        for p in role_of(resources, "CallbackFunction")["Properties"]["Policies"]
+        for s in p["PolicyDocument"]["Statement"]
+    ]
+    assert {a for s in own for a in as_list(s["Action"])} == {
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+        "sqs:SendMessage",
+    }
+
+
+def test_functions_that_run_passes_link_callbacks_to_the_endpoint(
+    resources: dict[str, Any],
+) -> None:
+    url = {"Fn::GetAtt": ["CallbackEndpointUrl", "FunctionUrl"]}
+    for function in FUNCTIONS:
+        env = resources[function]["Properties"].get("Environment", {}).get("Variables", {})
+        if function in PASS_FUNCTIONS:
+            assert env["CALLBACK_BASE_URL"] == url, function
+        else:
+            assert "CALLBACK_BASE_URL" not in env, function
 
 
 def test_the_deployment_role_shifts_only_our_aliases(
@@ -393,6 +460,7 @@ def test_paging_alarms_and_notices_go_to_separate_topics(resources: dict[str, An
         "StepDispatcherThrottlesAlarm",
         "DeliveriesFailedAlarm",
         "TasksFailedAlarm",
+        "CallbackThrottlesAlarm",
     }
     for name, alarm in alarms(resources).items():
         expected = {"Ref": "NoticeTopic"} if name in notices else {"Ref": "AlarmTopic"}

@@ -76,7 +76,11 @@ def test_a_table_lock_held_by_a_running_function_bounds_the_ddl_wait(
     with psycopg.connect(empty_db, autocommit=True) as conn:
         apply_migrations(conn)
     shipped = migrate.all_migrations()
-    probe = Migration(len(shipped) + 1, "probe", "ALTER TABLE wf_events ADD COLUMN probe integer")
+    probe = Migration(
+        max(m.version for m in shipped) + 1,
+        "probe",
+        "ALTER TABLE wf_events ADD COLUMN probe integer",
+    )
     monkeypatch.setattr(migrate, "all_migrations", lambda: [*shipped, probe])
     with psycopg.connect(empty_db) as function, psycopg.connect(empty_db, autocommit=True) as conn:
         function.execute("SELECT count(*) FROM wf_events")  # ACCESS SHARE until it commits
@@ -84,7 +88,7 @@ def test_a_table_lock_held_by_a_running_function_bounds_the_ddl_wait(
         with pytest.raises(MigrationTimeout):
             apply_migrations_within(conn, 1.0, lock_timeout_s=0.3, retry_pause_s=0.2)
         assert time.monotonic() - started < 2.0
-        assert applied_versions(empty_db)[-1] == len(shipped)
+        assert applied_versions(empty_db)[-1] == shipped[-1].version
         function.rollback()
         assert [m.name for m in apply_migrations_within(conn, 5, lock_timeout_s=0.3)] == ["probe"]
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from workflow_runner.embedded import database_url
+from workflow_runner.errors import StoreError
 from workflow_runner.store import apply_migrations, pending_migrations, schema_sql
 from workflow_runner.store.migrate import all_migrations
 
@@ -96,3 +98,37 @@ def test_a_concurrent_index_build_that_died_is_built_again(db_url: str) -> None:
         ).fetchone()
     assert row is not None and row[0] is True
     assert row[1].endswith("USING btree (run_id)")
+
+
+def _folder(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, sql in files.items():
+        (tmp_path / name).write_text(sql)
+    return tmp_path
+
+
+def test_a_reserved_number_counts_for_the_numbering_but_is_never_applied(
+    tmp_path: Path,
+) -> None:
+    folder = _folder(
+        tmp_path,
+        {
+            "0001_first.sql": "CREATE TABLE a (x int);",
+            "0002_reserved_other_branch.sql": "-- migrate: reserved\n-- number 2: another branch",
+            "0003_third.sql": "CREATE TABLE b (x int);",
+        },
+    )
+    assert [(m.version, m.name) for m in all_migrations(folder)] == [(1, "first"), (3, "third")]
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["0001_first.sql", "0003_third.sql"],  # a gap
+        ["0001_first.sql", "0002_reserved.sql", "0002_real.sql"],  # the branches met
+    ],
+)
+def test_a_gap_or_a_number_taken_twice_is_refused(tmp_path: Path, names: list[str]) -> None:
+    sql = {"0002_reserved.sql": "-- migrate: reserved\n"}
+    folder = _folder(tmp_path, {name: sql.get(name, "SELECT 1;") for name in names})
+    with pytest.raises(StoreError, match="without gaps"):
+        all_migrations(folder)

@@ -3,11 +3,12 @@ template.yaml on PostgreSQL, time moved with `advance`."""
 
 from __future__ import annotations
 
+import pytest
 import sample_workflows
 from workflow_runner import DomainEvent
 from workflow_runner import stream as ev
 from workflow_runner.definition.dsl import CronTrigger, EventTrigger
-from workflow_runner.testing import WorkflowTestEnv
+from workflow_runner.testing import CallbackRefused, SentMail, WorkflowTestEnv
 
 from tests.support import TENANT_A
 
@@ -176,13 +177,20 @@ BATCH = {
 }
 
 
+SUMMARY = {"batchId": "b-7", "fulfilled": 7, "failed": 1}
+
+
+def _finance_mail(env: WorkflowTestEnv) -> SentMail:
+    (mail,) = [m for m in env.mails if m.to == ["finance@example.com"]]
+    return mail
+
+
 def test_batch_fulfilment_maps_orders_onto_child_runs_five_at_a_time(
     env: WorkflowTestEnv,
 ) -> None:
     env.put_event(tenant=TENANT_A, type="batch.submitted", payload=BATCH)
     batch = env.run(tenant=TENANT_A, workflow="batch-fulfilment", key="b-7")
-    assert batch.status == "completed"
-    assert batch.result == {"isSuccess": True, "batchId": "b-7", "fulfilled": 7, "failed": 1}
+    assert (batch.status, batch.waiting_for) == ("waiting", "workflow.callback")
     orders = batch.steps["orders"]
     assert [o.get("orderId") for o in orders] == [f"o-{n}" if n != 3 else None for n in range(8)]
     failed = orders[3]
@@ -190,8 +198,71 @@ def test_batch_fulfilment_maps_orders_onto_child_runs_five_at_a_time(
     child = env.run(tenant=TENANT_A, workflow="fulfil-order", key="b-7:o-3")
     assert (child.run_id, child.status) == (failed["runId"], "failed")
     assert child.events[0].payload["parentRunId"] == batch.run_id
-    assert sorted(m.to[0] for m in env.mails) == sorted(
-        f"c{n}@example.com" for n in range(8) if n != 3
-    )
+    customers = [m.to[0] for m in env.mails if m.to != ["finance@example.com"]]
+    assert sorted(customers) == sorted(f"c{n}@example.com" for n in range(8) if n != 3)
     [report] = [w for w in env.webhooks if w.url.endswith("/batches")]
-    assert report.body == {"batchId": "b-7", "fulfilled": 7, "failed": 1}
+    assert report.body == SUMMARY
+
+
+def test_batch_fulfilment_asks_finance_and_invoices_what_they_approve(
+    env: WorkflowTestEnv,
+) -> None:
+    env.put_event(tenant=TENANT_A, type="batch.submitted", payload=BATCH)
+    mail = _finance_mail(env)
+    assert mail.subject == "Approve the invoice run of batch b-7?"
+    assert "Batch b-7: 7 orders fulfilled, 1 failed." in mail.body
+    assert "wfr callbacks complete wfrcb_" in mail.body  # no endpoint in the test kit
+
+    env.complete_callback(mail.body, {"approved": True, "by": "dana"})
+
+    batch = env.run(tenant=TENANT_A, workflow="batch-fulfilment", key="b-7")
+    assert batch.status == "completed"
+    assert batch.result == {"isSuccess": True, **SUMMARY, "invoiced": True}
+    [invoice] = [w for w in env.webhooks if w.url.endswith("/invoices")]
+    assert invoice.body == {**SUMMARY, "approval": {"approved": True, "by": "dana"}}
+
+
+def test_batch_fulfilment_does_not_invoice_a_rejected_batch(env: WorkflowTestEnv) -> None:
+    env.put_event(tenant=TENANT_A, type="batch.submitted", payload=BATCH)
+    env.complete_callback(_finance_mail(env).body, {"approved": False})
+    batch = env.run(tenant=TENANT_A, workflow="batch-fulfilment", key="b-7")
+    assert (batch.status, batch.result) == (
+        "completed",
+        {"isSuccess": True, **SUMMARY, "invoiced": False},
+    )
+    assert not [w for w in env.webhooks if w.url.endswith("/invoices")]
+
+
+def test_batch_fulfilment_without_an_answer_in_two_days_fails(env: WorkflowTestEnv) -> None:
+    env.put_event(tenant=TENANT_A, type="batch.submitted", payload=BATCH)
+    env.advance("P2D")
+    batch = env.run(tenant=TENANT_A, workflow="batch-fulfilment", key="b-7")
+    assert (batch.status, batch.reason) == ("failed", "returned_failure")
+    assert batch.result == {
+        "isSuccess": False,
+        **SUMMARY,
+        "error": "finance did not answer within 2 days",
+    }
+    with pytest.raises(CallbackRefused, match="expired"):
+        env.complete_callback(_finance_mail(env).body, {"approved": True})
+
+
+def test_batch_fulfilment_mails_the_endpoints_link_where_one_is_deployed(
+    pg_server_url: str,
+) -> None:
+    base = "https://abc.lambda-url.eu-central-1.on.aws/"
+    with WorkflowTestEnv(
+        modules=["sample_workflows"],
+        now="2026-01-05T09:00:00Z",
+        database_url=pg_server_url,
+        environ={"CALLBACK_BASE_URL": base},
+    ) as env:
+        env.put_event(tenant=TENANT_A, type="batch.submitted", payload=BATCH)
+        body = _finance_mail(env).body
+        assert f'POST {{"approved": true}} (or false) to {base}wfrcb_' in body
+        env.complete_callback(body, {"approved": True})
+        assert env.run(tenant=TENANT_A, workflow="batch-fulfilment", key="b-7").result == {
+            "isSuccess": True,
+            **SUMMARY,
+            "invoiced": True,
+        }

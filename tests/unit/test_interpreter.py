@@ -14,8 +14,8 @@ from workflow_runner.interpreter import (
     RetryWait,
     backoff_delay,
     describe_step_error,
-    step_at,
 )
+from workflow_runner.step_paths import step_at
 
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 EVENT = DomainEvent(

@@ -33,6 +33,7 @@ from .definition.dsl import (
     Step,
     Task,
     Wait,
+    WaitForCallback,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -54,6 +55,7 @@ from .stream import (
     RunRedriven,
     StepResumed,
     StepWaiting,
+    StepWaitingForCallback,
     StepWaitingForEvent,
     TaskFailed,
     TaskScheduled,
@@ -132,6 +134,9 @@ def _label(step: Step) -> tuple[str, str]:
         timeout = _static(step.timeout) or "(computed)"
         where = "" if step.match is None else f" where {describe_match(step.match)}"
         return f"wait for {step.event}{where}, timeout {timeout}", "hexagon"
+    if isinstance(step, WaitForCallback):
+        timeout = _static(step.timeout) or "(computed)"
+        return f"wait for callback → {step.result_key}, timeout {timeout}", "hexagon"
     if isinstance(step, Return):
         value = step.value
         failed = isinstance(value, dict) and value.get("isSuccess") is False
@@ -333,7 +338,8 @@ def mark_run(
             if node is not None:
                 chart.marks[node.id] = "failed"
                 chart.notes[node.id] = f"task failed: {fact.error_class} ({fact.reason})"
-        if isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)):
+        waits = (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)
+        if isinstance(fact, (*waits, StepWaitingForCallback)):
             key = _key_of(fact.entry_path)
             _visit(chart, key)
             if isinstance(fact, TaskScheduled):
@@ -344,7 +350,8 @@ def mark_run(
             elif isinstance(fact, StepWaiting):
                 note = f"waiting until {format_instant(fact.wake_at)}"
             else:
-                note = f"waiting for {fact.event_type} until {format_instant(fact.timeout_at)}"
+                what = "a callback" if isinstance(fact, StepWaitingForCallback) else fact.event_type
+                note = f"waiting for {what} until {format_instant(fact.timeout_at)}"
             position = (key, "current", note)
         elif isinstance(fact, StepResumed):
             position = None

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from .callback_tokens import PassCallback, callback_base_url, token_hash
 from .definition.dsl import (
     Branch,
     CallWorkflow,
@@ -24,6 +25,7 @@ from .definition.dsl import (
     StepContext,
     Task,
     Wait,
+    WaitForCallback,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -34,6 +36,8 @@ from .definition.retry import RetryPolicy, backoff_seconds
 from .durations import parse_duration, resolve_wake_at
 from .match import validate_event_match
 from .pass_result import (
+    CallbackNotReached,
+    CallbackWait,
     ChildJoin,
     DispatchRequest,
     EventWait,
@@ -43,7 +47,6 @@ from .pass_result import (
     RetryWait,
     Suspension,
     TaskWait,
-    WorkflowStepError,
     describe_step_error,
 )
 from .step_requests import DISPATCH_NAMESPACE, child_join, delivery_request, seeded_id
@@ -68,34 +71,6 @@ class _StepFailed(Exception):
     def __init__(self, error: BaseException, path: Path) -> None:
         self.error = error
         self.path = path
-
-
-def step_at(steps: Sequence[Step], path: Path) -> Step:
-    """Return the step a path points to.
-
-    Raises:
-        WorkflowStepError: the path does not fit this step tree.
-    """
-    current: Sequence[Step] = steps
-    step: Step | None = None
-    for depth, frame in enumerate(path):
-        index = frame.get("i")
-        if not isinstance(index, int) or not 0 <= index < len(current):
-            raise WorkflowStepError(f"path {path} does not fit the workflow's steps")
-        step = current[index]
-        if depth == len(path) - 1:
-            break
-        if isinstance(step, Branch):
-            current = step.on_true if frame.get("arm") == "true" else step.on_false
-        elif isinstance(step, (ForEach, Retry)):
-            current = step.do
-        elif isinstance(step, Parallel):
-            current = step.steps
-        else:
-            raise WorkflowStepError(f"path {path} enters a step that has no sub-steps")
-    if step is None:
-        raise WorkflowStepError("empty path")
-    return step
 
 
 def backoff_delay(step: Retry, failed_attempt: int, rng: random.Random) -> timedelta:
@@ -131,6 +106,7 @@ class Interpreter:
             them (the awaited payload or task result a resume seeds).
         resumed_task: the task a resume re-enters at and how it ended.
         max_result_bytes: the largest result a step may store.
+        callback_secret: the run's key for callback tokens (None: random tokens).
         parent_run_id: the run that started this one (`ctx.workflow.parent_run_id`).
     """
 
@@ -149,6 +125,7 @@ class Interpreter:
         written: Sequence[str] = (),
         resumed_task: ResumedTask | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        callback_secret: str | None = None,
         parent_run_id: str | None = None,
     ) -> None:
         self.definition = definition
@@ -168,6 +145,9 @@ class Interpreter:
         self.dispatches: list[DispatchRequest] = []
         self.starts: list[ChildJoin] = []
         self._attempts: list[int] = []
+        self.callback = PassCallback(
+            callback_secret, dispatch_seed, callback_base_url(), lambda: len(self._attempts)
+        )
 
     def run(self, resume_path: Path | None = None) -> PassResult:
         """Run from the start (no path) or resume at `resume_path`.
@@ -181,6 +161,8 @@ class Interpreter:
         try:
             self._run_list(self.definition.steps, [], resume_path or None, {})
         except _Suspend as suspend:
+            if self.callback.handed_out:
+                return self._failed(CallbackNotReached(), suspend.suspension.path)
             return self._result("suspended", suspension=suspend.suspension)
         except _Returned as returned:
             value = returned.value
@@ -193,14 +175,17 @@ class Interpreter:
                 )
             return self._result("completed", return_value=value)
         except _StepFailed as failed:
-            return self._result(
-                "failed",
-                error=describe_step_error(failed.error),
-                error_detail=f"{type(failed.error).__name__}: {failed.error}",
-                failed_path=failed.path,
-                reason=getattr(failed.error, "reason", None),
-            )
+            return self._failed(failed.error, failed.path)
         return self._result("completed")
+
+    def _failed(self, error: BaseException, path: Path) -> PassResult:
+        return self._result(
+            "failed",
+            error=describe_step_error(error),
+            error_detail=f"{type(error).__name__}: {error}",
+            failed_path=path,
+            reason=getattr(error, "reason", None),
+        )
 
     def _result(
         self, outcome: Literal["suspended", "completed", "failed"], **kw: Any
@@ -234,6 +219,7 @@ class Interpreter:
                 parent_run_id=self.parent_run_id,
             ),
             now=self.now,
+            callback=self.callback,
         )
 
     def _run_list(
@@ -263,7 +249,7 @@ class Interpreter:
         if isinstance(step, ForEach):
             self._run_for_each(step, prefix, index, head, rest, scope)
             return
-        if resume is not None and isinstance(step, (Wait, WaitForEvent)):
+        if resume is not None and isinstance(step, (Wait, WaitForEvent, WaitForCallback)):
             # Resumed at this very step: its effect (the suspension) already happened;
             # the caller has seeded an awaited event's payload under its result key.
             return
@@ -279,6 +265,10 @@ class Interpreter:
             raise _Suspend(Suspension("waiting", path, wake_at))
         elif isinstance(step, WaitForEvent):
             self._suspend_for_event(step, path, scope)
+        elif isinstance(step, WaitForCallback):
+            timeout_at = self._wake_at(self._call(step.timeout, path, scope), path, "timeout")
+            callback = CallbackWait(step.result_key, token_hash(self.callback.take()))
+            raise _Suspend(Suspension("waiting-for-callback", path, timeout_at, callback=callback))
         elif isinstance(step, Task):
             raise _Suspend(
                 Suspension("task-scheduled", path, NEVER, task=self._task(step, path, scope))
@@ -435,6 +425,7 @@ class Interpreter:
         except _StepFailed as failed:
             if attempt >= step.times:
                 raise
+            self.callback.forget_from(len(self._attempts))  # the attempt's steps run again
             wake_at = self.now + backoff_delay(step, attempt, self.rng)
             wait = RetryWait(attempt, step.times, describe_step_error(failed.error))
             retry_path = [*prefix, {"i": index, "attempt": attempt + 1}]

@@ -53,6 +53,19 @@ class InvalidArgument(WorkflowStepError):
         return cls(argument, str(error))
 
 
+class CallbackNotReached(WorkflowStepError):
+    """A step read `ctx.callback` but the pass suspended before any wait_for_callback
+    took the token: the wait that comes later, in another pass, waits on another token,
+    so the one handed out could never complete it."""
+
+    reason = "callback_not_reached"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "ctx.callback was read, but the pass suspended before reaching a wait_for_callback"
+        )
+
+
 def describe_step_error(error: BaseException) -> str:
     """The generic text stored for a failed step; the raw message goes to the log only."""
     if isinstance(error, (TaskFailedError, ChildFailedError)):
@@ -99,6 +112,14 @@ class TaskWait:
 
 
 @dataclass(frozen=True)
+class CallbackWait:
+    """What a wait_for_callback suspension waits for: the hash of the token it handed out."""
+
+    result_key: str
+    token_hash: str
+
+
+@dataclass(frozen=True)
 class ChildSpec:
     """One child run a join starts: its idempotency key, run id and input."""
 
@@ -126,7 +147,8 @@ class ChildJoin:
 @dataclass(frozen=True)
 class Suspension:
     """Where a pass stopped: `path`, due at `wake_at` (a wait's time, a wait_for_event's
-    timeout, a retry's next attempt; never by time for tasks and children)."""
+    or wait_for_callback's timeout, a retry's next attempt; never by time for tasks and
+    children)."""
 
     kind: Literal[
         "waiting",
@@ -135,12 +157,14 @@ class Suspension:
         "task-scheduled",
         "tasks-scheduled",
         "children-waiting",
+        "waiting-for-callback",
     ]
     path: Path
     wake_at: datetime
     event: EventWait | None = None
     retry: RetryWait | None = None
     task: TaskWait | None = None
+    callback: CallbackWait | None = None
     tasks: tuple[TaskWait, ...] = ()  # parallel
     result_key: str | None = None  # parallel: the list of the tasks' results
     join: ChildJoin | None = None

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .callback_tokens import BASE_URL_PATTERN
 from .errors import InvalidInput
 
 # Environment variable -> field. Upper-case snake names, as the template sets them.
@@ -37,6 +38,7 @@ _ENV_FIELDS = {
     "DUE_SCAN_BATCH": "due_scan_batch",
     "RESUME_LEASE_SECONDS": "resume_lease_seconds",
     "LOG_EXCEPTION_TEXT": "log_exception_text",
+    "CALLBACK_BASE_URL": "callback_base_url",
     "RESUME_HOLD_SECONDS": "resume_hold_seconds",
     "AWS_REGION": "aws_region",
 }
@@ -80,6 +82,8 @@ class Settings(BaseModel):
     # Exception text of user code and providers in log lines (redaction.py): only the
     # class and a short hash unless the operator opts in.
     log_exception_text: bool = False
+    # The callback endpoint's URL: `ctx.callback.url` is this plus the token.
+    callback_base_url: str | None = Field(default=None, pattern=BASE_URL_PATTERN)
     # Timers to the second: resume requests are sent to arrive up to this early and
     # ResumeRun holds them until due (0: sent rounded up, up to a second late).
     resume_hold_seconds: float = Field(default=1.0, ge=0, le=5)

@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from .durations import parse_instant
 from .errors import InvalidInput
@@ -14,6 +15,7 @@ from .store import Store, StoredEvent
 from .stream import (
     NEVER,
     RUN_STREAM,
+    CallbackCompleted,
     ChildrenRequested,
     ChildrenSettled,
     ChildrenWaiting,
@@ -31,6 +33,7 @@ from .stream import (
     StepEventMatched,
     StepResumed,
     StepWaiting,
+    StepWaitingForCallback,
     StepWaitingForEvent,
     SuspensionFact,
     TaskAttemptFailed,
@@ -72,6 +75,13 @@ def describe_event(e: StoredEvent) -> str:
         return f"step {f.step_index}: wait until {instant(f.wake_at)}"
     if isinstance(f, StepWaitingForEvent):
         return f"step {f.step_index}: wait for {f.event_type} until {instant(f.timeout_at)}"
+    if isinstance(f, StepWaitingForCallback):
+        return (
+            f"step {f.step_index}: wait for a callback (result {f.result_key!r}) "
+            f"until {instant(f.timeout_at)}"
+        )
+    if isinstance(f, CallbackCompleted):
+        return f"step {f.step_index}: callback completed (payload: event {f.event_id})"
     if isinstance(f, RetryScheduled):
         return (
             f"step {f.step_index}: attempt {f.attempt}/{f.max_attempts} "
@@ -140,6 +150,12 @@ def describe_event(e: StoredEvent) -> str:
     if isinstance(f, DispatchFailed):
         return f"{f.step_kind} failed: {f.error}" + (f" ({f.reason})" if f.reason else "")
     return ""
+
+
+def shown_payload(e: StoredEvent) -> dict[str, Any]:
+    """A stored payload as people and tools may see it: without the run's callback
+    secret, with which anyone who read it could make the run's callback tokens."""
+    return {k: v for k, v in e.payload.items() if k != "callbackSecret"}
 
 
 def _compact(payload: object, limit: int = 160) -> str:

@@ -22,6 +22,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from pydantic import BaseModel, ValidationError
 
 from .. import redaction
+from ..callback_tokens import callback_links
 from ..definition import DomainEvent, WorkflowRegistry, load_workflow_modules
 from ..engine.passes import RunOutcome
 from ..engine.resume import ResumeRequestItem, ResumeResult
@@ -139,13 +140,15 @@ def with_store(operation: Callable[[Store], T]) -> T:
     operations are single transactions, so a retry is safe)."""
     rt = runtime()
     redaction.configure(settings().log_exception_text)
-    try:
-        return operation(rt.store())
-    except TransientStoreError as error:
-        logger.warning(f"transient database error, reconnecting: {error}")
-        if rt.reconnect is not None:
-            rt.reconnect()
-        return operation(rt.store())
+    # Passes run inside make `ctx.callback.url` from the deployment's callback endpoint.
+    with callback_links(settings().callback_base_url):
+        try:
+            return operation(rt.store())
+        except TransientStoreError as error:
+            logger.warning(f"transient database error, reconnecting: {error}")
+            if rt.reconnect is not None:
+                rt.reconnect()
+            return operation(rt.store())
 
 
 def report_work(result: WorkResult) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from ..callback_tokens import callback_links, checked_base_url
 from ..errors import (
     InvalidInput,
     RunNotFound,
@@ -23,7 +24,7 @@ from ..errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
-from . import actions, console_command, dispatches, dlq, local_commands, operate
+from . import actions, callbacks, console_command, dispatches, dlq, local_commands, operate
 from .context import Context, Handler, UsageError
 from .render import Output
 
@@ -186,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--now", metavar="ISO", help="business time (what is overdue)")
 
     dispatches.add_commands(commands, command)
+    callbacks.add_commands(commands, command)
 
     local = commands.add_parser(
         "local", help="the local runtime: send events, let time pass (business time)"
@@ -332,7 +334,9 @@ def main(
     ctx = Context(args, Output(out, err, bool(args.json)), dict(environ or os.environ))
     try:
         handler: Handler = args.handler
-        code = handler(ctx)
+        # Passes a command runs (resume, redrive) link callbacks to the deployment's endpoint.
+        with callback_links(checked_base_url(ctx.environ.get("CALLBACK_BASE_URL"))):
+            code = handler(ctx)
         out.flush()
         return code
     except BrokenPipeError:

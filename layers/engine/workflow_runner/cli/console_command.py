@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..callback_tokens import callback_base_url
 from ..console import ConsoleConfig, make_console_server
 from ..console.app import LOOPBACK
 from ..definition import WorkflowRegistry
@@ -42,6 +43,7 @@ def serve_console(
         allow_actions=allow_actions,
         template=template,
         database_label=label,
+        callback_base_url=callback_base_url(),  # what `wfr` was started with
     )
     try:
         server, app = make_console_server(config, host, port)

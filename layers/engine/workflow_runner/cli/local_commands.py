@@ -19,7 +19,7 @@ from ..local.demo import run_demo
 from ..local.runtime import Activity, LocalRuntime, to_eventbridge_event
 from ..settings import Settings
 from ..store import CapturedMail, Store, connect
-from ..timeline import activity_rows, instant
+from ..timeline import activity_rows, instant, shown_payload
 from .console_command import database_label, serve_console
 from .context import Context, UsageError, parse_now
 from .render import Output
@@ -128,7 +128,7 @@ def activity_json(activity: Activity) -> dict[str, Any]:
                 "streamType": e.stream_type,
                 "version": e.version,
                 "type": e.type,
-                "payload": e.payload,
+                "payload": shown_payload(e),
                 "recordedAt": e.recorded_at,
             }
             for e in activity.events

@@ -21,7 +21,14 @@ from ..graph_render import GraphUnavailable, to_mermaid, to_png
 from ..local.routes import template_routes
 from ..store import PendingRow, RunSummary, StoredEvent
 from ..stream import RUN_STREAM, fold_run
-from ..timeline import duration, instant, run_timeline, timeline_entries, wake_text
+from ..timeline import (
+    duration,
+    instant,
+    run_timeline,
+    shown_payload,
+    timeline_entries,
+    wake_text,
+)
 from .context import Context, UsageError, parse_now, parse_since
 
 
@@ -194,7 +201,7 @@ def _event_json(e: StoredEvent) -> dict[str, Any]:
     return {
         "version": e.version,
         "type": e.type,
-        "payload": e.payload,
+        "payload": shown_payload(e),
         "recordedAt": e.recorded_at,
     }
 

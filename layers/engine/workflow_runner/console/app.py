@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from ..callback_tokens import callback_links
 from ..clock import SystemClock
 from ..definition import WorkflowRegistry
 from ..engine.run_lookup import AmbiguousRunId, resolve_run
@@ -145,6 +146,7 @@ class ConsoleConfig:
     template: Path | None = None
     allowed_hosts: set[str] | None = None
     database_label: str = ""
+    callback_base_url: str | None = None  # for the passes its actions run
 
 
 class ConsoleApp:
@@ -160,7 +162,8 @@ class ConsoleApp:
     ) -> Iterable[bytes]:
         try:
             request = self._request(environ)
-            response = self.handle(request)
+            with callback_links(self.config.callback_base_url):
+                response = self.handle(request)
         except _TooLarge:
             response = _html(
                 413, error_page(None, "413 Content Too Large", "The form is too large.")

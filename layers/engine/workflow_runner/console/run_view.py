@@ -16,6 +16,7 @@ from ..stream import (
     RunFailed,
     RunStarted,
     RunState,
+    StepWaitingForCallback,
     SuspensionFact,
     TaskScheduled,
     TasksScheduled,
@@ -318,6 +319,14 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
             "p",
             f"Waiting at step {waits.step_index} for {waits.children} child run(s) of "
             f"{waits.child_workflow}",
+            class_="where",
+        )
+    elif isinstance(state.suspension, StepWaitingForCallback):
+        where = el(
+            "p",
+            f"Waiting at step {state.suspension.step_index} for a callback "
+            f"(result {state.suspension.result_key!r}), until ",
+            when(state.suspension.due_at, view.now),
             class_="where",
         )
     elif state.suspension is not None:

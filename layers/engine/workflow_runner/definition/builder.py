@@ -30,6 +30,7 @@ from .dsl import (
     StepContext,
     Task,
     Wait,
+    WaitForCallback,
     WaitForEvent,
     WebhookSend,
 )
@@ -129,6 +130,23 @@ class StepBuilder:
             lookback=lookback,
             result_key=result_key or event_type,
         )
+
+    def wait_for_callback(self, result_key: str, timeout: Resolver = "P7D") -> WaitForCallback:
+        """Suspend until an outside system completes the callback with a payload, or
+        `timeout` (a duration or an instant) passes.
+
+        The steps before it in the same pass read the token as `ctx.callback.token` (and
+        the endpoint's link as `ctx.callback.url`) to hand it out, e.g. in a mail. The
+        payload (None on timeout) is stored under `result_key`. A token is single-use,
+        bound to this run and this wait, and expires with the timeout.
+        """
+        if not isinstance(result_key, str) or not result_key:
+            raise WorkflowDefinitionError(
+                "wait_for_callback: result_key must be a non-empty string"
+            )
+        if isinstance(timeout, str) and timeout.startswith("P"):
+            parse_duration(timeout)
+        return WaitForCallback(result_key=result_key, timeout=timeout)
 
     def retry(
         self,

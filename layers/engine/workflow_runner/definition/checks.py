@@ -42,6 +42,7 @@ from .dsl import (
     Step,
     Task,
     Wait,
+    WaitForCallback,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -231,6 +232,8 @@ class _Walk:
             self.wait(place, step)
         elif isinstance(step, WaitForEvent):
             self.wait_for_event(place, step)
+        elif isinstance(step, WaitForCallback) and _static(step.timeout):
+            self.check(place, "timeout", lambda: _duration_or_instant(step.timeout))
         elif isinstance(step, MailSend):
             self.mail(place, step)
         elif isinstance(step, WebhookSend):
@@ -338,6 +341,7 @@ def _arguments(step: Step) -> list[tuple[str, Any]]:
         CallWorkflow: ("input", "key"),
         Map: ("over", "key"),
         Return: ("value",),
+        WaitForCallback: ("timeout",),
     }
     return [(name, getattr(step, name)) for name in names.get(type(step), ())]
 
@@ -355,7 +359,7 @@ def _address(value: Any) -> bool:
 def _written_keys(step: Step) -> list[str]:
     if isinstance(step, (Compute, Task)):
         return [step.key]
-    if isinstance(step, WaitForEvent):
+    if isinstance(step, (WaitForEvent, WaitForCallback)):
         return [step.result_key]
     if isinstance(step, (MailSend, WebhookSend)):
         return [k for k in (step.key, step.result_key) if k]

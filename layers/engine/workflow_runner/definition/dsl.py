@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
+from ..callback_tokens import NO_CALLBACK, Callback
 from ..errors import WorkflowDefinitionError
 from ..refs import substitute_refs
 from .retry import BackoffKind, JitterKind, RetryPolicy
@@ -53,13 +54,18 @@ class WorkflowInfo:
 
 @dataclass(frozen=True)
 class StepContext:
-    """The argument every resolver receives."""
+    """The argument every resolver receives.
+
+    `callback` holds the token (and URL) of the wait_for_callback the pass reaches next
+    (both None where no pass runs, as in a task's function).
+    """
 
     event: DomainEvent
     steps: dict[str, Any]
     scope: dict[str, Any]
     workflow: WorkflowInfo
     now: datetime
+    callback: Callback = NO_CALLBACK
 
 
 Resolver: TypeAlias = Any  # a value, or a callable taking StepContext
@@ -225,6 +231,15 @@ class Task:
 
 
 @dataclass(frozen=True)
+class WaitForCallback:
+    """Suspend until an outside system completes the callback, or `timeout` passes."""
+
+    result_key: str
+    timeout: Resolver = "P7D"
+    kind: str = "wait_for_callback"
+
+
+@dataclass(frozen=True)
 class CallWorkflow:
     """Start a child run and wait until it settles (`wait=False`: start_workflow)."""
 
@@ -281,10 +296,34 @@ Step: TypeAlias = (
     | Map
     | Parallel
     | Return
+    | WaitForCallback
 )
 
+
+def has_callback_wait(steps: tuple[Step, ...]) -> bool:
+    """Whether a step tree holds a wait_for_callback (its runs get a token secret)."""
+    for step in steps:
+        if isinstance(step, WaitForCallback):
+            return True
+        inner = (*step.on_true, *step.on_false) if isinstance(step, Branch) else ()
+        if isinstance(step, (ForEach, Retry)):
+            inner = step.do
+        if inner and has_callback_wait(inner):
+            return True
+    return False
+
+
 SUSPENDING_KINDS = frozenset(
-    {"wait", "wait_for_event", "retry", "task", "call_workflow", "map", "parallel"}
+    {
+        "wait",
+        "wait_for_event",
+        "retry",
+        "task",
+        "call_workflow",
+        "map",
+        "parallel",
+        "wait_for_callback",
+    }
 )
 # The longest attempt a task may ask for: it must fit in the worker Lambda's run.
 MAX_TASK_TIMEOUT = timedelta(minutes=14)
@@ -304,6 +343,7 @@ STEP_TYPES = (
     Map,
     Parallel,
     Return,
+    WaitForCallback,
 )
 # The largest `concurrency` of a map (children running at once for one map step).
 MAX_MAP_CONCURRENCY = 10_000

@@ -17,6 +17,7 @@ from ..store import PinnedRunGroup, Store
 from ..stream import (
     RETRY_SCHEDULED,
     STEP_WAITING,
+    STEP_WAITING_FOR_CALLBACK,
     STEP_WAITING_FOR_EVENT,
     TASK_SCHEDULED,
     RunRedriven,
@@ -157,6 +158,7 @@ _WAIT_KINDS = {
     STEP_WAITING_FOR_EVENT: "wait_for_event",
     RETRY_SCHEDULED: "retry",
     TASK_SCHEDULED: "task",
+    STEP_WAITING_FOR_CALLBACK: "wait_for_callback",
 }
 
 

@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..callback_tokens import new_run_secret
 from ..definition import (
     DomainEvent,
     EventTrigger,
@@ -22,6 +23,7 @@ from ..definition import (
     default_registry,
     run_id_for,
 )
+from ..definition.dsl import has_callback_wait
 from ..durations import format_instant
 from ..errors import StoreError, TransientStoreError
 from ..interpreter import Interpreter
@@ -89,6 +91,7 @@ def start_run(
         definition_fingerprint=definition.fingerprint,
         idempotency_key=idempotency_key,
         cron_scheduled_at=cron_scheduled_at,
+        callback_secret=new_run_secret() if has_callback_wait(definition.steps) else None,
         parent_run_id=parent_run_id,
     )
     tenant = event.tenant_id
@@ -101,6 +104,7 @@ def start_run(
         now,
         dispatch_seed=f"{tenant}|1",
         run_started_at=now,
+        callback_secret=started.callback_secret,
         parent_run_id=parent_run_id,
     ).run()
     return persist_pass(store, tenant, run_id, definition, event.type, 1, result, now)

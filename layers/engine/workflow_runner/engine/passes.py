@@ -13,13 +13,15 @@ from typing import Any
 from ..definition import DomainEvent, WorkflowDefinition
 from ..durations import parse_instant
 from ..errors import RunNotFound
-from ..interpreter import Interpreter, step_at
+from ..interpreter import Interpreter
 from ..pass_result import ChildFailedError, ResumedTask, TaskFailedError, WorkflowStepError
+from ..step_paths import step_at
 from ..store import InboxEvent, Store, StoredEvent, StoredResults
 from ..stream import (
     ChildrenWaiting,
     RunStarted,
     RunState,
+    StepWaitingForCallback,
     StepWaitingForEvent,
     SuspensionFact,
     TaskCompleted,
@@ -159,10 +161,11 @@ def restore_results(
     stored: StoredResults | None = None,
 ) -> Restored | None:
     """The results at a suspension plus what the resume seeds: the matched event's
-    payload under a wait_for_event's result key, the results of the task(s) or child
-    runs the suspension waited for (`work`: the run's state with their outcomes; None
-    for a redrive, which runs them again; `stored`: the run's results if already read).
-    None when an awaited payload is gone."""
+    payload under a wait_for_event's result key (a callback's payload under a
+    wait_for_callback's), the results of the task(s) or child runs the suspension
+    waited for (`work`: the run's state with their outcomes; None for a redrive, which
+    runs them again; `stored`: the run's results if already read). None when an awaited
+    payload is gone."""
     seeded: list[str] = []
     if suspension.full_results:
         results = dict(suspension.results or {})
@@ -179,7 +182,7 @@ def restore_results(
         if stored.missing:
             return None
         results, refs = stored.values, stored.awaited_refs
-    if isinstance(suspension, StepWaitingForEvent):
+    if isinstance(suspension, (StepWaitingForEvent, StepWaitingForCallback)):
         key = suspension.result_key
         payload = _awaited_payload(store, tenant_id, matched)
         if payload is _GONE:
@@ -345,6 +348,7 @@ def continue_run(
         run_started_at=state.started_at,
         written=restored.written,
         resumed_task=resumed_task,
+        callback_secret=state.started.callback_secret if state.started else None,
         parent_run_id=state.started.parent_run_id if state.started else None,
     ).run(path)
     return persist_pass(

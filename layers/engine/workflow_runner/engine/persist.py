@@ -12,7 +12,7 @@ from typing import Any, Literal
 from ..definition import WorkflowDefinition
 from ..pass_result import PassResult, Suspension, TaskWait
 from ..redaction import detail_for_log
-from ..store import NewTask, RunSummaryWrite, Store
+from ..store import NewCallback, NewTask, RunSummaryWrite, Store
 from ..stream import (
     DISPATCH_STREAM,
     RETURNED_FAILURE,
@@ -27,6 +27,7 @@ from ..stream import (
     RunState,
     RunStatus,
     StepWaiting,
+    StepWaitingForCallback,
     StepWaitingForEvent,
     TaskScheduled,
     TasksScheduled,
@@ -57,6 +58,7 @@ SuspensionEvent = (
     | TaskScheduled
     | TasksScheduled
     | ChildrenWaiting
+    | StepWaitingForCallback
 )
 
 
@@ -94,6 +96,15 @@ def suspension_fact(suspension: Suspension, common: dict[str, Any]) -> Suspensio
             max_attempts=task.max_attempts,
             timeout_ms=task.timeout_ms,
             catch=task.catch,
+        )
+    if suspension.kind == "waiting-for-callback":
+        callback = suspension.callback
+        assert callback is not None
+        return StepWaitingForCallback(
+            **common,
+            result_key=callback.result_key,
+            token_hash=callback.token_hash,
+            timeout_at=suspension.wake_at,
         )
     if suspension.kind == "tasks-scheduled":
         return TasksScheduled(
@@ -165,6 +176,7 @@ def persist_pass(
     values, refs = result.results_delta(), result.awaited_refs_delta()
     fact: SuspensionEvent | RunCompleted | RunFailed
     status: RunStatus
+    callback: NewCallback | None = None
     tasks: list[NewTask] = []
     # Children started without waiting are recorded before the pass's outcome, which
     # stays the stream's last event (a resume reads from it on).
@@ -200,6 +212,17 @@ def persist_pass(
         for j, spec in enumerate(suspension.tasks):
             tasks.append(
                 _new_task(tenant_id, run_id, definition, spec, [*suspension.path, {"i": j}])
+            )
+        if isinstance(fact, StepWaitingForCallback):
+            callback = NewCallback(
+                tenant_id=tenant_id,
+                token_hash=fact.token_hash,
+                run_id=run_id,
+                workflow_name=definition.name,
+                suspension_version=outcome_version,
+                step_index=fact.step_index,
+                path=fact.path,
+                expires_at=fact.timeout_at,
             )
         by_work = bool(tasks) or suspension.join is not None
         outcome = RunOutcome(
@@ -272,6 +295,8 @@ def persist_pass(
             )
         for task in tasks:
             store.tasks.insert(task, now)
+        if callback is not None:
+            store.callbacks.insert(callback, now)
         store.streams.record_pass(
             RunSummaryWrite(
                 tenant_id,

@@ -23,14 +23,17 @@ from datetime import datetime, timedelta
 from ..match import equality_key
 from ..store import DueRow, NewPendingRow, Store, StoredEvent
 from ..stream import (
+    CALLBACK_EVENT_TYPE,
     RUN_STREAM,
     TERMINAL_TYPES,
+    CallbackCompleted,
     ChildrenSettled,
     ChildrenWaiting,
     RetryScheduled,
     StepEventMatched,
     StepResumed,
     StepWaiting,
+    StepWaitingForCallback,
     StepWaitingForEvent,
     Suspension,
     TaskCompleted,
@@ -93,7 +96,9 @@ class _PendingDeletes:
 
 
 def _pending_row(
-    e: StoredEvent, fact: Suspension, lookback_after: Cursor | None = None
+    e: StoredEvent,
+    fact: Suspension | StepWaitingForCallback,
+    lookback_after: Cursor | None = None,
 ) -> NewPendingRow:
     wait = fact if isinstance(fact, StepWaitingForEvent) else None
     return NewPendingRow(
@@ -150,6 +155,7 @@ def _apply(
             TaskScheduled,
             TasksScheduled,
             ChildrenWaiting,
+            StepWaitingForCallback,
         ),
     ):
         deletes.before_write(e.tenant_id, e.stream_id)
@@ -163,6 +169,18 @@ def _apply(
             e.stream_id,
             fact.suspension_version,
             fact.event_type,
+            fact.event_id,
+            e.recorded_at,
+        )
+    elif isinstance(fact, CallbackCompleted):
+        # The completion marks the row and enqueues the resume itself; this is the path
+        # of a row projected after the completion, or of a rebuilt projection.
+        deletes.before_write(e.tenant_id, e.stream_id)
+        store.pending.mark_matched(
+            e.tenant_id,
+            e.stream_id,
+            fact.suspension_version,
+            CALLBACK_EVENT_TYPE,
             fact.event_id,
             e.recorded_at,
         )
@@ -258,7 +276,15 @@ def project_pending(
                     fact = e.fact
                     if (
                         limit is not None
-                        and isinstance(fact, (StepWaiting, StepWaitingForEvent, RetryScheduled))
+                        and isinstance(
+                            fact,
+                            (
+                                StepWaiting,
+                                StepWaitingForEvent,
+                                RetryScheduled,
+                                StepWaitingForCallback,
+                            ),
+                        )
                         and fact.due_at <= limit
                     ):
                         key = (e.tenant_id, e.stream_id)

@@ -31,8 +31,9 @@ from typing import Literal
 
 from ..definition import WorkflowRegistry, default_registry
 from ..errors import UnknownWorkflow, WorkflowRunnerError
-from ..interpreter import Interpreter, step_at
+from ..interpreter import Interpreter
 from ..pass_result import WorkflowStepError
+from ..step_paths import step_at
 from ..store import Store, StoredEvent
 from ..stream import (
     RETURNED_FAILURE,
@@ -243,6 +244,7 @@ def redrive_run(
                 dispatch_seed=entry.dispatch_seed,
                 task_seed=f"{tenant_id}|{version + 1}",
                 run_started_at=state.started_at,
+                callback_secret=state.started.callback_secret if state.started else None,
             ).run()
             outcome = persist_pass(
                 store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now

@@ -25,6 +25,7 @@ from ..stream import (
     ResumedBy,
     RetryScheduled,
     StepResumed,
+    StepWaitingForCallback,
     StepWaitingForEvent,
     TaskScheduled,
     TasksScheduled,
@@ -150,6 +151,8 @@ def _resume_loaded(
         resumed_by = "event" if matched else "timeout"
     elif isinstance(suspension, (TaskScheduled, TasksScheduled)):
         resumed_by = "task"
+    elif isinstance(suspension, StepWaitingForCallback):
+        resumed_by = "callback" if matched else "timeout"
     elif isinstance(suspension, ChildrenWaiting):
         resumed_by = "children"
     else:

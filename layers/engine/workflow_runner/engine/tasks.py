@@ -36,10 +36,10 @@ from ..definition import (
     WorkflowInfo,
     WorkflowRegistry,
 )
-from ..interpreter import step_at
 from ..pass_result import WorkflowStepError
 from ..ports import HttpSender, Mailer
 from ..redaction import exception_for_log
+from ..step_paths import step_at
 from ..storable import DEFAULT_MAX_RESULT_BYTES, NotStorable, check_storable
 from ..store import ClaimedTask, Store
 from ..stream import RUN_STREAM, RecordedFact, TaskAttemptFailed, TaskCompleted, TaskFailed

@@ -5,7 +5,10 @@ for a fresh tenant: two sign-ups (one engaged), two orders (one approved, one
 cancelled), an inventory sync whose partner fails twice before it succeeds, two data
 exports delivered as webhook tasks (one partner answers 503 once, then accepts; the
 other sits at a private address the SSRF guard refuses, and the failure surfaces in the
-run, its timeline and `wfr doctor`); then eight days pass in a few seconds. Mail is
+run, its timeline and `wfr doctor`); a batch of eight orders fans out onto child runs,
+then waits for finance to approve its invoice run through the callback token its mail
+carried (the demo answers as `wfr callbacks complete` would); then eight days pass in a
+few seconds. Mail is
 captured; every webhook is really sent over HTTP, to a sink the demo runs on 127.0.0.1:
 the samples' hooks.example.com URLs are redirected there (WFR_WEBHOOK_REDIRECTS) and
 127.0.0.1 is allow-listed for the SSRF guard. Everything it started is stopped before
@@ -25,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ..callback_tokens import tokens_in
 from ..definition import load_workflow_modules
 from ..engine.cancel import cancel_run
 from ..engine.doctor import DoctorReport, run_doctor
@@ -241,6 +245,13 @@ class Demo:
         out.line(f"  {out.status(cancelled.outcome)}  run {self.runs['order o-1002']}")
         self.show(self.rt.tick())
 
+        self.scene(
+            "08:20 — finance approves batch b-1's invoice run with the token its mail carried "
+            "(what `wfr callbacks complete` does)"
+        )
+        self.rt.set_now(START + timedelta(minutes=20))
+        self.approve("finance@example.com", {"approved": True, "by": "dana"})
+
         self.scene("Eight days pass in a few seconds (a tick every 3 hours)")
         self.travel(
             START + timedelta(days=8, hours=1), timedelta(hours=3), frozenset({"daily-report"})
@@ -271,6 +282,9 @@ class Demo:
 
         self.scene("Timeline of the export to a private address: refused, caught, ops told")
         self.timeline(self.runs["export to a private address"])
+
+        self.scene("Timeline of batch b-1: the fan-out, the summary, finance's answer")
+        self.timeline(self.runs["batch b-1"])
 
         self.scene("Captured mail")
         out.table(
@@ -319,6 +333,19 @@ class Demo:
             return 1
         out.line(out.status("ok") + ": every run ended as expected")
         return 0
+
+    def approve(self, recipient: str, payload: dict[str, Any]) -> None:
+        """Answer a callback with the token from the last mail to `recipient`."""
+        mail = [m for m in self.store.local.mail() if m.recipients == [recipient]][-1]
+        for line in mail.body.splitlines():
+            self.out.line(self.out.paint(f"  ✉ {line}", "dim"))
+        [token] = tokens_in(mail.body)
+        completion, activity = self.rt.complete_callback(token, payload, source="demo")
+        self.out.line(
+            f"  {self.out.status('completed')}  callback of run {completion.run_id} "
+            f"step {completion.step_index} with {json.dumps(payload)}"
+        )
+        self.show(activity)
 
     def doctor(self) -> DoctorReport:
         routes = r.template_routes(self.rt.routing.template, self.rt.registry)

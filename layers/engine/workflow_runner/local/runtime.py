@@ -34,9 +34,11 @@ from .. import ports
 from ..aws.inprocess import FakeLambdaContext, InMemoryResumeQueue, RecordingNudger
 from ..aws.ports import PinnedHttpSender
 from ..aws.template import load_handlers
+from ..callback_tokens import checked_base_url
 from ..clock import ManualClock, SystemClock
 from ..definition import WorkflowRegistry
 from ..durations import format_instant
+from ..engine.callbacks import CallbackCompletion, complete_callback, enqueue_resume
 from ..errors import DidNotSettle
 from ..ports import HttpResponse, HttpSender, Runtime, set_runtime
 from ..settings import Settings
@@ -141,7 +143,7 @@ class LocalRuntime:
         http: how webhooks are sent (default: for real, through the SSRF guard).
         guard: the dispatcher's SSRF guard (default: WEBHOOK_ALLOW_HOSTS from environ).
         start: business time when this database has no local clock yet (default: now).
-        environ: WEBHOOK_ALLOW_HOSTS, WFR_WEBHOOK_REDIRECTS, MAIL_SENDER.
+        environ: WEBHOOK_ALLOW_HOSTS, WFR_WEBHOOK_REDIRECTS, MAIL_SENDER, CALLBACK_BASE_URL.
     """
 
     def __init__(
@@ -180,6 +182,7 @@ class LocalRuntime:
             # The same redaction policy as in AWS: exception text only when opted in.
             log_exception_text=(env.get("LOG_EXCEPTION_TEXT") or "false").strip().lower()
             in ("1", "true", "yes", "on"),
+            callback_base_url=checked_base_url(env.get("CALLBACK_BASE_URL")),
         )
         store.local.set_clock(self.clock.now())
 
@@ -291,6 +294,25 @@ class LocalRuntime:
         self._settle(activity)
         self._collect(activity, mark)
         return activity
+
+    def complete_callback(
+        self, token: str, payload: Any, source: str = "wfr.local"
+    ) -> tuple[CallbackCompletion, Activity]:
+        """Complete a callback as the callback endpoint does (record it, send the run to
+        the resume queue) and run what follows: the resumed pass, its mail and webhooks.
+
+        Raises:
+            CallbackRefused: unknown token, used before, expired, or the run moved on.
+            InvalidInput: the payload is null, not JSON or too large.
+        """
+        mark = self._mark()
+        activity = Activity(self.now())
+        completion = complete_callback(self.store, token, payload, self.now(), source)
+        enqueue_resume(self.store, self.queue, completion, self.now())
+        self.nudger.nudge_projection()
+        self._settle(activity)
+        self._collect(activity, mark)
+        return completion, activity
 
     def _settle(self, activity: Activity) -> None:
         """Act on nudges and drain the visible resume messages until nothing is left."""

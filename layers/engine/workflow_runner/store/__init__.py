@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .callbacks import CallbackRow, NewCallback
 from .children import ChildOutcome, ChildRow, ClaimedJoin, JoinCount, NewChild
 from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
@@ -26,6 +27,7 @@ from .streams import NewEvent, ProjectionLag, RunSummaryWrite, StoredEvent
 from .tasks import ClaimedTask, NewTask, TaskRow, TaskStatus
 
 __all__ = [
+    "CallbackRow",
     "CandidateEvent",
     "CapturedMail",
     "ChildOutcome",
@@ -38,6 +40,7 @@ __all__ = [
     "JoinCount",
     "Migration",
     "MigrationTimeout",
+    "NewCallback",
     "NewChild",
     "NewEvent",
     "NewPendingRow",

@@ -17,6 +17,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
+from .callbacks import CallbackStore
 from .children import ChildStore
 from .console import ConsoleStore
 from .cron import CronStore
@@ -81,6 +82,10 @@ class Store:
     @cached_property
     def tasks(self) -> TaskStore:
         return TaskStore(self._sql)
+
+    @cached_property
+    def callbacks(self) -> CallbackStore:
+        return CallbackStore(self._sql)
 
     @cached_property
     def children(self) -> ChildStore:

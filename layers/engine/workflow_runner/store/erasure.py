@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from ..stream import RUN_STREAM, RunStarted, StepEventMatched
+from ..stream import RUN_STREAM, CallbackCompleted, RunStarted, StepEventMatched
 from .sql import Sql
 
 Relation = Literal["trigger", "awaited"]
@@ -48,6 +48,7 @@ class ErasureStore:
                 "run_stream": RUN_STREAM,
                 "started_type": RunStarted.TYPE,
                 "matched_type": StepEventMatched.TYPE,
+                "callback_type": CallbackCompleted.TYPE,
             },
         )
         return [(r["run_id"], r["relation"]) for r in rows]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -31,6 +32,12 @@ _MIGRATION_LOCK = 0x77667200
 # CREATE INDEX CONCURRENTLY builds an index on a big table without blocking its writers,
 # and cannot run inside a transaction block.
 _NO_TRANSACTION = "-- migrate: no-transaction"
+# First line of a file that only holds a number for a migration another branch brings
+# (branches take numbers in the order they will land): the numbering stays gap-free,
+# and the file is never applied nor recorded, so the real migration of that number
+# still runs on a database this release was deployed to. The real one replaces it when
+# the branches meet (two files of one number fail all_migrations).
+_RESERVED = "-- migrate: reserved"
 _CONCURRENT_INDEX = re.compile(
     r"CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.IGNORECASE
 )
@@ -59,9 +66,14 @@ class Migration:
         return found
 
 
-def all_migrations() -> list[Migration]:
-    """Every migration shipped with the engine, in version order."""
-    folder = resources.files(__package__).joinpath("migrations")
+def all_migrations(folder: Traversable | None = None) -> list[Migration]:
+    """Every migration shipped with the engine (or in `folder`), in version order,
+    without the reserved numbers.
+
+    Raises:
+        StoreError: the files are not numbered 0001.. without gaps and repeats.
+    """
+    folder = folder or resources.files(__package__).joinpath("migrations")
     found = []
     for entry in folder.iterdir():
         m = _FILE.match(entry.name)
@@ -71,7 +83,7 @@ def all_migrations() -> list[Migration]:
     versions = [mig.version for mig in found]
     if versions != list(range(1, len(found) + 1)):
         raise StoreError(f"migrations must be numbered 0001.. without gaps, found {versions}")
-    return found
+    return [mig for mig in found if not mig.sql.lstrip().startswith(_RESERVED)]
 
 
 def schema_sql() -> str:

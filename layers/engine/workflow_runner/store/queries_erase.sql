@@ -18,13 +18,14 @@ SET detail = NULL,
 WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s;
 
 -- name: erase_runs_referencing_event
--- Runs of a tenant whose stream names the event as trigger or as matched awaited event.
+-- Runs of a tenant whose stream names the event as trigger, as matched awaited event or
+-- as the payload of a completed callback (which counts as awaited).
 SELECT DISTINCT stream_id::text AS run_id,
        CASE WHEN type = %(started_type)s THEN 'trigger' ELSE 'awaited' END AS relation
 FROM wf_events
 WHERE tenant_id = %(tenant_id)s AND stream_type = %(run_stream)s
   AND ((type = %(started_type)s AND payload -> 'triggerEventRef' ->> 'eventId' = %(event_id)s)
-    OR (type = %(matched_type)s AND payload ->> 'eventId' = %(event_id)s));
+    OR (type IN (%(matched_type)s, %(callback_type)s) AND payload ->> 'eventId' = %(event_id)s));
 
 -- name: erase_redact_run_events
 -- Blank the payload-derived fields (step results, match values, return values, task

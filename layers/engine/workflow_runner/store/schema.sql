@@ -304,3 +304,21 @@ CREATE INDEX run_children_running ON run_children (tenant_id, child_run_id)
 CREATE INDEX run_children_by_child ON run_children (tenant_id, child_run_id);
 CREATE INDEX run_children_uncounted ON run_children (tenant_id, join_id) WHERE NOT counted;
 
+-- Callback tokens of wait_for_callback steps: one row per token a pass handed out, with
+-- its SHA-256 (never the token), the suspension it completes, until when, and its
+-- completion (set once, in the transaction that records it on the run stream).
+CREATE TABLE callbacks (
+    token_hash           text        PRIMARY KEY,
+    tenant_id            uuid        NOT NULL,
+    run_id               uuid        NOT NULL,
+    workflow_name        text        NOT NULL,
+    suspension_version   integer     NOT NULL,
+    step_index           integer     NOT NULL,
+    path                 jsonb       NOT NULL,
+    expires_at           timestamptz NOT NULL,
+    created_at           timestamptz NOT NULL,
+    completed_at         timestamptz,
+    completion_event_id  text
+);
+CREATE INDEX callbacks_run_idx ON callbacks (tenant_id, run_id);
+

@@ -14,6 +14,13 @@ stream per dispatch request (`step-dispatch`, id = request id).
 
 from __future__ import annotations
 
+from .callbacks import (
+    CALLBACK_COMPLETED,
+    CALLBACK_EVENT_TYPE,
+    STEP_WAITING_FOR_CALLBACK,
+    CallbackCompleted,
+    StepWaitingForCallback,
+)
 from .children import ChildrenRequested, ChildrenSettled
 from .codec import Fact, UnknownFact, decode, type_of
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
@@ -79,6 +86,8 @@ from .suspensions import (
 from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed, TaskOutcome
 
 __all__ = [
+    "CALLBACK_COMPLETED",
+    "CALLBACK_EVENT_TYPE",
     "CHILDREN_REQUESTED",
     "CHILDREN_SETTLED",
     "CHILDREN_WAITING",
@@ -102,6 +111,7 @@ __all__ = [
     "STEP_EVENT_MATCHED",
     "STEP_RESUMED",
     "STEP_WAITING",
+    "STEP_WAITING_FOR_CALLBACK",
     "STEP_WAITING_FOR_EVENT",
     "SUSPENSION_TYPES",
     "TASKS_SCHEDULED",
@@ -110,6 +120,7 @@ __all__ = [
     "TASK_FAILED",
     "TASK_SCHEDULED",
     "TERMINAL_TYPES",
+    "CallbackCompleted",
     "ChildrenRequested",
     "ChildrenSettled",
     "ChildrenWaiting",
@@ -136,6 +147,7 @@ __all__ = [
     "StepEventMatched",
     "StepResumed",
     "StepWaiting",
+    "StepWaitingForCallback",
     "StepWaitingForEvent",
     "Suspension",
     "SuspensionFact",

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenSettled
 from .codec import Fact
 from .names import SETTLED_STATUSES, RunStatus
@@ -51,9 +52,10 @@ class RunState:
     started_at: datetime | None = None
     status: RunStatus | Literal["missing"] = "missing"
     fingerprint: str = ""
-    suspension: Suspension | None = None  # the open suspension
+    suspension: Suspension | StepWaitingForCallback | None = None  # the open suspension
     suspension_version: int = 0
-    matched_event_id: str | None = None  # the first event that matched the open wait
+    # The first event that matched the open wait (a callback's payload event included).
+    matched_event_id: str | None = None
     # The recorded outcomes of the open suspension's task(s), by task id.
     task_outcomes: dict[str, TaskOutcome] = field(default_factory=dict)
     children_settled: ChildrenSettled | None = None  # the open join's children settled
@@ -133,6 +135,7 @@ class RunState:
                 TaskScheduled,
                 TasksScheduled,
                 ChildrenWaiting,
+                StepWaitingForCallback,
             ),
         ):
             self.status = "waiting"
@@ -144,6 +147,13 @@ class RunState:
             self.fingerprint = fact.definition_fingerprint or self.fingerprint
         elif isinstance(fact, StepEventMatched):
             if self.matched_event_id is None:
+                self.matched_event_id = fact.event_id
+        elif isinstance(fact, CallbackCompleted):
+            if (
+                isinstance(self.suspension, StepWaitingForCallback)
+                and fact.suspension_version == self.suspension_version
+                and self.matched_event_id is None
+            ):
                 self.matched_event_id = fact.event_id
         elif isinstance(fact, (TaskCompleted, TaskFailed)):
             if self.waits_for_task(fact.task_id):

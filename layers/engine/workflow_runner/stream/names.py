@@ -52,7 +52,9 @@ RunStatus: TypeAlias = Literal["running", "waiting", "completed", "failed", "can
 RUN_STATUSES: tuple[RunStatus, ...] = ("running", "waiting", "completed", "failed", "cancelled")
 SETTLED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
-ResumedBy: TypeAlias = Literal["event", "timeout", "timer", "forced", "task", "children"]
+ResumedBy: TypeAlias = Literal[
+    "event", "timeout", "timer", "forced", "task", "children", "callback"
+]
 
 # A task suspension has no time of its own: it is due when its outcome is recorded.
 NEVER = datetime(9999, 12, 31, tzinfo=UTC)

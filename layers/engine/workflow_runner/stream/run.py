@@ -36,6 +36,9 @@ class RunStarted:
     definition_fingerprint: str
     idempotency_key: str | None = None
     cron_scheduled_at: str | None = None
+    # The key its callback tokens are derived with (callback_tokens.py); only runs of a
+    # workflow with a wait_for_callback have one, and none started before 0.3.
+    callback_secret: str | None = None
     parent_run_id: str | None = None  # started by call_workflow, start_workflow or map
 
     def to_payload(self) -> dict[str, Any]:
@@ -50,6 +53,7 @@ class RunStarted:
         }
         optional(payload, "idempotencyKey", self.idempotency_key)
         optional(payload, "cronScheduledAt", self.cron_scheduled_at)
+        optional(payload, "callbackSecret", self.callback_secret)
         optional(payload, "parentRunId", self.parent_run_id)
         return payload
 
@@ -64,6 +68,7 @@ class RunStarted:
             definition_fingerprint=p["definitionFingerprint"],
             idempotency_key=p.get("idempotencyKey"),
             cron_scheduled_at=p.get("cronScheduledAt"),
+            callback_secret=p.get("callbackSecret"),
             parent_run_id=p.get("parentRunId"),
         )
 

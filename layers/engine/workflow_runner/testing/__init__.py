@@ -8,6 +8,7 @@
         run = env.run(tenant=TENANT, workflow="order-approval", key="o-1")
         run.status, run.steps, run.events
         env.mails, env.webhooks        # what would have been sent
+        env.complete_callback(env.mails[0].body, {"ok": True})   # an outside system answers
 
 Needs the `testing` extra (embedded PostgreSQL, PyYAML, Powertools) and the SAM
 application's template.yaml with its functions/ (see README, "Test your workflows").
@@ -15,11 +16,13 @@ application's template.yaml with its functions/ (see README, "Test your workflow
 
 from __future__ import annotations
 
+from ..engine.callbacks import CallbackRefused
 from ..engine.doctor import PinnedDefinition
 from .env import WorkflowTestEnv, registry_of
 from .records import RunEvent, RunSnapshot, SentMail, SentWebhook
 
 __all__ = [
+    "CallbackRefused",
     "PinnedDefinition",
     "RunEvent",
     "RunSnapshot",

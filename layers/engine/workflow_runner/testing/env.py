@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ..callback_tokens import is_token, tokens_in
 from ..cron import CronSchedule
 from ..definition import (
     Branch,
@@ -352,6 +353,29 @@ class WorkflowTestEnv:
     def webhooks(self) -> list[SentWebhook]:
         """Webhook delivery attempts so far, oldest first (nothing leaves the process)."""
         return list(self._http.sent)
+
+    def complete_callback(self, token: str, payload: Any) -> None:
+        """Complete a wait_for_callback as an outside system would through the callback
+        endpoint, and run what follows at once (the resumed pass, its mail, webhooks).
+
+        Args:
+            token: the token, or the text that carried it to the outside system (a mail
+                body, a link, a webhook body) holding exactly one.
+            payload: the JSON the outside system sends (not null); it lands under the
+                wait's result key.
+
+        Raises:
+            ValueError: `token` holds no token, or several.
+            CallbackRefused: unknown token, used before, expired, or the run moved on.
+            InvalidInput: the payload is null, not JSON or too large.
+        """
+        found = [token] if is_token(token) else tokens_in(token)
+        if len(found) != 1:
+            raise ValueError(
+                f"complete_callback: expected one callback token (wfrcb_...), found {len(found)} "
+                f"in {token[:80]!r}"
+            )
+        self.runtime.complete_callback(found[0], payload, source="tests")
 
     def stub_webhook(self, url: str, *statuses: int | None) -> None:
         """Answer webhooks to `url` with `statuses` in turn, the last one repeating

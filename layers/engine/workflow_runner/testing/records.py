@@ -11,8 +11,16 @@ from typing import Any
 
 from ..ports import HttpResponse
 from ..store import Store, StoredEvent
-from ..stream import RETURNED_FAILURE, RunCompleted, RunFailed, StepWaitingForEvent, fold_run
-from ..timeline import describe_event
+from ..stream import (
+    CALLBACK_EVENT_TYPE,
+    RETURNED_FAILURE,
+    RunCompleted,
+    RunFailed,
+    StepWaitingForCallback,
+    StepWaitingForEvent,
+    fold_run,
+)
+from ..timeline import describe_event, shown_payload
 
 
 @dataclass(frozen=True)
@@ -40,7 +48,8 @@ class RunSnapshot:
         result: the returned value of a completed run or of a returned failure.
         reason, error: why a failed run failed (`reason` e.g. returned_failure or
             invalid_argument:timeout) and the stored generic error text.
-        waiting_for: the event type a waiting run waits for (None: not waiting for one).
+        waiting_for: the event type a waiting run waits for (`workflow.callback` at a
+            wait_for_callback; None: not waiting for an event).
         wake_at: when a waiting run is due (its timer, timeout or next retry).
         definition_fingerprint: the definition the run is pinned to.
         events: every event of the stream, oldest first.
@@ -102,13 +111,20 @@ def snapshot(store: Store, tenant_id: str, run_id: str, events: list[StoredEvent
         result=result,
         reason=reason,
         error=error,
-        waiting_for=suspension.event_type if isinstance(suspension, StepWaitingForEvent) else None,
+        waiting_for=_waiting_for(suspension),
         wake_at=state.wake_at,
         definition_fingerprint=state.fingerprint,
         events=[
-            RunEvent(e.version, e.type, e.payload, e.recorded_at, describe_event(e)) for e in events
+            RunEvent(e.version, e.type, shown_payload(e), e.recorded_at, describe_event(e))
+            for e in events
         ],
     )
+
+
+def _waiting_for(suspension: object) -> str | None:
+    if isinstance(suspension, StepWaitingForEvent):
+        return suspension.event_type
+    return CALLBACK_EVENT_TYPE if isinstance(suspension, StepWaitingForCallback) else None
 
 
 @dataclass(frozen=True)

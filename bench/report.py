@@ -202,6 +202,9 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         "events arrive at once and share the workers); DBOS's clock per workflow starts",
         "only when its sequential `start_workflow` loop reaches it, which is also what",
         "bounds its throughput.",
+    ]
+    out += _memory_lines(sw.get("memory_mb_per_10k_waiting"))
+    out += [
         "",
         "## 2. Backlog drain (vs the raw commit rate)",
         "",
@@ -486,6 +489,33 @@ def _fan_out_section(fan: dict[str, Any] | None) -> list[str]:
         ],
     )
     return out
+
+
+def _memory_lines(memory: dict[str, Any] | None) -> list[str]:
+    """Workload 1's memory figure, when the results have it."""
+    if not memory:
+        return []
+    tables = ", ".join(f"`{t}` {mb}" for t, mb in memory["database_mb_by_table"].items())
+    out = [
+        "",
+        "**Memory per 10,000 waiting runs** (`memory_mb_per_10k_waiting`): the same",
+        f"pipeline in a process of its own ingests {memory['waiting_runs']:,} runs, 100 at a",
+        "time, on a clock that stands still, so each stays suspended at its wait; growth",
+        "from before to after (200 runs in), scaled to 10,000 runs. Nothing of a waiting",
+        "run is meant to stay in a worker: the first row shows whether anything does (the",
+        f"process holds {memory['worker_process_rss_mb']} MB in all, with"
+        f" {memory['workers']} worker threads and their connections).",
+        "",
+    ]
+    out += _table(
+        ["", "per 10,000 waiting runs"],
+        [
+            ["worker process resident memory (MB)", memory["worker_rss_mb"]],
+            ["database, all engine tables with indexes (MB)", memory["database_mb"]],
+            ["database bytes per waiting run", memory["database_bytes_per_run"]],
+        ],
+    )
+    return [*out, "", f"By table (MB per 10,000): {tables}."]
 
 
 def _noisy_neighbor_section(noisy: dict[str, Any] | None) -> list[str]:

@@ -61,10 +61,13 @@ class Sizes:
     fan_out_n: int = 10_000
     noisy_a: int = 100_000  # tenant A's backlog in the noisy-neighbour workload
     noisy_unbounded_a: int = 10_000  # the same without the tenant share, for comparison
+    memory_n: int = 10_000  # waiting runs for the memory figure
 
 
 FULL = Sizes((500, 5000), (10_000, 100_000), 10_000, 1_000_000, 1000, 1000, 30, 10_000, 5.0)
-QUICK = Sizes((200,), (2000,), 10_000, 100_000, 200, 200, 5, 1000, 2.0, 100_000, 1000, 5_000, 5_000)
+QUICK = Sizes(
+    (200,), (2000,), 10_000, 100_000, 200, 200, 5, 1000, 2.0, 100_000, 1000, 5_000, 5_000, 2_000
+)
 
 TARGETS = {
     "sleep_workflow.ratio_vs_dbos": (">=", 5.0),
@@ -171,12 +174,17 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
         ratio = round(ours["runs_per_s"] / peer["runs_per_s"], 2)
         runs.append({"n": n, "ours": ours, "dbos": peer, "ratio_vs_dbos": ratio})
     largest = runs[-1]
+    log(f"  memory: {sizes.memory_n} runs waiting")
+    with fresh_database(admin_url, "bench_memory") as url:
+        memory = sleep_workflow.memory_per_10k_waiting(url, sizes.memory_n, workers)
+    log(f"  per 10k waiting: {memory['worker_rss_mb']} MB RSS, {memory['database_mb']} MB db")
     results["sleep_workflow"] = {
         "runs": runs,
         "ratio_vs_dbos": largest["ratio_vs_dbos"],
         "ratio_at_n": largest["n"],
         "ours_runs_per_s": largest["ours"]["runs_per_s"],
         "dbos_runs_per_s": largest["dbos"]["runs_per_s"],
+        "memory_mb_per_10k_waiting": memory,
     }
 
     log("2 backlog drain")

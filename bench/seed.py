@@ -23,24 +23,42 @@ from .common import TENANT
 
 
 def seed_sleeping_runs(
-    url: str, registry: WorkflowRegistry, n: int, wake_from: datetime
+    url: str,
+    registry: WorkflowRegistry,
+    n: int,
+    wake_from: datetime,
+    tenant: str = TENANT,
+    wake_step: timedelta = timedelta(microseconds=1),
+    key_prefix: str = "b",
+    replace: bool = True,
+    analyze: bool = True,
 ) -> list[str]:
-    """Seed `n` bench-sleep runs suspended at their 1 s wait, due from `wake_from` on.
+    """Seed `n` bench-sleep runs of `tenant` suspended at their 1 s wait, due from
+    `wake_from` on.
 
-    Returns the run ids. Run i wakes at `wake_from + i µs` (distinct, oldest first).
+    Returns the run ids. Run i wakes at `wake_from + i * wake_step` (distinct, oldest
+    first), its idempotency key is `key_prefix` + i and its trigger event id is
+    `key_prefix` + "e" + i ("e" + i for the default prefix). `replace` empties the
+    engine's tables first; otherwise the runs are added to what is there (another
+    tenant's, or the same tenant's with a different `key_prefix`). `analyze`: VACUUM
+    ANALYZE the database afterwards (seconds on a big one).
     """
     started_at = wake_from - timedelta(seconds=1)
+    template_id = "tmpl" if key_prefix == "b" else f"tmpl-{key_prefix}"
     store = connect(url)
     try:
         template = DomainEvent(
-            id="tmpl", type="bench.sleep", payload={"id": "tmpl", "n": 0}, tenant_id=TENANT
+            id=template_id,
+            type="bench.sleep",
+            payload={"id": template_id, "n": 0},
+            tenant_id=tenant,
         )
         result = ingest_domain_event(store, template, started_at, registry)
         project_pending(store, started_at)
         run_id = result.started[0].run_id
-        events = store.streams.load(TENANT, run_id)
-        inbox = store.inbox.get(TENANT, "tmpl")
-        pending = store.pending.for_tenant(TENANT, None, 5)
+        events = store.streams.load(tenant, run_id)
+        inbox = store.inbox.get(tenant, template_id)
+        pending = [p for p in store.pending.for_tenant(tenant, None, 5) if p.run_id == run_id]
     finally:
         store.close()
     if [e.type for e in events] != ["workflow.run-started", "workflow.step.waiting"]:
@@ -49,22 +67,38 @@ def seed_sleeping_runs(
     started_tmpl, waiting_tmpl = events[0].payload, events[1].payload
     definition = registry.latest("bench-sleep")
     run_ids: list[str] = []
+    event_prefix = "e" if key_prefix == "b" else f"{key_prefix}e"
     with psycopg.connect(url, autocommit=False) as conn:
-        conn.execute("DELETE FROM workflow_run_pending")
-        conn.execute("DELETE FROM workflow_runs")
-        conn.execute("DELETE FROM wf_events")
-        conn.execute("DELETE FROM inbox")
-        conn.execute("DELETE FROM run_results")
+        if replace:
+            conn.execute("DELETE FROM workflow_run_pending")
+            conn.execute("DELETE FROM workflow_runs")
+            conn.execute("DELETE FROM wf_events")
+            conn.execute("DELETE FROM inbox")
+            conn.execute("DELETE FROM run_results")
+        else:
+            # Only the template run goes: the clones below are the seeded runs.
+            for table, column in (
+                ("workflow_run_pending", "run_id"),
+                ("workflow_runs", "run_id"),
+                ("wf_events", "stream_id"),
+                ("run_results", "run_id"),
+            ):
+                conn.execute(
+                    f"DELETE FROM {table} WHERE tenant_id = %s AND {column} = %s", [tenant, run_id]
+                )
+            conn.execute(
+                "DELETE FROM inbox WHERE tenant_id = %s AND event_id = %s", [tenant, template_id]
+            )
         cur = conn.cursor()
         rows: list[dict[str, Any]] = []
         for i in range(n):
-            key = f"b{i}"
+            key = f"{key_prefix}{i}"
             rid = run_id_for(definition.name, key)
             run_ids.append(rid)
-            wake = wake_from + timedelta(microseconds=i)
+            wake = wake_from + wake_step * i
             started = {
                 **started_tmpl,
-                "triggerEventRef": {"eventId": f"e{i}"},
+                "triggerEventRef": {"eventId": f"{event_prefix}{i}"},
                 "idempotencyKey": key,
             }
             waiting = {
@@ -82,8 +116,8 @@ def seed_sleeping_runs(
             for r in rows:
                 copy.write_row(
                     (
-                        TENANT,
-                        f"e{r['i']}",
+                        tenant,
+                        f"{event_prefix}{r['i']}",
                         inbox.source,
                         inbox.type,
                         json.dumps({"id": r["key"], "n": r["i"]}),
@@ -99,7 +133,7 @@ def seed_sleeping_runs(
             for r in rows:
                 copy.write_row(
                     (
-                        TENANT,
+                        tenant,
                         r["run_id"],
                         "workflow-run",
                         1,
@@ -111,7 +145,7 @@ def seed_sleeping_runs(
                 )
                 copy.write_row(
                     (
-                        TENANT,
+                        tenant,
                         r["run_id"],
                         "workflow-run",
                         2,
@@ -128,7 +162,7 @@ def seed_sleeping_runs(
             for r in rows:
                 copy.write_row(
                     (
-                        TENANT,
+                        tenant,
                         r["run_id"],
                         definition.name,
                         "waiting",
@@ -144,7 +178,7 @@ def seed_sleeping_runs(
             "COPY run_results (tenant_id, run_id, key, value, awaited, version) FROM STDIN"
         ) as copy:
             for r in rows:
-                copy.write_row((TENANT, r["run_id"], "first", json.dumps({"n": r["i"]}), False, 2))
+                copy.write_row((tenant, r["run_id"], "first", json.dumps({"n": r["i"]}), False, 2))
         p = pending[0]
         with cur.copy(
             "COPY workflow_run_pending (tenant_id, run_id, step_index, workflow_name,"
@@ -154,7 +188,7 @@ def seed_sleeping_runs(
             for r in rows:
                 copy.write_row(
                     (
-                        TENANT,
+                        tenant,
                         r["run_id"],
                         p.step_index,
                         definition.name,
@@ -172,6 +206,7 @@ def seed_sleeping_runs(
             [PENDING_PROJECTION],
         )
         conn.commit()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")
+    if analyze:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE")
     return run_ids

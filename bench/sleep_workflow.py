@@ -5,15 +5,26 @@ ingested (TriggerProjection's engine call), projected into the pending set, foun
 the due scan when its second has come, and resumed to completion by a worker.
 Latency per run: from just before its ingest call to just after the resume that
 completed it returned (committed). The peer's side is `bench.dbos_peer`.
+
+Memory per 10,000 waiting runs (`memory_per_10k_waiting`): the same pipeline, in a
+process of its own, ingests N sleep-workflow runs (100 at a time, as an intake queue
+delivers them) on a clock that stands still, so each stays suspended at its wait; the
+growth of the process's resident memory (the worker threads') and of the engine's
+tables (`pg_total_relation_size`: heap, indexes, TOAST) from before to after, scaled to
+10,000 runs.
 """
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
-from workflow_runner import DomainEvent
+import psycopg
+from workflow_runner import DomainEvent, ManualClock
 
 from .common import TENANT, bench_registry, summary
 from .harness import Pipeline, wait_until
@@ -74,4 +85,99 @@ def run_ours(url: str, n: int, workers: int, timeout: float = 600.0) -> dict[str
         "latency_s": summary(latencies),
         "resume_outcomes": dict(stats.outcomes),
         "scans": stats.scans,
+    }
+
+
+_WARM_UP = 200  # runs ingested before the baseline, so imports and caches are in it
+_CHUNK = 100
+_MB = 1024 * 1024
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def _table_bytes(url: str) -> dict[str, int]:
+    """pg_total_relation_size of every engine table (heap, indexes, TOAST)."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+            " AND c.relname <> 'schema_migrations'"
+        ).fetchall()
+    return {name: int(size) for name, size in rows}
+
+
+def _waiting(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM workflow_run_pending").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _ingest_waiting(pipeline: Pipeline, url: str, first: int, n: int) -> None:
+    # In chunks, as an intake queue delivers them: the events waiting for a worker are
+    # the input's memory, not the waiting runs'.
+    for start in range(first, first + n, _CHUNK):
+        for i in range(start, min(start + _CHUNK, first + n)):
+            pipeline.ingest(
+                DomainEvent(
+                    id=f"mem-{i}",
+                    type="bench.sleep",
+                    payload={"id": f"m{i}", "n": i},
+                    tenant_id=TENANT,
+                    source="bench",
+                )
+            )
+        wait_until(pipeline.idle, 120)
+    if not wait_until(lambda: _waiting(url) >= first + n, 600, poll=0.1):
+        raise RuntimeError(f"memory: {_waiting(url)}/{first + n} runs waiting")
+
+
+def _memory_child(url: str, n: int, workers: int, out: Any) -> None:
+    registry = bench_registry()
+    # Business time stands still: every run stays at its 1 s wait.
+    clock = ManualClock(datetime.now(UTC))
+    with Pipeline(url, registry, workers=workers, run_scanner=False, clock=clock) as pipeline:
+        _ingest_waiting(pipeline, url, 0, _WARM_UP)
+        wait_until(pipeline.idle, 60)
+        gc.collect()
+        rss_before, tables_before = _rss_bytes(), _table_bytes(url)
+        _ingest_waiting(pipeline, url, _WARM_UP, n)
+        wait_until(pipeline.idle, 60)
+        gc.collect()
+        rss_after, tables_after = _rss_bytes(), _table_bytes(url)
+        errors = list(pipeline.stats.errors)
+    out.put((rss_before, rss_after, tables_before, tables_after, errors))
+
+
+def memory_per_10k_waiting(url: str, n: int, workers: int) -> dict[str, Any]:
+    """Resident memory of the worker process and database bytes per 10,000 waiting runs."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    child = ctx.Process(target=_memory_child, args=(url, n, workers, out))
+    child.start()
+    rss_before, rss_after, before, after, errors = out.get(timeout=900)
+    child.join()
+    if errors:
+        raise RuntimeError(f"memory: pipeline errors {errors[:3]}")
+    scale = 10_000 / n
+    by_table = {
+        name: round((after[name] - before.get(name, 0)) * scale / _MB, 2)
+        for name in sorted(after)
+        if after[name] != before.get(name, 0)
+    }
+    database = sum(after.values()) - sum(before.values())
+    return {
+        "waiting_runs": n,
+        "workers": workers,
+        "worker_process_rss_mb": round(rss_after / _MB, 1),
+        "worker_rss_mb": round((rss_after - rss_before) * scale / _MB, 2),
+        "database_mb": round(database * scale / _MB, 2),
+        "database_mb_by_table": by_table,
+        "database_bytes_per_run": round(database / n),
     }

@@ -1,8 +1,9 @@
 """DueScan: every minute, start cron runs and hand due suspensions to the resume queue.
 
 It keeps scanning until nothing is due or its budget (DUE_SCAN_BUDGET_SECONDS, and
-never past the function's own remaining time) ends. A completed scan counts a heartbeat,
-whose alarm pages when scans stop completing.
+never past the function's own remaining time) ends, topping up the tenants held to their
+share or to TENANT_MAX_IN_FLIGHT as ResumeRun makes room. A completed scan counts a
+heartbeat, whose alarm pages when scans stop completing.
 """
 
 from __future__ import annotations
@@ -36,10 +37,15 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             batch=cfg.due_scan_batch,
             lease_seconds=cfg.resume_lease_seconds,
             registry=support.registry(),
+            tenant_queue_seconds=cfg.due_scan_tenant_queue_seconds,
+            tenant_max_in_flight=cfg.tenant_max_in_flight,
+            wait_for_room=cfg.due_scan_wait_for_room,
         )
     )
     support.count("DueRows", result.leased)
     support.count("DueTenants", result.tenants)
+    support.count("DueTenantsHeld", result.held_tenants)
+    support.count("DueTenantsCapped", result.capped_tenants)
     support.count("ResumeEnqueueRefused", result.refused)
     support.count("DueBacklogLeft", 0 if result.drained else 1)
     support.count("DueLagSeconds", result.max_lag_seconds, MetricUnit.Seconds)
@@ -47,12 +53,22 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         rt.nudger.nudge_projection()
         rt.nudger.nudge_dispatcher()
     heartbeat("DueScan")
-    logger.info("due scan done", extra={"leased": result.leased, "drained": result.drained})
+    logger.info(
+        "due scan done",
+        extra={
+            "leased": result.leased,
+            "drained": result.drained,
+            "held": result.held_tenants,
+            "capped": result.capped_tenants,
+        },
+    )
     return {
         "tenants": result.tenants,
         "leased": result.leased,
         "enqueued": result.enqueued,
         "refused": result.refused,
         "drained": result.drained,
+        "heldTenants": result.held_tenants,
+        "cappedTenants": result.capped_tenants,
         "cronStarted": [o.run_id for o in result.cron_started],
     }

@@ -192,10 +192,28 @@ def test_settings_parse_the_environment() -> None:
     assert settings.callback_base_url == "https://abc.lambda-url.eu-central-1.on.aws/"
 
 
+def test_fairness_settings_default_to_a_share_without_cap_and_parse_from_env() -> None:
+    default = Settings(database_url="postgresql:///x")
+    assert (default.due_scan_tenant_queue_seconds, default.tenant_max_in_flight) == (0.5, 0)
+    assert default.due_scan_wait_for_room is False  # the local runtime consumes afterwards
+    settings = Settings.from_env(
+        {
+            "DATABASE_URL": "postgresql:///x",
+            "TENANT_MAX_IN_FLIGHT": "25",
+            "DUE_SCAN_TENANT_QUEUE_SECONDS": "0",
+            "DUE_SCAN_WAIT_FOR_ROOM": "true",
+        }
+    )
+    assert settings.tenant_max_in_flight == 25
+    assert settings.due_scan_tenant_queue_seconds == 0
+    assert settings.due_scan_wait_for_room is True
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [
         ({}, "set DATABASE_URL, or DB_SECRET_ARN together with DB_HOST"),
+        ({"DATABASE_URL": "postgresql:///x", "TENANT_MAX_IN_FLIGHT": "-1"}, "TENANT_MAX_IN_FLIGHT"),
         ({"DB_SECRET_ARN": "arn:x"}, "DB_SECRET_ARN together with DB_HOST"),
         ({"DATABASE_URL": "postgresql:///x", "DUE_SCAN_BATCH": "lots"}, "DUE_SCAN_BATCH"),
         ({"DATABASE_URL": "postgresql:///x", "TENANT_ID_PATH": "a..b"}, "TENANT_ID_PATH"),

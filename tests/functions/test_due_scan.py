@@ -1,8 +1,10 @@
 """The due scan: leasing, delays to the second, batches without a cap, the budget,
-refused requests, and cron runs exactly once per scheduled instant."""
+refused requests, fairness between tenants, and cron runs exactly once per scheduled
+instant."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -12,13 +14,22 @@ import pytest
 from workflow_runner import DomainEvent, ManualClock, define_workflow, on_cron, on_event
 from workflow_runner.aws.inprocess import InMemoryResumeQueue
 from workflow_runner.definition import WorkflowRegistry
-from workflow_runner.engine import WokenRun, ingest_domain_event, project_pending
+from workflow_runner.engine import (
+    ResumeRequestItem,
+    WokenRun,
+    ingest_domain_event,
+    project_pending,
+    resume_runs,
+)
 from workflow_runner.engine.due_scan import due_scan
 from workflow_runner.engine.enqueue import delay_for, enqueue_due
 from workflow_runner.store import Store
 
 from tests.support import TENANT_A as A
 from tests.support import TENANT_B as B
+
+# The module (the package exports its function under the same name).
+due_scan_module = importlib.import_module("workflow_runner.engine.due_scan")
 
 
 @pytest.fixture
@@ -132,6 +143,148 @@ def test_backlog_drains_in_batches_round_robin_across_tenants(
         (A, runs_a[3]),
         (A, runs_a[4]),
     ]
+
+
+# --- fairness between tenants -------------------------------------------------------
+
+
+def consume(
+    store: Store, queue: InMemoryResumeQueue, registry: WorkflowRegistry, clock: ManualClock, n: int
+) -> list[tuple[str, str]]:
+    """ResumeRun: resume the next `n` visible requests, first in first out; the
+    (tenant, run) of each that completed."""
+    requests = queue.receive(n)
+    items = [ResumeRequestItem(r.tenant_id, r.run_id, r.step_index) for r in requests]
+    results = resume_runs(store, items, clock.now(), registry)
+    return [
+        (r.tenant_id, r.run_id)
+        for r, res in zip(requests, results, strict=True)
+        if getattr(res, "outcome", None) == "completed"
+    ]
+
+
+def completions(store: Store, tenant: str, run_id: str) -> int:
+    return sum(e.type == "workflow.run-completed" for e in store.streams.load(tenant, run_id))
+
+
+def test_a_tenant_whose_run_falls_due_during_a_long_scan_joins_the_next_round(
+    store: Store, sleepy: WorkflowRegistry, clock: ManualClock
+) -> None:
+    for _ in range(8):
+        nap(store, sleepy, clock, "PT1S", A)
+    run_b = nap(store, sleepy, clock, "PT1M", B)
+    project_pending(store, clock.now())
+    clock.advance(timedelta(seconds=59))  # A's backlog is due; B's run in a second
+    ticks = itertools.count()
+    queue = InMemoryResumeQueue(clock)
+    # Each monotonic() call is 0.1 s later: B's run falls due while A's backlog goes out
+    # one row per round.
+    due_scan(
+        store,
+        queue,
+        clock.now(),
+        horizon_seconds=0,
+        batch=1,
+        registry=sleepy,
+        monotonic=lambda: next(ticks) / 10,
+        tenant_queue_seconds=0,
+    )
+    order = [(r.tenant_id, r.run_id) for r in queue.sent]
+    assert (B, run_b) in order, "B waited for the next scan"
+    assert order.index((B, run_b)) < len(order) - 2  # served between A's rounds
+    assert len(order) == 9
+
+
+def test_a_backlog_never_sits_in_the_queue_ahead_of_another_tenants_run(
+    store: Store, sleepy: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(due_scan_module, "TENANT_SHARE_UNMEASURED", 4)
+    runs_a = [nap(store, sleepy, clock, "PT1S", A) for _ in range(12)]
+    project_pending(store, clock.now())
+    clock.advance(timedelta(minutes=1))
+    queue = InMemoryResumeQueue(clock)
+    first = due_scan(store, queue, clock.now(), registry=sleepy)
+    assert [r.tenant_id for r in queue.sent] == [A] * 4  # A's share, not its backlog
+    # Held to its share by consumers that are behind: a backlog, not drained.
+    assert (first.held_tenants, first.drained) == (1, False)
+
+    run_b = nap(store, sleepy, clock, "PT1S", B)
+    project_pending(store, clock.now())
+    clock.advance(timedelta(seconds=2))
+    second = due_scan(store, queue, clock.now(), registry=sleepy)
+    assert second.leased == 1  # B's run; A has no room until its requests are resumed
+    order = [(r.tenant_id, r.run_id) for r in queue.sent]
+    assert order.index((B, run_b)) == 4  # behind 4 of A's requests, not 12
+
+    # Drain: consumers resume what is queued, the scan tops A up, all runs end once.
+    done: list[tuple[str, str]] = []
+    for _ in range(20):
+        done += consume(store, queue, sleepy, clock, 3)
+        project_pending(store, clock.now())
+        due_scan(store, queue, clock.now(), registry=sleepy)
+        in_flight = store.pending.in_flight(A, clock.now(), 100, 100)
+        assert in_flight.due <= 4
+        if len(done) == 13:
+            break
+    assert sorted(done) == sorted([(A, r) for r in runs_a] + [(B, run_b)])
+    assert all(completions(store, A, r) == 1 for r in runs_a)
+    assert store.pending.for_tenant(A) == []
+
+
+def test_the_share_bounds_due_rows_only_timers_sent_ahead_all_go(
+    store: Store, sleepy: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(due_scan_module, "TENANT_SHARE_UNMEASURED", 4)
+    for i in range(10):
+        nap(store, sleepy, clock, f"PT{20 + i}S")
+    project_pending(store, clock.now())
+    queue = InMemoryResumeQueue(clock)
+    result = due_scan(store, queue, clock.now(), horizon_seconds=60, batch=3, registry=sleepy)
+    # Nothing is due yet: the queue shows its consumers none of them before their second.
+    assert sorted(r.delay_seconds for r in queue.sent) == list(range(20, 30))
+    assert (result.held_tenants, result.drained) == (0, True)
+
+
+def test_a_tenants_share_follows_the_rate_its_runs_are_resumed_at(
+    store: Store, sleepy: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(due_scan_module, "TENANT_SHARE_UNMEASURED", 40)
+    monkeypatch.setattr(due_scan_module, "TENANT_SHARE_FLOOR", 5)
+    runs_a = [nap(store, sleepy, clock, "PT1S", A) for _ in range(100)]
+    project_pending(store, clock.now())
+    clock.advance(timedelta(minutes=1))
+    queue = InMemoryResumeQueue(clock)
+    elapsed = [0.0]
+    done: list[tuple[str, str]] = []
+    seen_in_flight: list[int] = []
+
+    def pause(seconds: float) -> None:
+        # The scan waits for room while ResumeRun consumes: 4 runs per 0.1 s (40/s),
+        # so half a second of A's resumes is 20 runs in flight.
+        seen_in_flight.append(store.pending.in_flight(A, clock.now(), 1000, 0).due)
+        elapsed[0] += seconds
+        clock.advance(timedelta(seconds=seconds))
+        done.extend(consume(store, queue, sleepy, clock, 4))
+
+    result = due_scan(
+        store,
+        queue,
+        clock.now(),
+        horizon_seconds=0,
+        batch=10,
+        registry=sleepy,
+        monotonic=lambda: elapsed[0],
+        tenant_queue_seconds=0.5,
+        wait_for_room=True,
+        sleep=pause,
+    )
+    assert seen_in_flight[0] == 40  # before any measurement: the unmeasured share
+    settled = seen_in_flight[seen_in_flight.index(20) :]
+    assert settled and max(settled) <= 20  # then what A's consumers resume in 0.5 s
+    assert result.leased == 100 and result.drained
+    while queue.next_visible_at() is not None:
+        done.extend(consume(store, queue, sleepy, clock, 10))
+    assert sorted(done) == sorted((A, r) for r in runs_a)
 
 
 def test_budget_ends_the_scan_with_rows_left(

@@ -273,6 +273,30 @@ def test_due_scan_enqueues_due_runs_with_their_delay(
     assert emitted().metric("DueRows") == 1
 
 
+def test_due_scan_holds_a_tenant_to_tenant_max_in_flight(
+    handlers: Handlers, store: Store, db_url: str, emitted: Read, clock: ManualClock
+) -> None:
+    rt = build_inprocess_runtime(
+        store, clock, Settings(database_url=db_url, tenant_max_in_flight=1)
+    )
+    set_runtime(rt)
+    try:
+        for user in ("active-1", "active-2"):
+            detail = {**load_event("trigger-projection-user-signed-up.json")["detail"]}
+            detail["userId"] = user
+            event = {**load_event("trigger-projection-user-signed-up.json"), "detail": detail}
+            invoke(handlers, "TriggerProjectionFunction", {**event, "id": f"signup-{user}"})
+        project(handlers)
+        clock.advance(timedelta(days=1))  # both waits are due
+        result = invoke(handlers, "DueScanFunction", load_event("due-scan-schedule.json"))
+    finally:
+        set_runtime(None)
+    # One sent; the other waits for room. The operator's cap is not a missed backlog.
+    assert (result["leased"], result["cappedTenants"], result["drained"]) == (1, 1, True)
+    out = emitted()
+    assert (out.metric("DueTenantsCapped"), out.metric("DueBacklogLeft")) == (1, 0)
+
+
 # --- ResumeRun ---------------------------------------------------------------------------
 
 

@@ -182,6 +182,17 @@ def test_nudging_functions_know_whom_to_nudge(resources: dict[str, Any]) -> None
     assert dispatcher_env["WEBHOOK_ALLOW_HOSTS"] == {"Ref": "WebhookAllowHosts"}
 
 
+def test_due_scan_waits_for_room_and_takes_the_tenant_cap(
+    resources: dict[str, Any], template: dict[str, Any]
+) -> None:
+    env = props(resources, "DueScanFunction")["Environment"]["Variables"]
+    # ResumeRun consumes while the scan runs: it keeps topping up held tenants.
+    assert env["DUE_SCAN_WAIT_FOR_ROOM"] == "true"
+    assert env["TENANT_MAX_IN_FLIGHT"] == {"Ref": "TenantMaxInFlight"}
+    cap = template["Parameters"]["TenantMaxInFlight"]
+    assert (cap["Type"], cap["Default"], cap["MinValue"]) == ("Number", 0, 0)  # off by default
+
+
 def test_migration_custom_resource(resources: dict[str, Any]) -> None:
     migration = resources["SchemaMigration"]
     assert migration["Type"].startswith("Custom::")

@@ -36,6 +36,9 @@ _ENV_FIELDS = {
     "DUE_SCAN_BUDGET_SECONDS": "due_scan_budget_seconds",
     "DUE_SCAN_HORIZON_SECONDS": "due_scan_horizon_seconds",
     "DUE_SCAN_BATCH": "due_scan_batch",
+    "DUE_SCAN_TENANT_QUEUE_SECONDS": "due_scan_tenant_queue_seconds",
+    "DUE_SCAN_WAIT_FOR_ROOM": "due_scan_wait_for_room",
+    "TENANT_MAX_IN_FLIGHT": "tenant_max_in_flight",
     "RESUME_LEASE_SECONDS": "resume_lease_seconds",
     "LOG_EXCEPTION_TEXT": "log_exception_text",
     "CALLBACK_BASE_URL": "callback_base_url",
@@ -75,6 +78,15 @@ class Settings(BaseModel):
     due_scan_budget_seconds: float = Field(default=45.0, gt=0, le=900)
     due_scan_horizon_seconds: int = Field(default=60, ge=0, le=900)
     due_scan_batch: int = Field(default=500, ge=1, le=10000)
+    # Fairness: a tenant's due rows in flight are held to what its consumers resume in
+    # this many seconds, so another tenant's run waits about that long behind a backlog
+    # (0: no bound, a backlog goes to the queue at once).
+    due_scan_tenant_queue_seconds: float = Field(default=0.5, ge=0, le=60)
+    # The scan keeps topping tenants up while its consumers run (DueScan in AWS); a scan
+    # whose consumers run only after it returns (the local runtime) ends instead.
+    due_scan_wait_for_room: bool = False
+    # An operator's cap on a tenant's rows in flight (queued or being resumed; 0: none).
+    tenant_max_in_flight: int = Field(default=0, ge=0, le=1_000_000)
     # Longer than the longest SQS delay (900 s) plus the resume queue's visibility
     # timeout (180 s): a row in flight is not handed out again before its message
     # was either processed or given up on.

@@ -19,7 +19,14 @@ from .migrate import (
 )
 from .operator import PinnedRunGroup, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
-from .pending import DueRow, NewPendingRow, PendingRow, UnfinishedLookBack, WaitingRow
+from .pending import (
+    DueRow,
+    NewPendingRow,
+    PendingRow,
+    RowsInFlight,
+    UnfinishedLookBack,
+    WaitingRow,
+)
 from .results import StoredResults
 from .runs import RunSummary
 from .sql import Sql, is_transient
@@ -54,6 +61,7 @@ __all__ = [
     "ProjectionState",
     "QueuedMessage",
     "Relation",
+    "RowsInFlight",
     "RunCheckRow",
     "RunKey",
     "RunQuery",

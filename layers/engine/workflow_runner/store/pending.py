@@ -13,7 +13,12 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from ..stream import STEP_RESUMED, TERMINAL_TYPES
 from .sql import Sql
+
+# Stream events after a suspension that take its row out of flight: the resume's claim,
+# or the run's end (a cancel while the request was queued).
+_MOVED_PAST_SUSPENSION = sorted({STEP_RESUMED, *TERMINAL_TYPES})
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,15 @@ class DueRow:
     run_id: str
     step_index: int
     wake_at: datetime
+
+
+@dataclass(frozen=True)
+class RowsInFlight:
+    """A tenant's rows in flight (leased, lease not ended, not yet resumed), each count
+    capped at its limit."""
+
+    due: int  # already due: their requests are visible in the queue or being resumed
+    total: int  # also those sent ahead, delayed to a later second
 
 
 @dataclass(frozen=True)
@@ -282,6 +296,28 @@ class PendingStore:
             },
         )
         return [DueRow(tenant_id, r["run_id"], r["step_index"], r["wake_at"]) for r in rows]
+
+    def lock_leases(self, tenant_id: str) -> None:
+        """Hold the tenant's lease lock until the transaction ends (count, then lease)."""
+        self._sql.run("lock_tenant_leases", {"tenant_id": tenant_id})
+
+    def in_flight(
+        self, tenant_id: str, now: datetime, due_limit: int, total_limit: int
+    ) -> RowsInFlight:
+        """Count a tenant's rows in flight at `now`, each count stopping at its limit
+        (0: not counted)."""
+        row = self._sql.one(
+            "tenant_rows_in_flight",
+            {
+                "tenant_id": tenant_id,
+                "now": now,
+                "due_limit": due_limit,
+                "all_limit": total_limit,
+                "moved_types": _MOVED_PAST_SUSPENSION,
+            },
+        )
+        assert row is not None
+        return RowsInFlight(due=row["due"], total=row["total"])
 
     def lease_named(
         self, rows: Sequence[tuple[str, str, int]], now: datetime, lease_until: datetime

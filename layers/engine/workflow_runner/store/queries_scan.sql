@@ -48,6 +48,38 @@ FROM (
 WHERE p.tenant_id = due.tenant_id AND p.run_id = due.run_id AND p.step_index = due.step_index
 RETURNING p.run_id::text AS run_id, p.step_index, p.wake_at;
 
+-- name: lock_tenant_leases
+-- Serialise the due scan's count-then-lease for one tenant, so two scans can never both
+-- see room under the tenant's share or cap and together lease past it.
+SELECT pg_advisory_xact_lock(hashtextextended(%(tenant_id)s || '|due-scan-leases', 11));
+
+-- name: tenant_rows_in_flight
+-- A tenant's rows in flight: leased, the lease not ended, and no resume or end of the
+-- run on its stream after the suspension (a resume that committed is no longer in
+-- flight, although the pending projection drops or replaces its row only later). Read
+-- from the partial index of leased rows, each count stopping at its limit (LIMIT 0
+-- counts nothing): those already due, whose requests the queue shows its consumers
+-- now, and all of them.
+SELECT
+    (SELECT count(*) FROM (
+        SELECT 1 FROM workflow_run_pending p
+        WHERE p.tenant_id = %(tenant_id)s AND p.leased_until IS NOT NULL
+          AND p.leased_until > %(now)s AND p.wake_at <= %(now)s
+          AND NOT EXISTS (SELECT 1 FROM wf_events e
+                          WHERE e.tenant_id = p.tenant_id AND e.stream_id = p.run_id
+                            AND e.version > p.suspension_version
+                            AND e.type = ANY(%(moved_types)s))
+        LIMIT %(due_limit)s) d) AS due,
+    (SELECT count(*) FROM (
+        SELECT 1 FROM workflow_run_pending p
+        WHERE p.tenant_id = %(tenant_id)s AND p.leased_until IS NOT NULL
+          AND p.leased_until > %(now)s
+          AND NOT EXISTS (SELECT 1 FROM wf_events e
+                          WHERE e.tenant_id = p.tenant_id AND e.stream_id = p.run_id
+                            AND e.version > p.suspension_version
+                            AND e.type = ANY(%(moved_types)s))
+        LIMIT %(all_limit)s) a) AS total;
+
 -- name: lease_named_rows
 -- Lease many named rows whose lease is free (the projection hands new suspensions due
 -- soon, and the look-back's matches, to the queue itself).

@@ -125,6 +125,9 @@ CREATE INDEX workflow_run_pending_matched_idx ON workflow_run_pending
 -- Unfinished look-backs, continued by the next projection batches.
 CREATE INDEX workflow_run_pending_lookback_idx ON workflow_run_pending
     (tenant_id, run_id) WHERE lookback_after_position IS NOT NULL;
+-- The due scan's tenant share and cap: a tenant's rows in flight, without its backlog.
+CREATE INDEX workflow_run_pending_leased_idx ON workflow_run_pending (tenant_id, wake_at)
+    INCLUDE (leased_until) WHERE leased_until IS NOT NULL;
 
 -- Catch-up position of each asynchronous projection: last applied (xid, position).
 CREATE TABLE projection_checkpoints (

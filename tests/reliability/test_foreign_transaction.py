@@ -58,7 +58,7 @@ class _LagWatch(Driver):
     def _scheduled(self, name: str) -> None:
         super()._scheduled(name)
         if name == "pending_projection":
-            lag = self.monitor.checkpoints.lag(PENDING_PROJECTION)
+            lag = self.monitor.checkpoints.lag(PENDING_PROJECTION, self.clock.now())
             _LagWatch.most = max(_LagWatch.most, lag.behind)
 
 

@@ -298,6 +298,6 @@ def project_pending(
         applied += len(events)
         if len(events) < batch_size and not unfinished:
             break
-    lag = store.checkpoints.lag(PENDING_PROJECTION)
+    lag = store.checkpoints.lag(PENDING_PROJECTION, now)
     lag_seconds = 0.0 if lag.oldest is None else max(0.0, (now - lag.oldest).total_seconds())
     return ProjectionResult(applied, woken, list(soon.values()), lag.behind, lag_seconds)

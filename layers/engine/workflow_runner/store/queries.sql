@@ -108,15 +108,39 @@ ORDER BY wf_events.xid, wf_events.position
 LIMIT %(limit)s;
 
 -- name: projection_lag
--- Run-stream events the projection has not applied yet (counted up to %(cap)s) and
--- the oldest one's recorded_at.
-SELECT count(*) AS behind, min(recorded_at) AS oldest
-FROM (SELECT e.recorded_at
-      FROM wf_events e
-      JOIN projection_checkpoints c ON c.name = %(name)s
-      WHERE (e.xid, e.position) > (c.last_xid, c.last_position)
-        AND e.stream_type = 'workflow-run'
-      LIMIT %(cap)s) behind;
+-- The recorded_at of the first run-stream event the projection has not applied yet (in
+-- commit order, from the index: one row) and how many there are. Counting is the costly
+-- part, and a projection that runs in a loop reads its lag after every catch-up: while the
+-- oldest unapplied event is younger than count_before (a few seconds: the projection is
+-- keeping up) the count stops at quick_cap, otherwise at cap. The counts walk the
+-- commit-order index from the checkpoint (ORDER BY): the planner cannot know how far
+-- behind the checkpoint is and would otherwise scan the table.
+SELECT o.recorded_at AS oldest,
+       CASE
+         WHEN o.recorded_at IS NULL THEN 0
+         WHEN o.recorded_at < %(count_before)s::timestamptz THEN
+           (SELECT count(*) FROM (
+              SELECT 1 FROM wf_events e
+              WHERE (e.xid, e.position) > (c.last_xid, c.last_position)
+                AND e.stream_type = 'workflow-run'
+              ORDER BY e.xid, e.position
+              LIMIT %(cap)s::bigint) behind)
+         ELSE
+           (SELECT count(*) FROM (
+              SELECT 1 FROM wf_events e
+              WHERE (e.xid, e.position) > (c.last_xid, c.last_position)
+                AND e.stream_type = 'workflow-run'
+              ORDER BY e.xid, e.position
+              LIMIT %(quick_cap)s::bigint) behind)
+       END AS behind
+FROM projection_checkpoints c
+LEFT JOIN LATERAL (
+    SELECT e.recorded_at FROM wf_events e
+    WHERE (e.xid, e.position) > (c.last_xid, c.last_position)
+      AND e.stream_type = 'workflow-run'
+    ORDER BY e.xid, e.position
+    LIMIT 1) o ON true
+WHERE c.name = %(name)s;
 
 -- name: lock_checkpoint
 -- The projection's checkpoint, locked so concurrent catch-ups of one projection serialise.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
@@ -281,9 +281,33 @@ class CheckpointStore:
         assert row is not None
         return str(row["horizon"])
 
-    def lag(self, name: str, cap: int = 100_000) -> ProjectionLag:
-        """How far a projection is behind the run streams."""
-        row = self._sql.one("projection_lag", {"name": name, "cap": cap}) or {}
+    def lag(
+        self,
+        name: str,
+        now: datetime,
+        cap: int = 100_000,
+        quick_cap: int = 100,
+        count_after_seconds: float = 5.0,
+    ) -> ProjectionLag:
+        """How far a projection is behind the run streams at business time `now`.
+
+        `behind` is counted up to `cap` once the oldest unapplied event is
+        `count_after_seconds` old, and only up to `quick_cap` before that (a projection
+        that keeps up is never far behind, and a long count after every catch-up of a
+        busy projection costs more than the catch-up).
+        """
+        row = (
+            self._sql.one(
+                "projection_lag",
+                {
+                    "name": name,
+                    "cap": cap,
+                    "quick_cap": quick_cap,
+                    "count_before": now - timedelta(seconds=count_after_seconds),
+                },
+            )
+            or {}
+        )
         return ProjectionLag(int(row.get("behind") or 0), row.get("oldest"))
 
     def lock(self, name: str, now: datetime) -> tuple[str, int]:

@@ -106,7 +106,8 @@ class Settings(BaseModel):
     # How long settled runs are kept before the purge deletes them (retention.py):
     # an ISO-8601 duration of at least PT1H, or "forever"; workflows may set their own.
     run_retention: str = describe_retention(DEFAULT_RETENTION)
-    # The purge after each due scan: runs per transaction, and its time budget (0: none).
+    # The purge after each due scan: runs per transaction, and its time budget (0: the
+    # due scan does not purge; `wfr purge` still does).
     purge_batch_size: int = Field(default=500, ge=1, le=10000)
     purge_max_seconds: float = Field(default=5.0, ge=0, le=60)
     aws_region: str | None = None

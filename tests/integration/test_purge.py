@@ -446,3 +446,52 @@ def test_a_redrive_racing_a_purge_leaves_the_whole_run_or_nothing(
     thread.join()
     assert len(outcome) == 1 and isinstance(outcome[0], RunNotFound)
     assert _counts(store, first) == dict.fromkeys(RUN_TABLES, 0)
+
+
+def test_a_child_stays_until_its_parents_join_has_counted_it(
+    store: Store, clock: ManualClock, setup: tuple[WorkflowRegistry, _Mailer]
+) -> None:
+    from workflow_runner import on_call
+    from workflow_runner.engine.children import start_children
+    from workflow_runner.engine.joins import count_settled_children
+
+    registry, mailer = setup
+    register(
+        registry,
+        name="child",
+        trigger=on_call(),
+        retention="PT1H",
+        steps=lambda s: [s.return_({"v": 1})],
+    )
+    register(
+        registry,
+        name="parent",
+        trigger=on("parent.go"),
+        idempotency_key=lambda e: e.payload["id"],
+        steps=lambda s: [
+            s.call_workflow("child", key="k", result_key="got"),
+            s.wait(for_="P10D"),
+            s.return_(lambda ctx: ctx.steps["got"]),
+        ],
+    )
+    t0 = clock.now()
+    trigger(store, registry, "parent.go", {**T0_EVENT, "id": "p1"}, t0)
+    parent = run_id_for("parent", "p1")
+    assert start_children(store, registry, t0).started == 1
+    ops.project_pending(store, t0)
+    (child,) = [r.run_id for r in store.runs.for_tenant(TENANT_A, "child")]
+    assert _status(store, child) == "completed"  # settled, its join not told yet
+    later = t0 + timedelta(hours=2)
+
+    assert purge_settled_runs(store, later, registry=registry).runs == 0
+    assert _status(store, child) == "completed"
+
+    assert count_settled_children(store, later) == 1
+    _work(store, registry, later, mailer)  # the parent resumes with the child's result
+    assert _status(store, parent) == "waiting"
+    assert purge_settled_runs(store, later, registry=registry).runs == 1
+    assert _status(store, child) is None and _status(store, parent) == "waiting"
+    children = "SELECT status, counted FROM run_children WHERE child_run_id = %(c)s::uuid"
+    assert store.conn.execute(children, {"c": child}).fetchall() == [
+        {"status": "completed", "counted": True}
+    ]  # the parent's join keeps how its child ended

@@ -102,8 +102,13 @@ class Assumptions:
     hours_per_month: float = 730.0
     # Fixed-cost inventory of the template as shipped (alarms are counted from it).
     # Metric names x dimension sets the functions emit: 27 before durable tasks, plus the
-    # worker's DeliveriesFailed, TasksCompleted, TasksFailed and TaskAttemptsFailed.
-    custom_metrics: int = 31
+    # worker's DeliveriesFailed, TasksCompleted, TasksFailed and TaskAttemptsFailed, the
+    # callback endpoint's CallbacksCompleted and CallbacksRefused, and the purge's
+    # RunsPurged, PurgedEvents, PurgedInboxRows and PurgeBacklogLeft.
+    custom_metrics: int = 37
+    # RUN_RETENTION's default: a settled run is purged this long after it settled, so a
+    # run's rows are stored about this long (plus its own lifetime, a week here).
+    retention_days: float = 30.0
     sqs_pollers_per_queue: int = 5  # Lambda's SQS pollers, long-polling 20 s
     warm_environments: int = 8  # each refetches the DB secret every 5 minutes
     idle_tick_ms: float = 60.0  # a schedule tick that finds nothing: ~6 statements
@@ -477,6 +482,13 @@ def fixed_cost(p: Prices, a: Assumptions, *, ha: bool) -> dict[str, float]:
     return {k: round(v, 2) for k, v in items.items()}
 
 
+def _steady_gb(run: dict[str, Any], a: dict[str, Any]) -> float:
+    """GB held at a steady monthly volume: each run stored its week of life plus the
+    retention after it settles (the onboarding workflow waits a day and a week)."""
+    days_kept = 8.0 + float(a["retention_days"])
+    return float(run["storage_bytes"]) * a["runs_per_month"] * days_kept / 30.4 / 1e9
+
+
 def alarm_count() -> int:
     """Alarms template.yaml creates with its default parameters (a database included)."""
     from workflow_runner.aws.template import load_template
@@ -659,11 +671,13 @@ def write_report(r: dict[str, Any], path: Path) -> None:
         f"({r['xray_traces_per_run']} traces per run at {a['runs_per_month']:,} runs a month, "
         "$5 per million traces). TracingMode defaults to PassThrough for that reason; turn it "
         "on per stage to debug.",
-        f"- **Storage grows:** {run['storage_bytes'] / 1024:.1f} KB per run (streams, inbox, "
-        "summaries, outbox, indexes); nothing purges settled runs yet, so every million runs "
-        f"adds {run['storage_bytes'] * 1e6 / 1e9:.1f} GB, "
-        f"{_usd(run['storage_bytes'] * 1e6 / 1e9 * p['aurora_storage_gb_month'])} a month, "
-        "for as long as they are kept.",
+        f"- **Storage is bounded by retention:** {run['storage_bytes'] / 1024:.1f} KB per run "
+        "(streams, inbox, summaries, outbox, indexes), kept RUN_RETENTION "
+        f"({a['retention_days']:.0f} days) after the run settles, then purged by the due scan. "
+        f"At {a['runs_per_month']:,} runs a month the database holds about "
+        f"{_steady_gb(run, a):.1f} GB once the first runs are purged, "
+        f"{_usd(_steady_gb(run, a) * p['aurora_storage_gb_month'])} a month, and stops "
+        "growing; a longer retention scales it in proportion.",
         "",
         "## Measured per run",
         "",

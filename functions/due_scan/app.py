@@ -1,4 +1,5 @@
-"""DueScan: every minute, start cron runs and hand due suspensions to the resume queue.
+"""DueScan: every minute, start cron runs and hand due suspensions to the resume queue;
+then, for at most PURGE_MAX_SECONDS, purge settled runs past their retention.
 
 It keeps scanning until nothing is due or its budget (DUE_SCAN_BUDGET_SECONDS, and
 never past the function's own remaining time) ends, topping up the tenants held to their
@@ -17,6 +18,7 @@ from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
 from workflow_runner.aws.observability import heartbeat
 from workflow_runner.engine.due_scan import due_scan
+from workflow_runner.engine.purge import purge_settled_runs
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -53,6 +55,21 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         rt.nudger.nudge_projection()
         rt.nudger.nudge_dispatcher()
     heartbeat("DueScan")
+    # After the scan, never before it: due runs are never held back by the purge.
+    purge_budget = min(cfg.purge_max_seconds, context.get_remaining_time_in_millis() / 1000 - 10)
+    if purge_budget > 0:
+        support.report_purge(
+            support.with_store(
+                lambda store: purge_settled_runs(
+                    store,
+                    rt.clock.now(),
+                    registry=support.registry(),
+                    default_retention=cfg.default_retention,
+                    batch_size=cfg.purge_batch_size,
+                    budget_seconds=purge_budget,
+                )
+            )
+        )
     logger.info(
         "due scan done",
         extra={

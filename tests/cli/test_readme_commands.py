@@ -22,6 +22,8 @@ VALUES = {
     "--version": "1",
     "--port": "8080",
     "--format": "mermaid",
+    "--batch": "500",
+    "--max-batches": "2",
 }
 _PLACEHOLDER = re.compile(r"^(<[^>]+>|[A-Z][A-Z0-9_]*)$")
 _ENV = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*$")

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .callback_tokens import BASE_URL_PATTERN
 from .errors import InvalidInput
+from .retention import DEFAULT_RETENTION, Retention, describe_retention, parse_retention
 
 # Environment variable -> field. Upper-case snake names, as the template sets them.
 _ENV_FIELDS = {
@@ -43,6 +44,9 @@ _ENV_FIELDS = {
     "LOG_EXCEPTION_TEXT": "log_exception_text",
     "CALLBACK_BASE_URL": "callback_base_url",
     "RESUME_HOLD_SECONDS": "resume_hold_seconds",
+    "RUN_RETENTION": "run_retention",
+    "PURGE_BATCH_SIZE": "purge_batch_size",
+    "PURGE_MAX_SECONDS": "purge_max_seconds",
     "AWS_REGION": "aws_region",
 }
 
@@ -99,7 +103,28 @@ class Settings(BaseModel):
     # Timers to the second: resume requests are sent to arrive up to this early and
     # ResumeRun holds them until due (0: sent rounded up, up to a second late).
     resume_hold_seconds: float = Field(default=1.0, ge=0, le=5)
+    # How long settled runs are kept before the purge deletes them (retention.py):
+    # an ISO-8601 duration of at least PT1H, or "forever"; workflows may set their own.
+    run_retention: str = describe_retention(DEFAULT_RETENTION)
+    # The purge after each due scan: runs per transaction, and its time budget (0: the
+    # due scan does not purge; `wfr purge` still does).
+    purge_batch_size: int = Field(default=500, ge=1, le=10000)
+    purge_max_seconds: float = Field(default=5.0, ge=0, le=60)
     aws_region: str | None = None
+
+    @field_validator("run_retention")
+    @classmethod
+    def _retention(cls, value: str) -> str:
+        try:
+            parse_retention(value)
+        except InvalidInput as error:
+            raise ValueError(str(error)) from None
+        return value
+
+    @property
+    def default_retention(self) -> Retention:
+        """RUN_RETENTION parsed (None: forever)."""
+        return parse_retention(self.run_retention)
 
     @field_validator("webhook_allow_hosts", mode="before")
     @classmethod

@@ -25,6 +25,7 @@ from .. import redaction
 from ..callback_tokens import callback_links
 from ..definition import DomainEvent, WorkflowRegistry, load_workflow_modules
 from ..engine.passes import RunOutcome
+from ..engine.purge import PurgeResult
 from ..engine.resume import ResumeRequestItem, ResumeResult
 from ..engine.resume_batch import Hold
 from ..engine.resume_batch import resume_batch as engine_resume_batch
@@ -74,6 +75,24 @@ def registry() -> WorkflowRegistry:
 def count(name: str, value: float = 1, unit: MetricUnit = MetricUnit.Count) -> None:
     """Add to an EMF metric of namespace WorkflowRunner."""
     metrics.add_metric(name=name, unit=unit, value=value)
+
+
+def report_purge(result: PurgeResult) -> None:
+    """The purge's metrics and its log line (DueScan)."""
+    count("RunsPurged", result.runs)
+    count("PurgedEvents", result.events)
+    count("PurgedInboxRows", result.inbox_rows)
+    count("PurgeBacklogLeft", 1 if result.more_left else 0)
+    logger.info(
+        "purge done",
+        extra={
+            "runs": result.runs,
+            "events": result.events,
+            "inbox_rows": result.inbox_rows,
+            "outbox_rows": result.outbox_rows,
+            "more_left": result.more_left,
+        },
+    )
 
 
 def reject(error: InvalidInput, what: str) -> InvalidInput:

@@ -166,6 +166,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command(
         commands,
+        "purge",
+        operate.cmd_purge,
+        "delete settled runs past their retention (RUN_RETENTION, or a workflow's own) "
+        "and the inbox rows nothing reads any more",
+    )
+    p.add_argument("--dry-run", action="store_true", help="count what would go; write nothing")
+    p.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        help="instead of every retention but 'forever': 30d, 12h, P90D (at least 1h)",
+    )
+    p.add_argument("--batch", type=int, default=500, metavar="N", help="runs per transaction")
+    p.add_argument("--max-batches", type=int, metavar="N", help="stop after N transactions")
+    p.add_argument("--now", metavar="ISO", help="business time")
+
+    p = command(
+        commands,
         "graph",
         operate.cmd_graph,
         "draw a workflow as a flowchart, with a run's path and position when given",

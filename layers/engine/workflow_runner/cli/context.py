@@ -119,6 +119,23 @@ _AGO = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
+def parse_duration_arg(raw: str, what: str) -> timedelta:
+    """A duration argument: 90m, 12h, 30d, 1w or ISO-8601 (P90D).
+
+    Raises:
+        UsageError: not a duration.
+    """
+    short = _AGO.match(raw.strip())
+    if short:
+        return timedelta(**{_UNITS[short.group(2)]: int(short.group(1))})
+    try:
+        return parse_duration(raw.strip())
+    except InvalidInput:
+        raise UsageError(
+            f"{what}: expected a duration (90m, 12h, 30d, P90D), got {raw!r}"
+        ) from None
+
+
 def parse_since(raw: str, what: str, now: datetime) -> datetime:
     """An instant, or how long ago as a duration: 90m, 1h, 2d, 1w or ISO-8601 (PT1H).
 

@@ -1,4 +1,4 @@
-"""Operator commands: migrate, runs, show, pending, erase-event, graph, doctor
+"""Operator commands: migrate, runs, show, pending, erase-event, purge, graph, doctor
 (resume, cancel and redrive are in actions.py).
 
 They work against any database URL (Aurora included) and call the same engine
@@ -15,10 +15,12 @@ from ..definition import WorkflowRegistry
 from ..engine.doctor import run_doctor
 from ..engine.erase import erase_event
 from ..engine.passes import load_run
+from ..engine.purge import purge_settled_runs
 from ..engine.run_lookup import RunFilter, list_runs, workflow_version_of
 from ..graph import flowchart, run_chart
 from ..graph_render import GraphUnavailable, to_mermaid, to_png
 from ..local.routes import template_routes
+from ..retention import default_retention_from_env
 from ..store import PendingRow, RunSummary, StoredEvent
 from ..stream import RUN_STREAM, fold_run
 from ..timeline import (
@@ -29,7 +31,7 @@ from ..timeline import (
     timeline_entries,
     wake_text,
 )
-from .context import Context, UsageError, parse_now, parse_since
+from .context import Context, UsageError, parse_duration_arg, parse_now, parse_since
 
 
 def cmd_migrate(ctx: Context) -> int:
@@ -288,6 +290,47 @@ def cmd_erase_event(ctx: Context) -> int:
     )
     for run_id, reason in sorted(result.failed_runs.items()):
         ctx.output.line(f"  run {run_id} failed: {reason}")
+    return 0
+
+
+def cmd_purge(ctx: Context) -> int:
+    """Purge settled runs past their retention, in batches, or count them (--dry-run)."""
+    now = ctx.now()
+    older_than = None
+    if ctx.args.older_than is not None:
+        older_than = parse_duration_arg(ctx.args.older_than, "--older-than")
+    result = purge_settled_runs(
+        ctx.store(),
+        now,
+        registry=ctx.registry(),
+        default_retention=default_retention_from_env(ctx.environ),
+        older_than=older_than,
+        batch_size=ctx.args.batch,
+        max_batches=ctx.args.max_batches,
+        dry_run=ctx.args.dry_run,
+    )
+    if ctx.output.as_json:
+        ctx.output.json(
+            {
+                "dryRun": result.dry_run,
+                "runs": result.runs,
+                "events": result.events,
+                "outboxRows": result.outbox_rows,
+                "inboxRows": result.inbox_rows,
+                "otherRows": result.other_rows,
+                "batches": result.batches,
+                "moreLeft": result.more_left,
+            }
+        )
+        return 0
+    verb = "would purge" if result.dry_run else "purged"
+    ctx.output.line(
+        f"{verb} {result.runs} run(s): {result.events} stream event(s), "
+        f"{result.outbox_rows} delivery row(s), {result.inbox_rows} inbox row(s), "
+        f"{result.other_rows} other row(s) in {result.batches} batch(es)"
+    )
+    if result.more_left:
+        ctx.output.line("more is left: run it again (or without --max-batches)")
     return 0
 
 

@@ -26,6 +26,7 @@ from ..durations import parse_duration, parse_instant
 from ..errors import InvalidEventMatch, InvalidInput, WorkflowDefinitionError
 from ..match import validate_event_match
 from ..refs import Ref, refs_in
+from ..retention import parse_retention
 from ..storable import NotStorable, check_storable
 from .dsl import (
     CATCHUP_POLICIES,
@@ -487,6 +488,8 @@ def check_definition(definition: WorkflowDefinition) -> None:
     if isinstance(trigger, CronTrigger):
         walk.check("trigger (on_cron)", "schedule", lambda: CronSchedule.parse(trigger.schedule))
         walk.check("trigger (on_cron)", "catchup", lambda: _catchup(trigger.catchup))
+    if definition.retention is not None:
+        walk.check("define_workflow", "retention", lambda: parse_retention(definition.retention))
     walk.steps(definition.steps, "", (), ())
     walk.keys()
     walk.references()

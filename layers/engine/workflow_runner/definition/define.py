@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, cast
 
 from ..errors import InvalidInput, WorkflowDefinitionError
@@ -30,6 +31,7 @@ def define_workflow(
     version: int = 1,
     description: str = "",
     register: bool = True,
+    retention: str | timedelta | None = None,
 ) -> WorkflowDefinition:
     """Define a workflow and register it in the default registry.
 
@@ -43,6 +45,11 @@ def define_workflow(
         awaits: key -> event type for every type `wait_for_event` may wait for.
         version: keep older versions registered next to newer ones and runs that
             started on them keep resuming on them; new runs start on the highest.
+        retention: how long its runs are kept once settled before the purge deletes
+            them: an ISO-8601 duration ("P90D", at least "PT1H") or "forever"; None
+            (default) keeps the deployment's RUN_RETENTION. The latest version's
+            setting applies to the runs of every version.
+
     Raises:
         WorkflowDefinitionError: the definition is malformed; every static argument is
             checked here, and the message names the workflow, the step path (steps
@@ -84,6 +91,7 @@ def define_workflow(
         awaits=awaits_map,
         version=version,
         description=description,
+        retention=retention,
     )
     check_definition(definition)
     fingerprint = compute_fingerprint(definition, steps)

@@ -361,6 +361,10 @@ class WorkflowDefinition:
     version: int
     fingerprint: str = field(default="")
     description: str = ""
+    # How long its settled runs are kept (retention.py): an ISO-8601 duration, a
+    # timedelta or "forever"; None: the deployment's default (RUN_RETENTION). Not part
+    # of the fingerprint: changing it must not fail the runs in flight.
+    retention: str | timedelta | None = None
 
     def key_for(self, event: DomainEvent) -> str | None:
         """Return the idempotency key for a trigger event (None when the workflow has none)."""

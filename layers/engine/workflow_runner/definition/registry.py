@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator, Mapping
 
 from ..errors import UnknownWorkflow, WorkflowDefinitionError
+from ..retention import Retention, parse_retention
 from .dsl import CronTrigger, EventTrigger, WorkflowDefinition
 
 DEFAULT_WORKFLOW_MODULES = "sample_workflows"
@@ -93,6 +94,15 @@ class WorkflowRegistry:
             wf.trigger.event_type
             for wf in self.latest_all()
             if isinstance(wf.trigger, EventTrigger)
+        }
+
+    def retentions(self) -> dict[str, Retention]:
+        """Workflow name -> its own retention (None: forever), for the workflows whose
+        latest version sets one; the others keep the deployment's default."""
+        return {
+            wf.name: parse_retention(wf.retention)
+            for wf in self.latest_all()
+            if wf.retention is not None
         }
 
     def awaited_types(self) -> set[str]:

@@ -4,7 +4,8 @@ ingest (trigger -> inbox -> run start; cron starts) · wakeup (awaited event -> 
 -> resume queue) · projection (run streams -> pending rows) · lookback (a new wait takes
 an event stored before it) · due_scan (pending rows ->
 resume queue) · enqueue (leases, delays) · resume and resume_batch (claim, pass,
-persist) · passes (what every pass shares) · cancel · redrive · erase · dispatcher
+persist) · passes (what every pass shares) · cancel · redrive · erase · purge (settled runs
+ past their retention) · dispatcher
 (outbox -> mail and webhooks) · doctor (invariant checks).
 """
 

@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Literal
 
 from ..definition import WorkflowRegistry, default_registry
-from ..errors import UnknownWorkflow, WorkflowRunnerError
+from ..errors import RunNotFound, UnknownWorkflow, WorkflowRunnerError
 from ..interpreter import Interpreter
 from ..pass_result import WorkflowStepError
 from ..step_paths import step_at
@@ -176,6 +176,10 @@ def redrive_run(
     """
     registry = registry or default_registry()
     with store.transaction():
+        # The summary lock first: the purge skips locked runs, and a purge that got here
+        # first has deleted the run by the time the lock is granted (RunNotFound).
+        if not store.runs.lock(tenant_id, run_id):
+            raise RunNotFound(tenant_id, run_id)
         run = load_run_for_pass(store, tenant_id, run_id)
         state = run.state
         if state.status != "failed":

@@ -27,6 +27,7 @@ from .pending import (
     UnfinishedLookBack,
     WaitingRow,
 )
+from .purge import InboxPageRow, PurgedRuns
 from .results import StoredResults
 from .runs import RunSummary
 from .sql import Sql, is_transient
@@ -44,6 +45,7 @@ __all__ = [
     "DispatchStatus",
     "DueRow",
     "InboxEvent",
+    "InboxPageRow",
     "JoinCount",
     "Migration",
     "MigrationTimeout",
@@ -59,6 +61,7 @@ __all__ = [
     "PinnedRunGroup",
     "ProjectionLag",
     "ProjectionState",
+    "PurgedRuns",
     "QueuedMessage",
     "Relation",
     "RowsInFlight",

@@ -28,6 +28,7 @@ from .migrate import Migration, apply_migrations, apply_migrations_within
 from .operator import OperatorStore
 from .outbox import OutboxStore
 from .pending import PendingStore
+from .purge import PurgeStore
 from .results import ResultStore
 from .runs import RunStore
 from .sql import Sql, wrap_error
@@ -110,6 +111,10 @@ class Store:
     @cached_property
     def erasure(self) -> ErasureStore:
         return ErasureStore(self._sql)
+
+    @cached_property
+    def purge(self) -> PurgeStore:
+        return PurgeStore(self._sql)
 
     @cached_property
     def local(self) -> LocalStore:

@@ -82,6 +82,13 @@ class RunStore:
         row = self._sql.one("get_run", {"tenant_id": tenant_id, "run_id": run_id})
         return None if row is None else RunSummary.from_row(row)
 
+    def lock(self, tenant_id: str, run_id: str) -> bool:
+        """Lock a run's summary row to the end of the transaction; False: no such run (or
+        it was purged meanwhile). Writers of settled runs (a redrive) take it so that the
+        purge, which skips locked summaries, never deletes a run they are writing."""
+        row = self._sql.one("lock_run_summary", {"tenant_id": tenant_id, "run_id": run_id})
+        return row is not None
+
     def for_tenant(
         self,
         tenant_id: str,

@@ -19,6 +19,12 @@ CREATE TABLE wf_events (
     CONSTRAINT wf_events_stream_version_key UNIQUE (tenant_id, stream_id, version)
 );
 CREATE INDEX wf_events_commit_order_idx ON wf_events (xid, position);
+-- The inbox events a run stream names (trigger, matched awaited event, callback payload):
+-- the purge keeps an inbox row while a run references it.
+CREATE INDEX wf_events_event_ref_idx ON wf_events
+    (tenant_id, (coalesce(payload -> 'triggerEventRef' ->> 'eventId', payload ->> 'eventId')))
+    WHERE type IN ('workflow.run-started', 'workflow.step.event-matched',
+                   'workflow.callback.completed');
 
 -- Domain events as received from EventBridge. A redelivery is a no-op on the key.
 CREATE TABLE inbox (

@@ -27,7 +27,7 @@ from workflow_runner.engine import (
     ResumeRequestItem,
     ResumeResult,
     WokenRun,
-    ingest_domain_event,
+    ingest_domain_events,
     project_pending,
     wake_on_event,
 )
@@ -158,6 +158,7 @@ class Pipeline:
         self._lock = threading.Lock()
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._ready: collections.deque[ResumeRequest] = collections.deque()
+        self._triggers: collections.deque[DomainEvent] = collections.deque()
         self._nudge = threading.Event()
         self._stop = threading.Event()
         self.hold = hold
@@ -199,8 +200,12 @@ class Pipeline:
     # --- inputs ------------------------------------------------------------------
 
     def ingest(self, event: DomainEvent) -> None:
-        """Deliver a trigger event (TriggerProjection)."""
-        self._jobs.put(lambda store: self._ingest(store, event))
+        """Deliver a trigger event (TriggerProjection): like the intake queue with batch
+        size 10, a worker takes every waiting trigger event up to ten and ingests them in
+        one transaction (TriggerProjection's ingest_domain_events does the same)."""
+        with self._lock:
+            self._triggers.append(event)
+        self._jobs.put(self._ingest_ready)
 
     def wake(self, event: DomainEvent, put_at: float) -> None:
         """Deliver an awaited event (EventWakeup)."""
@@ -222,14 +227,20 @@ class Pipeline:
         self._jobs.put(self._resume_ready)
 
     def _resume_ready(self, store: Store) -> None:
+        self._take_batch(store, self._ready, self._resume)
+
+    def _take_batch(
+        self, store: Store, waiting: collections.deque[Any], handle: Callable[[Store, Any], None]
+    ) -> None:
+        """Take up to an SQS batch of what is waiting and handle it; retried here, not by
+        _run (a retry of this job would take other items)."""
         with self._lock:
-            batch = [self._ready.popleft() for _ in range(min(_SQS_BATCH, len(self._ready)))]
+            batch = [waiting.popleft() for _ in range(min(_SQS_BATCH, len(waiting)))]
         if not batch:
             return
-        # Retried here, not by _run: a retry of this job would take other requests.
         for attempt in range(_ATTEMPTS):
             try:
-                self._resume(store, batch)
+                handle(store, batch)
                 return
             except TransientStoreError as error:
                 with self._lock:
@@ -269,16 +280,20 @@ class Pipeline:
         with self._lock:
             self.stats.errors.append(f"{type(error).__name__}: {error}")
 
-    def _ingest(self, store: Store, event: DomainEvent) -> None:
+    def _ingest_ready(self, store: Store) -> None:
+        self._take_batch(store, self._triggers, self._ingest)
+
+    def _ingest(self, store: Store, events: Sequence[DomainEvent]) -> None:
         started = time.time()
-        result = ingest_domain_event(store, event, self.clock.now(), self.registry)
+        results = ingest_domain_events(store, events, self.clock.now(), self.registry)
         finished = time.time()
         with self._lock:
-            self.stats.ingested += 1
+            self.stats.ingested += len(events)
         self._nudge.set()
         self._start_nudge.set()
         if self.on_ingested is not None:
-            self.on_ingested(event, result, started, finished)
+            for event, result in zip(events, results, strict=True):
+                self.on_ingested(event, result, started, finished)
 
     def _wake(self, store: Store, event: DomainEvent, put_at: float) -> None:
         woken = wake_on_event(store, event, self.clock.now())

@@ -1,7 +1,8 @@
 """TriggerProjection: domain events start the runs their types trigger.
 
 Input: an SQS batch from the trigger intake queue (each record's body is an EventBridge
-event; failed records come back as batch item failures, then land in the intake DLQ), or
+event; the batch's events are ingested in one transaction, and one at a time if that
+fails; failed records come back as batch item failures, then land in the intake DLQ), or
 one EventBridge event by direct invoke, which raises when it fails. Invalid input is
 logged and counted, and nothing is written.
 """
@@ -14,8 +15,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import intake
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
-from workflow_runner.aws.observability import annotate
-from workflow_runner.engine.ingest import ingest_domain_event
+from workflow_runner.aws.observability import annotate, traced
+from workflow_runner.definition import DomainEvent
+from workflow_runner.engine.ingest import IngestResult, ingest_domain_event, ingest_domain_events
+
+NOT_A_TRIGGER = "no registered workflow is triggered by this type"
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -23,28 +27,48 @@ from workflow_runner.engine.ingest import ingest_domain_event
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if intake.is_sqs_batch(event):
-        return intake.each_event(event, ingest)
+        return intake.all_events(event, prepare, ingest_all, ingest)
     return ingest(event)
 
 
-def ingest(event: dict[str, Any]) -> dict[str, Any]:
+def prepare(event: dict[str, Any]) -> DomainEvent | None:
+    """The domain event of an EventBridge event (None: no workflow is triggered by it)."""
     envelope = support.parse_eventbridge(event)
-    registry = support.registry()
-    if envelope.detail_type not in registry.trigger_types():
-        return support.ignore(envelope, "no registered workflow is triggered by this type")
-    domain = support.domain_event(envelope)
-    annotate(tenant_id=domain.tenant_id, event_id=domain.id)
-    rt = support.runtime()
-    result = support.with_store(
-        lambda store: ingest_domain_event(store, domain, rt.clock.now(), registry)
+    if envelope.detail_type not in support.registry().trigger_types():
+        support.ignore(envelope, NOT_A_TRIGGER)
+        return None
+    return support.domain_event(envelope)
+
+
+def ingest_all(domains: list[DomainEvent]) -> None:
+    """An intake batch's trigger events, in one engine transaction."""
+    registry, rt = support.registry(), support.runtime()
+    results = support.with_store(
+        lambda store: ingest_domain_events(store, domains, rt.clock.now(), registry)
     )
-    if len(result.started) == 1:
-        annotate(run_id=result.started[0].run_id)
-    started = support.record_outcomes(result.started)
+    started = 0
+    for domain, result in zip(domains, results, strict=True):
+        with traced("## intake record"):  # each record's annotations on its own subsegment
+            started += _report(domain, result)
     if started:
         rt.nudger.nudge_projection()
         rt.nudger.nudge_dispatcher()
-    logger.info("event ingested", extra={"stored": result.stored, "started": started})
+
+
+def ingest(event: dict[str, Any]) -> dict[str, Any]:
+    """One EventBridge event (a direct invoke, or a record of a batch that failed as a
+    whole), in its own engine transaction."""
+    domain = prepare(event)
+    if domain is None:
+        envelope = support.parse_eventbridge(event)
+        return {"eventId": envelope.id, "ignored": True, "reason": NOT_A_TRIGGER}
+    registry, rt = support.registry(), support.runtime()
+    result = support.with_store(
+        lambda store: ingest_domain_event(store, domain, rt.clock.now(), registry)
+    )
+    if _report(domain, result):
+        rt.nudger.nudge_projection()
+        rt.nudger.nudge_dispatcher()
     return {
         "eventId": result.event_id,
         "stored": result.stored,
@@ -54,3 +78,21 @@ def ingest(event: dict[str, Any]) -> dict[str, Any]:
         ],
         "skipped": result.skipped,
     }
+
+
+def _report(domain: DomainEvent, result: IngestResult) -> int:
+    """Count, annotate and log what ingesting one event did; how many runs it started."""
+    annotate(tenant_id=domain.tenant_id, event_id=domain.id)
+    if len(result.started) == 1:
+        annotate(run_id=result.started[0].run_id)
+    started = support.record_outcomes(result.started)
+    logger.info(
+        "event ingested",
+        extra={
+            "tenant_id": domain.tenant_id,
+            "event_id": domain.id,
+            "stored": result.stored,
+            "started": started,
+        },
+    )
+    return started

@@ -76,7 +76,8 @@ def test_trigger_batch_redelivery_starts_nothing_twice(
 def test_a_failing_record_is_reported_and_the_rest_of_the_batch_goes_on(
     handlers: Handlers, runtime: Runtime, store: Store, emitted: Read
 ) -> None:
-    """A database failure on one record (after the one reconnect) fails that record only."""
+    """The batch is one transaction; when it fails (after the one reconnect), each record
+    is ingested on its own, and one that fails again is the only record reported."""
     batch = load_event("trigger-projection-sqs.json")
     first = batch["Records"][0]
     order = json.loads(first["body"]) | {"id": "order-event", "detail-type": "order.placed"}
@@ -87,7 +88,8 @@ def test_a_failing_record_is_reported_and_the_rest_of_the_batch_goes_on(
 
     def flaky() -> Store:
         calls["n"] += 1
-        if calls["n"] <= 2:  # the first record's try and its retry
+        # The batch's try and its retry, then the first record's try and its retry.
+        if calls["n"] <= 4:
             raise TransientStoreError("database error (08006): connection lost")
         return real_store()
 
@@ -97,6 +99,21 @@ def test_a_failing_record_is_reported_and_the_rest_of_the_batch_goes_on(
     assert store.runs.get(TENANT, ONBOARDING_RUN) is None
     assert count(store, "workflow_runs") == 1  # the order run
     assert emitted().metric("IntakeRecordFailed") == 1
+
+
+def test_a_batch_of_trigger_events_is_ingested_in_one_transaction(
+    handlers: Handlers, runtime: Runtime, store: Store
+) -> None:
+    batch = load_event("trigger-projection-sqs.json")
+    first = batch["Records"][0]
+    order = json.loads(first["body"]) | {"id": "order-event", "detail-type": "order.placed"}
+    order["detail"] |= {"orderId": "o-1", "total": 10, "email": "o@example.com"}
+    batch["Records"] = [first, {**first, "messageId": "m-order", "body": json.dumps(order)}]
+    assert failed_ids(invoke(handlers, "TriggerProjectionFunction", batch)) == []
+    rows = store.conn.execute(
+        "SELECT DISTINCT xid FROM wf_events WHERE type = 'workflow.run-started'"
+    ).fetchall()
+    assert count(store, "workflow_runs") == 2 and len(rows) == 1
 
 
 def test_a_record_without_message_id_fails_the_whole_batch(

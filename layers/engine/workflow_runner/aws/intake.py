@@ -3,8 +3,10 @@
 Each EventBridge rule delivers to an SQS queue whose event source mapping polls it with
 a bounded concurrency, so a burst or a database failover waits in the queue instead of
 failing into a DLQ. A record's body is the EventBridge event, exactly as a rule with a
-Lambda target would have passed it. Every record is handled on its own (one engine
-transaction each); one that fails is reported as a batch item failure, so SQS delivers
+Lambda target would have passed it. TriggerProjection ingests a batch's events in one
+engine transaction (`all_events`; if that fails, one transaction per record), the other
+functions handle every record on its own (`each_event`); a record that fails is reported
+as a batch item failure, so SQS delivers
 it again and, after the queue's maxReceiveCount, moves it to the intake DLQ, from which
 `wfr dlq redrive` sends it back. Records that succeeded are not redelivered.
 
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from ..errors import InvalidInput, WorkLeft
 from . import lambda_support as support
@@ -25,6 +28,8 @@ from .observability import traced
 
 # Keys a previous record of the same batch may have left on the logger.
 _RECORD_KEYS = ("tenant_id", "event_id", "event_type", "run_id", "message_id")
+
+T = TypeVar("T")
 
 
 def is_sqs_batch(event: Any) -> bool:
@@ -52,6 +57,44 @@ def eventbridge_event(record: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
+def _message_id(record: Any) -> str:
+    message_id = record.get("messageId") if isinstance(record, Mapping) else None
+    if not isinstance(message_id, str) or not message_id:
+        raise support.reject(InvalidInput("SQS record without a messageId"), "SQS batch")
+    return message_id
+
+
+def _handle_record(
+    message_id: str,
+    event: Callable[[], dict[str, Any]],
+    handle: Callable[[dict[str, Any]], object],
+    segment: str | None = "## intake record",
+) -> bool:
+    """Handle one record's event (in a trace subsegment unless `segment` is None);
+    False when it failed (already logged and counted)."""
+    logger.remove_keys(list(_RECORD_KEYS))
+    logger.append_keys(message_id=message_id)
+    try:
+        if segment is None:
+            handle(event())
+        else:
+            with traced(segment):
+                handle(event())
+        return True
+    except InvalidInput:
+        return False
+    except WorkLeft as error:
+        # Not a fault: the record's work ran out of time with its progress committed,
+        # and the redelivery continues it (logged without a traceback, not counted).
+        logger.warning(str(error))
+        return False
+    except Exception:
+        # Logged with its traceback; the record is retried, then dead-lettered.
+        logger.exception("intake record failed")
+        support.count("IntakeRecordFailed")
+        return False
+
+
 def each_event(
     batch: Mapping[str, Any], handle: Callable[[dict[str, Any]], object]
 ) -> dict[str, list[dict[str, str]]]:
@@ -70,27 +113,61 @@ def each_event(
         InvalidInput: a record without a messageId (it cannot be reported on its own,
             so the whole batch fails and is retried).
     """
+    records = [(_message_id(record), record) for record in batch["Records"]]
+    failures = [
+        {"itemIdentifier": message_id}
+        for message_id, record in records
+        if not _handle_record(message_id, partial(eventbridge_event, record), handle)
+    ]
+    logger.remove_keys(list(_RECORD_KEYS))
+    return {"batchItemFailures": failures}
+
+
+def all_events(
+    batch: Mapping[str, Any],
+    prepare: Callable[[dict[str, Any]], T | None],
+    handle_all: Callable[[list[T]], object],
+    handle: Callable[[dict[str, Any]], object],
+) -> dict[str, list[dict[str, str]]]:
+    """Handle an SQS batch's EventBridge events together (one engine transaction),
+    falling back to one at a time if that fails; report the records that failed.
+
+    Every record is first parsed by `prepare` (a bad one fails alone, as in
+    `each_event`; None: nothing to do for it). The prepared ones go to `handle_all`
+    at once. If it raises, nothing it did is committed (it is one transaction), and
+    each of those records is handled on its own by `handle`, so one record that keeps
+    failing is reported alone and the rest of the batch goes on.
+
+    Raises:
+        InvalidInput: a record without a messageId (the whole batch fails).
+    """
+    records = [(_message_id(record), record) for record in batch["Records"]]
     failures: list[dict[str, str]] = []
-    for record in batch["Records"]:
-        message_id = record.get("messageId") if isinstance(record, Mapping) else None
-        if not isinstance(message_id, str) or not message_id:
-            raise support.reject(InvalidInput("SQS record without a messageId"), "SQS batch")
-        logger.remove_keys(list(_RECORD_KEYS))
-        logger.append_keys(message_id=message_id)
+    prepared: list[tuple[str, dict[str, Any], T]] = []
+    for message_id, record in records:
+        parsed: list[tuple[dict[str, Any], T | None]] = []
+
+        def parse(
+            event: dict[str, Any], out: list[tuple[dict[str, Any], T | None]] = parsed
+        ) -> None:
+            out.append((event, prepare(event)))
+
+        if not _handle_record(message_id, partial(eventbridge_event, record), parse, None):
+            failures.append({"itemIdentifier": message_id})
+        elif parsed[0][1] is not None:
+            event, item = parsed[0]
+            assert item is not None
+            prepared.append((message_id, event, item))
+    logger.remove_keys(list(_RECORD_KEYS))
+    if len(prepared) > 1:
         try:
-            with traced("## intake record"):
-                handle(eventbridge_event(record))
-        except InvalidInput:
-            failures.append({"itemIdentifier": message_id})
-        except WorkLeft as error:
-            # Not a fault: the record's work ran out of time with its progress committed,
-            # and the redelivery continues it (logged without a traceback, not counted).
-            logger.warning(str(error))
-            failures.append({"itemIdentifier": message_id})
+            with traced("## intake batch"):
+                handle_all([item for _, _, item in prepared])
+            prepared = []
         except Exception:
-            # Logged with its traceback; the record is retried, then dead-lettered.
-            logger.exception("intake record failed")
-            support.count("IntakeRecordFailed")
+            logger.warning("intake batch failed: handling its records one by one", exc_info=True)
+    for message_id, event, _ in prepared:
+        if not _handle_record(message_id, partial(dict, event), handle):
             failures.append({"itemIdentifier": message_id})
     logger.remove_keys(list(_RECORD_KEYS))
     return {"batchItemFailures": failures}

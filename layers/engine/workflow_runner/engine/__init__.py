@@ -14,7 +14,13 @@ from __future__ import annotations
 from .cancel import CancelResult, cancel_run
 from .due_scan import DueScanResult, due_scan, start_cron_runs
 from .enqueue import enqueue_due, enqueue_matched
-from .ingest import IngestResult, ingest_domain_event, start_cron_run, start_run
+from .ingest import (
+    IngestResult,
+    ingest_domain_event,
+    ingest_domain_events,
+    start_cron_run,
+    start_run,
+)
 from .passes import load_run
 from .persist import RunOutcome
 from .projection import PENDING_PROJECTION, ProjectionResult, project_pending
@@ -37,6 +43,7 @@ __all__ = [
     "enqueue_due",
     "enqueue_matched",
     "ingest_domain_event",
+    "ingest_domain_events",
     "load_run",
     "project_pending",
     "resume_run",

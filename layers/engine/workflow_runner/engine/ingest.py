@@ -1,6 +1,7 @@
 """Ingest: a domain event enters the inbox and starts the runs its type triggers.
 
-TriggerProjection calls `ingest_domain_event`; the due scan calls `start_cron_run` for
+TriggerProjection calls `ingest_domain_events` for an intake batch (one transaction)
+and `ingest_domain_event` for one event; the due scan calls `start_cron_run` for
 each scheduled instant of a cron workflow. A run id derives from the workflow's name
 and idempotency key (uuid v5, no tenant), so a redelivered or repeated trigger finds
 the stream taken and starts nothing; a failing filter, key function or pipeline is
@@ -11,6 +12,7 @@ effect repeats.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -232,6 +234,22 @@ def _store_and_claim(store: Store, event: DomainEvent, now: datetime) -> bool:
     return claimed
 
 
+def _ingest_in_transaction(
+    store: Store, event: DomainEvent, now: datetime, registry: WorkflowRegistry
+) -> IngestResult:
+    """Store, claim and start, inside the caller's transaction. With one workflow (the
+    common case) there is no savepoint, so a refused first pass raises StoreError and
+    the caller redoes the transaction recording the refusal; with several, each start
+    has its own savepoint and a refusal fails only that run."""
+    definitions = registry.triggered_by(event.type)
+    if not _store_and_claim(store, event, now):
+        return IngestResult(event.id, stored=False)
+    if len(definitions) != 1:
+        return _ingested(event, [(d, _start_isolated(store, d, event, now)) for d in definitions])
+    (definition,) = definitions
+    return _ingested(event, [(definition, _start_triggered(store, definition, event, now))])
+
+
 def ingest_domain_event(
     store: Store, event: DomainEvent, now: datetime, registry: WorkflowRegistry | None = None
 ) -> IngestResult:
@@ -242,29 +260,57 @@ def ingest_domain_event(
     event is not redelivered and no side effect repeats.
     """
     registry = registry or default_registry()
-    definitions = registry.triggered_by(event.type)
-    if len(definitions) != 1:
-        with store.transaction():
-            if not _store_and_claim(store, event, now):
-                return IngestResult(event.id, stored=False)
-            outcomes = [(d, _start_isolated(store, d, event, now)) for d in definitions]
-            return _ingested(event, outcomes)
-    # One workflow (the common case): no savepoint (two round trips); if the database
-    # refuses its first pass, the whole transaction is redone recording the failure.
-    (definition,) = definitions
     try:
         with store.transaction():
-            if not _store_and_claim(store, event, now):
-                return IngestResult(event.id, stored=False)
-            return _ingested(event, [(definition, _start_triggered(store, definition, event, now))])
+            return _ingest_in_transaction(store, event, now, registry)
     except TransientStoreError:
         raise
     except StoreError as error:
+        definitions = registry.triggered_by(event.type)
+        if len(definitions) != 1:
+            raise  # not a refused first pass: those fail their own savepoint
+        (definition,) = definitions
         refusal = error
+    # The database refused the run's first pass: redo the transaction recording that.
     with store.transaction():
         if not _store_and_claim(store, event, now):
             return IngestResult(event.id, stored=False)
         return _ingested(event, [(definition, _refused(store, definition, event, now, refusal))])
+
+
+def ingest_domain_events(
+    store: Store,
+    events: Sequence[DomainEvent],
+    now: datetime,
+    registry: WorkflowRegistry | None = None,
+) -> list[IngestResult]:
+    """Ingest a batch of domain events (an SQS intake batch) in one transaction.
+
+    Each event does what `ingest_domain_event` does for it, but the batch commits once
+    (a commit waits for the WAL flush: most of what ingesting one event costs). Events
+    are taken in (tenant, id) order, so two batches lock inbox rows and streams in the
+    same order. If the database refuses an event's first pass, the batch is redone one
+    event per transaction, so that refusal is recorded on its own run. A transient
+    error (connection, serialization) rolls back the whole batch and is raised: every
+    event of it is delivered again, and a redelivery starts nothing twice.
+
+    Returns:
+        One IngestResult per event, in the order given.
+    """
+    registry = registry or default_registry()
+    if len(events) <= 1:
+        return [ingest_domain_event(store, e, now, registry) for e in events]
+    order = sorted(range(len(events)), key=lambda i: (events[i].tenant_id, events[i].id))
+    results: dict[int, IngestResult] = {}
+    try:
+        with store.transaction():
+            for i in order:
+                results[i] = _ingest_in_transaction(store, events[i], now, registry)
+    except TransientStoreError:
+        raise
+    except StoreError:
+        return [ingest_domain_event(store, e, now, registry) for e in events]
+    return [results[i] for i in range(len(events))]
 
 
 def _ingested(

@@ -1,0 +1,115 @@
+"""An SQS intake batch of trigger events is ingested in one transaction (one commit),
+with the same outcome per event as one transaction each: duplicates start once, a
+refused first pass fails only its own run, a failure rolls the whole batch back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from workflow_runner import ManualClock, on_event, run_id_for
+from workflow_runner import engine as ops
+from workflow_runner import stream as ev
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.errors import StoreError, TransientStoreError
+from workflow_runner.store import Store
+from workflow_runner.store.streams import RunSummaryWrite, StreamStore
+
+from tests.support import TENANT_A, TENANT_B, event, register, stream
+
+
+def _wf(registry: WorkflowRegistry) -> None:
+    register(
+        registry,
+        name="batch-flow",
+        trigger=on_event("batch.go"),
+        idempotency_key=lambda e: e.payload["k"],
+        steps=lambda s: [s.compute("x", lambda ctx: ctx.event.payload["k"]), s.wait(for_="PT1M")],
+    )
+
+
+def test_a_batch_starts_every_run_and_commits_once(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, db_url: str
+) -> None:
+    _wf(registry)
+    events = [
+        event("batch.go", {"k": f"k{i}"}, tenant=(TENANT_A, TENANT_B)[i % 2]) for i in range(6)
+    ]
+    results = ops.ingest_domain_events(store, events, clock.now(), registry)
+    assert [r.event_id for r in results] == [e.id for e in events]  # the order given
+    assert all(r.stored and [o.outcome for o in r.started] == ["suspended"] for r in results)
+    for i, e in enumerate(events):
+        run_id = run_id_for("batch-flow", f"k{i}")
+        assert [x.type for x in stream(store, run_id, e.tenant_id)] == [
+            ev.RUN_STARTED,
+            ev.STEP_WAITING,
+        ]
+    run_ids = [run_id_for("batch-flow", f"k{i}") for i in range(6)]
+    with psycopg.connect(db_url) as probe:
+        xids = probe.execute(
+            "SELECT DISTINCT xid FROM wf_events WHERE stream_id = ANY(%s::uuid[])", [run_ids]
+        ).fetchall()
+    assert len(xids) == 1  # one transaction wrote every run's first pass
+
+
+def test_a_duplicate_in_the_batch_and_a_redelivered_batch_start_nothing_twice(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    _wf(registry)
+    first = event("batch.go", {"k": "same"})
+    again = event("batch.go", {"k": "same"}, event_id=first.id)
+    other = event("batch.go", {"k": "other"})
+    results = ops.ingest_domain_events(store, [first, again, other], clock.now(), registry)
+    assert [r.stored for r in results] == [True, False, True]
+    redelivered = ops.ingest_domain_events(store, [first, other], clock.now(), registry)
+    assert [r.stored for r in redelivered] == [False, False]
+    assert len(stream(store, run_id_for("batch-flow", "same"))) == 2
+
+
+def test_a_refused_first_pass_fails_only_its_own_run(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _wf(registry)
+    refused = run_id_for("batch-flow", "bad")
+    real = StreamStore.record_pass
+
+    def record(self: StreamStore, summary: RunSummaryWrite, *args: Any, **kw: Any) -> None:
+        if summary.run_id == refused:
+            raise StoreError("database error (22P05): unsupported Unicode escape sequence")
+        real(self, summary, *args, **kw)
+
+    monkeypatch.setattr(StreamStore, "record_pass", record)
+    events = [event("batch.go", {"k": k}) for k in ("a", "bad", "c")]
+    results = ops.ingest_domain_events(store, events, clock.now(), registry)
+    outcomes = [[(o.outcome, o.reason) for o in r.started] for r in results]
+    assert outcomes == [
+        [("suspended", None)],
+        [("failed", "pass_not_storable")],
+        [("suspended", None)],
+    ]
+    assert [x.type for x in stream(store, refused)] == [ev.RUN_STARTED, ev.RUN_FAILED]
+
+
+def test_a_transient_error_rolls_the_whole_batch_back(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _wf(registry)
+    real = StreamStore.record_pass
+    calls: list[str] = []
+
+    def record(self: StreamStore, summary: RunSummaryWrite, *args: Any, **kw: Any) -> None:
+        calls.append(summary.run_id)
+        if len(calls) == 2:
+            raise TransientStoreError("database error (40001): could not serialize access")
+        real(self, summary, *args, **kw)
+
+    monkeypatch.setattr(StreamStore, "record_pass", record)
+    events = [event("batch.go", {"k": k}) for k in ("p", "q", "r")]
+    with pytest.raises(TransientStoreError):
+        ops.ingest_domain_events(store, events, clock.now(), registry)
+    assert all(stream(store, run_id_for("batch-flow", k)) == [] for k in ("p", "q", "r"))
+    monkeypatch.setattr(StreamStore, "record_pass", real)
+    # SQS delivers the batch again: every event starts its run, once.
+    results = ops.ingest_domain_events(store, events, clock.now(), registry)
+    assert [r.stored for r in results] == [True, True, True]

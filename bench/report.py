@@ -125,6 +125,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         for key, t in results["targets"].items()
     ]
     out += _table(["results.json key", "value", "target", ""], rows)
+    out += _consecutive_runs(results)
     out += [
         "",
         "## Machine, versions, settings",
@@ -391,6 +392,35 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
     path.write_text("\n".join(out) + "\n")
 
 
+def _consecutive_runs(results: dict[str, Any]) -> list[str]:
+    """The headline figures of this run next to the full runs just before it (one
+    run's figures on a shared machine are not a claim)."""
+    earlier = results.get("earlier_full_runs") or []
+    if results.get("mode") != "full" or not earlier:
+        return []
+    runs = [
+        *reversed(earlier),
+        {
+            **{k: t["value"] for k, t in results["targets"].items()},
+            "generated_at": results["generated_at"],
+        },
+    ]
+    header = ["results.json key", *[f"run {i + 1}" for i in range(len(runs))], "target"]
+    rows = [
+        [key, *[run.get(key, "") for run in runs], t["target"]]
+        for key, t in results["targets"].items()
+    ]
+    started = ", ".join(str(run.get("generated_at")) for run in runs)
+    return [
+        "",
+        f"### The last {len(runs)} consecutive full runs",
+        "",
+        f"Same tree, one after the other (started {started}); the last is this run.",
+        "",
+        *_table(header, rows),
+    ]
+
+
 def _console_section(console: dict[str, Any] | None) -> list[str]:
     """Workload 7, when the results have it (`python -m bench.run --only console`)."""
     if not console:
@@ -631,23 +661,36 @@ def _noisy_neighbor_section(noisy: dict[str, Any] | None) -> list[str]:
 
 
 _FINDINGS = [
-    "- **Resume path (backlog drain, sleep workflow).** Done in issue 15: a batch of",
-    "  ten reads every run's stream tail, trigger row and results in one round trip; a",
-    "  pass's events, results and run summary are one statement (`record_pass`, the",
-    "  summary and results upserts as data-modifying CTEs of the append); a child's",
-    "  settle and a parent's join close are one statement sent in the pass's pipeline; a",
-    "  start of one workflow needs no savepoint. Statements with their own round trip per",
-    "  resume: 5.1 -> 1.1 (the claim) plus two pipelines. Back to back on one tree pair",
-    "  (loaded machine): single-connection resumes 125 -> 189/s, in-process sleep",
-    "  workflow 170 -> 218 runs/s. What limits it now is Python CPU, not round trips: the",
-    "  in-process pipeline is one interpreter (one lock) on two cores shared with the",
-    "  server, at about 2-3 ms of CPU per run (ingest plus resume, psycopg included).",
-    "  The 100,000-run drain is slower than the 10,000 one and than the first round's:",
-    "  not yet explained; suspects are the new partial indexes on",
-    "  `workflow_run_pending` (a lease is no longer a HOT update since `leased_until` is",
-    "  indexed for the tenant share) and the projection's larger per-batch work (keyed",
-    "  look-back, horizon). Not tried yet: prepared statements kept across invocations,",
-    "  COPY-style appends for batches, claim and outcome in one statement.",
+    "- **Resume path (backlog drain, sleep workflow).** A batch of ten reads every",
+    "  run's stream tail, trigger row and results in one round trip; a pass's events,",
+    "  results and run summary are one statement (`record_pass`); a child's settle and",
+    "  a parent's join close are one statement in the pass's pipeline. Statements with",
+    "  their own round trip per resume: 5.1 -> 1.1 (the claim) plus two pipelines.",
+    "  The 100,000-run drain regression of the previous round (575 resumes/s against",
+    "  1,162 in the first round) was the projection's lag read: PendingProjection read",
+    "  its lag after every catch-up by counting up to 100,000 unapplied events, by a",
+    "  sequential scan when the planner could not tell how far behind the checkpoint",
+    "  was: 76% of the server's time in a 20,000-run drain (pg_stat_statements, 16.6 ms",
+    "  a call). The oldest unapplied event is now one row of the commit-order index and",
+    "  the count stops at 100 while it is under 5 s old: 780-820 -> 1,035-1,045",
+    "  resumes/s back to back (20,000 runs, 4 processes); 1,209-1,224/s at 100,000 in",
+    "  this round's three full runs. The partial index on `leased_until` (non-HOT",
+    "  leases) was measured and is not it (drop it: same rate within noise).",
+    "  TriggerProjection now ingests an intake batch (up to ten events) in one",
+    "  transaction: sleep workflow 377-402 -> 443-513 runs/s back to back.",
+    "  What limits both now is CPU, not round trips or commits: per resume about",
+    "  1.1-1.3 ms of Python (psycopg's per-statement work included) and 0.5-0.7 ms of",
+    "  server CPU, with four worker processes, the projection and the server on two",
+    "  cores: about 1,100 resumes/s at most, against a commit loop of 8,000-8,500",
+    "  single-row commits/s (this round's disk; 4,400/s in the previous round, which",
+    "  is why the ratio moved less than the rate). Half the commit rate would need",
+    "  under 0.25 ms of CPU per resume. The sleep workflow's pipeline is one",
+    "  interpreter (the GIL) running ingest, projection, scan and resumes: ~2 ms of CPU",
+    "  per run caps it near 500 runs/s, while DBOS (one process, commit-bound) went from",
+    "  44 to 85-92 runs/s with the faster disk. Not tried: claim and outcome in one",
+    "  statement (the pass would run before its claim is known), COPY-style appends,",
+    "  prepared statements across invocations, several worker processes for both",
+    "  systems.",
     "- **Event wakeup.** A wait stores the `eq` atom its match requires (`match_key`,",
     "  indexed); an event looks up only the waits its payload can satisfy, instead of",
     "  evaluating every waiting expression of its type under the (tenant, type) lock",

@@ -338,6 +338,26 @@ def check_targets(results: dict[str, Any]) -> dict[str, Any]:
     return checked
 
 
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """A run's time, load and targeted figures (what the report compares across runs)."""
+    return {
+        "generated_at": results.get("generated_at"),
+        "load_average_at_start": results.get("machine", {}).get("load_average_at_start"),
+        **{key: t["value"] for key, t in results.get("targets", {}).items()},
+    }
+
+
+def earlier_full_runs(path: Path, keep: int = 2) -> list[dict[str, Any]]:
+    """The headline figures of the full runs before this one (newest first, at most
+    `keep`), from the results file this run replaces: a claim needs consecutive runs."""
+    if not path.exists():
+        return []
+    previous = json.loads(path.read_text())
+    if previous.get("mode") != "full":
+        return []
+    return [headline(previous), *previous.get("earlier_full_runs", [])][:keep]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="reduced sizes (make bench-quick)")
@@ -368,6 +388,8 @@ def main() -> None:
         server.cleanup()
     results["targets"] = check_targets(results)
     results["duration_s"] = round(time.perf_counter() - began, 1)
+    if not args.quick:
+        results["earlier_full_runs"] = earlier_full_runs(RESULTS)
     RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n")
     write_plot(results, PLOT)
     write_report(results, REPORT, PLOT)

@@ -6,9 +6,9 @@ failing into a DLQ. A record's body is the EventBridge event, exactly as a rule 
 Lambda target would have passed it. TriggerProjection ingests a batch's events in one
 engine transaction (`all_events`; if that fails, one transaction per record), the other
 functions handle every record on its own (`each_event`); a record that fails is reported
-as a batch item failure, so SQS delivers
-it again and, after the queue's maxReceiveCount, moves it to the intake DLQ, from which
-`wfr dlq redrive` sends it back. Records that succeeded are not redelivered.
+as a batch item failure, so SQS delivers it again and, after the queue's
+maxReceiveCount, moves it to the intake DLQ, from which `wfr dlq redrive` sends it back.
+Records that succeeded are not redelivered.
 
 A direct invoke with a plain EventBridge event (the console, tests, the local runtime)
 is handled as before: the handler receives the event itself and raises on failure.
@@ -134,9 +134,10 @@ def all_events(
 
     Every record is first parsed by `prepare` (a bad one fails alone, as in
     `each_event`; None: nothing to do for it). The prepared ones go to `handle_all`
-    at once. If it raises, nothing it did is committed (it is one transaction), and
-    each of those records is handled on its own by `handle`, so one record that keeps
-    failing is reported alone and the rest of the batch goes on.
+    at once (one engine transaction). If it raises, each of those records is handled
+    again on its own by `handle` (ingesting is idempotent: an event the batch did
+    store starts nothing twice), so one record that keeps failing is reported alone
+    and the rest of the batch goes on.
 
     Raises:
         InvalidInput: a record without a messageId (the whole batch fails).

@@ -288,11 +288,13 @@ def ingest_domain_events(
 
     Each event does what `ingest_domain_event` does for it, but the batch commits once
     (a commit waits for the WAL flush: most of what ingesting one event costs). Events
-    are taken in (tenant, id) order, so two batches lock inbox rows and streams in the
-    same order. If the database refuses an event's first pass, the batch is redone one
+    are taken in (tenant, id) order, so two batches lock inbox rows in the same order
+    (two events with different ids may still start the same run: two batches that meet
+    there can deadlock, which PostgreSQL breaks by failing one of them, a transient
+    error). If the database refuses an event's first pass, the batch is redone one
     event per transaction, so that refusal is recorded on its own run. A transient
-    error (connection, serialization) rolls back the whole batch and is raised: every
-    event of it is delivered again, and a redelivery starts nothing twice.
+    error (connection, serialization, deadlock) rolls back the whole batch and is
+    raised: the caller tries again, and a redelivery starts nothing twice.
 
     Returns:
         One IngestResult per event, in the order given.

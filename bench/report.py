@@ -392,6 +392,15 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
     path.write_text("\n".join(out) + "\n")
 
 
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """A run's time, load and targeted figures (what the report compares across runs)."""
+    return {
+        "generated_at": results.get("generated_at"),
+        "load_average_at_start": results.get("machine", {}).get("load_average_at_start"),
+        **{key: t["value"] for key, t in results.get("targets", {}).items()},
+    }
+
+
 def _consecutive_runs(results: dict[str, Any]) -> list[str]:
     """The headline figures of this run next to the full runs just before it (one
     run's figures on a shared machine are not a claim)."""

@@ -39,7 +39,7 @@ from . import (
     sleep_workflow,
 )
 from .common import create_database, drop_database, fresh_database
-from .report import write_plot, write_report
+from .report import headline, write_plot, write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results.json"
@@ -336,15 +336,6 @@ def check_targets(results: dict[str, Any]) -> dict[str, Any]:
         met = {">=": value >= bound, "<=": value <= bound, "<": value < bound}[op]
         checked[key] = {"value": value, "target": f"{op} {bound}", "met": bool(met)}
     return checked
-
-
-def headline(results: dict[str, Any]) -> dict[str, Any]:
-    """A run's time, load and targeted figures (what the report compares across runs)."""
-    return {
-        "generated_at": results.get("generated_at"),
-        "load_average_at_start": results.get("machine", {}).get("load_average_at_start"),
-        **{key: t["value"] for key, t in results.get("targets", {}).items()},
-    }
 
 
 def earlier_full_runs(path: Path, keep: int = 2) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.observability import annotate, traced
 from workflow_runner.definition import DomainEvent
 from workflow_runner.engine.ingest import IngestResult, ingest_domain_event, ingest_domain_events
+from workflow_runner.envelope import EventBridgeEvent
 
 NOT_A_TRIGGER = "no registered workflow is triggered by this type"
 
@@ -33,7 +34,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 def prepare(event: dict[str, Any]) -> DomainEvent | None:
     """The domain event of an EventBridge event (None: no workflow is triggered by it)."""
-    envelope = support.parse_eventbridge(event)
+    return _domain(support.parse_eventbridge(event))
+
+
+def _domain(envelope: EventBridgeEvent) -> DomainEvent | None:
     if envelope.detail_type not in support.registry().trigger_types():
         support.ignore(envelope, NOT_A_TRIGGER)
         return None
@@ -58,9 +62,9 @@ def ingest_all(domains: list[DomainEvent]) -> None:
 def ingest(event: dict[str, Any]) -> dict[str, Any]:
     """One EventBridge event (a direct invoke, or a record of a batch that failed as a
     whole), in its own engine transaction."""
-    domain = prepare(event)
+    envelope = support.parse_eventbridge(event)
+    domain = _domain(envelope)
     if domain is None:
-        envelope = support.parse_eventbridge(event)
         return {"eventId": envelope.id, "ignored": True, "reason": NOT_A_TRIGGER}
     registry, rt = support.registry(), support.runtime()
     result = support.with_store(

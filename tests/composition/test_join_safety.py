@@ -25,7 +25,7 @@ from workflow_runner.engine.children import start_children
 from workflow_runner.engine.ingest import ingest_domain_event
 from workflow_runner.engine.joins import count_settled_children
 from workflow_runner.engine.projection import project_pending
-from workflow_runner.engine.resume import resume_run
+from workflow_runner.engine.resume import ResumeRequestItem, resume_run, resume_runs
 from workflow_runner.store import Store, connect
 
 from tests.support import TENANT_A
@@ -126,18 +126,18 @@ def test_a_crash_in_the_last_childs_transaction_loses_no_completion(
     parent = start_fan(store, registry, 1)
     start_children(store, registry, T0)
     later = T0 + timedelta(minutes=1)
-    real = joins.cancel_children
+    real = joins.close_joins
 
     def crash(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("crashed after the child's pass")
 
     # The last thing a pass that ends a run does, after its writes went out.
-    monkeypatch.setattr("workflow_runner.engine.persist.cancel_children", crash)
+    monkeypatch.setattr("workflow_runner.engine.persist.close_joins", crash)
     with pytest.raises(RuntimeError):
         finish_kids(store, registry, later)
     [kid] = runs_of(store, "kid")
     assert kid.status == "waiting"  # the pass rolled back with the count
-    monkeypatch.setattr("workflow_runner.engine.persist.cancel_children", real)
+    monkeypatch.setattr("workflow_runner.engine.persist.close_joins", real)
     assert finish_kids(store, registry, later) == 1
     project_pending(store, later)
     assert resume_run(store, TENANT_A, parent, 0, later, registry=registry).outcome == "completed"
@@ -303,3 +303,59 @@ def test_doctor_finds_settled_children_no_worker_counted(
     assert stuck.status == "problem" and "not counted" in stuck.summary
     count_settled_children(store, later)
     assert check_children(store, None, later + timedelta(minutes=11)).status == "ok"
+
+
+def _fail_fast_registry() -> WorkflowRegistry:
+    def check(ctx: Any) -> int:
+        if ctx.event.payload["n"] == 0:
+            raise RuntimeError("kid 0 fails")
+        return 1
+
+    reg = WorkflowRegistry()
+    reg.register(
+        define_workflow(
+            name="kid",
+            trigger=on_call(),
+            steps=lambda s: [s.wait(for_="PT1M"), s.compute("check", check)],
+            register=False,
+        )
+    )
+    reg.register(
+        define_workflow(
+            name="fan",
+            trigger=on_event("fan.go"),
+            idempotency_key=Event.payload["id"],
+            steps=lambda s: [s.map(Event.payload["items"], workflow="kid", result_key="all")],
+            register=False,
+        )
+    )
+    return reg
+
+
+def test_a_parent_that_ends_in_the_same_resume_batch_as_its_due_child_leaves_both_whole(
+    store: Store,
+) -> None:
+    """A batch claims all its runs first. The parent's pass ends it (a child failed) and
+    closes its join while the other child is due in the same batch: that child's pass
+    is written whole and the parent's cancel finds it settled, never half-written."""
+    registry = _fail_fast_registry()
+    parent = start_fan(store, registry, 2)
+    start_children(store, registry, T0)
+    later = T0 + timedelta(minutes=1)
+    first, other = (c.child_run_id for c in store.children.of_run(TENANT_A, parent))
+    assert resume_run(store, TENANT_A, first, 0, later, registry=registry).outcome == "failed"
+    count_settled_children(store, later)  # the parent is told: a child failed
+    project_pending(store, later)
+
+    items = [ResumeRequestItem(TENANT_A, parent, 0), ResumeRequestItem(TENANT_A, other, 0)]
+    results = resume_runs(store, items, later, registry)
+
+    assert [getattr(r, "outcome", r) for r in results] == ["failed", "completed"]
+    for run_id in (parent, other):
+        events = store.streams.load(TENANT_A, run_id)
+        assert [e.version for e in events] == list(range(1, len(events) + 1))
+        [summary] = [r for r in store.runs.for_tenant(TENANT_A, limit=100) if r.run_id == run_id]
+        assert (summary.version, summary.status) == (
+            len(events),
+            {ev.RUN_FAILED: "failed", ev.RUN_COMPLETED: "completed"}[events[-1].type],
+        )

@@ -7,7 +7,16 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from workflow_runner.store import NewEvent, Store, StoredEvent, connect
+from workflow_runner.store import (
+    NewChild,
+    NewEvent,
+    PassWrite,
+    RunEnd,
+    RunSummaryWrite,
+    Store,
+    StoredEvent,
+    connect,
+)
 
 from tests.support import TENANT_A as TENANT
 from tests.support import TENANT_B as OTHER
@@ -108,3 +117,66 @@ def test_catch_up_under_concurrent_writers_skips_nothing_and_repeats_nothing(db_
     assert not errors
     assert len(seen) == writers * per_writer
     assert len(set(seen)) == len(seen)
+
+
+def test_record_passes_writes_several_runs_and_settles_the_ended_ones_in_one_statement(
+    store: Store,
+) -> None:
+    waiting, child, parent = (str(uuid.uuid4()) for _ in range(3))
+    child_join, parent_join = str(uuid.uuid4()), str(uuid.uuid4())
+    for run in (waiting, child, parent):
+        store.streams.append(TENANT, run, "workflow-run", 0, [NewEvent("started", {})], NOW)
+    other = str(uuid.uuid4())  # waits for `child` as a map child
+    store.children.insert_join(
+        TENANT, child_join, other, "map", "kid", 2, 1, False, [NewChild(0, child, "k", {})], NOW
+    )
+    store.children.insert_join(
+        TENANT, parent_join, parent, "call", "kid", 2, 1, False, [NewChild(0, other, "k", {})], NOW
+    )
+    store.conn.execute("UPDATE run_children SET status = 'running'")
+
+    def summary(run: str, status: str) -> RunSummaryWrite:
+        return RunSummaryWrite(TENANT, run, "wf", status, "fp", "go", workflow_version=3)
+
+    closed = store.streams.record_passes(
+        [
+            PassWrite(
+                TENANT,
+                waiting,
+                1,
+                [NewEvent("resumed", {}), NewEvent("waiting", {"n": 1})],
+                summary(waiting, "waiting"),
+                ({"x": 1, "gone": None}, {"evt": "e-1"}),
+            ),
+            PassWrite(
+                TENANT,
+                child,
+                1,
+                [NewEvent("completed", {})],
+                summary(child, "completed"),
+                ended=RunEnd("completed", None),
+            ),
+            PassWrite(TENANT, parent, 1, ended=RunEnd("failed", None, "child_failed")),
+        ],
+        NOW,
+    )
+
+    assert closed() == [(TENANT, parent, parent_join)]
+    assert [(e.version, e.type) for e in store.streams.load(TENANT, waiting)] == [
+        (1, "started"),
+        (2, "resumed"),
+        (3, "waiting"),
+    ]
+    results = store.results.of_run(TENANT, waiting)
+    assert (results.values, results.awaited_refs) == (
+        {"x": 1, "gone": None, "evt": None},
+        {"evt": "e-1"},
+    )
+    runs = {r.run_id: (r.status, r.version) for r in store.runs.for_tenant(TENANT)}
+    assert runs == {waiting: ("waiting", 3), child: ("completed", 2)}  # `parent`: no summary
+    settled = store.conn.execute(
+        "SELECT status, result IS NULL AS sql_null, result = 'null'::jsonb AS json_null"
+        " FROM run_children WHERE child_run_id = %s",
+        [child],
+    ).fetchone()
+    assert settled == {"status": "completed", "sql_null": False, "json_null": True}

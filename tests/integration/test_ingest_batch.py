@@ -14,7 +14,7 @@ from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.errors import StoreError, TransientStoreError
 from workflow_runner.store import Store
-from workflow_runner.store.streams import RunSummaryWrite, StreamStore
+from workflow_runner.store.streams import PassWrite, StreamStore
 
 from tests.support import TENANT_A, TENANT_B, event, register, stream
 
@@ -72,14 +72,14 @@ def test_a_refused_first_pass_fails_only_its_own_run(
 ) -> None:
     _wf(registry)
     refused = run_id_for("batch-flow", "bad")
-    real = StreamStore.record_pass
+    real = StreamStore.record_passes
 
-    def record(self: StreamStore, summary: RunSummaryWrite, *args: Any, **kw: Any) -> None:
-        if summary.run_id == refused:
+    def record(self: StreamStore, writes: list[PassWrite], *args: Any) -> Any:
+        if any(w.run_id == refused and w.events for w in writes):
             raise StoreError("database error (22P05): unsupported Unicode escape sequence")
-        real(self, summary, *args, **kw)
+        return real(self, writes, *args)
 
-    monkeypatch.setattr(StreamStore, "record_pass", record)
+    monkeypatch.setattr(StreamStore, "record_passes", record)
     events = [event("batch.go", {"k": k}) for k in ("a", "bad", "c")]
     results = ops.ingest_domain_events(store, events, clock.now(), registry)
     outcomes = [[(o.outcome, o.reason) for o in r.started] for r in results]
@@ -95,21 +95,21 @@ def test_a_transient_error_rolls_the_whole_batch_back(
     store: Store, registry: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _wf(registry)
-    real = StreamStore.record_pass
+    real = StreamStore.record_passes
     calls: list[str] = []
 
-    def record(self: StreamStore, summary: RunSummaryWrite, *args: Any, **kw: Any) -> None:
-        calls.append(summary.run_id)
+    def record(self: StreamStore, writes: list[PassWrite], *args: Any) -> Any:
+        calls.extend(w.run_id for w in writes)
         if len(calls) == 2:
             raise TransientStoreError("database error (40001): could not serialize access")
-        real(self, summary, *args, **kw)
+        return real(self, writes, *args)
 
-    monkeypatch.setattr(StreamStore, "record_pass", record)
+    monkeypatch.setattr(StreamStore, "record_passes", record)
     events = [event("batch.go", {"k": k}) for k in ("p", "q", "r")]
     with pytest.raises(TransientStoreError):
         ops.ingest_domain_events(store, events, clock.now(), registry)
     assert all(stream(store, run_id_for("batch-flow", k)) == [] for k in ("p", "q", "r"))
-    monkeypatch.setattr(StreamStore, "record_pass", real)
+    monkeypatch.setattr(StreamStore, "record_passes", real)
     # SQS delivers the batch again: every event starts its run, once.
     results = ops.ingest_domain_events(store, events, clock.now(), registry)
     assert [r.stored for r in results] == [True, True, True]

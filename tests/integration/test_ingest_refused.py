@@ -11,21 +11,21 @@ from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.errors import StoreError
 from workflow_runner.store import Store
-from workflow_runner.store.streams import RunSummaryWrite, StreamStore
+from workflow_runner.store.streams import PassWrite, StreamStore
 
 from tests.support import register, stream, trigger
 
 
 def _refuse_results_of(monkeypatch: pytest.MonkeyPatch, refused_run: str) -> None:
-    real = StreamStore.record_pass
+    real = StreamStore.record_passes
 
-    def record(self: StreamStore, summary: RunSummaryWrite, *args: Any, **kw: Any) -> None:
-        if summary.run_id == refused_run:
+    def record(self: StreamStore, writes: list[PassWrite], *args: Any) -> Any:
+        if any(w.run_id == refused_run and w.events for w in writes):
             # As PostgreSQL refuses a row it cannot store (a check, an encoding, a size).
             raise StoreError("database error (22P05): unsupported Unicode escape sequence")
-        real(self, summary, *args, **kw)
+        return real(self, writes, *args)
 
-    monkeypatch.setattr(StreamStore, "record_pass", record)
+    monkeypatch.setattr(StreamStore, "record_passes", record)
 
 
 def _wf(registry: WorkflowRegistry, name: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from workflow_runner import ManualClock, define_workflow, on_event, run_id_for
@@ -13,6 +14,7 @@ from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.engine import resume as resume_module
 from workflow_runner.errors import RunNotFound
 from workflow_runner.store import Store
+from workflow_runner.store.streams import StreamStore
 
 from tests.support import (
     TENANT_A,
@@ -280,3 +282,53 @@ def test_a_pass_that_breaks_mid_batch_costs_only_itself(
     assert isinstance(results[1], RuntimeError)
     assert [getattr(r, "outcome", None) for r in results] == ["completed", None, "completed"]
     assert stream_types(store, bad) == [ev.RUN_STARTED, ev.STEP_WAITING]  # its claim rolled back
+
+
+def test_a_batch_claims_its_runs_together_and_writes_their_passes_in_one_statement(
+    store: Store,
+    registry: WorkflowRegistry,
+    clock: ManualClock,
+    wait_wf,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    keys = ["a", "b", "c"]
+    for key in keys:
+        trigger(store, registry, "rl-test.wait", {"runKey": key, "forIso": "PT1M"}, clock.now())
+    calls: dict[str, list[int]] = {"claims": [], "passes": []}
+    real_claims, real_passes = StreamStore.append_to_many, StreamStore.record_passes
+
+    def claims(self: StreamStore, tenant_id: str, stream_type: str, appends: Any, *a: Any) -> Any:
+        calls["claims"].append(len(appends))
+        return real_claims(self, tenant_id, stream_type, appends, *a)
+
+    def passes(self: StreamStore, writes: Any, *a: Any) -> Any:
+        calls["passes"].append(len(writes))
+        return real_passes(self, writes, *a)
+
+    monkeypatch.setattr(StreamStore, "append_to_many", claims)
+    monkeypatch.setattr(StreamStore, "record_passes", passes)
+    items = [ops.ResumeRequestItem(TENANT_A, run_id_for("rl-wait", k), 0) for k in keys]
+
+    results = ops.resume_runs(store, items, clock.now() + timedelta(minutes=1), registry)
+
+    assert [getattr(r, "outcome", None) for r in results] == ["completed"] * 3
+    assert calls == {"claims": [3], "passes": [3]}
+    for key in keys:
+        run_id = run_id_for("rl-wait", key)
+        assert stream_types(store, run_id)[2:] == [ev.STEP_RESUMED, ev.RUN_COMPLETED]
+        [summary] = [r for r in store.runs.for_tenant(TENANT_A) if r.run_id == run_id]
+        assert (summary.status, summary.version) == ("completed", 4)
+
+
+def test_a_run_id_in_capitals_is_resumed_like_its_lower_case_spelling(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, wait_wf
+) -> None:
+    """The claim's answer names runs as the database spells uuids."""
+    trigger(store, registry, "rl-test.wait", {"runKey": "caps", "forIso": "PT1M"}, clock.now())
+    run_id = run_id_for("rl-wait", "caps")
+    item = ops.ResumeRequestItem(TENANT_A, run_id.upper(), 0)
+
+    [result] = ops.resume_runs(store, [item], clock.now() + timedelta(minutes=1), registry)
+
+    assert getattr(result, "outcome", result) == "completed"
+    assert stream_types(store, run_id)[-1] == ev.RUN_COMPLETED

@@ -560,7 +560,7 @@ def test_a_pass_the_database_refuses_fails_its_run_instead_of_retrying_forever(
     store: Store, registry: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from workflow_runner.errors import StoreError
-    from workflow_runner.store.streams import StreamStore
+    from workflow_runner.store.streams import PassWrite, StreamStore
 
     register(
         registry,
@@ -572,11 +572,15 @@ def test_a_pass_the_database_refuses_fails_its_run_instead_of_retrying_forever(
     trigger(store, registry, "refused.go", {}, clock.now())
     run_id = run_id_for("refused", "k")
 
-    def refuse(self: StreamStore, *args: Any, **kwargs: Any) -> None:
-        # As PostgreSQL refuses a row it cannot store (a check, an encoding, a size).
-        raise StoreError("database error (22P05): unsupported Unicode escape sequence")
+    real = StreamStore.record_passes
 
-    monkeypatch.setattr(StreamStore, "record_pass", refuse)
+    def refuse(self: StreamStore, writes: list[PassWrite], *args: Any) -> Any:
+        if any(w.events for w in writes):  # a pass's writes, not a failure's settling
+            # As PostgreSQL refuses a row it cannot store (a check, an encoding, a size).
+            raise StoreError("database error (22P05): unsupported Unicode escape sequence")
+        return real(self, writes, *args)
+
+    monkeypatch.setattr(StreamStore, "record_passes", refuse)
     clock.advance(timedelta(minutes=1))
     results = resume_runs(store, [ResumeRequestItem(TENANT_A, run_id, 0)], clock.now(), registry)
     assert [(getattr(r, "outcome", r), getattr(r, "reason", None)) for r in results] == [

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
 from ..pass_result import ChildJoin
-from ..store import ChildOutcome, JoinCount, NewChild, Store
+from ..store import ChildOutcome, JoinCount, NewChild, PassWrite, RunEnd, Store
 from ..stream import (
     RUN_STREAM,
     ChildrenSettled,
@@ -78,14 +78,19 @@ def run_settled(
     """A run just settled (in the caller's transaction): as a child, mark it settled in
     every join that waits for it (the worker counts it); as a parent, close the joins it
     opened and cancel their running children."""
-    children_to_cancel = store.children.run_ended(tenant_id, run_id, status, result, reason, now)
-    cancel_children(store, tenant_id, children_to_cancel(), now)
+    ended = PassWrite(tenant_id, run_id, 0, ended=RunEnd(status, result, reason))
+    close_joins(store, store.streams.record_passes([ended], now)(), now)
 
 
-def cancel_children(store: Store, tenant_id: str, children: list[str], now: datetime) -> None:
-    """Cancel the running children of joins their parent's end just closed."""
-    for child in children:
-        cancel_in_transaction(store, tenant_id, child, now, "parent run ended")
+def close_joins(store: Store, closed: list[tuple[str, str, str]], now: datetime) -> None:
+    """Cancel the children of the joins their parents' end just closed, (tenant, parent
+    run, join id) each: those pending never start, those running are cancelled."""
+    by_tenant: dict[str, list[str]] = {}
+    for tenant_id, _, join_id in closed:
+        by_tenant.setdefault(tenant_id, []).append(join_id)
+    for tenant_id, join_ids in by_tenant.items():
+        for child in store.children.close(tenant_id, join_ids, now):
+            cancel_in_transaction(store, tenant_id, child, now, "parent run ended")
 
 
 def count_settled_children(store: Store, now: datetime, max_joins: int = 50) -> int:

@@ -30,7 +30,7 @@ from ..stream import (
     TasksScheduled,
     fold_run,
 )
-from .persist import RunOutcome, fail_run, persist_pass
+from .persist import PassWrites, RunOutcome, fail_run, persist_pass
 
 __all__ = [
     "LoadedRun",
@@ -288,6 +288,7 @@ def continue_run(
     now: datetime,
     dispatch_seed: str | None = None,
     with_work: bool = False,
+    writes: PassWrites | None = None,
 ) -> RunOutcome:
     """Re-enter the step tree at a claimed suspension and persist the pass.
 
@@ -295,7 +296,7 @@ def continue_run(
     (default: derived from `version`) lets a redrive repeat a failed pass with that
     pass's seed, so dispatches it already requested keep their ids. `with_work`: seed
     the recorded outcomes of the task(s) or children the run waited at (False for a
-    redrive, which runs them again).
+    redrive, which runs them again). `writes`: see persist_pass.
     """
     state = run.state
     tenant_id, run_id = state.tenant_id, state.run_id
@@ -352,5 +353,5 @@ def continue_run(
         parent_run_id=state.started.parent_run_id if state.started else None,
     ).run(path)
     return persist_pass(
-        store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now
+        store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now, writes
     )

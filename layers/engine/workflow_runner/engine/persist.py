@@ -5,6 +5,7 @@ transaction, after the stream version the pass holds (its claim or its start).""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -12,7 +13,7 @@ from typing import Any, Literal
 from ..definition import WorkflowDefinition
 from ..pass_result import PassResult, Suspension, TaskWait
 from ..redaction import detail_for_log
-from ..store import NewCallback, NewTask, RunSummaryWrite, Store
+from ..store import NewCallback, NewTask, PassWrite, RunEnd, RunSummaryWrite, Store
 from ..stream import (
     DISPATCH_STREAM,
     RETURNED_FAILURE,
@@ -32,7 +33,7 @@ from ..stream import (
     TaskScheduled,
     TasksScheduled,
 )
-from .joins import cancel_children, record_join, run_settled
+from .joins import close_joins, record_join, run_settled
 
 log = logging.getLogger("workflow_runner")
 
@@ -158,6 +159,35 @@ def _new_task(
     )
 
 
+class PassWrites:
+    """The writes of a batch of passes (each of another run, all at one instant) to
+    their runs, sent together: `flush` sends one statement (inside the batch's pipeline
+    it rides the pipeline's round trip), `finish`, after the pipeline, cancels the
+    children of the joins the passes that ended their runs closed."""
+
+    def __init__(self) -> None:
+        self._writes: list[PassWrite] = []
+        self._now: datetime | None = None
+        self._sent: list[tuple[datetime, Callable[[], list[tuple[str, str, str]]]]] = []
+
+    def add(self, write: PassWrite, now: datetime) -> None:
+        if self._now is not None and now != self._now:
+            raise ValueError("the passes of one batch are written at one instant")
+        self._now = now
+        self._writes.append(write)
+
+    def flush(self, store: Store) -> None:
+        if self._writes and self._now is not None:
+            self._sent.append((self._now, store.streams.record_passes(self._writes, self._now)))
+        self._writes, self._now = [], None
+
+    def finish(self, store: Store) -> None:
+        self.flush(store)
+        sent, self._sent = self._sent, []
+        for now, closed in sent:
+            close_joins(store, closed(), now)
+
+
 def persist_pass(
     store: Store,
     tenant_id: str,
@@ -167,11 +197,14 @@ def persist_pass(
     version: int,
     result: PassResult,
     now: datetime,
+    writes: PassWrites | None = None,
 ) -> RunOutcome:
     """Append a pass's outcome after stream version `version` (held by this pass).
 
     The outcome event carries only the results this pass wrote (each result is
     recorded once); run_results keeps every key's current value for the next resume.
+    With `writes` (a batch of passes) the pass's writes to its run join the batch's one
+    statement instead of going out now.
     """
     values, refs = result.results_delta(), result.awaited_refs_delta()
     fact: SuspensionEvent | RunCompleted | RunFailed
@@ -297,7 +330,11 @@ def persist_pass(
             store.tasks.insert(task, now)
         if callback is not None:
             store.callbacks.insert(callback, now)
-        store.streams.record_pass(
+        pass_write = PassWrite(
+            tenant_id,
+            run_id,
+            version,
+            [*started, fact],
             RunSummaryWrite(
                 tenant_id,
                 run_id,
@@ -307,29 +344,24 @@ def persist_pass(
                 trigger_event_type,
                 workflow_version=definition.version,
             ),
-            version,
-            [*started, fact],
             # A failed run keeps the results as of its last suspension: a redrive
             # repeats the failed pass from there.
             (values, refs) if status != "failed" else None,
-            now,
-        )
-        if status != "waiting":
             # As a child it is counted into its joins, as a parent its joins close.
-            children_to_cancel = store.children.run_ended(
-                tenant_id,
-                run_id,
-                status,
-                result.return_value,
-                result.reason if status == "failed" else None,
-                now,
-            )
+            None
+            if status == "waiting"
+            else RunEnd(status, result.return_value, result.reason if status == "failed" else None),
+        )
+        if writes is None:
+            closed = store.streams.record_passes([pass_write], now)
+        else:
+            writes.add(pass_write, now)
     for join in result.starts:
         record_join(store, tenant_id, run_id, join, None, now)
     if result.suspension is not None and result.suspension.join is not None:
         record_join(store, tenant_id, run_id, result.suspension.join, outcome_version, now)
-    if status != "waiting":
-        cancel_children(store, tenant_id, children_to_cancel(), now)
+    if writes is None:
+        close_joins(store, closed(), now)
     return outcome
 
 

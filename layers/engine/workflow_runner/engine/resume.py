@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
+from uuid import UUID
 
-from ..definition import WorkflowRegistry, default_registry
+from ..definition import WorkflowDefinition, WorkflowRegistry, default_registry
 from ..errors import RunNotFound, StoreError, TransientStoreError
 from ..redaction import exception_for_log
 from ..store import Store
@@ -31,7 +32,7 @@ from ..stream import (
     TasksScheduled,
 )
 from .passes import LoadedRun, continue_run, load_run_for_pass, load_runs_for_resume
-from .persist import fail_run
+from .persist import PassWrites, fail_run
 
 log = logging.getLogger("workflow_runner")
 
@@ -98,24 +99,85 @@ def _resume_in_transaction(
 def _resume_all(
     store: Store, items: Sequence[ResumeRequestItem], now: datetime, registry: WorkflowRegistry
 ) -> list[ResumeResult | RunNotFound]:
-    """Resume `items` one after the other in the caller's transaction, their runs read
-    together first (one round trip). A run read before an earlier item's pass wrote to
-    it (the same run twice, a child its parent cancelled) is safe: its claim is made
-    at the version read and loses to the newer one, answering already-resumed."""
+    """Resume `items` in the caller's transaction in three steps: their runs are read
+    together (one round trip), every due suspension is claimed in one statement per
+    tenant, and the passes that won their claim run in request order, their writes to
+    their runs in one statement sent with their other writes in one pipeline (one round
+    trip, plus one for any pass that must read).
+
+    A run asked for twice is claimed once (the other request answers already-resumed).
+    A pass that ends a run cancels that run's children only after every pass of the
+    batch is written: a child resumed in the same batch has then moved on or settled,
+    and the cancel sees it as it now is."""
     loaded = load_runs_for_resume(store, [(i.tenant_id, i.run_id) for i in items])
-    return [
-        run if isinstance(run, RunNotFound) else _resume_loaded(store, item, run, now, registry)
-        for item, run in zip(items, loaded, strict=True)
-    ]
+    decided: list[ResumeResult | RunNotFound | _Claim] = []
+    claimed: set[tuple[str, str]] = set()
+    for item, run in zip(items, loaded, strict=True):
+        key = (item.tenant_id, item.run_id)
+        if isinstance(run, RunNotFound):
+            decided.append(run)
+        elif key in claimed:
+            decided.append(ResumeResult("already-resumed", *key, item.step_index))
+        else:
+            decision = _decide(store, item, run, now, registry)
+            if isinstance(decision, _Claim):
+                claimed.add(key)
+            decided.append(decision)
+    won = _claim_all(store, [d for d in decided if isinstance(d, _Claim)], now)
+    writes = PassWrites()
+    results: list[ResumeResult | RunNotFound] = []
+    with store.pipeline():
+        for done in decided:
+            if not isinstance(done, _Claim):
+                results.append(done)
+            elif (done.base.tenant_id, done.base.run_id) not in won:
+                results.append(done.base)
+            else:
+                results.append(_continue_claimed(store, done, now, writes))
+        writes.flush(store)
+    writes.finish(store)
+    return results
 
 
-def _resume_loaded(
+@dataclass(frozen=True)
+class _Claim:
+    """A due suspension to claim: the claim event at the version read, and what the
+    pass needs once the claim is won."""
+
+    base: ResumeResult
+    run: LoadedRun
+    definition: WorkflowDefinition
+    event: StepResumed
+    wake_at: datetime
+
+
+def _claim_all(store: Store, claims: Sequence[_Claim], now: datetime) -> set[tuple[str, str]]:
+    """Append every claim at its run's version read, one statement per tenant (runs in
+    a stable order, so two batches never wait for each other in a cycle); the (tenant,
+    run) whose claim landed. A claim that loses met a newer event: another resume, a
+    cancel, a redrive."""
+    by_tenant: dict[str, list[tuple[str, int, StepResumed]]] = {}
+    for claim in sorted(claims, key=lambda c: (c.base.tenant_id, c.base.run_id)):
+        state = claim.run.state
+        by_tenant.setdefault(state.tenant_id, []).append((state.run_id, state.version, claim.event))
+    won: set[tuple[str, str]] = set()
+    for tenant_id, appends in by_tenant.items():
+        # The database answers with run ids in its own spelling of a uuid.
+        asked = {str(UUID(run_id)): run_id for run_id, _, _ in appends}
+        for run_id in store.streams.append_to_many(tenant_id, RUN_STREAM, appends, now):
+            won.add((tenant_id, asked[run_id]))
+    return won
+
+
+def _decide(
     store: Store,
     item: ResumeRequestItem,
     run: LoadedRun,
     now: datetime,
     registry: WorkflowRegistry,
-) -> ResumeResult:
+) -> ResumeResult | _Claim:
+    """What to do with one request, from its run as read: an answer without a pass
+    (already-resumed, not-due, failed because its definition is gone), or a claim."""
     tenant_id, run_id, step_index = item.tenant_id, item.run_id, item.step_index
     state = run.state
 
@@ -159,7 +221,7 @@ def _resume_loaded(
         resumed_by = "timer"
     if item.force and matched is None and not by_work and wake_at > now:
         resumed_by = "forced"
-    claim = StepResumed(
+    event = StepResumed(
         step_index=step_index,
         path=suspension.path or None,
         retry_attempt=suspension.attempt if isinstance(suspension, RetryScheduled) else None,
@@ -168,25 +230,34 @@ def _resume_loaded(
         resumed_by=resumed_by,
         task_id=suspension.task_id if isinstance(suspension, TaskScheduled) else None,
     )
-    if not store.streams.append(tenant_id, run_id, RUN_STREAM, state.version, [claim], now):
-        return base
+    return _Claim(base, run, definition, event, wake_at)
+
+
+def _continue_claimed(
+    store: Store, claim: _Claim, now: datetime, writes: PassWrites
+) -> ResumeResult:
+    """The pass of a won claim (the stream now holds the claim at version + 1)."""
+    state = claim.run.state
+    suspension = state.suspension
+    assert suspension is not None
     outcome = continue_run(
         store,
-        run,
-        definition,
+        claim.run,
+        claim.definition,
         suspension,
-        matched,
+        state.matched_event_id,
         state.version + 1,
         now,
         with_work=True,
+        writes=writes,
     )
     return replace(
-        base,
+        claim.base,
         outcome=outcome.outcome,
         suspended_at=outcome.step_index if outcome.outcome == "suspended" else None,
         resumed_wake_at=outcome.wake_at,
         reason=outcome.reason,
-        wake_at=wake_at,
+        wake_at=claim.wake_at,
         task_id=outcome.task_id,
     )
 

@@ -31,7 +31,7 @@ from .purge import InboxPageRow, PurgedRuns
 from .results import StoredResults
 from .runs import RunSummary
 from .sql import Sql, is_transient
-from .streams import NewEvent, ProjectionLag, RunSummaryWrite, StoredEvent
+from .streams import NewEvent, PassWrite, ProjectionLag, RunEnd, RunSummaryWrite, StoredEvent
 from .tasks import ClaimedTask, NewTask, TaskRow, TaskStatus
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "NewTask",
     "OutboxRow",
     "OutboxSummary",
+    "PassWrite",
     "PendingKey",
     "PendingRow",
     "PinnedRunGroup",
@@ -66,6 +67,7 @@ __all__ = [
     "Relation",
     "RowsInFlight",
     "RunCheckRow",
+    "RunEnd",
     "RunKey",
     "RunQuery",
     "RunSummary",

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -239,37 +239,9 @@ class ChildStore:
         params = {"tenant_id": tenant_id, "join_id": join_id, "now": now}
         return self._sql.run("mark_join_notified", params) > 0
 
-    def run_ended(
-        self,
-        tenant_id: str,
-        run_id: str,
-        status: str,
-        result: Any,
-        reason: str | None,
-        now: datetime,
-    ) -> Callable[[], list[str]]:
-        """A run settled: mark it settled in the joins that wait for it as a child, close
-        the joins it opened as a parent; one statement, sent without waiting (inside a
-        pipeline it costs no round trip of its own). Call the returned function after
-        the pipeline: it returns the running children to cancel."""
-        cursor = self._sql.send(
-            "run_ended",
-            {
-                "tenant_id": tenant_id,
-                "run_id": run_id,
-                "status": status,
-                "result": Jsonb(result),
-                "reason": reason,
-                "now": now,
-            },
-        )
-
-        def children_to_cancel() -> list[str]:
-            return self._close([r["join_id"] for r in cursor.fetchall()], tenant_id, now)
-
-        return children_to_cancel
-
-    def _close(self, join_ids: list[str], tenant_id: str, now: datetime) -> list[str]:
+    def close(self, tenant_id: str, join_ids: list[str], now: datetime) -> list[str]:
+        """Joins their parent's end closed (record_passes): their children that never
+        started never will; returns the running ones, to cancel."""
         if not join_ids:
             return []
         params = {"tenant_id": tenant_id, "join_ids": join_ids, "now": now}

@@ -136,8 +136,12 @@ class Store:
         """Send the statements inside without waiting for each result: one round trip.
 
         Only for statements whose results are not read inside the block (a fetch forces
-        a round trip); errors surface when the block ends.
+        a round trip); errors surface when the block ends. A block inside another is part
+        of it: its statements ride the outer block's round trip.
         """
+        if self._conn._pipeline is not None:
+            yield
+            return
         try:
             with self._conn.pipeline():
                 yield

@@ -100,24 +100,6 @@ RETURNING parent_run_id::text AS parent_run_id, kind, child_workflow, total, set
 UPDATE run_joins SET notified_at = %(now)s
 WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s AND notified_at IS NULL;
 
--- name: run_ended
--- A run settled. As a child: mark its row in every join that waits for it (joins that
--- named the same workflow and key share a child) for the worker to count; only its own
--- rows, so children settling at once never wait on each other. As a parent: close its
--- call and map joins (start_workflow children outlive it). One statement, so a pass
--- that ends a run sends it with its other writes; returns the joins closed now.
-WITH settled AS (
-    UPDATE run_children
-    SET status = %(status)s, result = %(result)s, reason = %(reason)s, settled_at = %(now)s,
-        counted = false
-    WHERE tenant_id = %(tenant_id)s AND child_run_id = %(run_id)s AND status = 'running'
-    RETURNING 1
-)
-UPDATE run_joins SET closed_at = %(now)s, start_due_at = NULL
-WHERE tenant_id = %(tenant_id)s AND parent_run_id = %(run_id)s AND kind <> 'start'
-  AND closed_at IS NULL
-RETURNING join_id::text AS join_id;
-
 -- name: cancel_pending_children
 -- Children of closed joins that never started: they never will (nothing to count).
 UPDATE run_children SET status = 'cancelled', settled_at = %(now)s

@@ -81,12 +81,13 @@ WHERE tenant_id = %(tenant_id)s AND task_id = %(task_id)s;
 SELECT min(next_attempt_at) AS due FROM task_queue WHERE status IN ('pending', 'running');
 
 -- name: run_results
--- A run's current results, awaited payloads joined from the inbox (NULL once erased).
-SELECT r.key, r.value, r.awaited, r.awaited_event_id, i.detail AS awaited_detail,
+-- The current results of each run asked for (%(tenant_ids)s and %(run_ids)s, pairwise;
+-- `n` numbers them from 1), awaited payloads joined from the inbox (NULL once erased).
+SELECT q.n, r.key, r.value, r.awaited, r.awaited_event_id, i.detail AS awaited_detail,
        (r.awaited_event_id IS NOT NULL AND i.detail IS NULL) AS awaited_missing
-FROM run_results r
-LEFT JOIN inbox i ON r.awaited AND i.tenant_id = r.tenant_id AND i.event_id = r.awaited_event_id
-WHERE r.tenant_id = %(tenant_id)s AND r.run_id = %(run_id)s;
+FROM unnest(%(tenant_ids)s::uuid[], %(run_ids)s::uuid[]) WITH ORDINALITY AS q(tenant_id, run_id, n)
+JOIN run_results r ON r.tenant_id = q.tenant_id AND r.run_id = q.run_id
+LEFT JOIN inbox i ON r.awaited AND i.tenant_id = r.tenant_id AND i.event_id = r.awaited_event_id;
 
 -- name: consume_events
 -- Remember the awaited events a run took (a repeated pass changes nothing).

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .sql import Sql
+from .sql import Sql, runs_params
 
 
 @dataclass(frozen=True)
@@ -30,11 +30,6 @@ def result_rows(
         {"key": k, "value": None, "awaited": True, "awaited_event_id": ref}
         for k, ref in awaited_refs.items()
     ]
-
-
-def results_params(tenant_id: str, run_id: str) -> dict[str, Any]:
-    """The parameters of the `run_results` query (also read in a resume's batched load)."""
-    return {"tenant_id": tenant_id, "run_id": run_id}
 
 
 def stored_results(rows: Sequence[Mapping[str, Any]]) -> StoredResults:
@@ -61,7 +56,7 @@ class ResultStore:
 
     def of_run(self, tenant_id: str, run_id: str) -> StoredResults:
         """Every current result of a run, awaited payloads included."""
-        return stored_results(self._sql.all("run_results", results_params(tenant_id, run_id)))
+        return stored_results(self._sql.all("run_results", runs_params([(tenant_id, run_id)])))
 
     def consume(self, tenant_id: str, run_id: str, event_ids: Sequence[str]) -> None:
         """Remember awaited events the run took, so no later wait of it takes them."""

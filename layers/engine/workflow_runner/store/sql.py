@@ -42,6 +42,20 @@ def wrap_error(error: psycopg.Error) -> StoreError:
     return StoreError(message)
 
 
+def runs_params(runs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The parameters of a read for several runs at once (`load_run_tail`, `run_results`):
+    the (tenant, run) pairs as two arrays. Each row comes back numbered `n` from 1."""
+    return {"tenant_ids": [t for t, _ in runs], "run_ids": [r for _, r in runs]}
+
+
+def rows_by_run(rows: Sequence[dict[str, Any]], count: int) -> list[list[dict[str, Any]]]:
+    """The rows of a read for `count` runs (see runs_params), run by run in asked order."""
+    grouped: list[list[dict[str, Any]]] = [[] for _ in range(count)]
+    for row in rows:
+        grouped[row["n"] - 1].append(row)
+    return grouped
+
+
 class Sql:
     """Runs named queries on one connection; driver errors become StoreError.
 

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from ..errors import StoreError
 from ..stream import RUN_STREAM, Fact, RecordedFact, decode, type_of
 from .inbox import InboxEvent
-from .results import StoredResults, result_rows, results_params, stored_results
-from .sql import Sql
+from .results import StoredResults, result_rows, stored_results
+from .sql import Sql, rows_by_run, runs_params, wrap_error
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,32 @@ class RunSummaryWrite:
     definition_fingerprint: str
     trigger_event_type: str
     workflow_version: int | None = None
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How a pass (or a cancel, a failure without a pass) ended its run, for the joins
+    that wait for it as a child and those it opened as a parent."""
+
+    status: str
+    result: Any = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class PassWrite:
+    """What one pass writes to its run (StreamStore.record_passes): `events` after
+    `version` (which the pass holds: nothing is read back), `results` (values, awaited
+    references; None: none recorded) as of the last event's version, the run summary
+    (None: left as it is) and, if the pass ended the run, how (`ended`)."""
+
+    tenant_id: str
+    run_id: str
+    version: int
+    events: Sequence[Fact | NewEvent] = ()
+    summary: RunSummaryWrite | None = None
+    results: tuple[Mapping[str, Any], Mapping[str, str | None]] | None = None
+    ended: RunEnd | None = None
 
 
 def _as_new(event: Fact | NewEvent) -> NewEvent:
@@ -164,47 +191,74 @@ class StreamStore:
         )
         return {r["stream_id"] for r in rows}
 
-    def record_pass(
-        self,
-        summary: RunSummaryWrite,
-        version: int,
-        events: Sequence[Fact | NewEvent],
-        results: tuple[Mapping[str, Any], Mapping[str, str | None]] | None,
-        recorded_at: datetime,
-    ) -> None:
-        """A pass's writes to its run in one statement: `events` appended after
-        `version` (which the pass holds: nothing is read back), `results` (values,
-        awaited references; None: none recorded) as of the last event's version, and the
-        run summary at that version."""
-        new = [_as_new(e) for e in events]
-        last = version + len(new)
-        self._sql.run(
+    def record_passes(
+        self, writes: Sequence[PassWrite], recorded_at: datetime
+    ) -> Callable[[], list[tuple[str, str, str]]]:
+        """The writes of one or more passes (each run at most once) in one statement,
+        sent without waiting: inside a pipeline it costs no round trip of its own. Call
+        the returned function after the pipeline: it returns the joins the ended runs
+        closed as parents, (tenant, run, join id) each (see run_ended)."""
+        events: list[dict[str, Any]] = []
+        results: list[dict[str, Any]] = []
+        runs: list[dict[str, Any]] = []
+        ended: list[dict[str, Any]] = []
+        for write in writes:
+            keys = {"tenant_id": write.tenant_id, "run_id": write.run_id}
+            last = write.version + len(write.events)
+            for n, item in enumerate(write.events):
+                event = _as_new(item)
+                events.append(
+                    {
+                        **keys,
+                        "version": write.version + n + 1,
+                        "type": event.type,
+                        "payload": event.payload,
+                        "metadata": event.metadata or {},
+                    }
+                )
+            if write.results is not None:
+                results += [{**keys, **r, "version": last} for r in result_rows(*write.results)]
+            if (summary := write.summary) is not None:
+                runs.append(
+                    {
+                        **keys,
+                        "workflow_name": summary.workflow_name,
+                        "status": summary.status,
+                        "version": last,
+                        "definition_fingerprint": summary.definition_fingerprint,
+                        "trigger_event_type": summary.trigger_event_type,
+                        "workflow_version": summary.workflow_version,
+                    }
+                )
+            if (end := write.ended) is not None:
+                ended.append(
+                    {
+                        **keys,
+                        "status": end.status,
+                        "result": {"v": end.result},
+                        "reason": end.reason,
+                    }
+                )
+        cursor = self._sql.send(
             "record_pass",
             {
-                "tenant_id": summary.tenant_id,
-                "run_id": summary.run_id,
                 "stream_type": RUN_STREAM,
-                "events": Jsonb(
-                    [
-                        {
-                            "version": version + n + 1,
-                            "type": e.type,
-                            "payload": e.payload,
-                            "metadata": e.metadata or {},
-                        }
-                        for n, e in enumerate(new)
-                    ]
-                ),
-                "results": Jsonb(result_rows(*results) if results else []),
-                "version": last,
-                "workflow_name": summary.workflow_name,
-                "status": summary.status,
-                "definition_fingerprint": summary.definition_fingerprint,
-                "trigger_event_type": summary.trigger_event_type,
-                "workflow_version": summary.workflow_version,
+                "events": Jsonb(events),
+                "results": Jsonb(results),
+                "runs": Jsonb(runs),
+                "ended": Jsonb(ended),
                 "now": recorded_at,
             },
         )
+
+        def closed_joins() -> list[tuple[str, str, str]]:
+            try:
+                rows = cursor.fetchall()
+            except psycopg.Error as error:
+                raise wrap_error(error) from error
+            return [(r["tenant_id"], r["run_id"], r["join_id"]) for r in rows]
+
+        return closed_joins
 
     def load(self, tenant_id: str, stream_id: str) -> list[StoredEvent]:
         """Every event of a stream, oldest first (empty when it does not exist)."""
@@ -217,25 +271,28 @@ class StreamStore:
         """A run's events and its trigger event's inbox row (None when not stored), in
         one round trip. `tail`: only the first event and those from the last pass's
         outcome on (what a resume needs; see load_run_tail)."""
-        name = "load_run_tail" if tail else "load_run_stream"
-        rows = self._sql.all(name, {"tenant_id": tenant_id, "stream_id": run_id})
+        if tail:
+            rows = self._sql.all("load_run_tail", runs_params([(tenant_id, run_id)]))
+        else:
+            rows = self._sql.all("load_run_stream", {"tenant_id": tenant_id, "stream_id": run_id})
         return _run_from_rows(tenant_id, rows)
 
     def load_for_resume(
         self, runs: Sequence[tuple[str, str]]
     ) -> list[tuple[list[StoredEvent], InboxEvent | None, StoredResults]]:
         """What resuming each (tenant, run) needs: its stream's tail, trigger row and
-        current results; for a whole batch of runs in one round trip."""
-        calls: list[tuple[str, dict[str, Any]]] = []
-        for tenant_id, run_id in runs:
-            calls.append(("load_run_tail", {"tenant_id": tenant_id, "stream_id": run_id}))
-            calls.append(("run_results", results_params(tenant_id, run_id)))
-        rows = self._sql.batch(calls)
-        loaded = []
-        for n, (tenant_id, _) in enumerate(runs):
-            events, trigger = _run_from_rows(tenant_id, rows[2 * n])
-            loaded.append((events, trigger, stored_results(rows[2 * n + 1])))
-        return loaded
+        current results; for a whole batch of runs in two statements, one round trip."""
+        params = runs_params(runs)
+        tails, results = self._sql.batch([("load_run_tail", params), ("run_results", params)])
+        return [
+            (*_run_from_rows(tenant_id, events), stored_results(stored))
+            for (tenant_id, _), events, stored in zip(
+                runs,
+                rows_by_run(tails, len(runs)),
+                rows_by_run(results, len(runs)),
+                strict=True,
+            )
+        ]
 
     def read_after(
         self, after_xid: str, after_position: int, limit: int, horizon: str

@@ -12,6 +12,7 @@ from workflow_runner import ManualClock, on_event, run_id_for
 from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.engine.ingest import store_inbox_event
 from workflow_runner.errors import StoreError, TransientStoreError
 from workflow_runner.store import Store
 from workflow_runner.store.streams import PassWrite, StreamStore
@@ -96,20 +97,85 @@ def test_a_transient_error_rolls_the_whole_batch_back(
 ) -> None:
     _wf(registry)
     real = StreamStore.record_passes
-    calls: list[str] = []
+    calls: list[int] = []
 
     def record(self: StreamStore, writes: list[PassWrite], *args: Any) -> Any:
-        calls.extend(w.run_id for w in writes)
-        if len(calls) == 2:
-            raise TransientStoreError("database error (40001): could not serialize access")
-        return real(self, writes, *args)
+        calls.append(len(writes))  # the batch's passes, written together
+        raise TransientStoreError("database error (40001): could not serialize access")
 
     monkeypatch.setattr(StreamStore, "record_passes", record)
     events = [event("batch.go", {"k": k}) for k in ("p", "q", "r")]
     with pytest.raises(TransientStoreError):
         ops.ingest_domain_events(store, events, clock.now(), registry)
+    assert calls == [3]
     assert all(stream(store, run_id_for("batch-flow", k)) == [] for k in ("p", "q", "r"))
     monkeypatch.setattr(StreamStore, "record_passes", real)
     # SQS delivers the batch again: every event starts its run, once.
     results = ops.ingest_domain_events(store, events, clock.now(), registry)
     assert [r.stored for r in results] == [True, True, True]
+
+
+def test_two_events_of_one_run_in_a_batch_start_it_once_from_the_first_in_id_order(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    _wf(registry)
+    later = event("batch.go", {"k": "shared"}, event_id="evt-b")
+    earlier = event("batch.go", {"k": "shared"}, event_id="evt-a")
+
+    results = ops.ingest_domain_events(store, [later, earlier], clock.now(), registry)
+
+    assert [(r.stored, [o.outcome for o in r.started], r.skipped) for r in results] == [
+        (True, [], ["batch-flow"]),
+        (True, ["suspended"], []),
+    ]
+    started = stream(store, run_id_for("batch-flow", "shared"))[0]
+    assert started.payload["triggerEventRef"]["eventId"] == "evt-a"
+
+
+def test_an_event_stored_before_without_its_triggers_is_started_by_the_batch(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    """EventWakeup may store an event first (it never starts runs): the intake batch
+    that then brings it must still claim and start it."""
+    _wf(registry)
+    seen = event("batch.go", {"k": "seen"})
+    with store.transaction():
+        store_inbox_event(store, seen, clock.now())
+    fresh = event("batch.go", {"k": "fresh"})
+
+    results = ops.ingest_domain_events(store, [seen, fresh], clock.now(), registry)
+
+    assert [(r.stored, [o.outcome for o in r.started]) for r in results] == [
+        (True, ["suspended"]),
+        (True, ["suspended"]),
+    ]
+    assert ops.ingest_domain_events(store, [seen], clock.now(), registry)[0].stored is False
+
+
+def test_an_event_of_two_workflows_in_a_batch_starts_both_beside_single_workflow_events(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    _wf(registry)
+    register(
+        registry,
+        name="batch-audit",
+        trigger=on_event("batch.go"),
+        idempotency_key=lambda e: e.payload["k"],
+        steps=lambda s: [s.compute("y", lambda ctx: 1)],
+    )
+    register(
+        registry,
+        name="batch-solo",
+        trigger=on_event("batch.solo"),
+        idempotency_key=lambda e: e.payload["k"],
+        steps=lambda s: [s.compute("z", lambda ctx: 2)],
+    )
+    both = event("batch.go", {"k": "both"})
+    solo = event("batch.solo", {"k": "solo"})
+
+    results = ops.ingest_domain_events(store, [both, solo], clock.now(), registry)
+
+    assert [sorted((o.workflow_name, o.outcome) for o in r.started) for r in results] == [
+        [("batch-audit", "completed"), ("batch-flow", "suspended")],
+        [("batch-solo", "completed")],
+    ]

@@ -12,9 +12,10 @@ effect repeats.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from uuid import UUID
 
 from ..callback_tokens import new_run_secret
 from ..definition import (
@@ -32,10 +33,10 @@ from ..interpreter import Interpreter
 from ..match import inbox_keys
 from ..pass_result import describe_step_error
 from ..redaction import exception_for_log
-from ..store import Store
+from ..store import NewInboxEvent, Store
 from ..stream import RUN_STREAM, RunFailed, RunStarted
 from .passes import cron_event
-from .persist import RunOutcome, persist_pass
+from .persist import PassWrites, RunOutcome, persist_pass
 
 log = logging.getLogger("workflow_runner")
 
@@ -50,23 +51,33 @@ class IngestResult:
     skipped: list[str] = field(default_factory=list)  # workflows whose filter said no / run existed
 
 
-def store_inbox_event(store: Store, event: DomainEvent, now: datetime) -> None:
-    """Store a domain event (a redelivery changes nothing) and remember its tenant.
+def store_inbox_events(
+    store: Store, events: Sequence[DomainEvent], now: datetime
+) -> Callable[[], set[tuple[str, str]]]:
+    """Store domain events (a redelivery changes nothing) and remember their tenants, in
+    one statement sent without waiting; the returned function (after the pipeline)
+    gives the (tenant, event id) stored now.
 
-    With it go the keys it offers, so a wait created later finds it by index (the
+    With each go the keys it offers, so a wait created later finds it by index (the
     look-back, engine/projection.py)."""
-    store.inbox.insert(
-        event.tenant_id,
-        event.id,
-        event.source,
-        event.type,
-        event.payload,
-        event.time,
-        now,
-        read=False,
-        match_keys=inbox_keys(event.payload),
-    )
-    store.inbox.register_tenant(event.tenant_id, now)
+    rows = [
+        NewInboxEvent(
+            e.tenant_id,
+            e.id,
+            e.source,
+            e.type,
+            e.payload,
+            e.time,
+            inbox_keys(e.payload),
+        )
+        for e in events
+    ]
+    return store.inbox.insert_many(rows, now, register_tenants=True)
+
+
+def store_inbox_event(store: Store, event: DomainEvent, now: datetime) -> None:
+    """Store one domain event (see store_inbox_events)."""
+    store_inbox_events(store, [event], now)
 
 
 def start_run(
@@ -85,7 +96,43 @@ def start_run(
     Call inside a transaction. Returns None when the run id already has a stream (a
     second trigger for the same run is a no-op, never a second run on one stream).
     """
-    started = RunStarted(
+    start = _Start(
+        definition,
+        event,
+        run_id,
+        _run_started(
+            definition,
+            event,
+            idempotency_key=idempotency_key,
+            trigger_event_id=trigger_event_id,
+            cron_scheduled_at=cron_scheduled_at,
+            parent_run_id=parent_run_id,
+        ),
+    )
+    if not store.streams.append(event.tenant_id, run_id, RUN_STREAM, 0, [start.started], now):
+        return None
+    return _first_pass(store, start, now)
+
+
+@dataclass(frozen=True)
+class _Start:
+    """A run to start: its first event, appended at version 1 (its claim on the id)."""
+
+    definition: WorkflowDefinition
+    event: DomainEvent
+    run_id: str
+    started: RunStarted
+
+
+def _run_started(
+    definition: WorkflowDefinition,
+    event: DomainEvent,
+    idempotency_key: str | None = None,
+    trigger_event_id: str | None = None,
+    cron_scheduled_at: str | None = None,
+    parent_run_id: str | None = None,
+) -> RunStarted:
+    return RunStarted(
         workflow_name=definition.name,
         workflow_version=definition.version,
         trigger_event_type=event.type,
@@ -96,20 +143,25 @@ def start_run(
         callback_secret=new_run_secret() if has_callback_wait(definition.steps) else None,
         parent_run_id=parent_run_id,
     )
+
+
+def _first_pass(
+    store: Store, start: _Start, now: datetime, writes: PassWrites | None = None
+) -> RunOutcome:
+    """A started run's first pass, persisted (`writes`: see persist_pass)."""
+    definition, event, started = start.definition, start.event, start.started
     tenant = event.tenant_id
-    if not store.streams.append(tenant, run_id, RUN_STREAM, 0, [started], now):
-        return None
     result = Interpreter(
         definition,
         event,
-        run_id,
+        start.run_id,
         now,
         dispatch_seed=f"{tenant}|1",
         run_started_at=now,
         callback_secret=started.callback_secret,
-        parent_run_id=parent_run_id,
+        parent_run_id=started.parent_run_id,
     ).run()
-    return persist_pass(store, tenant, run_id, definition, event.type, 1, result, now)
+    return persist_pass(store, tenant, start.run_id, definition, event.type, 1, result, now, writes)
 
 
 def _trigger_failure(
@@ -161,10 +213,11 @@ def _trigger_failure(
     return RunOutcome(tenant, run_id, definition.name, "failed", step_index=0, reason=reason)
 
 
-def _start_triggered(
+def _prepare_start(
     store: Store, definition: WorkflowDefinition, event: DomainEvent, now: datetime
-) -> RunOutcome | None:
-    """Start one workflow's run for a trigger event (None: filtered out or run exists)."""
+) -> RunOutcome | _Start | None:
+    """What a trigger event does to one workflow: a run to start, nothing (filtered
+    out), or a run recorded as failed at once (its filter or key function raised)."""
     assert isinstance(definition.trigger, EventTrigger)
     fallback_id = run_id_for(definition.name, f"event:{event.id}")
     try:
@@ -181,9 +234,21 @@ def _start_triggered(
             store, definition, event, fallback_id, now, error, "idempotency_key_failed"
         )
     run_id = run_id_for(definition.name, key) if key is not None else fallback_id
-    return start_run(
-        store, definition, event, run_id, now, idempotency_key=key, trigger_event_id=event.id
-    )
+    started = _run_started(definition, event, idempotency_key=key, trigger_event_id=event.id)
+    return _Start(definition, event, run_id, started)
+
+
+def _start_triggered(
+    store: Store, definition: WorkflowDefinition, event: DomainEvent, now: datetime
+) -> RunOutcome | None:
+    """Start one workflow's run for a trigger event (None: filtered out or run exists)."""
+    start = _prepare_start(store, definition, event, now)
+    if not isinstance(start, _Start):
+        return start
+    tenant = event.tenant_id
+    if not store.streams.append(tenant, start.run_id, RUN_STREAM, 0, [start.started], now):
+        return None
+    return _first_pass(store, start, now)
 
 
 def _run_id_of(definition: WorkflowDefinition, event: DomainEvent) -> str:
@@ -226,28 +291,80 @@ def _start_isolated(
             return _refused(store, definition, event, now, error)
 
 
-def _store_and_claim(store: Store, event: DomainEvent, now: datetime) -> bool:
-    """Store the event and claim it for triggering (False: a redelivery)."""
+def _store_and_claim(store: Store, events: Sequence[DomainEvent], now: datetime) -> set[int]:
+    """Store events and claim them for triggering, two statements in one round trip;
+    the indexes of those claimed now (the others are redeliveries: an event listed
+    twice is claimed once)."""
+    first: dict[tuple[str, str], int] = {}
+    for n, event in enumerate(events):
+        first.setdefault((event.tenant_id, event.id), n)
+    unique = [events[n] for n in first.values()]
     with store.pipeline():
-        store_inbox_event(store, event, now)
-        claimed = store.inbox.claim_trigger(event.tenant_id, event.id, now)
-    return claimed
+        store_inbox_events(store, unique, now)
+        claims = store.inbox.claim_triggers(list(first), now)
+    claimed = claims()
+    return {n for key, n in first.items() if key in claimed}
 
 
 def _ingest_in_transaction(
-    store: Store, event: DomainEvent, now: datetime, registry: WorkflowRegistry
-) -> IngestResult:
-    """Store, claim and start, inside the caller's transaction. With one workflow (the
-    common case) there is no savepoint, so a refused first pass raises StoreError and
-    the caller redoes the transaction recording the refusal; with several, each start
-    has its own savepoint and a refusal fails only that run."""
-    definitions = registry.triggered_by(event.type)
-    if not _store_and_claim(store, event, now):
-        return IngestResult(event.id, stored=False)
-    if len(definitions) != 1:
-        return _ingested(event, [(d, _start_isolated(store, d, event, now)) for d in definitions])
-    (definition,) = definitions
-    return _ingested(event, [(definition, _start_triggered(store, definition, event, now))])
+    store: Store, events: Sequence[DomainEvent], now: datetime, registry: WorkflowRegistry
+) -> list[IngestResult]:
+    """Store, claim and start, inside the caller's transaction, in few statements for
+    the whole batch: the events are stored and claimed together, the runs of events
+    that trigger one workflow (the common case) are claimed in one statement per
+    tenant, and their first passes' writes go out in one pipeline. An event with one
+    workflow has no savepoint, so a refused first pass raises StoreError and the caller
+    redoes the work recording the refusal; with several, each start has its own
+    savepoint and a refusal fails only that run. Of two starts of one run id in a batch
+    the first (in event order) starts it; the other is skipped, as a redelivery."""
+    claimed = _store_and_claim(store, events, now)
+    planned: list[list[tuple[WorkflowDefinition, RunOutcome | _Start | None]] | None] = []
+    for n, event in enumerate(events):
+        if n not in claimed:
+            planned.append(None)
+            continue
+        definitions = registry.triggered_by(event.type)
+        if len(definitions) == 1:
+            (definition,) = definitions
+            planned.append([(definition, _prepare_start(store, definition, event, now))])
+        else:
+            planned.append([(d, _start_isolated(store, d, event, now)) for d in definitions])
+    starts = [p for plan in planned for _, p in plan or () if isinstance(p, _Start)]
+    won = _claim_runs(store, starts, now)
+    writes = PassWrites()
+    results: list[IngestResult] = []
+    with store.pipeline():
+        for event, plan in zip(events, planned, strict=True):
+            if plan is None:
+                results.append(IngestResult(event.id, stored=False))
+                continue
+            outcomes = [
+                (d, _first_pass(store, p, now, writes) if id(p) in won else None)
+                if isinstance(p, _Start)
+                else (d, p)
+                for d, p in plan
+            ]
+            results.append(_ingested(event, outcomes))
+        writes.flush(store)
+    writes.finish(store)
+    return results
+
+
+def _claim_runs(store: Store, starts: Sequence[_Start], now: datetime) -> set[int]:
+    """Append each start's first event at version 1, one statement per tenant (run ids
+    in order); the ids (`id()`) of the starts that got their run. A run id taken
+    already, or by an earlier start of the list, is not started again."""
+    first: dict[tuple[str, str], _Start] = {}
+    for start in starts:
+        first.setdefault((start.event.tenant_id, str(UUID(start.run_id))), start)
+    by_tenant: dict[str, list[tuple[str, int, RunStarted]]] = {}
+    for (tenant_id, run_id), start in sorted(first.items(), key=lambda kv: kv[0]):
+        by_tenant.setdefault(tenant_id, []).append((run_id, 0, start.started))
+    won: set[int] = set()
+    for tenant_id, appends in by_tenant.items():
+        for run_id in store.streams.append_to_many(tenant_id, RUN_STREAM, appends, now):
+            won.add(id(first[(tenant_id, run_id)]))
+    return won
 
 
 def ingest_domain_event(
@@ -262,7 +379,8 @@ def ingest_domain_event(
     registry = registry or default_registry()
     try:
         with store.transaction():
-            return _ingest_in_transaction(store, event, now, registry)
+            (result,) = _ingest_in_transaction(store, [event], now, registry)
+            return result
     except TransientStoreError:
         raise
     except StoreError as error:
@@ -273,7 +391,7 @@ def ingest_domain_event(
         refusal = error
     # The database refused the run's first pass: redo the transaction recording that.
     with store.transaction():
-        if not _store_and_claim(store, event, now):
+        if not _store_and_claim(store, [event], now):
             return IngestResult(event.id, stored=False)
         return _ingested(event, [(definition, _refused(store, definition, event, now, refusal))])
 
@@ -303,15 +421,14 @@ def ingest_domain_events(
     if len(events) <= 1:
         return [ingest_domain_event(store, e, now, registry) for e in events]
     order = sorted(range(len(events)), key=lambda i: (events[i].tenant_id, events[i].id))
-    results: dict[int, IngestResult] = {}
     try:
         with store.transaction():
-            for i in order:
-                results[i] = _ingest_in_transaction(store, events[i], now, registry)
+            ingested = _ingest_in_transaction(store, [events[i] for i in order], now, registry)
     except TransientStoreError:
         raise
     except StoreError:
         return [ingest_domain_event(store, e, now, registry) for e in events]
+    results = dict(zip(order, ingested, strict=True))
     return [results[i] for i in range(len(events))]
 
 

@@ -7,7 +7,7 @@ from .children import ChildOutcome, ChildRow, ClaimedJoin, JoinCount, NewChild
 from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
 from .erasure import Relation
-from .inbox import CandidateEvent, InboxEvent
+from .inbox import CandidateEvent, InboxEvent, NewInboxEvent
 from .local import CapturedMail, QueuedMessage
 from .migrate import (
     Migration,
@@ -52,6 +52,7 @@ __all__ = [
     "NewCallback",
     "NewChild",
     "NewEvent",
+    "NewInboxEvent",
     "NewPendingRow",
     "NewTask",
     "OutboxRow",

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from ..errors import StoreError
-from .sql import Sql
+from .sql import Sql, wrap_error
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,30 @@ class CandidateEvent:
     position: int
 
 
+@dataclass(frozen=True)
+class NewInboxEvent:
+    """A domain event to store (InboxStore.insert_many); `match_keys`: the keys it
+    offers (match.inbox_keys), which the look-back finds it by."""
+
+    tenant_id: str
+    event_id: str
+    source: str
+    type: str
+    detail: Any
+    event_time: datetime | None
+    match_keys: Sequence[str] | None = None
+
+
+def _keys_of(cursor: psycopg.Cursor[dict[str, Any]]) -> Callable[[], set[tuple[str, str]]]:
+    def keys() -> set[tuple[str, str]]:
+        try:
+            return {(r["tenant_id"], r["event_id"]) for r in cursor.fetchall()}
+        except psycopg.Error as error:
+            raise wrap_error(error) from error
+
+    return keys
+
+
 class InboxStore:
     """Store, claim and find domain events; every query carries the tenant."""
 
@@ -77,20 +102,44 @@ class InboxStore:
         finds it by. `read=False` sends without reading the outcome (for pipelines) and
         returns True.
         """
+        event = NewInboxEvent(tenant_id, event_id, source, type, detail, event_time, match_keys)
+        stored = self.insert_many([event], received_at, register_tenants=False)
+        return True if not read else bool(stored())
+
+    def insert_many(
+        self, events: Sequence[NewInboxEvent], received_at: datetime, register_tenants: bool
+    ) -> Callable[[], set[tuple[str, str]]]:
+        """Store domain events in one statement (each once: a redelivery changes
+        nothing), and with `register_tenants` remember their tenants; sent without
+        waiting. Call the returned function after the pipeline: the (tenant, event id)
+        of those stored now."""
+        rows = [
+            {
+                "tenant_id": e.tenant_id,
+                "event_id": e.event_id,
+                "source": e.source,
+                "type": e.type,
+                "detail": {"v": e.detail},
+                "event_time": None if e.event_time is None else e.event_time.isoformat(),
+                "match_keys": None if e.match_keys is None else list(e.match_keys),
+            }
+            for e in events
+        ]
+        params = {"events": Jsonb(rows), "now": received_at, "register": register_tenants}
+        return _keys_of(self._sql.send("insert_inbox", params))
+
+    def claim_triggers(
+        self, events: Sequence[tuple[str, str]], now: datetime
+    ) -> Callable[[], set[tuple[str, str]]]:
+        """Mark the triggers of events, (tenant, event id) each, as processed, in one
+        statement sent without waiting. Call the returned function after the pipeline:
+        the events claimed now (the others were claimed before)."""
         params = {
-            "tenant_id": tenant_id,
-            "event_id": event_id,
-            "source": source,
-            "type": type,
-            "detail": Jsonb(detail),
-            "event_time": event_time,
-            "received_at": received_at,
-            "match_keys": None if match_keys is None else list(match_keys),
+            "tenant_ids": [t for t, _ in events],
+            "event_ids": [e for _, e in events],
+            "now": now,
         }
-        if not read:
-            self._sql.run("insert_inbox", params)
-            return True
-        return self._sql.one("insert_inbox", params) is not None
+        return _keys_of(self._sql.send("claim_inbox_trigger", params))
 
     def get(self, tenant_id: str, event_id: str) -> InboxEvent | None:
         row = self._sql.one("get_inbox_event", {"tenant_id": tenant_id, "event_id": event_id})
@@ -98,10 +147,7 @@ class InboxStore:
 
     def claim_trigger(self, tenant_id: str, event_id: str, now: datetime) -> bool:
         """Mark the event's triggers as processed; False when they were before."""
-        row = self._sql.one(
-            "claim_inbox_trigger", {"tenant_id": tenant_id, "event_id": event_id, "now": now}
-        )
-        return row is not None
+        return bool(self.claim_triggers([(tenant_id, event_id)], now)())
 
     def wakeup_state(self, tenant_id: str, event_id: str) -> tuple[datetime, bool]:
         """A stored awaited event's instant (EventBridge time, else receive time) and

@@ -163,14 +163,30 @@ SET last_xid = %(last_xid)s::xid8, last_position = %(last_position)s, updated_at
 WHERE name = %(name)s;
 
 -- name: insert_inbox
--- Store a domain event with the keys it offers; no row back means it was stored before
--- (a redelivery).
+-- Store domain events (%(events)s, one object each; `detail` wrapped as {"v": …} so that
+-- a JSON null stays a jsonb null) with the keys they offer, in (tenant, id) order so two
+-- batches lock alike, and with %(register)s remember their tenants. The events that
+-- come back are stored now; the others were stored before (redeliveries).
+WITH input AS (
+    SELECT e.tenant_id, e.event_id, e.source, e.type, e.detail -> 'v' AS detail,
+           e.event_time,
+           CASE WHEN e.match_keys IS NULL OR jsonb_typeof(e.match_keys) <> 'array' THEN NULL
+                ELSE ARRAY(SELECT jsonb_array_elements_text(e.match_keys)) END AS match_keys
+    FROM jsonb_to_recordset(%(events)s) AS e(tenant_id uuid, event_id text, source text,
+                                             type text, detail jsonb,
+                                             event_time timestamptz, match_keys jsonb)
+), tenants AS (
+    INSERT INTO tenants (tenant_id, first_seen)
+    SELECT DISTINCT tenant_id, %(now)s::timestamptz FROM input WHERE %(register)s
+    ON CONFLICT (tenant_id) DO NOTHING
+)
 INSERT INTO inbox (tenant_id, event_id, source, type, detail, event_time, received_at,
                    match_keys)
-VALUES (%(tenant_id)s, %(event_id)s, %(source)s, %(type)s, %(detail)s, %(event_time)s,
-        %(received_at)s, %(match_keys)s)
+SELECT tenant_id, event_id, source, type, detail, event_time, %(now)s, match_keys
+FROM input
+ORDER BY tenant_id, event_id
 ON CONFLICT (tenant_id, event_id) DO NOTHING
-RETURNING position;
+RETURNING tenant_id::text AS tenant_id, event_id;
 
 -- name: get_inbox_event
 -- One stored domain event of a tenant.
@@ -180,10 +196,23 @@ FROM inbox
 WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s;
 
 -- name: claim_inbox_trigger
--- Mark an inbox event's triggers as processed; no row back means they were before.
+-- Mark the triggers of inbox events (%(tenant_ids)s and %(event_ids)s, pairwise) as
+-- processed, locking them in (tenant, id) order; the events that come back are claimed
+-- now, the others were before.
+WITH target AS (
+    SELECT i.tenant_id, i.event_id
+    FROM inbox i
+    JOIN unnest(%(tenant_ids)s::uuid[], %(event_ids)s::text[]) AS q(tenant_id, event_id)
+      ON i.tenant_id = q.tenant_id AND i.event_id = q.event_id
+    WHERE i.triggered_at IS NULL
+    ORDER BY i.tenant_id, i.event_id
+    FOR UPDATE OF i
+)
 UPDATE inbox SET triggered_at = %(now)s
-WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s AND triggered_at IS NULL
-RETURNING event_id;
+FROM target
+WHERE inbox.tenant_id = target.tenant_id AND inbox.event_id = target.event_id
+  AND inbox.triggered_at IS NULL
+RETURNING inbox.tenant_id::text AS tenant_id, inbox.event_id;
 
 -- name: inbox_wakeup_state
 -- An awaited event's instant (its EventBridge time, else when it was received) and

@@ -11,8 +11,8 @@ EventWakeup calls `wake_and_enqueue`, one operation that is safe to run again wh
    can stop between chunks when its time budget ends: what is recorded stays recorded,
    and a retry continues with the waits still unmatched (never with a run that already
    consumed the event).
-3. Once every wait was examined, the inbox row says so (`woken_at`): a redelivery
-   matches nothing more.
+3. Once every wait was examined, the inbox row says so (`woken_at`; committed with
+   the last chunk of matches): a redelivery matches nothing more.
 4. Every row the event matched whose lease is free is leased and sent to the resume
    queue (`enqueue.enqueue_matched`). That is read from the database, not taken from
    what this call matched, so an invocation that committed its matches and then died,
@@ -163,7 +163,10 @@ def match_event(
             return woken, False
         with store.transaction():
             woken += _record_matches(store, event, hits[start : start + chunk], now)
-    store.inbox.finish_wakeup(event.tenant_id, event.id, now)
+            if start + chunk >= len(hits):  # the last chunk commits step 3 with it
+                store.inbox.finish_wakeup(event.tenant_id, event.id, now)
+    if not hits:
+        store.inbox.finish_wakeup(event.tenant_id, event.id, now)
     return woken, True
 
 

@@ -49,21 +49,29 @@ ORDER BY e.version;
 -- What a resume needs of each run asked for (%(tenant_ids)s and %(run_ids)s, pairwise;
 -- `n` numbers them from 1): its first event (with the trigger's inbox row) and the
 -- events from its last pass's outcome on (workflow_runs.version, written with that
--- outcome), so a resume reads a few events however long the run is. Without a summary
--- row it reads the whole stream. One statement for a whole batch of resumes.
+-- outcome), so a resume reads a few events however long the run is: two index range
+-- reads per run. Without a summary row it reads the whole stream. One statement for a
+-- whole batch of resumes.
 SELECT q.n, e.position, e.tenant_id::text AS tenant_id, e.stream_id::text AS stream_id,
        e.stream_type, e.version, e.type, e.payload, e.metadata, e.recorded_at,
        i.event_id AS trigger_event_id, i.source AS trigger_source, i.type AS trigger_type,
        i.detail AS trigger_detail, i.event_time AS trigger_event_time,
        i.received_at AS trigger_received_at
 FROM unnest(%(tenant_ids)s::uuid[], %(run_ids)s::uuid[]) WITH ORDINALITY AS q(tenant_id, run_id, n)
-JOIN wf_events e ON e.tenant_id = q.tenant_id AND e.stream_id = q.run_id
+CROSS JOIN LATERAL (
+    SELECT greatest(2, coalesce(max(r.version), 0)) AS tail_from
+    FROM workflow_runs r WHERE r.tenant_id = q.tenant_id AND r.run_id = q.run_id
+) t
+CROSS JOIN LATERAL (
+    SELECT * FROM wf_events w
+    WHERE w.tenant_id = q.tenant_id AND w.stream_id = q.run_id AND w.version = 1
+    UNION ALL
+    SELECT * FROM wf_events w
+    WHERE w.tenant_id = q.tenant_id AND w.stream_id = q.run_id AND w.version >= t.tail_from
+) e
 LEFT JOIN inbox i
        ON e.version = 1 AND i.tenant_id = e.tenant_id
       AND i.event_id = e.payload #>> '{triggerEventRef,eventId}'
-WHERE e.version = 1 OR e.version >= coalesce(
-        (SELECT r.version FROM workflow_runs r
-         WHERE r.tenant_id = q.tenant_id AND r.run_id = q.run_id), 0)
 ORDER BY q.n, e.version;
 
 -- name: projection_horizon

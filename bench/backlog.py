@@ -60,9 +60,10 @@ def raw_commit_rate_processes(url: str, connections: int, seconds: float) -> dic
     }
 
 
-def _drain_worker(url: str, batch: int, start: Any, out: Any) -> None:
-    """Lease due rows like the due scan (SKIP LOCKED + lease), resume them in one
-    transaction like ResumeRun does with an SQS batch; until nothing is due."""
+def _drain_worker(url: str, batch: int, lease_batch: int, start: Any, out: Any) -> None:
+    """Lease due rows like the due scan (SKIP LOCKED + lease, `lease_batch` a statement;
+    DueScan leases up to 500), resume them `batch` per transaction like ResumeRun does
+    with an SQS batch; until nothing is due."""
     registry = bench_registry()
     store = connect(url)
     done = 0
@@ -71,12 +72,18 @@ def _drain_worker(url: str, batch: int, start: Any, out: Any) -> None:
         while True:
             now = datetime.now(UTC)
             with store.transaction():
-                rows = store.pending.lease_due(TENANT, now, now, now + timedelta(minutes=15), batch)
+                rows = store.pending.lease_due(
+                    TENANT, now, now, now + timedelta(minutes=15), lease_batch
+                )
             if not rows:
                 break
-            items = [ResumeRequestItem(TENANT, r.run_id, r.step_index) for r in rows]
-            results = resume_runs(store, items, now, registry)
-            done += sum(getattr(r, "outcome", None) == "completed" for r in results)
+            for first in range(0, len(rows), batch):
+                items = [
+                    ResumeRequestItem(TENANT, r.run_id, r.step_index)
+                    for r in rows[first : first + batch]
+                ]
+                results = resume_runs(store, items, datetime.now(UTC), registry)
+                done += sum(getattr(r, "outcome", None) == "completed" for r in results)
     finally:
         store.close()
     out.put(done)
@@ -92,9 +99,12 @@ def _projector(url: str, stop: Any) -> None:
         store.close()
 
 
-def drain_processes(url: str, n: int, workers: int, batch: int = 10) -> dict[str, Any]:
-    """Seed `n` due runs and time `workers` processes resuming all of them, with the
-    pending projection catching up in another process meanwhile."""
+def drain_processes(
+    url: str, n: int, workers: int, batch: int = 10, lease_batch: int = 100
+) -> dict[str, Any]:
+    """Seed `n` due runs and time `workers` processes resuming all of them (`batch` per
+    transaction, leased `lease_batch` at a time), with the pending projection catching
+    up in another process meanwhile."""
     registry = bench_registry()
     seed_started = time.perf_counter()
     seed_sleeping_runs(url, registry, n, datetime.now(UTC) - timedelta(hours=1))
@@ -103,7 +113,8 @@ def drain_processes(url: str, n: int, workers: int, batch: int = 10) -> dict[str
     start, out, stop = ctx.Barrier(workers + 1), ctx.Queue(), ctx.Event()
     projector = ctx.Process(target=_projector, args=(url, stop))
     procs = [
-        ctx.Process(target=_drain_worker, args=(url, batch, start, out)) for _ in range(workers)
+        ctx.Process(target=_drain_worker, args=(url, batch, lease_batch, start, out))
+        for _ in range(workers)
     ]
     projector.start()
     for proc in procs:
@@ -126,6 +137,7 @@ def drain_processes(url: str, n: int, workers: int, batch: int = 10) -> dict[str
         "workers": workers,
         "processes": True,
         "batch": batch,
+        "lease_batch": lease_batch,
         "seed_s": round(seed_s, 2),
         "drain_s": round(elapsed, 2),
         "resumes_per_s": round(n / elapsed, 1),

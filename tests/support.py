@@ -106,3 +106,20 @@ def resume_due(
     ]
     ops.project_pending(store, now)
     return results
+
+
+def refuse_pass_writes(monkeypatch: Any, run_id: str | None = None) -> None:
+    """Make the database refuse what passes write to `run_id` (any run when None), as
+    PostgreSQL refuses a row it cannot store (a check, an encoding, a size); a
+    failure's settling (no events) still goes through."""
+    from workflow_runner.errors import StoreError
+    from workflow_runner.store.streams import PassWrite, StreamStore
+
+    real = StreamStore.record_passes
+
+    def record(self: StreamStore, writes: list[PassWrite], *args: Any) -> Any:
+        if any(w.events and run_id in (None, w.run_id) for w in writes):
+            raise StoreError("database error (22P05): unsupported Unicode escape sequence")
+        return real(self, writes, *args)
+
+    monkeypatch.setattr(StreamStore, "record_passes", record)

@@ -13,11 +13,11 @@ from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.engine.ingest import store_inbox_event
-from workflow_runner.errors import StoreError, TransientStoreError
+from workflow_runner.errors import TransientStoreError
 from workflow_runner.store import Store
 from workflow_runner.store.streams import PassWrite, StreamStore
 
-from tests.support import TENANT_A, TENANT_B, event, register, stream
+from tests.support import TENANT_A, TENANT_B, event, refuse_pass_writes, register, stream
 
 
 def _wf(registry: WorkflowRegistry) -> None:
@@ -73,14 +73,7 @@ def test_a_refused_first_pass_fails_only_its_own_run(
 ) -> None:
     _wf(registry)
     refused = run_id_for("batch-flow", "bad")
-    real = StreamStore.record_passes
-
-    def record(self: StreamStore, writes: list[PassWrite], *args: Any) -> Any:
-        if any(w.run_id == refused and w.events for w in writes):
-            raise StoreError("database error (22P05): unsupported Unicode escape sequence")
-        return real(self, writes, *args)
-
-    monkeypatch.setattr(StreamStore, "record_passes", record)
+    refuse_pass_writes(monkeypatch, refused)
     events = [event("batch.go", {"k": k}) for k in ("a", "bad", "c")]
     results = ops.ingest_domain_events(store, events, clock.now(), registry)
     outcomes = [[(o.outcome, o.reason) for o in r.started] for r in results]

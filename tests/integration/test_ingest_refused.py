@@ -3,29 +3,13 @@ the event stays stored and claimed, the event's other workflows still start."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from workflow_runner import ManualClock, on_event, run_id_for
 from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
-from workflow_runner.errors import StoreError
 from workflow_runner.store import Store
-from workflow_runner.store.streams import PassWrite, StreamStore
 
-from tests.support import register, stream, trigger
-
-
-def _refuse_results_of(monkeypatch: pytest.MonkeyPatch, refused_run: str) -> None:
-    real = StreamStore.record_passes
-
-    def record(self: StreamStore, writes: list[PassWrite], *args: Any) -> Any:
-        if any(w.run_id == refused_run and w.events for w in writes):
-            # As PostgreSQL refuses a row it cannot store (a check, an encoding, a size).
-            raise StoreError("database error (22P05): unsupported Unicode escape sequence")
-        return real(self, writes, *args)
-
-    monkeypatch.setattr(StreamStore, "record_passes", record)
+from tests.support import refuse_pass_writes, register, stream, trigger
 
 
 def _wf(registry: WorkflowRegistry, name: str) -> None:
@@ -43,7 +27,7 @@ def test_the_one_workflow_of_an_event_fails_when_its_first_pass_is_refused(
 ) -> None:
     _wf(registry, "refused-alone")
     run_id = run_id_for("refused-alone", "k")
-    _refuse_results_of(monkeypatch, run_id)
+    refuse_pass_writes(monkeypatch, run_id)
 
     result = trigger(store, registry, "refusal.go", {}, clock.now())
 
@@ -58,7 +42,7 @@ def test_a_refused_first_pass_costs_only_its_own_workflow(
 ) -> None:
     _wf(registry, "refused-one")
     _wf(registry, "refused-other")
-    _refuse_results_of(monkeypatch, run_id_for("refused-one", "k"))
+    refuse_pass_writes(monkeypatch, run_id_for("refused-one", "k"))
 
     result = trigger(store, registry, "refusal.go", {}, clock.now())
 

@@ -27,7 +27,7 @@ from workflow_runner.ports import HttpResponse
 from workflow_runner.store import Store
 from workflow_runner.webhook_guard import WebhookGuard
 
-from tests.support import TENANT_A, register, resume_due, stream, trigger
+from tests.support import TENANT_A, refuse_pass_writes, register, resume_due, stream, trigger
 
 PUBLIC = WebhookGuard(resolver=lambda host, port: ["93.184.215.14"])
 NO_JITTER = dict(jitter="none", base="PT2S", cap="PT1M")
@@ -559,8 +559,6 @@ def test_a_poison_result_on_a_trigger_fails_that_run_only(
 def test_a_pass_the_database_refuses_fails_its_run_instead_of_retrying_forever(
     store: Store, registry: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workflow_runner.errors import StoreError
-    from workflow_runner.store.streams import PassWrite, StreamStore
 
     register(
         registry,
@@ -572,15 +570,7 @@ def test_a_pass_the_database_refuses_fails_its_run_instead_of_retrying_forever(
     trigger(store, registry, "refused.go", {}, clock.now())
     run_id = run_id_for("refused", "k")
 
-    real = StreamStore.record_passes
-
-    def refuse(self: StreamStore, writes: list[PassWrite], *args: Any) -> Any:
-        if any(w.events for w in writes):  # a pass's writes, not a failure's settling
-            # As PostgreSQL refuses a row it cannot store (a check, an encoding, a size).
-            raise StoreError("database error (22P05): unsupported Unicode escape sequence")
-        return real(self, writes, *args)
-
-    monkeypatch.setattr(StreamStore, "record_passes", refuse)
+    refuse_pass_writes(monkeypatch)
     clock.advance(timedelta(minutes=1))
     results = resume_runs(store, [ResumeRequestItem(TENANT_A, run_id, 0)], clock.now(), registry)
     assert [(getattr(r, "outcome", r), getattr(r, "reason", None)) for r in results] == [

@@ -15,7 +15,6 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from uuid import UUID
 
 from ..callback_tokens import new_run_secret
 from ..definition import (
@@ -351,20 +350,14 @@ def _ingest_in_transaction(
 
 
 def _claim_runs(store: Store, starts: Sequence[_Start], now: datetime) -> set[int]:
-    """Append each start's first event at version 1, one statement per tenant (run ids
-    in order); the ids (`id()`) of the starts that got their run. A run id taken
-    already, or by an earlier start of the list, is not started again."""
+    """Append each start's first event at version 1 (StreamStore.append_to_runs); the
+    ids (`id()`) of the starts that got their run. A run id taken already, or by an
+    earlier start of the list, is not started again."""
     first: dict[tuple[str, str], _Start] = {}
     for start in starts:
-        first.setdefault((start.event.tenant_id, str(UUID(start.run_id))), start)
-    by_tenant: dict[str, list[tuple[str, int, RunStarted]]] = {}
-    for (tenant_id, run_id), start in sorted(first.items(), key=lambda kv: kv[0]):
-        by_tenant.setdefault(tenant_id, []).append((run_id, 0, start.started))
-    won: set[int] = set()
-    for tenant_id, appends in by_tenant.items():
-        for run_id in store.streams.append_to_many(tenant_id, RUN_STREAM, appends, now):
-            won.add(id(first[(tenant_id, run_id)]))
-    return won
+        first.setdefault((start.event.tenant_id, start.run_id), start)
+    appends = [(tenant, run_id, 0, start.started) for (tenant, run_id), start in first.items()]
+    return {id(first[key]) for key in store.streams.append_to_runs(appends, now)}
 
 
 def ingest_domain_event(

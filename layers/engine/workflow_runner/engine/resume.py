@@ -14,14 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
-from uuid import UUID
 
 from ..definition import WorkflowDefinition, WorkflowRegistry, default_registry
 from ..errors import RunNotFound, StoreError, TransientStoreError
 from ..redaction import exception_for_log
 from ..store import Store
 from ..stream import (
-    RUN_STREAM,
     ChildrenWaiting,
     ResumedBy,
     RetryScheduled,
@@ -152,21 +150,11 @@ class _Claim:
 
 
 def _claim_all(store: Store, claims: Sequence[_Claim], now: datetime) -> set[tuple[str, str]]:
-    """Append every claim at its run's version read, one statement per tenant (runs in
-    a stable order, so two batches never wait for each other in a cycle); the (tenant,
-    run) whose claim landed. A claim that loses met a newer event: another resume, a
-    cancel, a redrive."""
-    by_tenant: dict[str, list[tuple[str, int, StepResumed]]] = {}
-    for claim in sorted(claims, key=lambda c: (c.base.tenant_id, c.base.run_id)):
-        state = claim.run.state
-        by_tenant.setdefault(state.tenant_id, []).append((state.run_id, state.version, claim.event))
-    won: set[tuple[str, str]] = set()
-    for tenant_id, appends in by_tenant.items():
-        # The database answers with run ids in its own spelling of a uuid.
-        asked = {str(UUID(run_id)): run_id for run_id, _, _ in appends}
-        for run_id in store.streams.append_to_many(tenant_id, RUN_STREAM, appends, now):
-            won.add((tenant_id, asked[run_id]))
-    return won
+    """Append every claim at its run's version read (StreamStore.append_to_runs); the
+    (tenant, run) whose claim landed. A claim that loses met a newer event: another
+    resume, a cancel, a redrive."""
+    appends = [(c.base.tenant_id, c.base.run_id, c.run.state.version, c.event) for c in claims]
+    return store.streams.append_to_runs(appends, now)
 
 
 def _decide(

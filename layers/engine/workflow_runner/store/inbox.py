@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from psycopg.types.json import Jsonb
 
 from ..errors import StoreError
-from .sql import Sql, wrap_error
+from .sql import Sql
 
 
 @dataclass(frozen=True)
@@ -68,12 +67,9 @@ class NewInboxEvent:
     match_keys: Sequence[str] | None = None
 
 
-def _keys_of(cursor: psycopg.Cursor[dict[str, Any]]) -> Callable[[], set[tuple[str, str]]]:
+def _keys_of(rows: Callable[[], list[dict[str, Any]]]) -> Callable[[], set[tuple[str, str]]]:
     def keys() -> set[tuple[str, str]]:
-        try:
-            return {(r["tenant_id"], r["event_id"]) for r in cursor.fetchall()}
-        except psycopg.Error as error:
-            raise wrap_error(error) from error
+        return {(r["tenant_id"], r["event_id"]) for r in rows()}
 
     return keys
 

@@ -5,7 +5,7 @@ The one place that runs SQL text; the stores of this package call it by query na
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -94,10 +94,18 @@ class Sql:
         except psycopg.Error as error:
             raise wrap_error(error) from error
 
-    def send(self, name: str, params: dict[str, Any]) -> psycopg.Cursor[dict[str, Any]]:
+    def send(self, name: str, params: dict[str, Any]) -> Callable[[], list[dict[str, Any]]]:
         """Execute without reading: inside a pipeline the statement rides the pipeline's
-        round trip; read its rows from the cursor after the pipeline ends."""
+        round trip. Call the returned function after the pipeline ends for its rows."""
         try:
-            return self.conn.execute(query(name), params)
+            cursor = self.conn.execute(query(name), params)
         except psycopg.Error as error:
             raise wrap_error(error) from error
+
+        def rows() -> list[dict[str, Any]]:
+            try:
+                return cursor.fetchall()
+            except psycopg.Error as error:
+                raise wrap_error(error) from error
+
+        return rows

@@ -7,15 +7,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
+from uuid import UUID
 
-import psycopg
 from psycopg.types.json import Jsonb
 
 from ..errors import StoreError
 from ..stream import RUN_STREAM, Fact, RecordedFact, decode, type_of
 from .inbox import InboxEvent
 from .results import StoredResults, result_rows, stored_results
-from .sql import Sql, rows_by_run, runs_params, wrap_error
+from .sql import Sql, rows_by_run, runs_params
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,14 @@ class PassWrite:
     ended: RunEnd | None = None
 
 
+def _uuid_spelling(value: str) -> str:
+    """A uuid as PostgreSQL prints it (anything else as given: the database refuses it)."""
+    try:
+        return str(UUID(value))
+    except ValueError:
+        return value
+
+
 def _as_new(event: Fact | NewEvent) -> NewEvent:
     if isinstance(event, NewEvent):
         return event
@@ -191,6 +199,24 @@ class StreamStore:
         )
         return {r["stream_id"] for r in rows}
 
+    def append_to_runs(
+        self, appends: Sequence[tuple[str, str, int, Fact]], recorded_at: datetime
+    ) -> set[tuple[str, str]]:
+        """Append one event of one type to each of many run streams of any tenants,
+        (tenant, run, expected_version, fact) each: one statement per tenant, runs in
+        (tenant, run) order (see append_to_many). Returns the (tenant, run), spelled as
+        given, that got theirs; each run at most once in `appends`."""
+        by_tenant: dict[str, list[tuple[str, int, Fact]]] = {}
+        for tenant_id, run_id, version, fact in sorted(appends, key=lambda a: (a[0], a[1])):
+            by_tenant.setdefault(tenant_id, []).append((run_id, version, fact))
+        won: set[tuple[str, str]] = set()
+        for tenant_id, runs in by_tenant.items():
+            # The database answers with run ids in its own spelling of a uuid.
+            asked = {_uuid_spelling(run_id): run_id for run_id, _, _ in runs}
+            for run_id in self.append_to_many(tenant_id, RUN_STREAM, runs, recorded_at):
+                won.add((tenant_id, asked[run_id]))
+        return won
+
     def record_passes(
         self, writes: Sequence[PassWrite], recorded_at: datetime
     ) -> Callable[[], list[tuple[str, str, str]]]:
@@ -239,7 +265,7 @@ class StreamStore:
                         "reason": end.reason,
                     }
                 )
-        cursor = self._sql.send(
+        rows = self._sql.send(
             "record_pass",
             {
                 "stream_type": RUN_STREAM,
@@ -252,11 +278,7 @@ class StreamStore:
         )
 
         def closed_joins() -> list[tuple[str, str, str]]:
-            try:
-                rows = cursor.fetchall()
-            except psycopg.Error as error:
-                raise wrap_error(error) from error
-            return [(r["tenant_id"], r["run_id"], r["join_id"]) for r in rows]
+            return [(r["tenant_id"], r["run_id"], r["join_id"]) for r in rows()]
 
         return closed_joins
 

@@ -180,3 +180,51 @@ def test_record_passes_writes_several_runs_and_settles_the_ended_ones_in_one_sta
         [child],
     ).fetchone()
     assert settled == {"status": "completed", "sql_null": False, "json_null": True}
+
+
+def test_array_parameters_keep_every_element_whole(store: Store) -> None:
+    """The hot paths write array parameters as literals (store/sql.array_literal); each
+    string must come back as the one element it was, whatever it holds."""
+    from workflow_runner.store.sql import array_literal
+
+    texts = ['a"b', "c\\d", "", "x,y", "{z}", " sp ", "NULL", "é", '{"k": "v\\\\ \\""}']
+    ids = [str(uuid.uuid4()), str(uuid.uuid4()).upper()]
+    conn = store.conn
+    for _ in range(7):  # past psycopg's prepare threshold: prepared statements too
+        assert conn.execute(
+            "SELECT %(v)s::text[] AS v", {"v": array_literal(texts)}
+        ).fetchone() == {"v": texts}
+        row = conn.execute("SELECT %(v)s::uuid[] AS v", {"v": array_literal(ids)}).fetchone()
+        assert row == {"v": [uuid.UUID(i) for i in ids]}
+        row = conn.execute("SELECT %(v)s::int[] AS v", {"v": array_literal([3, -1])}).fetchone()
+        assert row == {"v": [3, -1]}
+        assert conn.execute("SELECT %(v)s::uuid[] AS v", {"v": array_literal([])}).fetchone() == {
+            "v": []
+        }
+
+
+def test_one_event_to_many_streams_keeps_payloads_that_need_escaping(store: Store) -> None:
+    from workflow_runner.stream import StepResumed
+
+    runs = sorted(str(uuid.uuid4()) for _ in range(3))
+    for run in runs:
+        assert store.streams.append(TENANT, run, "workflow-run", 0, [NewEvent("a", {})], NOW)
+    awkward = 'quote " backslash \\ brace } comma , é'
+    facts = [
+        StepResumed(
+            step_index=i,
+            path=None,
+            retry_attempt=None,
+            suspension_version=1,
+            awaited_event_id=f"{awkward} {i}",
+            resumed_by="event",
+        )
+        for i in range(3)
+    ]
+    won = store.streams.append_to_many(
+        TENANT, "workflow-run", [(run, 1, fact) for run, fact in zip(runs, facts, strict=True)], NOW
+    )
+    assert won == set(runs)
+    for run, fact in zip(runs, facts, strict=True):
+        stored = store.streams.load(TENANT, run)[-1]
+        assert stored.payload == fact.to_payload()

@@ -56,6 +56,10 @@ from .stream import NEVER, Frame, Path
 # The retry policy of a delivery that names none (as the dispatcher always did).
 DELIVERY_ATTEMPTS = 5
 
+# Backoff jitter needs no generator of its own per pass: seeding a new Random reads
+# os.urandom, about a tenth of a short resume's Python. Tests pass their own.
+_JITTER = random.Random()
+
 
 class _Suspend(Exception):
     def __init__(self, suspension: Suspension) -> None:
@@ -138,7 +142,7 @@ class Interpreter:
         self.dispatch_seed = dispatch_seed
         self.task_seed = dispatch_seed if task_seed is None else task_seed
         self.run_started_at = run_started_at or now
-        self.rng = rng or random.Random()
+        self.rng = rng or _JITTER
         self.resumed_task = resumed_task
         self.max_result_bytes = max_result_bytes
         self.parent_run_id = parent_run_id

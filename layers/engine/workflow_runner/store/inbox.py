@@ -10,7 +10,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from ..errors import StoreError
-from .sql import Sql
+from .sql import Sql, array_literal
 
 
 @dataclass(frozen=True)
@@ -131,8 +131,8 @@ class InboxStore:
         statement sent without waiting. Call the returned function after the pipeline:
         the events claimed now (the others were claimed before)."""
         params = {
-            "tenant_ids": [t for t, _ in events],
-            "event_ids": [e for _, e in events],
+            "tenant_ids": array_literal([t for t, _ in events]),
+            "event_ids": array_literal([e for _, e in events]),
             "now": now,
         }
         return _keys_of(self._sql.send("claim_inbox_trigger", params))

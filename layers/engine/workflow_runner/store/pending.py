@@ -14,7 +14,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from ..stream import STEP_RESUMED, TERMINAL_TYPES
-from .sql import Sql
+from .sql import Sql, array_literal
 
 # Stream events after a suspension that take its row out of flight: the resume's claim,
 # or the run's end (a cancel while the request was queued).
@@ -163,7 +163,10 @@ class PendingStore:
         """Drop the rows of many (tenant_id, run_id) pairs in one statement."""
         self._sql.run(
             "delete_runs_pending",
-            {"tenant_ids": [t for t, _ in runs], "run_ids": [r for _, r in runs]},
+            {
+                "tenant_ids": array_literal([t for t, _ in runs]),
+                "run_ids": array_literal([r for _, r in runs]),
+            },
         )
 
     def mark_matched(
@@ -232,8 +235,8 @@ class PendingStore:
             "mark_pending_matched_many",
             {
                 "tenant_id": tenant_id,
-                "run_ids": [run for run, _ in waits],
-                "suspension_versions": [version for _, version in waits],
+                "run_ids": array_literal([run for run, _ in waits]),
+                "suspension_versions": array_literal([version for _, version in waits]),
                 "event_type": event_type,
                 "event_id": event_id,
                 "now": now,
@@ -327,9 +330,9 @@ class PendingStore:
         found = self._sql.all(
             "lease_named_rows",
             {
-                "tenant_ids": [t for t, _, _ in rows],
-                "run_ids": [r for _, r, _ in rows],
-                "step_indexes": [i for _, _, i in rows],
+                "tenant_ids": array_literal([t for t, _, _ in rows]),
+                "run_ids": array_literal([r for _, r, _ in rows]),
+                "step_indexes": array_literal([i for _, _, i in rows]),
                 "now": now,
                 "lease_until": lease_until,
             },

@@ -42,10 +42,26 @@ def wrap_error(error: psycopg.Error) -> StoreError:
     return StoreError(message)
 
 
+def array_literal(values: Sequence[str | int]) -> str:
+    """`values` as a PostgreSQL array literal, for a parameter the query casts to an
+    array type (`%(ids)s::uuid[]`): every element quoted, with backslashes and double
+    quotes escaped, so any string stays one element. On the hot paths (a resume batch's
+    reads and claims, the projection's deletes) it replaces psycopg's list dumper, which
+    costs about 1.5 µs of Python per element; this costs about a tenth of that."""
+    if not values:
+        return "{}"
+    return (
+        '{"' + '","'.join(str(v).replace("\\", "\\\\").replace('"', '\\"') for v in values) + '"}'
+    )
+
+
 def runs_params(runs: Sequence[tuple[str, str]]) -> dict[str, Any]:
     """The parameters of a read for several runs at once (`load_run_tail`, `run_results`):
     the (tenant, run) pairs as two arrays. Each row comes back numbered `n` from 1."""
-    return {"tenant_ids": [t for t, _ in runs], "run_ids": [r for _, r in runs]}
+    return {
+        "tenant_ids": array_literal([t for t, _ in runs]),
+        "run_ids": array_literal([r for _, r in runs]),
+    }
 
 
 def rows_by_run(rows: Sequence[dict[str, Any]], count: int) -> list[list[dict[str, Any]]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,7 +16,7 @@ from ..errors import StoreError
 from ..stream import RUN_STREAM, Fact, RecordedFact, decode, type_of
 from .inbox import InboxEvent
 from .results import StoredResults, result_rows, stored_results
-from .sql import Sql, rows_by_run, runs_params
+from .sql import Sql, array_literal, rows_by_run, runs_params
 
 
 @dataclass(frozen=True)
@@ -191,9 +192,11 @@ class StreamStore:
                 "tenant_id": tenant_id,
                 "stream_type": stream_type,
                 "type": types.pop(),
-                "stream_ids": [stream for stream, _, _ in appends],
-                "versions": [version + 1 for _, version, _ in appends],
-                "payloads": [Jsonb(fact.to_payload()) for _, _, fact in appends],
+                "stream_ids": array_literal([stream for stream, _, _ in appends]),
+                "versions": array_literal([version + 1 for _, version, _ in appends]),
+                "payloads": array_literal(
+                    [json.dumps(fact.to_payload()) for _, _, fact in appends]
+                ),
                 "recorded_at": recorded_at,
             },
         )

@@ -13,7 +13,7 @@ from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.engine import resume as resume_module
 from workflow_runner.errors import RunNotFound
-from workflow_runner.store import Store
+from workflow_runner.store import NewEvent, Store
 from workflow_runner.store.streams import StreamStore
 
 from tests.support import (
@@ -253,6 +253,28 @@ def test_projection_reports_new_suspensions_due_within_the_horizon(
         (run_id_for("rl-wait", "soon"), 0, clock.now() + timedelta(seconds=20))
     ]
     assert ops.project_pending(store, clock.now(), horizon_seconds=60).due_soon == []
+
+
+def test_projection_drops_a_resumed_row_by_the_event_type_alone(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, wait_wf
+) -> None:
+    """The projection reads the payload only of the events it acts on: a resume (or a
+    run's end) drops the row by its type, so a payload it cannot decode does not stop it,
+    and a backlog of resumes costs no decoding."""
+    ops.ingest_domain_event(
+        store, event("rl-test.wait", {"runKey": "bare", "forIso": "PT1M"}), clock.now(), registry
+    )
+    run_id = run_id_for("rl-wait", "bare")
+    ops.project_pending(store, clock.now())
+    rows = "SELECT count(*) AS n FROM workflow_run_pending WHERE run_id = %(r)s"
+    assert store.conn.execute(rows, {"r": run_id}).fetchone() == {"n": 1}
+    version = len(store.streams.load(TENANT_A, run_id))
+    assert store.streams.append(
+        TENANT_A, run_id, "workflow-run", version, [NewEvent(ev.STEP_RESUMED, {})], clock.now()
+    )
+
+    assert ops.project_pending(store, clock.now()).applied == 1
+    assert store.conn.execute(rows, {"r": run_id}).fetchone() == {"n": 0}
 
 
 def test_a_pass_that_breaks_mid_batch_costs_only_itself(

@@ -142,22 +142,46 @@ def _new_wait(
     return take(store, wait, found.event_id, now) if found is not None else None
 
 
+# The suspensions: each writes its run's row.
+_SUSPENSIONS = (
+    StepWaiting,
+    StepWaitingForEvent,
+    RetryScheduled,
+    TaskScheduled,
+    TasksScheduled,
+    ChildrenWaiting,
+    StepWaitingForCallback,
+)
+# The event types whose payload the projection reads: the suspensions and what marks a
+# row due. A resume and a run's end drop the row by type alone, and the other events
+# (run starts, dispatches, task attempts) leave it as it is: decoding them would cost
+# most of a catch-up's Python in a backlog of resumes.
+_READS_PAYLOAD = frozenset(
+    cls.TYPE
+    for cls in (
+        *_SUSPENSIONS,
+        StepEventMatched,
+        CallbackCompleted,
+        TaskCompleted,
+        TaskFailed,
+        ChildrenSettled,
+    )
+)
+_DROPS_ROW = frozenset({StepResumed.TYPE, *TERMINAL_TYPES})
+# The suspensions with a time of their own (what `horizon_seconds` returns when due soon).
+_TIMED_SUSPENSIONS = (StepWaiting, StepWaitingForEvent, RetryScheduled, StepWaitingForCallback)
+_TIMED = frozenset(cls.TYPE for cls in _TIMED_SUSPENSIONS)
+
+
 def _apply(
     store: Store, e: StoredEvent, now: datetime, deletes: _PendingDeletes, budget: LookBackBudget
 ) -> WokenRun | None:
+    if e.type not in _READS_PAYLOAD:
+        if e.type in _DROPS_ROW:
+            deletes.add(e.tenant_id, e.stream_id)
+        return None
     fact = e.fact
-    if isinstance(
-        fact,
-        (
-            StepWaiting,
-            StepWaitingForEvent,
-            RetryScheduled,
-            TaskScheduled,
-            TasksScheduled,
-            ChildrenWaiting,
-            StepWaitingForCallback,
-        ),
-    ):
+    if isinstance(fact, _SUSPENSIONS):
         deletes.before_write(e.tenant_id, e.stream_id)
         if isinstance(fact, StepWaitingForEvent):
             return _new_wait(store, e, fact, now, budget)
@@ -210,8 +234,6 @@ def _apply(
             e.recorded_at,
         )
         return WokenRun(e.tenant_id, e.stream_id, fact.step_index, fact.join_id, e.recorded_at)
-    elif isinstance(fact, StepResumed) or e.type in TERMINAL_TYPES:
-        deletes.add(e.tenant_id, e.stream_id)
     return None
 
 
@@ -273,20 +295,10 @@ def project_pending(
                     hit = _apply(store, e, now, deletes, budget)
                     if hit is not None:
                         woken.append(hit)
+                    if limit is None or e.type not in _TIMED:
+                        continue
                     fact = e.fact
-                    if (
-                        limit is not None
-                        and isinstance(
-                            fact,
-                            (
-                                StepWaiting,
-                                StepWaitingForEvent,
-                                RetryScheduled,
-                                StepWaitingForCallback,
-                            ),
-                        )
-                        and fact.due_at <= limit
-                    ):
+                    if isinstance(fact, _TIMED_SUSPENSIONS) and fact.due_at <= limit:
                         key = (e.tenant_id, e.stream_id)
                         soon[key] = DueRow(*key, fact.step_index, fact.due_at)
                 deletes.flush()

@@ -143,6 +143,11 @@ def test_parse_instant_returns_the_same_instant_in_utc(text: str, expected: date
         " 2026-11-29T10:00:00Z",
         "2026-11-29T10:00:00Z\n",
         "0001-01-01T00:00:00+01:00",
+        # The shape format_instant writes (parse_instant's fast path), not a real instant.
+        "2026-02-30T10:00:00.000000Z",
+        "2026-11-29T24:00:00.000000Z",
+        "2026-11-29T10:00:00.00000\u0663Z",
+        "2026-11-29 10:00:00.000000Z",
         "tomorrow",
         "",
     ],
@@ -275,6 +280,15 @@ def test_format_instant_round_trips_through_parse_instant(moment: datetime) -> N
     text = format_instant(moment)
     assert parse_instant(text) == moment
     assert format_instant(parse_instant(text)) == text
+
+
+@given(st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31)))
+def test_parse_instant_reads_the_stored_shape_as_the_general_grammar_does(moment: datetime) -> None:
+    """format_instant's shape takes a faster parser; the same instant written with an
+    explicit offset takes the general one."""
+    text = format_instant(moment.replace(tzinfo=UTC))
+    assert parse_instant(text) == parse_instant(text[:-1] + "+00:00") == moment.replace(tzinfo=UTC)
+    assert parse_instant(text).tzinfo is UTC
 
 
 @given(st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=100_000)))

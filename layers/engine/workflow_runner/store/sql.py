@@ -72,6 +72,11 @@ def rows_by_run(rows: Sequence[dict[str, Any]], count: int) -> list[list[dict[st
     return grouped
 
 
+def _has_rows(cursor: psycopg.Cursor[Any]) -> bool:
+    result = cursor.pgresult
+    return result is not None and result.status == psycopg.pq.ExecStatus.TUPLES_OK
+
+
 class Sql:
     """Runs named queries on one connection; driver errors become StoreError.
 
@@ -106,7 +111,8 @@ class Sql:
         try:
             with self.conn.pipeline():
                 cursors = [self.conn.execute(query(name), params) for name, params in calls]
-            return [c.fetchall() if c.description is not None else [] for c in cursors]
+            # pgresult, not description: description builds a Column per field.
+            return [c.fetchall() if _has_rows(c) else [] for c in cursors]
         except psycopg.Error as error:
             raise wrap_error(error) from error
 

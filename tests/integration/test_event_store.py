@@ -228,3 +228,13 @@ def test_one_event_to_many_streams_keeps_payloads_that_need_escaping(store: Stor
     for run, fact in zip(runs, facts, strict=True):
         stored = store.streams.load(TENANT, run)[-1]
         assert stored.payload == fact.to_payload()
+
+
+def test_jsonb_parameters_are_stored_as_json_dumps_writes_them(store: Store) -> None:
+    """The engine's connections encode jsonb with pydantic-core; a None dict key is the
+    one case it writes differently from json.dumps ("None" against "null")."""
+    stream = str(uuid.uuid4())
+    payload = {None: 1, "None": 2, True: 3, 2: [1.5, "é"], "n": None}
+    assert store.streams.append(TENANT, stream, "workflow-run", 0, [NewEvent("a", payload)], NOW)
+    (stored,) = store.streams.load(TENANT, stream)
+    assert stored.payload == {"null": 1, "None": 2, "true": 3, "2": [1.5, "é"], "n": None}

@@ -8,6 +8,7 @@ package is the only one that imports the database driver.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cached_property
@@ -252,6 +253,15 @@ def connect(
     # json module: a tenth of a resume's Python went to encoding and decoding. What a
     # workflow produces is still checked with json.dumps first (storable.check_storable),
     # so what counts as JSON does not change.
-    set_json_dumps(pydantic_core.to_json, conn)
+    set_json_dumps(_to_json, conn)
     set_json_loads(pydantic_core.from_json, conn)
     return Store(conn, sql_type)
+
+
+def _to_json(value: Any) -> bytes | str:
+    """JSON text of a jsonb parameter, as json.dumps would store it. pydantic-core
+    differs in one case that reaches jsonb: a None dict key is "None" there and "null"
+    in json.dumps (and so in what earlier releases stored); any output with such a key
+    is written by json.dumps instead (a text key "None" takes that path too, harmlessly)."""
+    text = pydantic_core.to_json(value)
+    return json.dumps(value) if b'"None":' in text else text

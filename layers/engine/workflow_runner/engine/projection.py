@@ -25,10 +25,10 @@ from ..store import DueRow, NewPendingRow, Store, StoredEvent
 from ..stream import (
     CALLBACK_EVENT_TYPE,
     RUN_STREAM,
+    SUSPENDING_FACTS,
     TERMINAL_TYPES,
     CallbackCompleted,
     ChildrenSettled,
-    ChildrenWaiting,
     RetryScheduled,
     StepEventMatched,
     StepResumed,
@@ -38,8 +38,6 @@ from ..stream import (
     Suspension,
     TaskCompleted,
     TaskFailed,
-    TaskScheduled,
-    TasksScheduled,
 )
 from .joins import CHILDREN_OUTCOME
 from .lookback import AwaitedWait, Cursor, LookBackBudget, continue_look_backs, scan, take
@@ -142,16 +140,6 @@ def _new_wait(
     return take(store, wait, found.event_id, now) if found is not None else None
 
 
-# The suspensions: each writes its run's row.
-_SUSPENSIONS = (
-    StepWaiting,
-    StepWaitingForEvent,
-    RetryScheduled,
-    TaskScheduled,
-    TasksScheduled,
-    ChildrenWaiting,
-    StepWaitingForCallback,
-)
 # The event types whose payload the projection reads: the suspensions and what marks a
 # row due. A resume and a run's end drop the row by type alone, and the other events
 # (run starts, dispatches, task attempts) leave it as it is. Not decoding them took a
@@ -159,7 +147,7 @@ _SUSPENSIONS = (
 _READS_PAYLOAD = frozenset(
     cls.TYPE
     for cls in (
-        *_SUSPENSIONS,
+        *SUSPENDING_FACTS,
         StepEventMatched,
         CallbackCompleted,
         TaskCompleted,
@@ -181,7 +169,7 @@ def _apply(
             deletes.add(e.tenant_id, e.stream_id)
         return None
     fact = e.fact
-    if isinstance(fact, _SUSPENSIONS):
+    if isinstance(fact, SUSPENDING_FACTS):  # each writes its run's row
         deletes.before_write(e.tenant_id, e.stream_id)
         if isinstance(fact, StepWaitingForEvent):
             return _new_wait(store, e, fact, now, budget)

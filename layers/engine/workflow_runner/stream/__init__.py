@@ -22,7 +22,7 @@ from .callbacks import (
     StepWaitingForCallback,
 )
 from .children import ChildrenRequested, ChildrenSettled
-from .codec import Fact, UnknownFact, decode, type_of
+from .codec import SUSPENDING_FACTS, Fact, UnknownFact, decode, type_of
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .fold import RecordedFact, RunState, fold_run
 from .names import (
@@ -113,6 +113,7 @@ __all__ = [
     "STEP_WAITING",
     "STEP_WAITING_FOR_CALLBACK",
     "STEP_WAITING_FOR_EVENT",
+    "SUSPENDING_FACTS",
     "SUSPENSION_TYPES",
     "TASKS_SCHEDULED",
     "TASK_ATTEMPT_FAILED",

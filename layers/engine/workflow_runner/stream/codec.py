@@ -70,6 +70,17 @@ Fact: TypeAlias = (
     | UnknownFact
 )
 
+# Every fact that leaves a run suspended at an open suspension (what a resume claims).
+SUSPENDING_FACTS = (
+    StepWaiting,
+    StepWaitingForEvent,
+    RetryScheduled,
+    TaskScheduled,
+    TasksScheduled,
+    ChildrenWaiting,
+    StepWaitingForCallback,
+)
+
 _KNOWN: dict[str, Any] = {
     cls.TYPE: cls
     for cls in (

@@ -9,7 +9,7 @@ from typing import Literal
 
 from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenSettled
-from .codec import Fact
+from .codec import SUSPENDING_FACTS, Fact
 from .names import SETTLED_STATUSES, RunStatus
 from .run import (
     RunCancelled,
@@ -22,9 +22,6 @@ from .run import (
 )
 from .suspensions import (
     ChildrenWaiting,
-    RetryScheduled,
-    StepWaiting,
-    StepWaitingForEvent,
     Suspension,
     TaskScheduled,
     TasksScheduled,
@@ -126,18 +123,7 @@ class RunState:
             self.started_at = recorded.recorded_at
             self.fingerprint = fact.definition_fingerprint
             self.status = "running"
-        elif isinstance(
-            fact,
-            (
-                StepWaiting,
-                StepWaitingForEvent,
-                RetryScheduled,
-                TaskScheduled,
-                TasksScheduled,
-                ChildrenWaiting,
-                StepWaitingForCallback,
-            ),
-        ):
+        elif isinstance(fact, SUSPENDING_FACTS):
             self.status = "waiting"
             self.suspension = fact
             self.suspension_version = recorded.version

@@ -127,29 +127,35 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """One transaction (a savepoint when nested); driver errors become StoreError."""
+        """One transaction (a savepoint when nested); driver errors become StoreError.
+
+        Inside `pipeline()`, what the block holds back goes out before the transaction
+        begins and before it commits; what the transaction held back when it rolls back
+        is dropped with it."""
+        self._sql.flush()
         try:
             with self._conn.transaction():
-                yield
+                try:
+                    yield
+                    self._sql.flush()
+                except BaseException:
+                    self._sql.discard()
+                    raise
         except psycopg.Error as error:
             raise wrap_error(error) from error
 
     @contextmanager
     def pipeline(self) -> Iterator[None]:
-        """Send the statements inside without waiting for each result: one round trip.
+        """Send the statements inside that need no answer together: one round trip.
 
-        Only for statements whose results are not read inside the block (a fetch forces
-        a round trip); errors surface when the block ends. A block inside another is part
-        of it: its statements ride the outer block's round trip.
+        Only for statements whose results are not read inside the block (a read sends
+        what is held back with it, in one round trip); errors surface when the block
+        ends. A block inside another is part of it: its statements ride the outer
+        block's round trip. A block that sends one statement sends it alone, without a
+        pipeline's extra messages (see Sql.deferred).
         """
-        if self._conn._pipeline is not None:
+        with self._sql.deferred():
             yield
-            return
-        try:
-            with self._conn.pipeline():
-                yield
-        except psycopg.Error as error:
-            raise wrap_error(error) from error
 
     def ping(self) -> None:
         """A round trip that proves the connection works (raises StoreError if not)."""

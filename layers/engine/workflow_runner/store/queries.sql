@@ -50,13 +50,26 @@ ORDER BY e.version;
 -- `n` numbers them from 1): its first event (with the trigger's inbox row) and the
 -- events from its last pass's outcome on (workflow_runs.version, written with that
 -- outcome), so a resume reads a few events however long the run is: two index range
--- reads per run. Without a summary row it reads the whole stream. One statement for a
--- whole batch of resumes.
+-- reads per run. Without a summary row it reads the whole stream. The first event's row
+-- also carries the run's current results (`results`: the rows of run_results, as a
+-- JSON array of objects with its columns), so a batch of resumes reads everything it
+-- needs in one statement.
 SELECT q.n, e.position, e.tenant_id::text AS tenant_id, e.stream_id::text AS stream_id,
        e.stream_type, e.version, e.type, e.payload, e.metadata, e.recorded_at,
        i.event_id AS trigger_event_id, i.source AS trigger_source, i.type AS trigger_type,
        i.detail AS trigger_detail, i.event_time AS trigger_event_time,
-       i.received_at AS trigger_received_at
+       i.received_at AS trigger_received_at,
+       CASE WHEN e.version = 1 THEN (
+           SELECT coalesce(jsonb_agg(jsonb_build_object(
+                      'key', r.key, 'value', r.value, 'awaited', r.awaited,
+                      'awaited_event_id', r.awaited_event_id, 'awaited_detail', ri.detail,
+                      'awaited_missing', r.awaited_event_id IS NOT NULL AND ri.detail IS NULL)),
+                  '[]'::jsonb)
+           FROM run_results r
+           LEFT JOIN inbox ri
+                  ON r.awaited AND ri.tenant_id = r.tenant_id AND ri.event_id = r.awaited_event_id
+           WHERE r.tenant_id = q.tenant_id AND r.run_id = q.run_id)
+       END AS results
 FROM unnest(%(tenant_ids)s::uuid[], %(run_ids)s::uuid[]) WITH ORDINALITY AS q(tenant_id, run_id, n)
 CROSS JOIN LATERAL (
     SELECT greatest(2, coalesce(max(r.version), 0)) AS tail_from

@@ -5,7 +5,8 @@ The one place that runs SQL text; the stores of this package call it by query na
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -77,6 +78,18 @@ def _has_rows(cursor: psycopg.Cursor[Any]) -> bool:
     return result is not None and result.status == psycopg.pq.ExecStatus.TUPLES_OK
 
 
+class _Queued:
+    """A statement held back by `Sql.deferred` until its block ends or a read needs the
+    connection; `cursor` is set once it has gone out."""
+
+    __slots__ = ("cursor", "params", "sql")
+
+    def __init__(self, sql: str, params: dict[str, Any]) -> None:
+        self.sql = sql
+        self.params = params
+        self.cursor: psycopg.Cursor[dict[str, Any]] | None = None
+
+
 class Sql:
     """Runs named queries on one connection; driver errors become StoreError.
 
@@ -85,21 +98,31 @@ class Sql:
 
     def __init__(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
         self.conn = conn
+        self._queue: list[_Queued] | None = None  # None: not inside `deferred`
 
     def all(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        if self._queue:
+            return self._with_queued([(name, params)])[0]
         try:
             return self.conn.execute(query(name), params).fetchall()
         except psycopg.Error as error:
             raise wrap_error(error) from error
 
     def one(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        if self._queue:
+            rows = self._with_queued([(name, params)])[0]
+            return rows[0] if rows else None
         try:
             return self.conn.execute(query(name), params).fetchone()
         except psycopg.Error as error:
             raise wrap_error(error) from error
 
     def run(self, name: str, params: dict[str, Any]) -> int:
-        """Execute and return the number of rows touched."""
+        """Execute and return the number of rows touched (-1 inside `deferred`, where
+        the statement has not gone out yet)."""
+        if self._queue is not None:
+            self._queue.append(_Queued(query(name), params))
+            return -1
         try:
             return self.conn.execute(query(name), params).rowcount
         except psycopg.Error as error:
@@ -108,26 +131,90 @@ class Sql:
     def batch(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[list[dict[str, Any]]]:
         """Run several named queries in one round trip (a pipeline); each one's rows, in
         order (empty for a statement that returns none)."""
-        try:
-            with self.conn.pipeline():
-                cursors = [self.conn.execute(query(name), params) for name, params in calls]
-            # pgresult, not description: description builds a Column per field.
-            return [c.fetchall() if _has_rows(c) else [] for c in cursors]
-        except psycopg.Error as error:
-            raise wrap_error(error) from error
+        return self._with_queued(calls)
 
     def send(self, name: str, params: dict[str, Any]) -> Callable[[], list[dict[str, Any]]]:
-        """Execute without reading: inside a pipeline the statement rides the pipeline's
-        round trip. Call the returned function after the pipeline ends for its rows."""
-        try:
-            cursor = self.conn.execute(query(name), params)
-        except psycopg.Error as error:
-            raise wrap_error(error) from error
+        """Execute without reading: inside `deferred` the statement goes out with the
+        block's others. The returned function reads its rows (sending what is held
+        back first, if it has not gone out yet)."""
+        queued = _Queued(query(name), params)
+        if self._queue is not None:
+            self._queue.append(queued)
+        else:
+            self._send([queued])
 
         def rows() -> list[dict[str, Any]]:
+            if queued.cursor is None:
+                self.flush()
+            assert queued.cursor is not None
             try:
-                return cursor.fetchall()
+                return queued.cursor.fetchall()
             except psycopg.Error as error:
                 raise wrap_error(error) from error
 
         return rows
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Hold back the statements that need no answer (`run`, `send`) and send them
+        together: when the block ends, or with the next read (`all`, `one`, `batch`),
+        which needs them to have run first. One statement goes out alone, several in
+        one pipeline: one round trip either way, and a block that ends up sending
+        nothing costs nothing. A block inside another is part of it. Errors surface
+        where the statements go out. If the block raises, what it held back still goes
+        out (as a pipeline's statements would), unless a transaction inside it rolled
+        back (see `discard`)."""
+        if self._queue is not None:
+            yield
+            return
+        self._queue = []
+        completed = False
+        try:
+            yield
+            completed = True
+        finally:
+            queue, self._queue = self._queue, None
+            if queue:
+                try:
+                    self._send(queue)
+                except StoreError:
+                    if completed:
+                        raise
+
+    def flush(self) -> None:
+        """Send what `deferred` holds back now (before a transaction's boundary)."""
+        if self._queue:
+            queue, self._queue = self._queue, []
+            self._send(queue)
+
+    def discard(self) -> None:
+        """Drop what `deferred` holds back (its transaction rolled back)."""
+        if self._queue:
+            self._queue = []
+
+    def _with_queued(
+        self, calls: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[list[dict[str, Any]]]:
+        """What is held back, then `calls`, in one pipeline; the rows of `calls`."""
+        queue, self._queue = (self._queue or []), ([] if self._queue is not None else None)
+        reads = [_Queued(query(name), params) for name, params in calls]
+        self._send([*queue, *reads])
+        try:
+            # pgresult, not description: description builds a Column per field.
+            return [
+                r.cursor.fetchall() if r.cursor is not None and _has_rows(r.cursor) else []
+                for r in reads
+            ]
+        except psycopg.Error as error:
+            raise wrap_error(error) from error
+
+    def _send(self, statements: Sequence[_Queued]) -> None:
+        try:
+            if len(statements) == 1:
+                statements[0].cursor = self.conn.execute(statements[0].sql, statements[0].params)
+                return
+            with self.conn.pipeline():
+                for statement in statements:
+                    statement.cursor = self.conn.execute(statement.sql, statement.params)
+        except psycopg.Error as error:
+            raise wrap_error(error) from error

@@ -306,17 +306,11 @@ class StreamStore:
         self, runs: Sequence[tuple[str, str]]
     ) -> list[tuple[list[StoredEvent], InboxEvent | None, StoredResults]]:
         """What resuming each (tenant, run) needs: its stream's tail, trigger row and
-        current results; for a whole batch of runs in two statements, one round trip."""
-        params = runs_params(runs)
-        tails, results = self._sql.batch([("load_run_tail", params), ("run_results", params)])
+        current results; for a whole batch of runs in one statement."""
+        rows = self._sql.all("load_run_tail", runs_params(runs))
         return [
-            (*_run_from_rows(tenant_id, events), stored_results(stored))
-            for (tenant_id, _), events, stored in zip(
-                runs,
-                rows_by_run(tails, len(runs)),
-                rows_by_run(results, len(runs)),
-                strict=True,
-            )
+            (*_run_from_rows(tenant_id, events), stored_results(_results_of(events)))
+            for (tenant_id, _), events in zip(runs, rows_by_run(rows, len(runs)), strict=True)
         ]
 
     def read_after(
@@ -406,6 +400,12 @@ class CheckpointStore:
             "save_checkpoint",
             {"name": name, "last_xid": xid, "last_position": position, "now": now},
         )
+
+
+def _results_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The run_results rows load_run_tail carries on a run's first event (none without
+    a stream)."""
+    return (rows[0]["results"] or []) if rows else []
 
 
 def _run_from_rows(

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from .errors import InvalidInput
 
 MAX_NESTING = 100  # levels of objects and arrays; deeper values are refused, not recursed into
 DEFAULT_MAX_RESULT_BYTES = 256 * 1024
+# What jsonb text cannot hold: NUL, and UTF-16 surrogates (in a Python str only unpaired).
+_REFUSED_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
 class NotStorable(InvalidInput):
@@ -24,7 +27,7 @@ def _reject(value: Any, where: str, depth: int) -> None:
     if depth > MAX_NESTING:
         raise NotStorable(f"{where}: nested deeper than {MAX_NESTING} levels")
     if isinstance(value, str):
-        if "\x00" in value or any("\ud800" <= c <= "\udfff" for c in value):
+        if _REFUSED_TEXT.search(value):
             raise NotStorable(f"{where}: text holds a NUL or an unpaired surrogate")
     elif isinstance(value, float) and not math.isfinite(value):
         raise NotStorable(f"{where}: {value} is not a JSON number")

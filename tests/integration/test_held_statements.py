@@ -10,6 +10,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
+from workflow_runner.engine import project_pending
 from workflow_runner.errors import StoreError
 from workflow_runner.store import Sql, Store, connect
 from workflow_runner.store.sql import _Queued
@@ -124,3 +126,33 @@ def test_a_held_statement_that_fails_raises_where_it_goes_out(
     with pytest.raises(StoreError, match="22P02"), store.pipeline():  # not a uuid
         store.inbox.register_tenant("not-a-uuid", NOW)
     assert store.inbox.tenants() == []  # the connection is usable afterwards
+
+
+class CountingConnection(psycopg.Connection[dict[str, Any]]):
+    """Counts round trips: statements executed outside a pipeline, and pipelines."""
+
+    round_trips = 0
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        if self.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF:
+            self.round_trips += 1
+        return super().execute(*args, **kwargs)
+
+    def pipeline(self) -> Any:
+        self.round_trips += 1
+        return super().pipeline()
+
+
+def test_a_catch_up_with_nothing_to_apply_costs_four_statement_round_trips(db_url: str) -> None:
+    """Its start (horizon, checkpoint created and locked) goes in one round trip, the lag
+    rides the last batch: the read, the look-backs and the lag are the other three."""
+    conn = CountingConnection.connect(db_url, autocommit=True, row_factory=dict_row)
+    store = Store(conn)
+    try:
+        project_pending(store, NOW)  # creates the checkpoint
+        conn.round_trips = 0
+        result = project_pending(store, NOW)
+        assert (result.applied, result.lag_events) == (0, 0)
+        assert conn.round_trips == 4  # besides BEGIN and COMMIT
+    finally:
+        store.close()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ..match import equality_key
-from ..store import DueRow, NewPendingRow, Store, StoredEvent
+from ..store import DueRow, NewPendingRow, ProjectionLag, Store, StoredEvent
 from ..stream import (
     CALLBACK_EVENT_TYPE,
     RUN_STREAM,
@@ -261,6 +261,7 @@ def project_pending(
     woken: list[WokenRun] = []
     soon: dict[tuple[str, str], DueRow] = {}
     limit = None if horizon_seconds is None else now + timedelta(seconds=horizon_seconds)
+    lag: ProjectionLag | None = None
     batches = 0
     started = monotonic()
     while max_batches is None or batches < max_batches:
@@ -271,8 +272,7 @@ def project_pending(
         with store.transaction():
             # First: the horizon reads the engine's sessions before any snapshot that
             # reads events is taken (see projection_horizon in queries.sql).
-            horizon = store.checkpoints.horizon()
-            xid, position = store.checkpoints.lock(PENDING_PROJECTION, now)
+            horizon, xid, position = store.checkpoints.start_catch_up(PENDING_PROJECTION, now)
             events = store.streams.read_after(xid, position, batch_size, horizon)
             # Writes whose results are not read travel together; reads sync the pipeline.
             with store.pipeline():
@@ -295,9 +295,14 @@ def project_pending(
                 if events:
                     last = events[-1]
                     store.checkpoints.save(PENDING_PROJECTION, last.xid, last.position, now)
+                caught_up = len(events) < batch_size and not unfinished
+                if caught_up:
+                    # The last batch reads the lag left with its save: one round trip.
+                    lag = store.checkpoints.lag(PENDING_PROJECTION, now)
         applied += len(events)
-        if len(events) < batch_size and not unfinished:
+        if caught_up:
             break
-    lag = store.checkpoints.lag(PENDING_PROJECTION, now)
+    if lag is None:
+        lag = store.checkpoints.lag(PENDING_PROJECTION, now)
     lag_seconds = 0.0 if lag.oldest is None else max(0.0, (now - lag.oldest).total_seconds())
     return ProjectionResult(applied, woken, list(soon.values()), lag.behind, lag_seconds)

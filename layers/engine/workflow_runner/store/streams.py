@@ -394,6 +394,19 @@ class CheckpointStore:
         assert row is not None
         return str(row["last_xid"]), int(row["last_position"])
 
+    def start_catch_up(self, name: str, now: datetime) -> tuple[str, str, int]:
+        """`horizon()` then `lock(name)`, in one round trip: the horizon, and the
+        projection's locked (xid, position). The first statements of the reading
+        transaction, in that order."""
+        horizon, _, (row, *_) = self._sql.batch(
+            [
+                ("projection_horizon", {}),
+                ("create_checkpoint", {"name": name, "now": now}),
+                ("lock_checkpoint", {"name": name}),
+            ]
+        )
+        return str(horizon[0]["horizon"]), str(row["last_xid"]), int(row["last_position"])
+
     def save(self, name: str, xid: str, position: int, now: datetime) -> None:
         """Advance a projection, in the same transaction as its writes."""
         self._sql.run(

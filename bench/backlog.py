@@ -4,6 +4,7 @@ against the server's raw commit rate on the same number of connections."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -68,6 +69,7 @@ def _drain_worker(url: str, batch: int, lease_batch: int, start: Any, out: Any) 
     store = connect(url)
     done = 0
     start.wait()
+    cpu = time.process_time()
     try:
         while True:
             now = datetime.now(UTC)
@@ -86,17 +88,31 @@ def _drain_worker(url: str, batch: int, lease_batch: int, start: Any, out: Any) 
                 done += sum(getattr(r, "outcome", None) == "completed" for r in results)
     finally:
         store.close()
-    out.put(done)
+    out.put((done, time.process_time() - cpu))
 
 
-def _projector(url: str, stop: Any) -> None:
+def _projector(url: str, stop: Any, out: Any) -> None:
     store = connect(url)
+    cpu = time.process_time()
     try:
         while not stop.is_set():
             if project_pending(store, datetime.now(UTC)).applied == 0:
                 time.sleep(0.02)
     finally:
         store.close()
+    out.put(time.process_time() - cpu)
+
+
+def _machine_busy_seconds() -> float | None:
+    """CPU seconds every process of the machine has used since boot (Linux /proc/stat:
+    all but idle and iowait), or None where there is no /proc."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:9]]
+    except OSError:
+        return None
+    busy = sum(fields) - fields[3] - fields[4]
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def drain_processes(
@@ -110,8 +126,8 @@ def drain_processes(
     seed_sleeping_runs(url, registry, n, datetime.now(UTC) - timedelta(hours=1))
     seed_s = time.perf_counter() - seed_started
     ctx = multiprocessing.get_context("spawn")
-    start, out, stop = ctx.Barrier(workers + 1), ctx.Queue(), ctx.Event()
-    projector = ctx.Process(target=_projector, args=(url, stop))
+    start, out, stop, projected = ctx.Barrier(workers + 1), ctx.Queue(), ctx.Event(), ctx.Queue()
+    projector = ctx.Process(target=_projector, args=(url, stop, projected))
     procs = [
         ctx.Process(target=_drain_worker, args=(url, batch, lease_batch, start, out))
         for _ in range(workers)
@@ -120,10 +136,14 @@ def drain_processes(
     for proc in procs:
         proc.start()
     start.wait()
+    busy_before = _machine_busy_seconds()
     began = time.perf_counter()
-    completed = sum(out.get(timeout=900) for _ in procs)
+    reports = [out.get(timeout=900) for _ in procs]
     elapsed = time.perf_counter() - began
+    busy_after = _machine_busy_seconds()
+    completed = sum(done for done, _ in reports)
     stop.set()
+    projection_cpu = projected.get(timeout=60)
     for proc in [*procs, projector]:
         proc.join()
     with psycopg.connect(url) as conn:
@@ -141,4 +161,34 @@ def drain_processes(
         "seed_s": round(seed_s, 2),
         "drain_s": round(elapsed, 2),
         "resumes_per_s": round(n / elapsed, 1),
+        "cpu": _cpu_split(
+            n, elapsed, [cpu for _, cpu in reports], projection_cpu, busy_before, busy_after
+        ),
     }
+
+
+def _cpu_split(
+    n: int,
+    elapsed: float,
+    workers: list[float],
+    projection: float,
+    busy_before: float | None,
+    busy_after: float | None,
+) -> dict[str, Any]:
+    """Where the drain's CPU went, in ms per resume: the workers' and the projection's
+    own processes, and the whole machine (the database server is most of the rest; the
+    machine figure also holds anything else that ran meanwhile)."""
+    split: dict[str, Any] = {
+        "workers_ms_per_resume": round(sum(workers) / n * 1000, 4),
+        "projection_ms_per_resume": round(projection / n * 1000, 4),
+        "machine_ms_per_resume": None,
+        "rest_ms_per_resume": None,
+        "machine_busy_fraction": None,
+        "cores": os.cpu_count(),
+    }
+    if busy_before is not None and busy_after is not None:
+        busy = busy_after - busy_before
+        split["machine_ms_per_resume"] = round(busy / n * 1000, 4)
+        split["rest_ms_per_resume"] = round((busy - sum(workers) - projection) / n * 1000, 4)
+        split["machine_busy_fraction"] = round(busy / (elapsed * (os.cpu_count() or 1)), 3)
+    return split

@@ -686,23 +686,24 @@ def _drain_cpu_lines(bd: dict[str, Any]) -> list[str]:
         needed = cores / (0.5 * bd["commits_per_s"]) * 1000
         out += [
             "",
-            f"CPU of the {bd['fraction_at_n']:,}-run drain, in ms per resume: the worker",
-            f"processes {cpu['workers_ms_per_resume']}, the projection process"
-            f" {cpu['projection_ms_per_resume']}, the whole machine"
-            f" {cpu['machine_ms_per_resume']} (the rest,"
-            f" {cpu['rest_ms_per_resume']}, is mostly the database server). The machine was"
-            f" {cpu['machine_busy_fraction']:.0%} busy on its {cores} cores: the drain is",
-            f"CPU-bound, and half the commit rate would need {needed:.2f} ms of CPU a resume.",
+            f"CPU of the {bd['fraction_at_n']:,}-run drain, in ms per resume: the worker processes",
+            f"{cpu['workers_ms_per_resume']:.3f}, the projection process"
+            f" {cpu['projection_ms_per_resume']:.3f}, the whole machine"
+            f" {cpu['machine_ms_per_resume']:.3f}",
+            f"(the rest, {cpu['rest_ms_per_resume']:.3f}, is mostly the database server). The"
+            f" machine was {cpu['machine_busy_fraction']:.0%} busy on its {cores} cores:",
+            f"the drain is CPU-bound, and half the commit rate would need {needed:.2f} ms of CPU"
+            " a resume.",
         ]
     if half:
         out += [
             "",
             f"The {half['n']:,}-run drain with {half['drain']['workers']} processes:"
-            f" {half['drain']['resumes_per_s']:,.0f} resumes/s against"
-            f" {half['commit_rate']['commits_per_s']:,.0f} commits/s on as many connections"
-            f" ({half['fraction']:.1%}). Fewer processes barely change a CPU-bound drain; they",
-            "lower the reference, which grows with connections (group commit). The target",
-            "is set at four.",
+            f" {half['drain']['resumes_per_s']:,.0f} resumes/s against",
+            f"{half['commit_rate']['commits_per_s']:,.0f} commits/s on as many connections"
+            f" ({half['fraction']:.1%}). Fewer processes barely change a",
+            "CPU-bound drain; they lower the reference, which grows with connections (group",
+            "commit). The target is set at four.",
         ]
     return out
 

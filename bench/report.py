@@ -771,7 +771,7 @@ _FINDINGS = [
     "  139 ms in three consecutive runs, p50 9.0-9.2 ms in all three; the third run's",
     "  tail (p90 11.5 ms, max 230 ms) looks like one stall of about 200 ms, not yet",
     "  explained. The next three consecutive runs (issue 15's fourth pass) gave p99",
-    "  16.1, 20.0 and 18.5 ms (p50 9.6-10.6 ms, max 26-34 ms). Timed by phase in the",
+    "  16.1, 20.0 and 18.5 ms (p50 9.6-10.6 ms, max 26-34 ms). Timed by phase once in the",
     "  harness (one process, threads: one interpreter lock for the wakeup, the resume,",
     "  the projection and the child starter), a single-run resume takes about 4 ms of",
     "  wall time for 1.3 ms of its thread's CPU, matching and enqueueing about 6.5 ms:",

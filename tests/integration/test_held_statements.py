@@ -109,6 +109,19 @@ def test_a_transaction_keeps_held_statements_on_their_side_of_its_boundaries(
     assert sql.sent == [["INSERT"], ["INSERT"]]
 
 
+def test_rows_of_a_statement_dropped_with_its_transaction_are_refused_clearly(
+    recorded: tuple[Store, RecordingSql],
+) -> None:
+    store, sql = recorded
+    with store.pipeline():
+        with pytest.raises(RuntimeError), store.transaction():
+            rows = sql.send("list_tenants", {})
+            raise RuntimeError("rolled back before anything went out")
+        with pytest.raises(StoreError, match="list_tenants: dropped with its rolled-back"):
+            rows()
+    assert sql.sent == []
+
+
 def test_a_failing_block_still_sends_what_it_held_back_outside_a_transaction(
     recorded: tuple[Store, RecordingSql], db_url: str
 ) -> None:

@@ -146,7 +146,8 @@ class Sql:
         def rows() -> list[dict[str, Any]]:
             if queued.cursor is None:
                 self.flush()
-            assert queued.cursor is not None
+            if queued.cursor is None:
+                raise StoreError(f"{name}: dropped with its rolled-back transaction, never sent")
             try:
                 return queued.cursor.fetchall()
             except psycopg.Error as error:
@@ -209,6 +210,8 @@ class Sql:
             raise wrap_error(error) from error
 
     def _send(self, statements: Sequence[_Queued]) -> None:
+        if not statements:
+            return
         try:
             if len(statements) == 1:
                 statements[0].cursor = self.conn.execute(statements[0].sql, statements[0].params)

@@ -85,12 +85,7 @@ _KNOWN: dict[str, Any] = {
     cls.TYPE: cls
     for cls in (
         RunStarted,
-        StepWaiting,
-        StepWaitingForEvent,
-        RetryScheduled,
-        TaskScheduled,
-        TasksScheduled,
-        ChildrenWaiting,
+        *SUSPENDING_FACTS,
         ChildrenSettled,
         ChildrenRequested,
         TaskAttemptFailed,
@@ -107,7 +102,6 @@ _KNOWN: dict[str, Any] = {
         Dispatched,
         DispatchFailed,
         OperatorAction,
-        StepWaitingForCallback,
         CallbackCompleted,
     )
 }

@@ -14,6 +14,8 @@ MAX_NESTING = 100  # levels of objects and arrays; deeper values are refused, no
 DEFAULT_MAX_RESULT_BYTES = 256 * 1024
 # What jsonb text cannot hold: NUL, and UTF-16 surrogates (in a Python str only unpaired).
 _REFUSED_TEXT = re.compile("[\x00\ud800-\udfff]")
+# The compact JSON a value is measured in (json.dumps with these settings, built once).
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 
 class NotStorable(InvalidInput):
@@ -58,13 +60,23 @@ def check_storable(value: Any, where: str, max_bytes: int = DEFAULT_MAX_RESULT_B
             `max_bytes` as compact JSON.
     """
     try:
-        text = json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+        text = _COMPACT.encode(value)
     except (TypeError, ValueError) as error:
         raise NotStorable(f"{where} is not JSON: {error}") from error
     except RecursionError as error:
         raise NotStorable(f"{where}: nested deeper than {MAX_NESTING} levels") from error
-    reject_unstorable(value, where)
-    size = len(text.encode("utf-8", "surrogatepass"))
+    # The walk that names the offending place runs only if the text shows a suspect:
+    # JSON spells a NUL (in text or a key) as \u0000 and keeps surrogates as they are
+    # (the encoder itself refuses NaN and infinities, keys included), and a value nested
+    # deeper than MAX_NESTING has more brackets than that. Text that merely looks suspect
+    # (a literal "\\u0000", brackets inside strings) walks and passes.
+    if (
+        "\\u0000" in text
+        or _REFUSED_TEXT.search(text)
+        or text.count("[") + text.count("{") > MAX_NESTING
+    ):
+        reject_unstorable(value, where)
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise NotStorable(f"{where} is {size} bytes, over the {max_bytes}-byte limit")
     return size

@@ -7,6 +7,8 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+import pytest
+from workflow_runner.errors import StoreError
 from workflow_runner.store import (
     NewChild,
     NewEvent,
@@ -180,6 +182,30 @@ def test_record_passes_writes_several_runs_and_settles_the_ended_ones_in_one_sta
         [child],
     ).fetchone()
     assert settled == {"status": "completed", "sql_null": False, "json_null": True}
+
+
+def test_record_passes_refuses_events_at_a_taken_version_and_writes_nothing(
+    store: Store,
+) -> None:
+    """A pass writes after the version it holds, so its events cannot meet a taken version;
+    if they ever did, the write fails whole instead of dropping the events that collide."""
+    run = str(uuid.uuid4())
+    store.streams.append(
+        TENANT, run, "workflow-run", 0, [NewEvent("started", {}), NewEvent("other", {})], NOW
+    )
+    write = PassWrite(
+        TENANT,
+        run,
+        1,
+        [NewEvent("resumed", {}), NewEvent("completed", {})],
+        RunSummaryWrite(TENANT, run, "wf", "completed", "fp", "go", workflow_version=1),
+        ({"x": 1}, {}),
+    )
+    with pytest.raises(StoreError), store.transaction():
+        store.streams.record_passes([write], NOW)()
+    assert [e.type for e in store.streams.load(TENANT, run)] == ["started", "other"]
+    assert store.runs.for_tenant(TENANT) == []
+    assert store.results.of_run(TENANT, run).values == {}
 
 
 def test_array_parameters_keep_every_element_whole(store: Store) -> None:

@@ -1,8 +1,9 @@
 -- name: record_pass
 -- What the passes of a batch (one or more runs, each at most once) wrote, in one
 -- statement: the run-stream events after the version each pass holds (its claim or its
--- start, so none of them can conflict; inserted run by run in version order, so a
--- run's positions follow its versions), the result keys each set
+-- start, so none of them can conflict: a plain insert, which a conflict would fail
+-- loudly instead of dropping events; inserted run by run in version order, so a run's
+-- positions follow its versions), the result keys each set
 -- (one row per key; an older write never replaces a newer one), each run's summary (as
 -- upsert_run), and for each run the pass ended (%(ended)s) what run_ended does. Returns
 -- the joins closed now, as run_ended.
@@ -14,7 +15,6 @@ WITH appended AS (
     FROM jsonb_to_recordset(%(events)s) AS e(tenant_id uuid, run_id uuid, version integer,
                                               type text, payload jsonb, metadata jsonb)
     ORDER BY e.tenant_id, e.run_id, e.version
-    ON CONFLICT (tenant_id, stream_id, version) DO NOTHING
     RETURNING 1
 ), results AS (
     INSERT INTO run_results (tenant_id, run_id, key, value, awaited, awaited_event_id, version)

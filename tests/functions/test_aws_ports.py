@@ -220,6 +220,10 @@ def test_fairness_settings_default_to_a_share_without_cap_and_parse_from_env() -
         ({"DATABASE_URL": "postgresql:///x", "RESUME_LEASE_SECONDS": "10"}, "RESUME_LEASE_SECONDS"),
         ({"DATABASE_URL": "postgresql:///x", "CALLBACK_BASE_URL": "cb.io/"}, "CALLBACK_BASE_URL"),
         (
+            {"DATABASE_URL": "postgresql:///x", "DB_PREPARED_STATEMENTS": "sometimes"},
+            "DB_PREPARED_STATEMENTS",
+        ),
+        (
             {"DATABASE_URL": "postgresql:///x", "CALLBACK_BASE_URL": "https://cb.io/?t="},
             "CALLBACK_BASE_URL",
         ),

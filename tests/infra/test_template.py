@@ -67,6 +67,9 @@ def test_globals_runtime_layers_and_environment(template: dict[str, Any]) -> Non
         assert name in env, name
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "WorkflowRunner"
     assert env["DB_SSLMODE"] == "require"
+    assert env["DB_PREPARED_STATEMENTS"] == {"Ref": "DatabasePreparedStatements"}
+    prepared = template["Parameters"]["DatabasePreparedStatements"]
+    assert (prepared["Default"], prepared["AllowedValues"]) == ("true", ["true", "false"])
     for resource in functions(template).values():
         for name in (resource["Properties"].get("Environment") or {}).get("Variables") or {}:
             assert re.fullmatch(r"[A-Z][A-Z0-9_]*", name), name  # no CamelCase env names

@@ -241,3 +241,26 @@ def test_the_functions_take_their_timeouts_from_the_settings(db_url: str) -> Non
         assert row == {"st": "5s", "it": "0"}  # 0: left to the server
     finally:
         cache.invalidate()
+
+
+@pytest.mark.parametrize(("setting", "prepared"), [(None, True), ("false", False)])
+def test_the_functions_prepare_statements_unless_the_settings_say_not_to(
+    db_url: str, setting: str | None, prepared: bool
+) -> None:
+    """Prepared statements (psycopg's, from a statement's fifth run) pin or break the
+    sessions of some proxies: DB_PREPARED_STATEMENTS=false opens connections without."""
+    from workflow_runner.aws.connection import ConnectionCache
+    from workflow_runner.settings import Settings
+
+    env = {"DATABASE_URL": db_url}
+    if setting is not None:
+        env["DB_PREPARED_STATEMENTS"] = setting
+    cache = ConnectionCache(Settings.from_env(env))
+    try:
+        store = cache.store()
+        for _ in range(8):
+            store.runs.for_tenant(TENANT_A)
+        count = store.conn.execute("SELECT count(*) AS n FROM pg_prepared_statements").fetchone()
+        assert count is not None and (count["n"] > 0) is prepared
+    finally:
+        cache.invalidate()

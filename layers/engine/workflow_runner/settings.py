@@ -24,6 +24,7 @@ _ENV_FIELDS = {
     "DB_SECRET_TTL_SECONDS": "db_secret_ttl_seconds",
     "DB_STATEMENT_TIMEOUT_SECONDS": "db_statement_timeout_seconds",
     "DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS": "db_idle_in_transaction_timeout_seconds",
+    "DB_PREPARED_STATEMENTS": "db_prepared_statements",
     "RESUME_QUEUE_URL": "resume_queue_url",
     "PENDING_PROJECTION_FUNCTION": "pending_projection_function",
     "STEP_DISPATCHER_FUNCTION": "step_dispatcher_function",
@@ -69,6 +70,9 @@ class Settings(BaseModel):
     # transaction holds the pending projection back while it is open (store/database.py).
     db_statement_timeout_seconds: float = Field(default=60.0, ge=0, le=3600)
     db_idle_in_transaction_timeout_seconds: float = Field(default=60.0, ge=0, le=3600)
+    # Server-side prepared statements for the statements a connection runs often (about
+    # a third of the database's CPU per resume); off for a proxy they would pin.
+    db_prepared_statements: bool = True
     resume_queue_url: str | None = None
     pending_projection_function: str | None = None
     step_dispatcher_function: str | None = None

@@ -104,6 +104,7 @@ class ConnectionCache:
                 url,
                 statement_timeout_seconds=s.db_statement_timeout_seconds,
                 idle_in_transaction_timeout_seconds=s.db_idle_in_transaction_timeout_seconds,
+                prepared_statements=s.db_prepared_statements,
             )
 
         if s.database_url:

@@ -235,6 +235,7 @@ def connect(
     sql_type: type[Sql] = Sql,
     statement_timeout_seconds: float = DEFAULT_STATEMENT_TIMEOUT_SECONDS,
     idle_in_transaction_timeout_seconds: float = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS,
+    prepared_statements: bool = True,
     **kwargs: Any,
 ) -> Store:
     """Open a Store on a new autocommit connection, named as the engine's.
@@ -245,6 +246,9 @@ def connect(
         statement_timeout_seconds: the longest a statement may run (0: server default).
         idle_in_transaction_timeout_seconds: the longest a transaction may sit idle
             before the server ends the session (0: server default).
+        prepared_statements: let psycopg prepare the statements the connection runs
+            often (its default: from the fifth run on); False prepares none, for a
+            connection pooler or proxy that cannot carry them between sessions.
         kwargs: further connection parameters (e.g. connect_timeout).
 
     Raises:
@@ -252,6 +256,8 @@ def connect(
     """
     params = _session_options(url, statement_timeout_seconds, idle_in_transaction_timeout_seconds)
     try:
+        if not prepared_statements:
+            kwargs["prepare_threshold"] = None
         conn = psycopg.connect(url, autocommit=True, row_factory=dict_row, **params, **kwargs)
     except psycopg.Error as error:
         raise wrap_error(error) from error

@@ -61,12 +61,14 @@ def raw_commit_rate_processes(url: str, connections: int, seconds: float) -> dic
     }
 
 
-def _drain_worker(url: str, batch: int, lease_batch: int, start: Any, out: Any) -> None:
+def _drain_worker(
+    url: str, batch: int, lease_batch: int, prepared: bool, start: Any, out: Any
+) -> None:
     """Lease due rows like the due scan (SKIP LOCKED + lease, `lease_batch` a statement;
     DueScan leases up to 500), resume them `batch` per transaction like ResumeRun does
     with an SQS batch; until nothing is due."""
     registry = bench_registry()
-    store = connect(url)
+    store = connect(url, prepared_statements=prepared)
     done = 0
     start.wait()
     cpu = time.process_time()
@@ -91,8 +93,8 @@ def _drain_worker(url: str, batch: int, lease_batch: int, start: Any, out: Any) 
     out.put((done, time.process_time() - cpu))
 
 
-def _projector(url: str, stop: Any, out: Any) -> None:
-    store = connect(url)
+def _projector(url: str, prepared: bool, stop: Any, out: Any) -> None:
+    store = connect(url, prepared_statements=prepared)
     cpu = time.process_time()
     try:
         while not stop.is_set():
@@ -116,20 +118,28 @@ def _machine_busy_seconds() -> float | None:
 
 
 def drain_processes(
-    url: str, n: int, workers: int, batch: int = 10, lease_batch: int = 100
+    url: str,
+    n: int,
+    workers: int,
+    batch: int = 10,
+    lease_batch: int = 100,
+    prepared_statements: bool = True,
 ) -> dict[str, Any]:
     """Seed `n` due runs and time `workers` processes resuming all of them (`batch` per
     transaction, leased `lease_batch` at a time), with the pending projection catching
-    up in another process meanwhile."""
+    up in another process meanwhile; `prepared_statements` as DB_PREPARED_STATEMENTS."""
     registry = bench_registry()
     seed_started = time.perf_counter()
     seed_sleeping_runs(url, registry, n, datetime.now(UTC) - timedelta(hours=1))
     seed_s = time.perf_counter() - seed_started
     ctx = multiprocessing.get_context("spawn")
     start, out, stop, projected = ctx.Barrier(workers + 1), ctx.Queue(), ctx.Event(), ctx.Queue()
-    projector = ctx.Process(target=_projector, args=(url, stop, projected))
+    projector = ctx.Process(target=_projector, args=(url, prepared_statements, stop, projected))
     procs = [
-        ctx.Process(target=_drain_worker, args=(url, batch, lease_batch, start, out))
+        ctx.Process(
+            target=_drain_worker,
+            args=(url, batch, lease_batch, prepared_statements, start, out),
+        )
         for _ in range(workers)
     ]
     projector.start()
@@ -158,6 +168,7 @@ def drain_processes(
         "processes": True,
         "batch": batch,
         "lease_batch": lease_batch,
+        "prepared_statements": prepared_statements,
         "seed_s": round(seed_s, 2),
         "drain_s": round(elapsed, 2),
         "resumes_per_s": round(n / elapsed, 1),

@@ -705,6 +705,19 @@ def _drain_cpu_lines(bd: dict[str, Any]) -> list[str]:
             "CPU-bound drain; they lower the reference, which grows with connections (group",
             "commit). The target is set at four.",
         ]
+    unprepared = bd.get("without_prepared_statements")
+    if unprepared:
+        drain = unprepared["drain"]
+        machine = drain["cpu"]["machine_ms_per_resume"]
+        cpu_text = f" ({machine:.3f} ms of the machine's CPU a resume)" if machine else ""
+        out += [
+            "",
+            f"The {unprepared['n']:,}-run drain without prepared statements"
+            " (`DB_PREPARED_STATEMENTS=false`, for a proxy",
+            f"that cannot carry them): {drain['resumes_per_s']:,.0f} resumes/s{cpu_text},",
+            f"{unprepared['rate_vs_prepared']:.0%} of the same drain with them: each"
+            " statement is then parsed and planned anew.",
+        ]
     return out
 
 

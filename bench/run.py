@@ -231,6 +231,17 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     # The same drain with half the processes, against the commit rate of half the
     # connections: where the drain is CPU-bound its rate barely moves, the reference's does.
     fewer = drain(sizes.backlog_n[0], max(1, workers // 2))
+    # The same drain as the first with no prepared statements (DB_PREPARED_STATEMENTS=
+    # false, for a proxy that cannot carry them): what turning them off costs.
+    with fresh_database(admin_url, "bench_backlog") as url:
+        unprepared = backlog.drain_processes(
+            url, sizes.backlog_n[0], workers, prepared_statements=False
+        )
+    prepared_rate = drains[0]["drain"]["resumes_per_s"]
+    log(
+        f"  n={sizes.backlog_n[0]} without prepared statements: {unprepared['resumes_per_s']}/s"
+        f" ({prepared_rate}/s with); CPU {unprepared['cpu']}"
+    )
     with fresh_database(admin_url, "bench_commit1") as url:
         single = backlog.raw_commit_rate_processes(url, 1, sizes.commit_seconds)
     results["backlog_drain"] = {
@@ -242,6 +253,11 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
         "commit_rate_one_connection": single,
         "cpu": drains[-1]["drain"]["cpu"],
         "half_the_processes": fewer,
+        "without_prepared_statements": {
+            "n": sizes.backlog_n[0],
+            "drain": unprepared,
+            "rate_vs_prepared": round(unprepared["resumes_per_s"] / prepared_rate, 3),
+        },
     }
 
     log("3 due-scan cost")

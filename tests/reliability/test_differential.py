@@ -309,6 +309,23 @@ def test_the_engine_agrees_with_the_reference(
         ),
         # Retries exhausted fail the run.
         ([("retry", 2, 3, [])], []),
+        # A wait whose look-back finds a stored event resumes at that instant, so the
+        # next wait's timeout falls at the same instant as the event after it, and fires
+        # first (found by the property test: the driver used to resume it a second late).
+        (
+            [
+                ("wait", 1),
+                ("wait", 1),
+                (
+                    "branch",
+                    ("const", False),
+                    [("wait", 1)],
+                    [("wait_for_event", "", 2, 3), ("wait_for_event", "", 2, 1)],
+                ),
+                ("for_each", [0, 0], [("wait_for_event", "", 0, 4)]),
+            ],
+            [(0, 0, 0), (4, 2, 0), (9, 0, 0)],
+        ),
     ],
 )
 def test_known_shapes_agree_with_the_reference(

@@ -357,10 +357,10 @@ class Driver:
                 cron = now.replace(hour=9, minute=0, second=0, microsecond=0)
             target = min(t for t in (nxt, cron, end) if t is not None)
             if target <= now and again:
-                # Due at this very instant: work the tick's own last steps queued (the
+                # Due at this very instant: what the tick's own last steps queued (the
                 # projection's look-back hands a match to the queue after the tick drained
-                # it). AWS would run it within milliseconds, not a second later, when a
-                # timer due at the next whole second may already have fired.
+                # it). AWS runs it within milliseconds; a second later would move every
+                # instant its pass sets (the next wait's timeout) a second too.
                 again = False
                 self.tick(rng, duplicate)
                 continue

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from workflow_runner.engine import ResumeRequestItem, project_pending, resume_runs
+from workflow_runner.engine import CatchUpPacer, ResumeRequestItem, project_pending, resume_runs
 from workflow_runner.store import connect
 
 from .common import TENANT, bench_registry
@@ -97,7 +97,9 @@ def _projector(url: str, prepared: bool, stop: Any, out: Any) -> None:
     store = connect(url, prepared_statements=prepared)
     cpu = time.process_time()
     try:
+        pacer = CatchUpPacer()  # as PendingProjection's warm container
         while not stop.is_set():
+            pacer.wait()
             if project_pending(store, datetime.now(UTC)).applied == 0:
                 time.sleep(0.02)
     finally:

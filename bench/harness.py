@@ -23,6 +23,7 @@ from typing import Any
 from workflow_runner import DomainEvent, SystemClock, WorkflowRegistry
 from workflow_runner.clock import Clock
 from workflow_runner.engine import (
+    CatchUpPacer,
     IngestResult,
     ResumeRequestItem,
     ResumeResult,
@@ -346,8 +347,10 @@ class Pipeline:
 
     def _projector(self) -> None:
         store = connect(self.url)
+        pacer = CatchUpPacer()  # as PendingProjection's warm container
         try:
             while not self._stop.is_set():
+                pacer.wait()
                 self._nudge.clear()
                 try:
                     result = project_pending(store, self.clock.now())

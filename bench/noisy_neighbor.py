@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from workflow_runner.engine import ResumeRequestItem, project_pending, resume_runs
+from workflow_runner.engine import CatchUpPacer, ResumeRequestItem, project_pending, resume_runs
 from workflow_runner.engine.due_scan import due_scan
 from workflow_runner.engine.enqueue import delay_for
 from workflow_runner.ports import ResumeRequest
@@ -152,7 +152,9 @@ def _projector(url: str, start: Any, go: Any, stop: Any) -> None:
     try:
         start.wait()
         go.wait()
+        pacer = CatchUpPacer()  # as PendingProjection's warm container
         while not stop.is_set():
+            pacer.wait()
             if project_pending(store, datetime.now(UTC)).applied == 0:
                 time.sleep(0.02)
     finally:

@@ -4,7 +4,9 @@ Invoked asynchronously (a nudge after appends) and by a schedule as a safety net
 input is ignored: the projection always continues from its checkpoint. Waits that an
 already-stored event satisfies, and new suspensions due before the next due-scan tick,
 are sent to the resume queue at once (delayed to their second). A completed catch-up
-counts a heartbeat, whose alarm pages when catch-ups stop completing.
+counts a heartbeat, whose alarm pages when catch-ups stop completing. A warm container
+starts its catch-ups at least PROJECTION_LINGER_MS apart (engine CatchUpPacer): under a
+steady stream of nudges each catch-up takes what gathered meanwhile.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
 from workflow_runner.aws.observability import heartbeat
 from workflow_runner.engine.enqueue import enqueue_due
-from workflow_runner.engine.projection import project_pending
+from workflow_runner.engine.projection import CatchUpPacer, project_pending
+
+_pacer: CatchUpPacer | None = None  # this container's, built on first use
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -27,8 +31,12 @@ from workflow_runner.engine.projection import project_pending
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     support.parse_model(event or {}, ScheduledInput, "pending projection input")
     rt = support.runtime()
-    now = rt.clock.now()
     settings = support.settings()
+    global _pacer
+    if _pacer is None or _pacer.linger_seconds != settings.projection_linger_ms / 1000:
+        _pacer = CatchUpPacer(settings.projection_linger_ms / 1000)
+    lingered = _pacer.wait()
+    now = rt.clock.now()
     # Each batch commits and is bounded (its look-backs share a budget); stop starting
     # batches 10 s before the timeout, the next invocation continues from the checkpoint.
     budget = max(1.0, context.get_remaining_time_in_millis() / 1000 - 10)
@@ -68,4 +76,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "enqueued": sent,
         "lagEvents": result.lag_events,
         "lagSeconds": result.lag_seconds,
+        "lingeredMs": round(lingered * 1000),
     }

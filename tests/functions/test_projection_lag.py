@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from workflow_runner import ManualClock
 from workflow_runner.aws.inprocess import FakeLambdaContext
 from workflow_runner.aws.template import Handler, load_template
-from workflow_runner.ports import Runtime
+from workflow_runner.ports import Runtime, set_runtime
 from workflow_runner.store import Store, connect
 
 from tests.functions.helpers import TEMPLATE, Emitted, load_event
@@ -100,3 +102,24 @@ def test_the_lag_alarm_of_the_template_fires_on_what_pending_projection_emits(
     _invoke(handlers, "PendingProjectionFunction", load_event("pending-projection-schedule.json"))
     (caught_up,) = _lag_datapoints(emitted(), alarm)
     assert caught_up == 0.0
+
+
+def test_pending_projection_spaces_a_warm_containers_catch_ups_by_the_linger(
+    handlers: Handlers, runtime: Runtime
+) -> None:
+    """PROJECTION_LINGER_MS: a nudge right after a catch-up waits out the rest of the
+    linger (the events meanwhile go in one catch-up); with 0 it catches up at once."""
+    assert runtime.settings is not None
+    nudge = load_event("pending-projection-nudge.json")
+    for linger_ms in (400, 0):
+        settings = runtime.settings.model_copy(update={"projection_linger_ms": linger_ms})
+        set_runtime(replace(runtime, settings=settings))
+        _invoke(handlers, "PendingProjectionFunction", nudge)
+        began = time.monotonic()
+        second = _invoke(handlers, "PendingProjectionFunction", nudge)
+        elapsed = time.monotonic() - began
+        if linger_ms:
+            assert second["lingeredMs"] > 200
+            assert elapsed >= second["lingeredMs"] / 1000
+        else:
+            assert second["lingeredMs"] == 0

@@ -42,6 +42,7 @@ _ENV_FIELDS = {
     "DUE_SCAN_WAIT_FOR_ROOM": "due_scan_wait_for_room",
     "TENANT_MAX_IN_FLIGHT": "tenant_max_in_flight",
     "RESUME_LEASE_SECONDS": "resume_lease_seconds",
+    "PROJECTION_LINGER_MS": "projection_linger_ms",
     "LOG_EXCEPTION_TEXT": "log_exception_text",
     "CALLBACK_BASE_URL": "callback_base_url",
     "RESUME_HOLD_SECONDS": "resume_hold_seconds",
@@ -99,6 +100,10 @@ class Settings(BaseModel):
     # timeout (180 s): a row in flight is not handed out again before its message
     # was either processed or given up on.
     resume_lease_seconds: int = Field(default=1200, ge=60, le=43200)
+    # PendingProjection starts its catch-ups at least this long apart (per warm
+    # container), so a steady stream of passes is projected in batches, not one by one
+    # (engine.projection.CatchUpPacer; 0: every nudge catches up at once).
+    projection_linger_ms: int = Field(default=50, ge=0, le=5000)
     # Exception text of user code and providers in log lines (redaction.py): only the
     # class and a short hash unless the operator opts in.
     log_exception_text: bool = False

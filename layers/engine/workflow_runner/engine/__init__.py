@@ -23,13 +23,14 @@ from .ingest import (
 )
 from .passes import load_run
 from .persist import RunOutcome
-from .projection import PENDING_PROJECTION, ProjectionResult, project_pending
+from .projection import PENDING_PROJECTION, CatchUpPacer, ProjectionResult, project_pending
 from .resume import ResumeRequestItem, ResumeResult, resume_run, resume_runs
 from .wakeup import WakeupResult, WokenRun, wake_and_enqueue, wake_on_event
 
 __all__ = [
     "PENDING_PROJECTION",
     "CancelResult",
+    "CatchUpPacer",
     "DueScanResult",
     "IngestResult",
     "ProjectionResult",

@@ -225,6 +225,44 @@ def _apply(
     return None
 
 
+# How long a projector lets passes gather before its next catch-up (PROJECTION_LINGER_MS).
+DEFAULT_LINGER_SECONDS = 0.05
+
+
+@dataclass
+class CatchUpPacer:
+    """Starts one projector's catch-ups at least `linger_seconds` apart.
+
+    Under a steady stream of passes every nudge finds a handful of new events, and a
+    catch-up started right after the last one pays its fixed cost (the horizon, the
+    checkpoint's lock and save, the lag count) for each handful, on the database the
+    passes need. Held until `linger_seconds` after the last one started, the next
+    catch-up takes the events of that time in one go, leaving the database to the
+    passes (docs/BENCHMARKS.md, backlog drain). A catch-up after a quiet spell starts
+    at once; one that finds a full batch goes on without a pause (project_pending
+    loops). So a new suspension reaches the pending table at most `linger_seconds`
+    later, and only while passes keep coming.
+    """
+
+    linger_seconds: float = DEFAULT_LINGER_SECONDS
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    _last_start: float | None = field(default=None, init=False, repr=False)
+
+    def wait(self) -> float:
+        """Sleep until the next catch-up may start, and count it as started then;
+        returns the seconds slept."""
+        now = self.monotonic()
+        slept = 0.0
+        if self._last_start is not None and self.linger_seconds > 0:
+            slept = max(0.0, self._last_start + self.linger_seconds - now)
+            if slept:
+                self.sleep(slept)
+                now = self.monotonic()
+        self._last_start = now
+        return slept
+
+
 def project_pending(
     store: Store,
     now: datetime,

@@ -3,6 +3,7 @@ batches at most `linger_seconds` apart, a nudge after a quiet spell at once."""
 
 from __future__ import annotations
 
+import pytest
 from workflow_runner.engine import CatchUpPacer
 
 
@@ -34,20 +35,20 @@ def test_a_catch_up_right_after_another_waits_out_the_rest_of_the_linger() -> No
     pacer = _pacer(0.05, clock)
     pacer.wait()
     clock.now += 0.02  # the first catch-up took 20 ms
-    assert abs(pacer.wait() - 0.03) < 1e-9
-    assert clock.now == 100.05
+    assert pacer.wait() == pytest.approx(0.03)
+    assert clock.now == pytest.approx(100.05)
     clock.now += 0.01
-    assert abs(pacer.wait() - 0.04) < 1e-9  # spaced from when the last one started
-    assert clock.now == 100.1
+    assert pacer.wait() == pytest.approx(0.04)  # spaced from when the last one started
+    assert clock.now == pytest.approx(100.1)
 
 
 def test_a_catch_up_after_a_quiet_spell_or_a_long_catch_up_starts_at_once() -> None:
     clock = FakeTime()
-    pacer = _pacer(0.05, clock)
+    pacer = _pacer(0.5, clock)  # binary fractions: the sums below are exact
     pacer.wait()
-    clock.now += 0.2
+    clock.now += 2.0
     assert pacer.wait() == 0.0
-    clock.now += 0.05  # exactly the linger later
+    clock.now += 0.5  # exactly the linger later
     assert pacer.wait() == 0.0
     assert clock.slept == []
 

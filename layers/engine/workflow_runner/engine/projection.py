@@ -233,10 +233,10 @@ DEFAULT_LINGER_SECONDS = 0.05
 class CatchUpPacer:
     """Starts one projector's catch-ups at least `linger_seconds` apart.
 
-    Under a steady stream of passes every nudge finds a handful of new events, and a
-    catch-up started right after the last one pays its fixed cost (the horizon, the
-    checkpoint's lock and save, the lag count) for each handful, on the database the
-    passes need. Held until `linger_seconds` after the last one started, the next
+    Under a steady stream of passes a catch-up started right after the last one finds
+    only the events of those few milliseconds, and pays its fixed cost (the horizon,
+    the checkpoint's lock and save, the lag count) for each such handful, on the
+    database the passes need. Held until `linger_seconds` after the last one started, the next
     catch-up takes the events of that time in one go, leaving the database to the
     passes (docs/BENCHMARKS.md, backlog drain). A catch-up after a quiet spell starts
     at once; one that finds a full batch goes on without a pause (project_pending

@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from workflow_runner.engine import CatchUpPacer, ResumeRequestItem, project_pending, resume_runs
+from workflow_runner.engine import ResumeRequestItem, resume_runs
 from workflow_runner.store import connect
 
-from .common import TENANT, bench_registry
+from .common import TENANT, bench_registry, project_until
 from .seed import seed_sleeping_runs
 
 # --- process workers ---------------------------------------------------------------------
@@ -97,11 +97,7 @@ def _projector(url: str, prepared: bool, stop: Any, out: Any) -> None:
     store = connect(url, prepared_statements=prepared)
     cpu = time.process_time()
     try:
-        pacer = CatchUpPacer()  # as PendingProjection's warm container
-        while not stop.is_set():
-            pacer.wait()
-            if project_pending(store, datetime.now(UTC)).applied == 0:
-                time.sleep(0.02)
+        project_until(store, stop)
     finally:
         store.close()
     out.put(time.process_time() - cpu)

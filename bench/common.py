@@ -9,14 +9,15 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 from workflow_runner import WorkflowRegistry, define_workflow, on_event
 from workflow_runner.definition.dsl import WorkflowDefinition
 from workflow_runner.embedded import database_url
-from workflow_runner.store import apply_migrations
+from workflow_runner.engine import CatchUpPacer, project_pending
+from workflow_runner.store import Store, apply_migrations
 
 TENANT = "7c1d2a3e-0000-4000-8000-00000000b001"
 
@@ -91,6 +92,16 @@ class Stopwatch:
 
     def __exit__(self, *exc: Any) -> None:
         self.elapsed = time.perf_counter() - self.started
+
+
+def project_until(store: Store, stop: Any) -> None:
+    """A projector process's loop: catch up, paced as PendingProjection's warm container
+    (CatchUpPacer), a short nap when nothing was new, until `stop` is set."""
+    pacer = CatchUpPacer()
+    while not stop.is_set():
+        pacer.wait()
+        if project_pending(store, datetime.now(UTC)).applied == 0:
+            time.sleep(0.02)
 
 
 def bench_registry() -> WorkflowRegistry:

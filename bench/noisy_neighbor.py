@@ -22,13 +22,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from workflow_runner.engine import CatchUpPacer, ResumeRequestItem, project_pending, resume_runs
+from workflow_runner.engine import ResumeRequestItem, resume_runs
 from workflow_runner.engine.due_scan import due_scan
 from workflow_runner.engine.enqueue import delay_for
 from workflow_runner.ports import ResumeRequest
 from workflow_runner.store import connect
 
-from .common import TENANT, bench_registry, summary
+from .common import TENANT, bench_registry, project_until, summary
 from .seed import seed_sleeping_runs
 
 TENANT_A = TENANT
@@ -152,11 +152,7 @@ def _projector(url: str, start: Any, go: Any, stop: Any) -> None:
     try:
         start.wait()
         go.wait()
-        pacer = CatchUpPacer()  # as PendingProjection's warm container
-        while not stop.is_set():
-            pacer.wait()
-            if project_pending(store, datetime.now(UTC)).applied == 0:
-                time.sleep(0.02)
+        project_until(store, stop)
     finally:
         store.close()
 

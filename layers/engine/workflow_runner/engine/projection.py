@@ -236,12 +236,12 @@ class CatchUpPacer:
     Under a steady stream of passes a catch-up started right after the last one finds
     only the events of those few milliseconds, and pays its fixed cost (the horizon,
     the checkpoint's lock and save, the lag count) for each such handful, on the
-    database the passes need. Held until `linger_seconds` after the last one started, the next
-    catch-up takes the events of that time in one go, leaving the database to the
-    passes (docs/BENCHMARKS.md, backlog drain). A catch-up after a quiet spell starts
-    at once; one that finds a full batch goes on without a pause (project_pending
-    loops). So a new suspension reaches the pending table at most `linger_seconds`
-    later, and only while passes keep coming.
+    database the passes need. Held until `linger_seconds` after the last one started,
+    the next catch-up takes the events of that time in one go, leaving the database to
+    the passes (docs/BENCHMARKS.md, backlog drain). A catch-up after a quiet spell
+    starts at once; one that finds a full batch goes on without a pause
+    (project_pending loops). So a new suspension reaches the pending table at most
+    `linger_seconds` later, and only while passes keep coming.
     """
 
     linger_seconds: float = DEFAULT_LINGER_SECONDS

@@ -7,6 +7,7 @@ import threading
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 from workflow_runner import engine as ops
 from workflow_runner import run_id_for
@@ -394,6 +395,57 @@ def test_two_purgers_at_once_purge_each_run_once(
         thread.join()
     assert sum(results) == 60 and len(results) == 2
     assert store.conn.execute("SELECT count(*) FROM workflow_runs").fetchone()["count"] == 0  # type: ignore[index]
+
+
+def _settled_blips(store: Store, registry: WorkflowRegistry, t0: datetime, n: int) -> None:
+    """n settled runs, each a second later than the one before (a fixed purge order)."""
+    for i in range(n):
+        at = t0 + timedelta(seconds=i)
+        ops.ingest_domain_event(store, event("blip", {**T0_EVENT, "id": f"b{i}"}), at, registry)
+    ops.project_pending(store, t0 + timedelta(seconds=n))
+
+
+def _hold_oldest_runs(db_url: str, n: int) -> Any:
+    """Another session holding the row locks of the n oldest runs, as a purger or a
+    redrive in the middle of its transaction does; close it to let them go."""
+    holder = psycopg.connect(db_url)
+    holder.execute(
+        "SELECT run_id FROM workflow_runs ORDER BY updated_at LIMIT %s FOR UPDATE", (n,)
+    ).fetchall()
+    return holder
+
+
+def test_a_batch_short_of_runs_another_session_holds_goes_on_to_the_rest(
+    db_url: str, store: Store, clock: ManualClock, setup: tuple[WorkflowRegistry, _Mailer]
+) -> None:
+    registry, _ = setup
+    t0 = clock.now()
+    _settled_blips(store, registry, t0, 12)
+    later = t0 + timedelta(days=3)
+    holder = _hold_oldest_runs(db_url, 2)
+    try:
+        # Every batch of 5 sees the two held runs first and takes only 3 of its 5.
+        held = purge_settled_runs(store, later, registry=registry, batch_size=5)
+    finally:
+        holder.close()
+    assert (held.runs, held.more_left) == (10, False)
+    assert purge_settled_runs(store, later, registry=registry, batch_size=5).runs == 2
+
+
+def test_a_batch_whose_every_run_another_session_holds_stops_with_more_left(
+    db_url: str, store: Store, clock: ManualClock, setup: tuple[WorkflowRegistry, _Mailer]
+) -> None:
+    registry, _ = setup
+    t0 = clock.now()
+    _settled_blips(store, registry, t0, 8)
+    later = t0 + timedelta(days=3)
+    holder = _hold_oldest_runs(db_url, 5)
+    try:
+        held = purge_settled_runs(store, later, registry=registry, batch_size=5)
+    finally:
+        holder.close()
+    assert (held.runs, held.batches, held.more_left) == (0, 1, True)
+    assert purge_settled_runs(store, later, registry=registry, batch_size=5).runs == 8
 
 
 def test_a_redrive_racing_a_purge_leaves_the_whole_run_or_nothing(

@@ -24,9 +24,12 @@ look-back reaches further back than the retention does not see purged events.
 Batches. Each batch is one short transaction: one statement locks at most `batch_size`
 runs (FOR UPDATE SKIP LOCKED, so purgers running at once take disjoint runs, and a
 redrive, which locks the summary row first, is never purged mid-write) and deletes
-them; an inbox batch examines `batch_size` rows in insertion order under the wakeup
-locks of their (tenant, type), taken without waiting. The loop ends when nothing is
-left, or at `max_batches` or the time budget, with `more_left` set.
+them. A batch short only because another purger held some of its runs goes on to the
+next; a batch that found every run it could take held by another purger ends the call
+with `more_left` (the holder goes on). An inbox batch examines `batch_size` rows in
+insertion order under the wakeup locks of their (tenant, type), taken without waiting.
+The loop ends when nothing is left, or at `max_batches` or the time budget, with
+`more_left` set.
 
 A dry run does the same inside one transaction that is rolled back: exact counts,
 nothing written.
@@ -211,8 +214,14 @@ class _Purge:
                 other_rows=r.other_rows + batch.other_rows,
                 batches=r.batches + 1,
             )
-            if batch.runs < self.batch_size:
+            # A batch that saw fewer candidates than it may take reached the end. One
+            # that took fewer than it saw lost some to another purger (or a redrive)
+            # holding them: there may be more past them, so go on - unless it took
+            # none, when the holder goes on and this call stops with more left.
+            if batch.candidates < self.batch_size:
                 return True
+            if batch.runs == 0:
+                return False
         return False
 
     def _inbox(self) -> bool:

@@ -16,6 +16,7 @@ class PurgedRuns:
     """What one batch of purge_runs deleted."""
 
     runs: int
+    candidates: int  # runs it could have taken (at most the limit); the rest were locked
     run_events: int
     dispatch_events: int
     outbox_rows: int
@@ -67,6 +68,7 @@ class PurgeStore:
         assert row is not None
         return PurgedRuns(
             runs=int(row["runs"]),
+            candidates=int(row["candidates"]),
             run_events=int(row["run_events"]),
             dispatch_events=int(row["dispatch_events"]),
             outbox_rows=int(row["outbox_rows"]),

@@ -12,7 +12,9 @@
 -- pending projection has not applied (or no checkpoint yet), a mail or webhook not
 -- settled, a task pending or running, a join that has not counted it as a child, or a
 -- child of its own not settled and counted. The locked row must still be the version
--- the candidate read (a redrive that committed in between moved it).
+-- the candidate read (a redrive that committed in between moved it). `candidates` counts
+-- the runs the batch could have taken (at most `limit`): fewer runs than that were
+-- locked by another purger or a redrive, so a short batch does not mean none is left.
 WITH RECURSIVE names AS (
     (SELECT workflow_name FROM workflow_runs ORDER BY workflow_name LIMIT 1)
     UNION ALL
@@ -149,6 +151,7 @@ children_deleted AS (
     RETURNING c.tenant_id
 )
 SELECT (SELECT count(*) FROM runs_deleted) AS runs,
+       (SELECT count(*) FROM (SELECT 1 FROM candidates LIMIT %(limit)s) s) AS candidates,
        (SELECT count(*) FROM run_events_deleted) AS run_events,
        (SELECT count(*) FROM dispatch_events_deleted) AS dispatch_events,
        (SELECT count(*) FROM outbox_deleted) AS outbox_rows,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -44,6 +46,83 @@ def summary(values: Sequence[float], scale: float = 1.0, digits: int = 3) -> dic
         "max": round(max(values) * scale, digits),
         "mean": round(statistics.fmean(values) * scale, digits),
     }
+
+
+def _host_counters() -> tuple[float, int, int, int]:
+    """(monotonic seconds, all CPU jiffies, stolen jiffies, CPU pressure "some" µs)."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    pressure = 0
+    try:
+        with open("/proc/pressure/cpu") as psi:
+            pressure = int(psi.readline().rsplit("total=", 1)[1])
+    except (OSError, IndexError, ValueError):
+        pass  # no PSI on this kernel: pressure reads 0
+    # user nice system idle iowait irq softirq steal (guest time is within user)
+    return time.monotonic(), sum(fields[:8]), fields[7], pressure
+
+
+class HostSampler:
+    """What the host took from us during a workload: CPU stolen by the hypervisor and
+    CPU pressure (time some task was runnable but waiting), sampled every `interval` s
+    from /proc on a thread, so a latency tail can be set against the moments it
+    happened in. Linux only; elsewhere every figure reads 0."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.interval = interval
+        self.samples: list[tuple[float, int, int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="host-sampler", daemon=True)
+
+    def __enter__(self) -> HostSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                self.samples.append(_host_counters())
+            except OSError:
+                return
+            if self._stop.wait(self.interval):
+                self.samples.append(_host_counters())
+                return
+
+    def windows(self) -> list[tuple[float, float, float, float]]:
+        """(start, end, steal %, CPU pressure %) of each interval, in monotonic time."""
+        out = []
+        for (t0, all0, st0, ps0), (t1, all1, st1, ps1) in itertools.pairwise(self.samples):
+            jiffies = max(1, all1 - all0)
+            out.append(
+                (t0, t1, 100.0 * (st1 - st0) / jiffies, (ps1 - ps0) / 1e4 / max(t1 - t0, 1e-6))
+            )
+        return out
+
+    def report(self, slow: Sequence[tuple[float, float]] = ()) -> dict[str, float]:
+        """Steal and CPU pressure over the whole workload, the worst interval, and over
+        the intervals that overlap the `slow` (start, end) spans (monotonic seconds)."""
+        windows = self.windows()
+        if not windows:
+            return {}
+
+        def mean(rows: Sequence[tuple[float, float, float, float]], i: int) -> float:
+            return round(statistics.fmean(r[i] for r in rows), 1) if rows else 0.0
+
+        hit = [w for w in windows if any(s < w[1] and e > w[0] for s, e in slow)]
+        return {
+            "interval_s": self.interval,
+            "steal_pct": mean(windows, 2),
+            "steal_pct_max_interval": round(max(w[2] for w in windows), 1),
+            "cpu_pressure_pct": mean(windows, 3),
+            "cpu_pressure_pct_max_interval": round(max(w[3] for w in windows), 1),
+            "slow_intervals": len(hit),
+            "steal_pct_in_slow": mean(hit, 2),
+            "cpu_pressure_pct_in_slow": mean(hit, 3),
+        }
 
 
 def create_database(admin_url: str, prefix: str, migrate: bool = True) -> str:

@@ -128,6 +128,10 @@ class Pipeline:
         scan_batch: rows leased per statement.
         on_resumed: called from a worker after each resume committed.
         on_ingested: called from a worker after each ingest committed.
+        on_woken: called from a worker after each awaited event's wakeup committed and
+            its resumes were sent: (event, wall time the job started, wall time sent).
+        on_resume_started: called from a worker as it begins a batch of resumes, with
+            the batch and the wall time.
     """
 
     def __init__(
@@ -142,6 +146,8 @@ class Pipeline:
         clock: Clock | None = None,
         on_resumed: Callable[[ResumeRequest, ResumeResult, float], None] | None = None,
         on_ingested: Callable[[DomainEvent, IngestResult, float, float], None] | None = None,
+        on_woken: Callable[[DomainEvent, float, float], None] | None = None,
+        on_resume_started: Callable[[Sequence[ResumeRequest], float], None] | None = None,
         run_scanner: bool = True,
         run_starter: bool = False,
         hold: float = 1.0,
@@ -155,6 +161,8 @@ class Pipeline:
         self.scan_budget = scan_budget
         self.on_resumed = on_resumed
         self.on_ingested = on_ingested
+        self.on_woken = on_woken
+        self.on_resume_started = on_resume_started
         self.stats = PipelineStats()
         self._lock = threading.Lock()
         self._jobs: queue.Queue[Job | None] = queue.Queue()
@@ -297,9 +305,12 @@ class Pipeline:
                 self.on_ingested(event, result, started, finished)
 
     def _wake(self, store: Store, event: DomainEvent, put_at: float) -> None:
+        started = time.time()
         woken = wake_on_event(store, event, self.clock.now())
         self._nudge.set()
         self._send_woken(store, woken)
+        if self.on_woken is not None:
+            self.on_woken(event, started, time.time())
 
     def _send_woken(self, store: Store, woken: Sequence[WokenRun]) -> None:
         if woken:
@@ -308,6 +319,8 @@ class Pipeline:
     def _resume(self, store: Store, batch: Sequence[ResumeRequest]) -> None:
         # ResumeRun's engine call: not-due requests go back to the queue, early ones
         # within the hold are resumed when due.
+        if self.on_resume_started is not None:
+            self.on_resume_started(batch, time.time())
         items = [
             ResumeRequestItem(r.tenant_id, r.run_id, r.step_index, force=r.force) for r in batch
         ]

@@ -5,12 +5,13 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 from workflow_runner import DomainEvent, run_id_for
 
-from .common import TENANT, bench_registry, summary
+from .common import TENANT, HostSampler, bench_registry, percentile, summary
 from .harness import Pipeline, wait_until
 
 # kumiko resumes waits from a poll every minute (seeds: resume loop, cron tick): an
@@ -46,10 +47,15 @@ def wakeup(url: str, n: int, workers: int, rate: float = 100.0) -> dict[str, Any
     """N runs wait for their own event; the events arrive at `rate`/s through EventWakeup.
 
     Latency: from handing the event to the bus to the commit of the resume it caused.
+    Each wait is also cut into its stages (queued for a worker; from the wakeup's start
+    to a worker starting the resume it sent; the resume), and the host's
+    stolen CPU and CPU pressure are sampled, to say where the slowest 1% spent their time.
     """
     registry = bench_registry()
     put: dict[str, float] = {}
     done: dict[str, float] = {}
+    woke: dict[str, tuple[float, float]] = {}
+    begun: dict[str, float] = {}
     lock = threading.Lock()
 
     def on_resumed(request: Any, result: Any, committed: float) -> None:
@@ -57,23 +63,42 @@ def wakeup(url: str, n: int, workers: int, rate: float = 100.0) -> dict[str, Any
             with lock:
                 done[request.run_id] = committed
 
-    with Pipeline(url, registry, workers=workers, on_resumed=on_resumed) as pipeline:
+    def on_woken(event: DomainEvent, started: float, sent: float) -> None:
+        with lock:
+            woke[run_id_for("bench-await", event.payload["id"])] = (started, sent)
+
+    def on_resume_started(batch: Any, started: float) -> None:
+        with lock:
+            for request in batch:
+                begun[request.run_id] = started
+
+    with Pipeline(
+        url,
+        registry,
+        workers=workers,
+        on_resumed=on_resumed,
+        on_woken=on_woken,
+        on_resume_started=on_resume_started,
+    ) as pipeline:
         for event in _events("bench.await-start", n, lambda i: {"id": f"w{i}"}):
             pipeline.ingest(event)
         if not wait_until(lambda: _pending_count(url) >= n, 300, poll=0.1):
             raise RuntimeError("wakeup: the waiting runs were not all projected")
         time.sleep(0.5)  # let the pipeline go quiet before measuring
-        for i, event in enumerate(_events("bench.go", n, lambda i: {"id": f"w{i}"})):
-            now = time.time()
-            put[run_id_for("bench-await", f"w{i}")] = now
-            pipeline.wake(event, now)
-            time.sleep(max(0.0, 1.0 / rate - (time.time() - now)))
-        finished = wait_until(lambda: len(done) >= n, 120)
+        with HostSampler() as host:
+            for i, event in enumerate(_events("bench.go", n, lambda i: {"id": f"w{i}"})):
+                now = time.time()
+                put[run_id_for("bench-await", f"w{i}")] = now
+                pipeline.wake(event, now)
+                time.sleep(max(0.0, 1.0 / rate - (time.time() - now)))
+            finished = wait_until(lambda: len(done) >= n, 120)
         stats = pipeline.stats
     if not finished or stats.errors:
         raise RuntimeError(f"wakeup: {len(done)}/{n} resumed; errors {stats.errors[:3]}")
     latencies = [done[r] - put[r] for r in done]
     result = summary(latencies, scale=1000.0, digits=2)
+    slowest = sorted(done, key=lambda r: done[r] - put[r])[-max(1, len(done) // 100) :]
+    to_monotonic = time.monotonic() - time.time()
     return {
         "n": n,
         "rate_per_s": rate,
@@ -81,8 +106,36 @@ def wakeup(url: str, n: int, workers: int, rate: float = 100.0) -> dict[str, Any
         "latency_ms": result,
         "p50_ms": result["p50"],
         "p99_ms": result["p99"],
+        "stages_ms": {
+            "all": _stages(list(done), put, woke, begun, done),
+            "slowest_1pct": _stages(slowest, put, woke, begun, done),
+        },
+        "host": host.report([(put[r] + to_monotonic, done[r] + to_monotonic) for r in slowest]),
         "kumiko_modelled": kumiko_modelled(),
     }
+
+
+def _stages(
+    runs: Sequence[str],
+    put: dict[str, float],
+    woke: dict[str, tuple[float, float]],
+    begun: dict[str, float],
+    done: dict[str, float],
+) -> dict[str, float]:
+    """Median milliseconds of each stage of these waits."""
+    traced = [r for r in runs if r in woke and r in begun]
+    cuts = {
+        "queued_for_worker": lambda r: woke[r][0] - put[r],
+        "wakeup_to_resume_start": lambda r: begun[r] - woke[r][0],
+        "resume": lambda r: done[r] - begun[r],
+        # The wakeup's whole job: it ends after its send, which another worker may
+        # already be resuming (the stage before overlaps it).
+        "wakeup_job": lambda r: woke[r][1] - woke[r][0],
+    }
+    out: dict[str, float] = {"n": len(traced)}
+    for name, cut in cuts.items():
+        out[name] = round(percentile([cut(r) for r in traced], 50) * 1000, 2) if traced else 0.0
+    return out
 
 
 def timers(

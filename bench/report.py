@@ -17,6 +17,38 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _wakeup_stages(wk: dict[str, Any]) -> list[str]:
+    """Where the wakeup's waits spent their time, and what the host took meanwhile."""
+    stages, host = wk.get("stages_ms"), wk.get("host")
+    if not stages or not host:
+        return []  # results of a run before the stages were traced
+    names = {
+        "queued_for_worker": "event queued for a worker",
+        "wakeup_to_resume_start": "wakeup (store, match, lease, send) to the resume's start",
+        "resume": "resume (one transaction) to its commit",
+        "wakeup_job": "the wakeup's whole job (overlaps the resume)",
+    }
+    out = [
+        "",
+        "Each wait cut into its stages (median ms), over all waits and over the slowest 1%:",
+        "",
+    ]
+    out += _table(
+        ["stage", "all waits", "slowest 1%"],
+        [[label, stages["all"][k], stages["slowest_1pct"][k]] for k, label in names.items()],
+    )
+    out += [
+        "",
+        f"The host meanwhile (sampled every {host['interval_s']} s from /proc): CPU stolen "
+        f"by the hypervisor {host['steal_pct']}% (worst interval "
+        f"{host['steal_pct_max_interval']}%), CPU pressure {host['cpu_pressure_pct']}% "
+        f"(worst {host['cpu_pressure_pct_max_interval']}%); in the "
+        f"{host['slow_intervals']} intervals the slowest 1% spanned: stolen "
+        f"{host['steal_pct_in_slow']}%, pressure {host['cpu_pressure_pct_in_slow']}%.",
+    ]
+    return out
+
+
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
@@ -320,6 +352,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
             ],
         ],
     )
+    out += _wakeup_stages(wk)
     out += [
         "",
         "## 5. Timer lateness",

@@ -39,9 +39,10 @@ def _wakeup_stages(wk: dict[str, Any]) -> list[str]:
     )
     out += [
         "",
-        f"The host meanwhile (sampled every {host['interval_s']} s from /proc): CPU stolen "
-        f"by the hypervisor {host['steal_pct']}% (worst interval "
-        f"{host['steal_pct_max_interval']}%), CPU pressure {host['cpu_pressure_pct']}% "
+        f"The host meanwhile, sampled every {host['interval_s']} s from /proc: CPU stolen "
+        f"by the hypervisor {host['steal_pct']}%",
+        f"(worst interval {host['steal_pct_max_interval']}%), CPU pressure (a task "
+        f"runnable but waiting) {host['cpu_pressure_pct']}%",
         f"(worst {host['cpu_pressure_pct_max_interval']}%); in the "
         f"{host['slow_intervals']} intervals the slowest 1% spanned: stolen "
         f"{host['steal_pct_in_slow']}%, pressure {host['cpu_pressure_pct_in_slow']}%.",

@@ -48,8 +48,8 @@ def wakeup(url: str, n: int, workers: int, rate: float = 100.0) -> dict[str, Any
 
     Latency: from handing the event to the bus to the commit of the resume it caused.
     Each wait is also cut into its stages (queued for a worker; from the wakeup's start
-    to a worker starting the resume it sent; the resume), and the host's
-    stolen CPU and CPU pressure are sampled, to say where the slowest 1% spent their time.
+    to a worker starting the resume it sent; the resume), and the host's stolen CPU and
+    CPU pressure are sampled, to say where the slowest 1% spent their time.
     """
     registry = bench_registry()
     put: dict[str, float] = {}

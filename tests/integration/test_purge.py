@@ -4,6 +4,8 @@ what it keeps, and that it is safe next to the stages that still touch runs."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -405,14 +407,16 @@ def _settled_blips(store: Store, registry: WorkflowRegistry, t0: datetime, n: in
     ops.project_pending(store, t0 + timedelta(seconds=n))
 
 
-def _hold_oldest_runs(db_url: str, n: int) -> Any:
-    """Another session holding the row locks of the n oldest runs, as a purger or a
-    redrive in the middle of its transaction does; close it to let them go."""
-    holder = psycopg.connect(db_url)
-    holder.execute(
-        "SELECT run_id FROM workflow_runs ORDER BY updated_at LIMIT %s FOR UPDATE", (n,)
-    ).fetchall()
-    return holder
+@contextmanager
+def _oldest_runs_held(db_url: str, n: int) -> Iterator[None]:
+    """Another session holds the row locks of the n oldest runs, as a purger or a
+    redrive in the middle of its transaction does, until the block ends."""
+    with psycopg.connect(db_url) as holder:
+        holder.execute(
+            "SELECT run_id FROM workflow_runs ORDER BY updated_at LIMIT %s FOR UPDATE", (n,)
+        ).fetchall()
+        yield
+        holder.rollback()
 
 
 def test_a_batch_short_of_runs_another_session_holds_goes_on_to_the_rest(
@@ -422,12 +426,9 @@ def test_a_batch_short_of_runs_another_session_holds_goes_on_to_the_rest(
     t0 = clock.now()
     _settled_blips(store, registry, t0, 12)
     later = t0 + timedelta(days=3)
-    holder = _hold_oldest_runs(db_url, 2)
-    try:
+    with _oldest_runs_held(db_url, 2):
         # Every batch of 5 sees the two held runs first and takes only 3 of its 5.
         held = purge_settled_runs(store, later, registry=registry, batch_size=5)
-    finally:
-        holder.close()
     assert (held.runs, held.more_left) == (10, False)
     assert purge_settled_runs(store, later, registry=registry, batch_size=5).runs == 2
 
@@ -439,11 +440,8 @@ def test_a_batch_whose_every_run_another_session_holds_stops_with_more_left(
     t0 = clock.now()
     _settled_blips(store, registry, t0, 8)
     later = t0 + timedelta(days=3)
-    holder = _hold_oldest_runs(db_url, 5)
-    try:
+    with _oldest_runs_held(db_url, 5):
         held = purge_settled_runs(store, later, registry=registry, batch_size=5)
-    finally:
-        holder.close()
     assert (held.runs, held.batches, held.more_left) == (0, 1, True)
     assert purge_settled_runs(store, later, registry=registry, batch_size=5).runs == 8
 

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from .errors import WorkflowRunnerError
+from .fast_init import fast_init
 from .stream import Path
 
 
@@ -74,6 +75,7 @@ def describe_step_error(error: BaseException) -> str:
     return f"workflow step failed ({name})" if name else "workflow step failed (unknown error)"
 
 
+@fast_init
 @dataclass(frozen=True)
 class EventWait:
     """What a wait_for_event suspension waits for."""
@@ -84,6 +86,7 @@ class EventWait:
     result_key: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class RetryWait:
     """The failed attempt of a retry and the budget it belongs to."""
@@ -93,6 +96,7 @@ class RetryWait:
     error: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class TaskWait:
     """A task the run waits for: a worker runs it and records its outcome.
@@ -111,6 +115,7 @@ class TaskWait:
     request: dict[str, Any] | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class CallbackWait:
     """What a wait_for_callback suspension waits for: the hash of the token it handed out."""
@@ -119,6 +124,7 @@ class CallbackWait:
     token_hash: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class ChildSpec:
     """One child run a join starts: its idempotency key, run id and input."""
@@ -128,6 +134,7 @@ class ChildSpec:
     input: Any
 
 
+@fast_init
 @dataclass(frozen=True)
 class ChildJoin:
     """Child runs a pass asks for: `call` (one, waited for), `map` (many, at most
@@ -144,6 +151,7 @@ class ChildJoin:
     path: Path
 
 
+@fast_init
 @dataclass(frozen=True)
 class Suspension:
     """Where a pass stopped: `path`, due at `wake_at` (a wait's time, a wait_for_event's
@@ -174,6 +182,7 @@ class Suspension:
         return int(self.path[0]["i"])
 
 
+@fast_init
 @dataclass(frozen=True)
 class DispatchRequest:
     """A fire-and-forget mail or webhook, delivered after the pass commits."""
@@ -185,6 +194,7 @@ class DispatchRequest:
     request: dict[str, Any]
 
 
+@fast_init
 @dataclass(frozen=True)
 class ResumedTask:
     """The task, parallel tasks or children a resume re-enters at, and how they ended

@@ -10,6 +10,7 @@ from typing import Any, Literal, TypeAlias
 
 from ..callback_tokens import NO_CALLBACK, Callback
 from ..errors import WorkflowDefinitionError
+from ..fast_init import fast_init
 from ..refs import substitute_refs
 from .retry import BackoffKind, JitterKind, RetryPolicy
 
@@ -22,6 +23,7 @@ def run_id_for(name: str, key: str) -> str:
     return str(uuid.uuid5(RUN_ID_NAMESPACE, f"{name}|{key}"))
 
 
+@fast_init
 @dataclass(frozen=True)
 class DomainEvent:
     """A domain event as a workflow sees it (`ctx.event`)."""
@@ -34,6 +36,7 @@ class DomainEvent:
     source: str = ""
 
 
+@fast_init
 @dataclass(frozen=True)
 class WorkflowInfo:
     """What a step knows about the run it belongs to (`ctx.workflow`).
@@ -52,6 +55,7 @@ class WorkflowInfo:
     parent_run_id: str | None = None  # the run that started this one (call/start/map)
 
 
+@fast_init
 @dataclass(frozen=True)
 class StepContext:
     """The argument every resolver receives.

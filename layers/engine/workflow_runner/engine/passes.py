@@ -13,6 +13,7 @@ from typing import Any
 from ..definition import DomainEvent, WorkflowDefinition
 from ..durations import parse_instant
 from ..errors import RunNotFound
+from ..fast_init import fast_init
 from ..interpreter import Interpreter
 from ..pass_result import ChildFailedError, ResumedTask, TaskFailedError, WorkflowStepError
 from ..step_paths import step_at
@@ -139,6 +140,7 @@ def trigger_event(store: Store, run: LoadedRun) -> DomainEvent | None:
     return domain_event_of(row)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Restored:
     """The results a resumed pass starts from, and the keys it must record again: those

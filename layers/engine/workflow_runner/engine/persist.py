@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ..definition import WorkflowDefinition
+from ..fast_init import fast_init
 from ..pass_result import PassResult, Suspension, TaskWait
 from ..redaction import detail_for_log
 from ..store import NewCallback, NewTask, PassWrite, RunEnd, RunSummaryWrite, Store
@@ -38,6 +39,7 @@ from .joins import close_joins, record_join, run_settled
 log = logging.getLogger("workflow_runner")
 
 
+@fast_init
 @dataclass(frozen=True)
 class RunOutcome:
     """Where a pass left a run."""

@@ -17,6 +17,7 @@ from typing import Literal
 
 from ..definition import WorkflowDefinition, WorkflowRegistry, default_registry
 from ..errors import RunNotFound, StoreError, TransientStoreError
+from ..fast_init import fast_init
 from ..redaction import exception_for_log
 from ..store import Store
 from ..stream import (
@@ -37,6 +38,7 @@ log = logging.getLogger("workflow_runner")
 ResumeOutcome = Literal["already-resumed", "not-due", "suspended", "completed", "failed"]
 
 
+@fast_init
 @dataclass(frozen=True)
 class ResumeResult:
     """The outcome of resume_run; never an exception for an expected outcome.
@@ -60,6 +62,7 @@ class ResumeResult:
     waiting_at: int | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class ResumeRequestItem:
     """One suspension to resume in `resume_runs`."""
@@ -137,6 +140,7 @@ def _resume_all(
     return results
 
 
+@fast_init
 @dataclass(frozen=True)
 class _Claim:
     """A due suspension to claim: the claim event at the version read, and what the

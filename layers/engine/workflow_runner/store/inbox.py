@@ -10,9 +10,11 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from ..errors import StoreError
+from ..fast_init import fast_init
 from .sql import Sql, array_literal
 
 
+@fast_init
 @dataclass(frozen=True)
 class InboxEvent:
     """A stored domain event (`detail` is None once erased)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from ..fast_init import fast_init
 from ..stream import STEP_RESUMED, TERMINAL_TYPES
 from .sql import Sql, array_literal
 
@@ -21,6 +22,7 @@ from .sql import Sql, array_literal
 _MOVED_PAST_SUSPENSION = sorted({STEP_RESUMED, *TERMINAL_TYPES})
 
 
+@fast_init
 @dataclass(frozen=True)
 class NewPendingRow:
     """A suspension as the projection writes it."""
@@ -58,6 +60,7 @@ class UnfinishedLookBack:
     after: tuple[datetime, int]
 
 
+@fast_init
 @dataclass(frozen=True)
 class PendingRow:
     """A pending row as operators see it."""
@@ -76,6 +79,7 @@ class PendingRow:
     leased_until: datetime | None
 
 
+@fast_init
 @dataclass(frozen=True)
 class DueRow:
     """A row whose time has come (or that an event made due)."""

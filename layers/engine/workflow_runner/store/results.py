@@ -6,9 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..fast_init import fast_init
 from .sql import Sql, runs_params
 
 
+@fast_init
 @dataclass(frozen=True)
 class StoredResults:
     """A run's results: values, awaited references (key -> inbox id or None) and their

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from ..durations import format_instant
+from ..fast_init import fast_init
 from .names import instant
 from .suspensions import SuspensionFact
 
@@ -24,6 +25,7 @@ CALLBACK_COMPLETED = "workflow.callback.completed"
 CALLBACK_EVENT_TYPE = "workflow.callback"
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class StepWaitingForCallback(SuspensionFact):
     """Suspended at a `wait_for_callback` until its token completes it or `timeout_at`.
@@ -59,6 +61,7 @@ class StepWaitingForCallback(SuspensionFact):
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class CallbackCompleted:
     """A token completed the wait at `suspension_version`; its payload is the inbox

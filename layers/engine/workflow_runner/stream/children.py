@@ -12,9 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..fast_init import fast_init
 from .names import CHILDREN_REQUESTED, CHILDREN_SETTLED, Path, optional
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class ChildrenRequested:
     """A pass started child runs and went on (start_workflow): recorded, not awaited."""
@@ -47,6 +49,7 @@ class ChildrenRequested:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class ChildrenSettled:
     """The children of the open join settled (all of them, or `failed` > 0 and the

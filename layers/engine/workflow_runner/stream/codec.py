@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from ..fast_init import fast_init
 from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenRequested, ChildrenSettled
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
@@ -30,6 +31,7 @@ from .suspensions import (
 from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed
 
 
+@fast_init
 @dataclass(frozen=True)
 class UnknownFact:
     """An event type this release does not know (a newer release wrote it)."""

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from ..durations import format_instant
+from ..fast_init import fast_init
 from .names import (
     DISPATCH_ATTEMPT_FAILED,
     DISPATCH_FAILED,
@@ -21,6 +22,7 @@ from .names import (
 )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class DispatchRequested:
     """A pass asked for a mail or webhook (version 1 of the request's stream); again,
@@ -61,6 +63,7 @@ class DispatchRequested:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class DispatchAttemptFailed:
     """One delivery attempt failed and another follows at `retry_at` (since 0.2)."""
@@ -96,6 +99,7 @@ class DispatchAttemptFailed:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class Dispatched:
     """The request was delivered."""
@@ -118,6 +122,7 @@ class Dispatched:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class DispatchFailed:
     """The request failed for good; `error` is generic text, `reason` says how:

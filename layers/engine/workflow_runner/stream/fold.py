@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from ..fast_init import fast_init
 from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenSettled
 from .codec import SUSPENDING_FACTS, Fact
@@ -29,6 +30,7 @@ from .suspensions import (
 from .tasks import TaskCompleted, TaskFailed, TaskOutcome
 
 
+@fast_init
 @dataclass(frozen=True)
 class RecordedFact:
     """A fact as read back from a stream: its version and when it was recorded."""

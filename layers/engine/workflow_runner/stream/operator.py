@@ -6,11 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeAlias
 
+from ..fast_init import fast_init
 from .names import OPERATOR_ACTION, optional
 
 OperatorActionName: TypeAlias = Literal["cancel", "resume", "redrive", "redeliver"]
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class OperatorAction:
     """An operator asked for `action` (console or CLI) and it took effect.

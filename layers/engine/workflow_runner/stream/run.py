@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..fast_init import fast_init
 from .names import (
     RETURNED_FAILURE,
     RUN_CANCELLED,
@@ -23,6 +24,7 @@ from .names import (
 )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class RunStarted:
     """A run began; it references its trigger event (inbox id), never copies it."""
@@ -73,6 +75,7 @@ class RunStarted:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class StepEventMatched:
     """The first event that matched the open wait (OCC on the suspension's version)."""
@@ -102,6 +105,7 @@ class StepEventMatched:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class StepResumed:
     """A pass claimed the open suspension (the claim that makes one writer win)."""
@@ -141,6 +145,7 @@ class StepResumed:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class RunCompleted:
     """The run ended: it returned `result` or ran off the end of its steps."""
@@ -181,6 +186,7 @@ class RunCompleted:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class RunFailed:
     """The run ended as failed.
@@ -235,6 +241,7 @@ class RunFailed:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class RunCancelled:
     """An operator cancelled the run; it never resumes."""
@@ -257,6 +264,7 @@ class RunCancelled:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class RunRedriven:
     """A failed run is re-entered where its failed pass entered, on `definition_fingerprint`.

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, ClassVar, TypeAlias
 
 from ..durations import format_instant
+from ..fast_init import fast_init
 from .names import (
     CHILDREN_WAITING,
     NEVER,
@@ -24,6 +25,7 @@ from .names import (
 )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class SuspensionFact:
     """What every suspension records: where the run stopped and the results its pass wrote.
@@ -94,6 +96,7 @@ class SuspensionFact:
         }
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class StepWaiting(SuspensionFact):
     """Suspended at a `wait` until `wake_at`."""
@@ -114,6 +117,7 @@ class StepWaiting(SuspensionFact):
         return cls(**cls._common_fields(p), wake_at=instant(p["wakeAt"]))
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class StepWaitingForEvent(SuspensionFact):
     """Suspended at a `wait_for_event` until a matching event or `timeout_at`.
@@ -168,6 +172,7 @@ class StepWaitingForEvent(SuspensionFact):
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class RetryScheduled(SuspensionFact):
     """A retry's attempt failed; the next attempt (`path` names it) runs at `wake_at`."""
@@ -203,6 +208,7 @@ class RetryScheduled(SuspensionFact):
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class TaskScheduled(SuspensionFact):
     """Suspended at a task: a worker runs it outside the pass (attempts, retries) and
@@ -250,6 +256,7 @@ class TaskScheduled(SuspensionFact):
         )
 
 
+@fast_init
 @dataclass(frozen=True)
 class ParallelTask:
     """One task of a parallel suspension (what TaskScheduled says of a single task)."""
@@ -284,6 +291,7 @@ class ParallelTask:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class TasksScheduled(SuspensionFact):
     """Suspended at `parallel`: its tasks run at once, each recording its outcome here
@@ -317,6 +325,7 @@ class TasksScheduled(SuspensionFact):
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class ChildrenWaiting(SuspensionFact):
     """Suspended at call_workflow (`join_kind` call) or map: the worker starts the

@@ -13,9 +13,11 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from ..durations import format_instant
+from ..fast_init import fast_init
 from .names import TASK_ATTEMPT_FAILED, TASK_COMPLETED, TASK_FAILED, instant, optional
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class TaskAttemptFailed:
     """One attempt failed and another follows at `retry_at` (never raw error text)."""
@@ -60,6 +62,7 @@ class TaskAttemptFailed:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class TaskCompleted:
     """The task's result (JSON), recorded once; the next pass finds it under `task_key`."""
@@ -102,6 +105,7 @@ class TaskCompleted:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class TaskFailed:
     """The task failed for good: attempts used up, a non-retryable error, a refused

@@ -264,3 +264,37 @@ def test_jsonb_parameters_are_stored_as_json_dumps_writes_them(store: Store) -> 
     assert store.streams.append(TENANT, stream, "workflow-run", 0, [NewEvent("a", payload)], NOW)
     (stored,) = store.streams.load(TENANT, stream)
     assert stored.payload == {"null": 1, "None": 2, "true": 3, "2": [1.5, "é"], "n": None}
+
+
+def test_claims_answer_each_run_in_the_spelling_it_was_asked_in(store: Store) -> None:
+    """append_to_runs names the runs that got their event as the caller spelled them,
+    whatever uuid spelling PostgreSQL accepted (canonical ones skip the re-spelling)."""
+    from workflow_runner.stream import StepResumed
+
+    ids = [uuid.uuid4() for _ in range(5)]
+    hexes = [u.hex for u in ids]
+    spellings = [
+        str(ids[0]),  # canonical
+        str(ids[1]).upper(),
+        "{" + str(ids[2]) + "}",
+        hexes[3],  # no hyphens
+        # 36 characters with four hyphens, not where PostgreSQL prints them
+        "-".join([hexes[4][:4], hexes[4][4:12], hexes[4][12:20], hexes[4][20:28], hexes[4][28:]]),
+    ]
+    assert len(spellings[4]) == 36
+    for run in ids:
+        assert store.streams.append(TENANT, str(run), "workflow-run", 0, [NewEvent("a", {})], NOW)
+    fact = StepResumed(
+        step_index=0,
+        path=None,
+        retry_attempt=None,
+        suspension_version=1,
+        awaited_event_id=None,
+        resumed_by="timer",
+    )
+    won = store.streams.append_to_runs([(TENANT, s, 1, fact) for s in spellings], NOW)
+    assert won == {(TENANT, s) for s in spellings}
+    again = store.streams.append_to_runs([(TENANT, s, 1, fact) for s in spellings], NOW)
+    assert again == set()  # the version is taken now: nobody wins twice
+    for run in ids:
+        assert [e.version for e in store.streams.load(TENANT, str(run))] == [1, 2]

@@ -2,13 +2,15 @@
 -- purpose; parameters are psycopg named placeholders. Loaded once (store/queries.py).
 
 -- name: append_to_many
--- Append one event to each of many streams of a tenant, each at an explicit version; the
+-- Append one event to each of many streams of a tenant, each at an explicit version
+-- (%(appends)s: a JSON array of {stream_id, version, payload}, inserted in its order); the
 -- streams that come back got theirs (the version of the others was taken).
 INSERT INTO wf_events (tenant_id, stream_id, stream_type, version, type, payload, metadata,
                        recorded_at)
 SELECT %(tenant_id)s, s.stream_id, %(stream_type)s, s.version, %(type)s, s.payload, '{}'::jsonb,
        %(recorded_at)s
-FROM unnest(%(stream_ids)s::uuid[], %(versions)s::int[], %(payloads)s::jsonb[])
+FROM ROWS FROM (jsonb_to_recordset(%(appends)s)
+                AS (stream_id uuid, version integer, payload jsonb))
      WITH ORDINALITY AS s(stream_id, version, payload, n)
 ORDER BY s.n
 ON CONFLICT (tenant_id, stream_id, version) DO NOTHING

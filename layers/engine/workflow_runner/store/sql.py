@@ -47,7 +47,7 @@ def array_literal(values: Sequence[str | int]) -> str:
     """`values` as a PostgreSQL array literal, for a parameter the query casts to an
     array type (`%(ids)s::uuid[]`): every element quoted, with backslashes and double
     quotes escaped, so any string stays one element. On the hot paths (a resume batch's
-    reads and claims, the projection's deletes) it replaces psycopg's list dumper, which
+    reads, the projection's deletes) it replaces psycopg's list dumper, which
     costs about 1.5 µs of Python per element; this costs about a tenth of that."""
     if not values:
         return "{}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -13,12 +12,14 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from ..errors import StoreError
+from ..fast_init import fast_init
 from ..stream import RUN_STREAM, Fact, RecordedFact, decode, type_of
 from .inbox import InboxEvent
 from .results import StoredResults, result_rows, stored_results
-from .sql import Sql, array_literal, rows_by_run, runs_params
+from .sql import Sql, rows_by_run, runs_params
 
 
+@fast_init
 @dataclass(frozen=True)
 class StoredEvent:
     """One event of a stream as stored; `fact` is its typed form."""
@@ -58,6 +59,7 @@ class StoredEvent:
         return RecordedFact(self.version, self.recorded_at, self.fact)
 
 
+@fast_init
 @dataclass(frozen=True)
 class NewEvent:
     """An event to append in its stored form (the engine appends typed facts)."""
@@ -67,6 +69,7 @@ class NewEvent:
     metadata: dict[str, Any] | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class RunSummaryWrite:
     """The run summary a pass records with its events (see RunStore.upsert)."""
@@ -80,6 +83,7 @@ class RunSummaryWrite:
     workflow_version: int | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class RunEnd:
     """How a pass (or a cancel, a failure without a pass) ended its run, for the joins
@@ -90,6 +94,7 @@ class RunEnd:
     reason: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class PassWrite:
     """What one pass writes to its run (StreamStore.record_passes): `events` after
@@ -108,6 +113,13 @@ class PassWrite:
 
 def _uuid_spelling(value: str) -> str:
     """A uuid as PostgreSQL prints it (anything else as given: the database refuses it)."""
+    if (
+        len(value) == 36
+        and value[8] == value[13] == value[18] == value[23] == "-"
+        and value.count("-") == 4
+        and value.islower()
+    ):
+        return value  # already lowercase with its hyphens where PostgreSQL puts them
     try:
         return str(UUID(value))
     except ValueError:
@@ -192,10 +204,11 @@ class StreamStore:
                 "tenant_id": tenant_id,
                 "stream_type": stream_type,
                 "type": types.pop(),
-                "stream_ids": array_literal([stream for stream, _, _ in appends]),
-                "versions": array_literal([version + 1 for _, version, _ in appends]),
-                "payloads": array_literal(
-                    [json.dumps(fact.to_payload()) for _, _, fact in appends]
+                "appends": Jsonb(
+                    [
+                        {"stream_id": stream, "version": version + 1, "payload": fact.to_payload()}
+                        for stream, version, fact in appends
+                    ]
                 ),
                 "recorded_at": recorded_at,
             },

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import cached_property
 from typing import Any
 
@@ -144,8 +144,7 @@ class Store:
         except psycopg.Error as error:
             raise wrap_error(error) from error
 
-    @contextmanager
-    def pipeline(self) -> Iterator[None]:
+    def pipeline(self) -> AbstractContextManager[None]:
         """Send the statements inside that need no answer together: one round trip.
 
         Only for statements whose results are not read inside the block (a read sends
@@ -154,8 +153,7 @@ class Store:
         block's round trip. A block that sends one statement sends it alone, without a
         pipeline's extra messages (see Sql.deferred).
         """
-        with self._sql.deferred():
-            yield
+        return self._sql.deferred()
 
     def ping(self) -> None:
         """A round trip that proves the connection works (raises StoreError if not)."""

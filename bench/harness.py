@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from workflow_runner import DomainEvent, SystemClock, WorkflowRegistry
+from workflow_runner import DomainEvent, SystemClock, WorkflowRegistry, heap
 from workflow_runner.clock import Clock
 from workflow_runner.engine import (
     CatchUpPacer,
@@ -187,6 +187,10 @@ class Pipeline:
     # --- lifecycle -------------------------------------------------------------
 
     def __enter__(self) -> Pipeline:
+        # As a warm Lambda container after its first call (workflow_runner.heap): the
+        # collector walks only what the pipeline creates, not what earlier workloads of
+        # this process and its imports left alive.
+        heap.settle()
         self.queue.start()
         for thread in self._threads:
             thread.start()

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from workflow_runner import heap
 from workflow_runner.engine import ResumeRequestItem, resume_runs
 from workflow_runner.engine.due_scan import due_scan
 from workflow_runner.engine.enqueue import delay_for
@@ -67,6 +68,7 @@ def _scanner(
     store = connect(url)
     registry = bench_registry()
     resume_queue = _ProcessQueue(q)
+    heap.settle()  # as a warm container (workflow_runner.heap)
     stats = {"scans": 0, "leased": 0, "held_rounds": 0}
 
     def pause(seconds: float) -> None:
@@ -107,6 +109,7 @@ def _worker(url: str, q: Any, start: Any, go: Any, stop: Any, done: Any) -> None
     store = connect(url)
     registry = bench_registry()
     requeue = _ProcessQueue(q)
+    heap.settle()
     try:
         start.wait()
         go.wait()
@@ -149,6 +152,7 @@ def _worker(url: str, q: Any, start: Any, go: Any, stop: Any, done: Any) -> None
 
 def _projector(url: str, start: Any, go: Any, stop: Any) -> None:
     store = connect(url)
+    heap.settle()
     try:
         start.wait()
         go.wait()

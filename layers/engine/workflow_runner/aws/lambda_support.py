@@ -21,7 +21,7 @@ from aws_lambda_powertools.utilities.data_classes import SQSEvent
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import BaseModel, ValidationError
 
-from .. import redaction
+from .. import heap, redaction
 from ..callback_tokens import callback_links
 from ..definition import DomainEvent, WorkflowRegistry, load_workflow_modules
 from ..engine.passes import RunOutcome
@@ -48,6 +48,7 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 _registry: WorkflowRegistry | None = None
+_heap_settled = False
 
 
 def runtime() -> Runtime:
@@ -157,6 +158,7 @@ def with_store(operation: Callable[[Store], T]) -> T:
     """Run one engine operation on the cached connection, once more on a fresh
     connection after a transient failure (a failover drops every connection; the
     operations are single transactions, so a retry is safe)."""
+    global _heap_settled
     rt = runtime()
     redaction.configure(settings().log_exception_text)
     # Passes run inside make `ctx.callback.url` from the deployment's callback endpoint.
@@ -168,6 +170,13 @@ def with_store(operation: Callable[[Store], T]) -> T:
             if rt.reconnect is not None:
                 rt.reconnect()
             return operation(rt.store())
+        finally:
+            if not _heap_settled:
+                # After its first engine call a warm container holds what it keeps
+                # for good (runtime, connection, registry, workflow modules): from
+                # here on a full collection walks only what requests create (heap.py).
+                _heap_settled = True
+                heap.settle()
 
 
 def report_work(result: WorkResult) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pytest
@@ -45,11 +46,37 @@ def test_the_same_stream_id_in_two_tenants_is_two_streams(store: Store) -> None:
     assert [e.payload["t"] for e in store.streams.load(OTHER, stream)] == ["B"]
 
 
-def _read_after(store: Store, xid: str, position: int, limit: int) -> list[StoredEvent]:
+def _read_after(
+    store: Store, xid: str, position: int, limit: int, payload_types: Sequence[str] = ()
+) -> list[StoredEvent]:
     """A catch-up read as the projection does it: the horizon first, in one transaction."""
     with store.transaction():
         horizon = store.checkpoints.horizon()
-        return store.streams.read_after(xid, position, limit, horizon)
+        return store.streams.read_after(xid, position, limit, horizon, payload_types)
+
+
+def test_catch_up_reads_the_payload_of_the_types_asked_for_only(store: Store) -> None:
+    run = str(uuid.uuid4())
+    events = [
+        NewEvent("kept", {"n": 1}, {"source": "test"}),
+        NewEvent("left", {"n": 2}, {"source": "test"}),
+        NewEvent("kept", {"n": 3}),
+    ]
+    assert store.streams.append(TENANT, run, "workflow-run", 0, events, NOW)
+    read = _read_after(store, "0", 0, 100, ["kept"])
+    assert [(e.type, e.version, e.stream_id) for e in read] == [
+        ("kept", 1, run),
+        ("left", 2, run),
+        ("kept", 3, run),
+    ]
+    assert [e.payload for e in read] == [{"n": 1}, {}, {"n": 3}]
+    assert all(e.metadata == {} for e in read)  # the projection reads no metadata
+    # Everything else of a left-out event is as stored.
+    stored = store.streams.load(TENANT, run)
+    assert [(e.position, e.recorded_at) for e in read] == [
+        (e.position, e.recorded_at) for e in stored
+    ]
+    assert all(e.xid for e in read)  # the checkpoint is taken from the last one read
 
 
 def test_catch_up_does_not_return_events_of_a_transaction_still_in_flight(

@@ -311,7 +311,7 @@ def project_pending(
             # First: the horizon reads the engine's sessions before any snapshot that
             # reads events is taken (see projection_horizon in queries.sql).
             horizon, xid, position = store.checkpoints.start_catch_up(PENDING_PROJECTION, now)
-            events = store.streams.read_after(xid, position, batch_size, horizon)
+            events = store.streams.read_after(xid, position, batch_size, horizon, _READS_PAYLOAD)
             # Writes whose results are not read travel together; reads sync the pipeline.
             with store.pipeline():
                 deletes = _PendingDeletes(store)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -44,7 +44,7 @@ class StoredEvent:
             stream_type=row["stream_type"],
             version=row["version"],
             type=row["type"],
-            payload=row["payload"],
+            payload=row["payload"] or {},  # None: a read that left it out (read_after)
             metadata=row.get("metadata") or {},
             recorded_at=row["recorded_at"],
             xid=row.get("xid", ""),
@@ -327,10 +327,19 @@ class StreamStore:
         ]
 
     def read_after(
-        self, after_xid: str, after_position: int, limit: int, horizon: str
+        self,
+        after_xid: str,
+        after_position: int,
+        limit: int,
+        horizon: str,
+        payload_types: Collection[str],
     ) -> list[StoredEvent]:
         """Events after a checkpoint in commit order, below a horizon taken earlier in the
-        transaction (CheckpointStore.horizon; see read_events_after in queries.sql)."""
+        transaction (CheckpointStore.horizon; see read_events_after in queries.sql).
+
+        Only events whose type is in `payload_types` are read whole; the others come
+        with an empty payload and metadata (their type, stream and position are all
+        their reader uses), so their `fact` must not be asked for."""
         rows = self._sql.all(
             "read_events_after",
             {
@@ -338,6 +347,7 @@ class StreamStore:
                 "after_position": after_position,
                 "limit": limit,
                 "horizon": horizon,
+                "payload_types": list(payload_types),
             },
         )
         return [StoredEvent.from_row(r) for r in rows]

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from workflow_runner.storable import MAX_NESTING, NotStorable, check_storable
+from workflow_runner.storable import MAX_NESTING, NotStorable, check_storable, compact_json
 
 
 def _nested(levels: int, leaf: Any = 1) -> Any:
@@ -61,3 +61,37 @@ def test_not_json_and_too_large_are_refused() -> None:
     with pytest.raises(NotStorable, match="result is 12 bytes, over the 11-byte limit"):
         check_storable({"a": "1234"}, "result", max_bytes=11)
     assert check_storable({"a": "1234"}, "result", max_bytes=12) == 12
+
+
+_VALUES = [
+    {"n": 1, "ok": True, "none": None, "f": [0.1, -2.5e-300, 1e16], "big": 2**80},
+    ["àéî \U0001f600", 'quote " backslash \\ tab \t', {"": {}}, []],
+    {1: "int key", 2.5: "float key", False: "bool key", None: "null key"},
+    "just text",
+    7,
+]
+
+
+@pytest.mark.parametrize("value", _VALUES, ids=["mixed", "text", "keys", "str", "int"])
+def test_compact_json_is_json_dumps_with_the_check_settings(value: Any) -> None:
+    expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    assert compact_json(value) == expected
+
+
+def _error_of(value: Any) -> str:
+    with pytest.raises((TypeError, ValueError)) as refused:
+        json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return f"{type(refused.value).__name__}: {refused.value}"
+
+
+def test_compact_json_raises_what_json_dumps_raises() -> None:
+    """The cached encoder has no circular check: a circular value must still be
+    refused as circular (not as too deep), and every other refusal read the same."""
+    circular: list[Any] = [1]
+    circular.append({"again": circular})
+    for value in (circular, {"s": {1, 2}}, [float("nan")], {"k": object()}):
+        with pytest.raises((TypeError, ValueError)) as refused:
+            compact_json(value)
+        assert f"{type(refused.value).__name__}: {refused.value}" == _error_of(value)
+    with pytest.raises(NotStorable, match="result is not JSON: Circular reference detected"):
+        check_storable({"a": circular}, "result")

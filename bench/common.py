@@ -48,29 +48,34 @@ def summary(values: Sequence[float], scale: float = 1.0, digits: int = 3) -> dic
     }
 
 
-def _host_counters() -> tuple[float, int, int, int]:
-    """(monotonic seconds, all CPU jiffies, stolen jiffies, CPU pressure "some" µs)."""
+def _psi_total(resource: str) -> int:
+    """Microseconds some task stalled on `resource` ("cpu", "io") since boot (PSI)."""
+    try:
+        with open(f"/proc/pressure/{resource}") as psi:
+            return int(psi.readline().rsplit("total=", 1)[1])
+    except (OSError, IndexError, ValueError):
+        return 0  # no PSI on this kernel: pressure reads 0
+
+
+def _host_counters() -> tuple[float, int, int, int, int]:
+    """(monotonic seconds, all CPU jiffies, stolen jiffies, CPU and I/O pressure "some"
+    µs)."""
     with open("/proc/stat") as stat:
         fields = [int(x) for x in stat.readline().split()[1:]]
-    pressure = 0
-    try:
-        with open("/proc/pressure/cpu") as psi:
-            pressure = int(psi.readline().rsplit("total=", 1)[1])
-    except (OSError, IndexError, ValueError):
-        pass  # no PSI on this kernel: pressure reads 0
     # user nice system idle iowait irq softirq steal (guest time is within user)
-    return time.monotonic(), sum(fields[:8]), fields[7], pressure
+    return time.monotonic(), sum(fields[:8]), fields[7], _psi_total("cpu"), _psi_total("io")
 
 
 class HostSampler:
-    """What the host took from us during a workload: CPU stolen by the hypervisor and
-    CPU pressure (time some task was runnable but waiting), sampled every `interval` s
-    from /proc on a thread, so a latency tail can be set against the moments it
-    happened in. Linux only; elsewhere every figure reads 0."""
+    """What the host took from us during a workload: CPU stolen by the hypervisor, CPU
+    pressure (time some task was runnable but waiting) and I/O pressure (time some task
+    waited for the disk), sampled every `interval` s from /proc on a thread, so a
+    latency tail can be set against the moments it happened in. Linux only; elsewhere
+    every figure reads 0."""
 
     def __init__(self, interval: float = 0.1) -> None:
         self.interval = interval
-        self.samples: list[tuple[float, int, int, int]] = []
+        self.samples: list[tuple[float, int, int, int, int]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="host-sampler", daemon=True)
 
@@ -92,24 +97,33 @@ class HostSampler:
                 self.samples.append(_host_counters())
                 return
 
-    def windows(self) -> list[tuple[float, float, float, float]]:
-        """(start, end, steal %, CPU pressure %) of each interval, in monotonic time."""
+    def windows(self) -> list[tuple[float, float, float, float, float]]:
+        """(start, end, steal %, CPU pressure %, I/O pressure %) of each interval, in
+        monotonic time."""
         out = []
-        for (t0, all0, st0, ps0), (t1, all1, st1, ps1) in itertools.pairwise(self.samples):
-            jiffies = max(1, all1 - all0)
+        for (t0, all0, st0, cpu0, io0), (t1, all1, st1, cpu1, io1) in itertools.pairwise(
+            self.samples
+        ):
+            jiffies, seconds = max(1, all1 - all0), max(t1 - t0, 1e-6)
             out.append(
-                (t0, t1, 100.0 * (st1 - st0) / jiffies, (ps1 - ps0) / 1e4 / max(t1 - t0, 1e-6))
+                (
+                    t0,
+                    t1,
+                    100.0 * (st1 - st0) / jiffies,
+                    (cpu1 - cpu0) / 1e4 / seconds,
+                    (io1 - io0) / 1e4 / seconds,
+                )
             )
         return out
 
     def report(self, slow: Sequence[tuple[float, float]] = ()) -> dict[str, float]:
-        """Steal and CPU pressure over the whole workload, the worst interval, and over
-        the intervals that overlap the `slow` (start, end) spans (monotonic seconds)."""
+        """Steal, CPU and I/O pressure over the whole workload, the worst interval, and
+        over the intervals that overlap the `slow` (start, end) spans (monotonic s)."""
         windows = self.windows()
         if not windows:
             return {}
 
-        def mean(rows: Sequence[tuple[float, float, float, float]], i: int) -> float:
+        def mean(rows: Sequence[tuple[float, float, float, float, float]], i: int) -> float:
             return round(statistics.fmean(r[i] for r in rows), 1) if rows else 0.0
 
         hit = [w for w in windows if any(s < w[1] and e > w[0] for s, e in slow)]
@@ -119,9 +133,12 @@ class HostSampler:
             "steal_pct_max_interval": round(max(w[2] for w in windows), 1),
             "cpu_pressure_pct": mean(windows, 3),
             "cpu_pressure_pct_max_interval": round(max(w[3] for w in windows), 1),
+            "io_pressure_pct": mean(windows, 4),
+            "io_pressure_pct_max_interval": round(max(w[4] for w in windows), 1),
             "slow_intervals": len(hit),
             "steal_pct_in_slow": mean(hit, 2),
             "cpu_pressure_pct_in_slow": mean(hit, 3),
+            "io_pressure_pct_in_slow": mean(hit, 4),
         }
 
 

@@ -47,6 +47,12 @@ def _wakeup_stages(wk: dict[str, Any]) -> list[str]:
         f"{host['slow_intervals']} intervals the slowest 1% spanned: stolen "
         f"{host['steal_pct_in_slow']}%, pressure {host['cpu_pressure_pct_in_slow']}%.",
     ]
+    if "io_pressure_pct" in host:  # sampled since issue 15's tenth pass
+        out[-1] = out[-1][:-1] + (
+            f"; I/O pressure (a task waiting for the disk) {host['io_pressure_pct']}% "
+            f"(worst {host['io_pressure_pct_max_interval']}%), "
+            f"{host['io_pressure_pct_in_slow']}% in those intervals."
+        )
     return out
 
 

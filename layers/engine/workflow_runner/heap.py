@@ -4,8 +4,7 @@ A Lambda container (or any long-lived worker) imports the engine, boto3, pydanti
 the workflow modules once and keeps every one of those objects until it dies: about
 92,000 tracked objects after importing a handler. CPython's full collections walk all
 of them each time, which here took about 26 ms: a pause of every thread of the process
-in the middle of whatever request it happened to hit (the event wakeup's slowest waits
-spent that long inside the wakeup's own work).
+in the middle of whatever request it happened to hit.
 
 `settle` collects once and moves everything alive then into the permanent generation
 (`gc.freeze`), so later collections walk only what requests create. Frozen objects are

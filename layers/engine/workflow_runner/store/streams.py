@@ -37,6 +37,7 @@ class StoredEvent:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> StoredEvent:
+        payload = row["payload"]  # None: a read that left it out (read_after)
         return cls(
             position=row["position"],
             tenant_id=row["tenant_id"],
@@ -44,7 +45,7 @@ class StoredEvent:
             stream_type=row["stream_type"],
             version=row["version"],
             type=row["type"],
-            payload=row["payload"] or {},  # None: a read that left it out (read_after)
+            payload={} if payload is None else payload,
             metadata=row.get("metadata") or {},
             recorded_at=row["recorded_at"],
             xid=row.get("xid", ""),

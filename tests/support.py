@@ -6,8 +6,13 @@ the tenant of the sample events in events/*.json; OTHER_TENANT never owns anythi
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from workflow_runner import DomainEvent
@@ -123,3 +128,18 @@ def refuse_pass_writes(monkeypatch: Any, run_id: str | None = None) -> None:
         return real(self, writes, *args)
 
     monkeypatch.setattr(StreamStore, "record_passes", record)
+
+
+def child_json(code: str, *args: str) -> Any:
+    """Run `code` (dedented) in a fresh interpreter at the repository root with `args`,
+    and return the JSON its last line of output holds: for what changes the whole
+    process (the garbage collector's generations), kept out of the test session."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])

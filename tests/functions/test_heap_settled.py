@@ -5,13 +5,7 @@ Runs the handler in a child interpreter: freezing is process-wide."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import child_json
 
 _CHILD = """
 import gc, json, os, sys
@@ -44,15 +38,7 @@ print(json.dumps(seen))
 
 
 def test_first_engine_call_settles_the_heap_and_later_ones_do_not(db_url: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(_CHILD), db_url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = child_json(_CHILD, db_url)
     assert seen["before"] == 0
     # The imports (engine, Powertools, boto3, pydantic) and the runtime left the walks.
     assert seen["after_first"] > 20_000

@@ -5,26 +5,11 @@ collector's behaviour for the rest of the test session."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
-
-
-def _child(code: str) -> dict[str, int]:
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    result: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+from tests.support import child_json
 
 
 def test_settle_collects_garbage_then_freezes_what_is_alive() -> None:
-    seen = _child(
+    seen = child_json(
         """
         import gc, json, weakref
         from workflow_runner import heap
@@ -56,7 +41,7 @@ def test_settle_collects_garbage_then_freezes_what_is_alive() -> None:
 
 
 def test_settle_again_freezes_only_what_came_since() -> None:
-    seen = _child(
+    seen = child_json(
         """
         import json
         from workflow_runner import heap

@@ -121,10 +121,10 @@ CREATE TABLE workflow_run_pending (
     CONSTRAINT workflow_run_pending_pkey PRIMARY KEY (tenant_id, run_id, step_index)
 );
 CREATE INDEX workflow_run_pending_tenant_wake_at_idx ON workflow_run_pending (tenant_id, wake_at);
-CREATE INDEX workflow_run_pending_wait_event_type_idx ON workflow_run_pending (wait_event_type);
--- Wakeup lookup: a tenant's unmatched waits of a type by the key the event offers.
-CREATE INDEX workflow_run_pending_wakeup_idx ON workflow_run_pending
-    (tenant_id, wait_event_type, match_key) WHERE awaited_event_id IS NULL;
+-- Event waits only (timer rows have no wait_event_type): the wakeup's lookup of a
+-- tenant's waits of a type by the key the event offers, and the purge's check (0010).
+CREATE INDEX workflow_run_pending_event_waits_idx ON workflow_run_pending
+    (tenant_id, wait_event_type, match_key) WHERE wait_event_type IS NOT NULL;
 -- The rows an awaited event matched (EventWakeup enqueues those not in flight).
 CREATE INDEX workflow_run_pending_matched_idx ON workflow_run_pending
     (tenant_id, awaited_event_id) WHERE awaited_event_id IS NOT NULL;

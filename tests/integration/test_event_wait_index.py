@@ -1,0 +1,95 @@
+"""The pending table indexes event waits only (migration 0010): a timer wait has no
+wait_event_type and leaves no entry in the event-wait index, while the wakeup's lookup
+and the purge's check still find event waits through it in the plans prepared
+statements get."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from workflow_runner.store import Store
+from workflow_runner.store.queries import query
+
+from tests.support import TENANT_A, TENANT_B
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+INDEX = "workflow_run_pending_event_waits_idx"
+
+
+def _add_waits(store: Store, tenant: str, n: int, event_type: str | None) -> None:
+    store.conn.execute(
+        "INSERT INTO workflow_run_pending (tenant_id, run_id, step_index, workflow_name,"
+        " suspension_event_type, wake_at, suspension_version, wait_event_type, match_key)"
+        " SELECT %(tenant)s, gen_random_uuid(), 1, 'w', 'workflow.step.waiting', %(at)s, 2,"
+        " %(type)s, CASE WHEN %(type)s::text IS NOT NULL THEN 'k' || g END"
+        " FROM generate_series(1, %(n)s) g",
+        {"tenant": tenant, "at": T0, "type": event_type, "n": n},
+    )
+
+
+def _index_pages(store: Store) -> int:
+    row = store.conn.execute(
+        "SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::int AS pages",
+        [INDEX],
+    ).fetchone()
+    assert row is not None
+    return int(row["pages"])
+
+
+def _generic_plan(store: Store, name: str) -> str:
+    """The plan a prepared statement of the named query gets once it goes generic: the
+    one a warm function runs on, whatever the values (none are given)."""
+    names: list[str] = []
+
+    def placeholder(m: re.Match[str]) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    text = re.sub(r"%\((\w+)\)s", placeholder, query(name))
+    store.conn.execute("SET plan_cache_mode = force_generic_plan")
+    store.conn.execute(f"PREPARE generic_plan AS {text}".encode())
+    try:
+        nulls = ", ".join(["NULL"] * len(names))
+        rows = store.conn.execute(f"EXPLAIN EXECUTE generic_plan({nulls})".encode()).fetchall()
+    finally:
+        store.conn.execute("DEALLOCATE generic_plan")
+        store.conn.execute("RESET plan_cache_mode")
+    return "\n".join(r["QUERY PLAN"] for r in rows)
+
+
+def test_timer_waits_leave_no_entry_in_the_event_wait_index(store: Store) -> None:
+    _add_waits(store, TENANT_A, 1, "order.approved")
+    one_event_wait = _index_pages(store)
+    _add_waits(store, TENANT_A, 5_000, None)  # sleeps: no event type
+    assert _index_pages(store) == one_event_wait
+    _add_waits(store, TENANT_A, 5_000, "order.approved")
+    assert _index_pages(store) > one_event_wait  # while event waits do go in
+
+
+def test_the_wakeup_lookup_and_the_purge_check_read_event_waits_by_the_index(
+    store: Store,
+) -> None:
+    _add_waits(store, TENANT_A, 20_000, None)
+    _add_waits(store, TENANT_A, 500, "order.approved")
+    _add_waits(store, TENANT_B, 500, "order.approved")
+    store.conn.execute("ANALYZE workflow_run_pending")
+
+    lookup = _generic_plan(store, "waiting_rows_for_event")
+    assert INDEX in lookup and "Seq Scan on workflow_run_pending" not in lookup, lookup
+
+    purge = _generic_plan(store, "purge_inbox_delete")
+    assert INDEX in purge and "Seq Scan on workflow_run_pending" not in purge, purge
+
+    # The lookup still finds exactly the tenant's unmatched waits of the type and key: a
+    # matched wait stays in the index until its row goes, and is left out on the row.
+    _add_waits(store, TENANT_A, 7, "order.approved")
+    store.conn.execute(
+        "UPDATE workflow_run_pending SET awaited_event_id = 'e0'"
+        " WHERE tenant_id = %s AND match_key = 'k7' AND ctid = (SELECT min(ctid)"
+        " FROM workflow_run_pending WHERE tenant_id = %s AND match_key = 'k7')",
+        [TENANT_A, TENANT_A],
+    )
+    found = store.pending.waiting_for(TENANT_A, "order.approved", T0, keys=["k7"], event_id="e1")
+    assert len(found) == 1

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from workflow_runner import ManualClock, define_workflow, on_event, run_id_for
@@ -13,7 +15,9 @@ from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.engine import resume as resume_module
 from workflow_runner.errors import RunNotFound
-from workflow_runner.store import NewEvent, Store
+from workflow_runner.store import NewEvent, Store, connect
+from workflow_runner.store.queries import query
+from workflow_runner.store.sql import Sql, _Queued
 from workflow_runner.store.streams import StreamStore
 
 from tests.support import (
@@ -306,7 +310,7 @@ def test_a_pass_that_breaks_mid_batch_costs_only_itself(
     assert stream_types(store, bad) == [ev.RUN_STARTED, ev.STEP_WAITING]  # its claim rolled back
 
 
-def test_a_batch_claims_its_runs_together_and_writes_their_passes_in_one_statement(
+def test_a_batch_of_timers_writes_its_claims_with_its_passes_in_one_statement(
     store: Store,
     registry: WorkflowRegistry,
     clock: ManualClock,
@@ -334,7 +338,9 @@ def test_a_batch_claims_its_runs_together_and_writes_their_passes_in_one_stateme
     results = ops.resume_runs(store, items, clock.now() + timedelta(minutes=1), registry)
 
     assert [getattr(r, "outcome", None) for r in results] == ["completed"] * 3
-    assert calls == {"claims": [3], "passes": [3]}
+    # The timers' passes need nothing more than the batch read: they run first, and
+    # each claim goes out first among its run's events in the passes' one statement.
+    assert calls == {"claims": [], "passes": [3]}
     for key in keys:
         run_id = run_id_for("rl-wait", key)
         assert stream_types(store, run_id)[2:] == [ev.STEP_RESUMED, ev.RUN_COMPLETED]
@@ -354,3 +360,207 @@ def test_a_run_id_in_capitals_is_resumed_like_its_lower_case_spelling(
 
     assert getattr(result, "outcome", result) == "completed"
     assert stream_types(store, run_id)[-1] == ev.RUN_COMPLETED
+
+
+def _resume_concurrently_after_the_read(
+    monkeypatch: pytest.MonkeyPatch, other: Store, registry: WorkflowRegistry, run_id: str, at: Any
+) -> list[Any]:
+    """Once the batch has read its runs (the first time only), another worker resumes
+    `run_id` and commits: the batch's claim on it is then stale."""
+    real = resume_module.load_runs_for_resume
+    raced: list[bool] = []
+    done: list[Any] = []
+
+    def read_then_race(store_: Store, runs: Any) -> Any:
+        loaded = real(store_, runs)
+        if not raced:  # the other worker's resume reads through here too
+            raced.append(True)
+            done.append(ops.resume_run(other, TENANT_A, run_id, 0, at, registry=registry))
+        return loaded
+
+    monkeypatch.setattr(resume_module, "load_runs_for_resume", read_then_race)
+    return done
+
+
+def test_a_timer_batch_whose_claim_lost_runs_again_claiming_first(
+    store: Store,
+    db_url: str,
+    registry: WorkflowRegistry,
+    clock: ManualClock,
+    wait_wf,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="workflow_runner")
+    keys = ["a", "b", "c"]
+    for key in keys:
+        trigger(store, registry, "rl-test.wait", {"runKey": key, "forIso": "PT1M"}, clock.now())
+    raced = run_id_for("rl-wait", "b")
+    at = clock.now() + timedelta(minutes=1)
+    other = connect(db_url)
+    try:
+        done = _resume_concurrently_after_the_read(monkeypatch, other, registry, raced, at)
+        items = [ops.ResumeRequestItem(TENANT_A, run_id_for("rl-wait", k), 0) for k in keys]
+
+        results = ops.resume_runs(store, items, at, registry)
+    finally:
+        other.close()
+
+    assert [d.outcome for d in done] == ["completed"]
+    assert [getattr(r, "outcome", None) for r in results] == [
+        "completed",
+        "already-resumed",
+        "completed",
+    ]
+    # The passes' statement met b's claim taken: the whole batch ran again claiming
+    # first (one transaction), not one by one.
+    messages = [r.getMessage() for r in caplog.records]
+    assert "resume batch runs again, claiming first" in messages
+    assert "resume batch failed, resuming one by one" not in messages
+    for key in keys:  # each claimed and written once, versions and positions in step
+        events = stream(store, run_id_for("rl-wait", key))
+        assert [e.type for e in events] == [
+            ev.RUN_STARTED,
+            ev.STEP_WAITING,
+            ev.STEP_RESUMED,
+            ev.RUN_COMPLETED,
+        ]
+        assert [e.version for e in events] == [1, 2, 3, 4]
+        assert [e.position for e in events] == sorted(e.position for e in events)
+
+
+@pytest.fixture
+def mail_after_wait_wf(registry: WorkflowRegistry):  # type: ignore[no-untyped-def]
+    wf = define_workflow(
+        name="rl-mail",
+        trigger=on_event("rl-test.mail"),
+        idempotency_key=lambda e: e.payload["runKey"],
+        steps=lambda s: [
+            s.wait(for_="PT1M"),
+            s.mail_send(to="ops@example.com", subject="done", body="the wait is over"),
+        ],
+        register=False,
+    )
+    registry.register(wf)
+    return wf
+
+
+class _SendOrder(Sql):
+    """Records the names of the statements as they go out, in order."""
+
+    NAMES: ClassVar[dict[str, str]] = {
+        query(n): n for n in ("append_to_many", "insert_outbox", "record_pass")
+    }
+
+    def __init__(self, conn: Any) -> None:
+        super().__init__(conn)
+        self.order: list[str] = []
+
+    def all(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        if not self._queue:
+            self.order.append(name)
+        return super().all(name, params)
+
+    def _send(self, statements: Sequence[_Queued]) -> None:
+        self.order += [self.NAMES.get(s.sql, "other") for s in statements]
+        super()._send(statements)
+
+
+def test_a_timer_batch_that_also_dispatches_sends_its_claims_ahead_of_its_other_writes(
+    db_url: str,
+    registry: WorkflowRegistry,
+    clock: ManualClock,
+    mail_after_wait_wf,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="workflow_runner")
+    store = connect(db_url, sql_type=_SendOrder)
+    other = connect(db_url)
+    try:
+        for key in ("a", "b"):
+            trigger(store, registry, "rl-test.mail", {"runKey": key}, clock.now())
+        at = clock.now() + timedelta(minutes=1)
+        items = [ops.ResumeRequestItem(TENANT_A, run_id_for("rl-mail", k), 0) for k in "ab"]
+        sql = store._sql
+        assert isinstance(sql, _SendOrder)
+        real_pass = resume_module._continue_claimed
+
+        def traced_pass(*args: Any) -> Any:
+            sql.order.append("pass")
+            return real_pass(*args)
+
+        monkeypatch.setattr(resume_module, "_continue_claimed", traced_pass)
+        sql.order.clear()
+
+        first = ops.resume_runs(store, items[:1], at, registry)
+
+        # The pass ran first and held its dispatch back; its claim went out ahead of it.
+        assert [getattr(r, "outcome", None) for r in first] == ["completed"]
+        assert [n for n in sql.order if n != "other"] == [
+            "load_run_tail",
+            "pass",
+            "append_to_many",
+            "insert_outbox",
+            "record_pass",
+        ], sql.order
+
+        done = _resume_concurrently_after_the_read(
+            monkeypatch, other, registry, run_id_for("rl-mail", "b"), at
+        )
+        again = ops.resume_runs(store, items, at, registry)
+    finally:
+        other.close()
+
+    # Run b was resumed by another worker after the batch read it: the claim sent ahead
+    # lost, the batch ran again claiming first, and b answered already-resumed.
+    assert [d.outcome for d in done] == ["completed"]
+    assert [getattr(r, "outcome", None) for r in again] == ["already-resumed"] * 2
+    messages = [r.getMessage() for r in caplog.records]
+    assert "resume batch runs again, claiming first" in messages
+    assert "resume batch failed, resuming one by one" not in messages
+    for key in "ab":
+        events = stream(store, run_id_for("rl-mail", key))
+        assert [e.version for e in events] == list(range(1, len(events) + 1))
+        assert [e.type for e in events].count(ev.STEP_RESUMED) == 1
+    mails = store.conn.execute("SELECT count(*) AS n FROM dispatch_outbox").fetchone()
+    store.close()
+    assert mails is not None and mails["n"] == 2  # one per run, none twice
+
+
+def test_a_timer_batch_whose_pass_must_write_at_once_runs_again_claiming_first(
+    store: Store,
+    registry: WorkflowRegistry,
+    clock: ManualClock,
+    wait_wf,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A pass that reaches the database before its claim is written (here: its trigger
+    event is gone, and the run's failure is written at once) must not be committed
+    with its claim after it: the batch runs again claiming first."""
+    caplog.set_level(logging.DEBUG, logger="workflow_runner")
+    for key in ("a", "gone"):
+        trigger(
+            store,
+            registry,
+            "rl-test.wait",
+            {"runKey": key, "forIso": "PT1M"},
+            clock.now(),
+            event_id=f"trigger-{key}",
+        )
+    store.conn.execute("DELETE FROM inbox WHERE event_id = 'trigger-gone'")
+    items = [ops.ResumeRequestItem(TENANT_A, run_id_for("rl-wait", k), 0) for k in ("a", "gone")]
+
+    results = ops.resume_runs(store, items, clock.now() + timedelta(minutes=1), registry)
+
+    assert [getattr(r, "outcome", None) for r in results] == ["completed", "failed"]
+    assert "resume batch runs again, claiming first" in [r.getMessage() for r in caplog.records]
+    gone = stream(store, run_id_for("rl-wait", "gone"))
+    assert [e.type for e in gone] == [
+        ev.RUN_STARTED,
+        ev.STEP_WAITING,
+        ev.STEP_RESUMED,
+        ev.RUN_FAILED,
+    ]
+    assert gone[-1].payload["reason"] == "trigger_event_unavailable"
+    assert [e.version for e in gone] == [1, 2, 3, 4]

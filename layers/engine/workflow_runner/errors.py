@@ -42,6 +42,11 @@ class TransientStoreError(StoreError):
     """A database failure worth retrying (connection lost, serialization, deadlock)."""
 
 
+class StreamConflict(StoreError):
+    """An append met an event already at one of its versions: another writer moved the
+    stream since it was read (a plain insert refuses; the transaction is aborted)."""
+
+
 class NotConfigured(WorkflowRunnerError):
     """A part the caller needs was not set up (no runtime installed, a setting missing)."""
 

@@ -5,12 +5,13 @@ transaction, after the stream version the pass holds (its claim or its start).""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
 from ..definition import WorkflowDefinition
+from ..errors import StoreError
 from ..fast_init import fast_init
 from ..pass_result import PassResult, Suspension, TaskWait
 from ..redaction import detail_for_log
@@ -22,6 +23,7 @@ from ..stream import (
     ChildrenRequested,
     ChildrenWaiting,
     DispatchRequested,
+    Fact,
     ParallelTask,
     RetryScheduled,
     RunCompleted,
@@ -165,12 +167,17 @@ class PassWrites:
     """The writes of a batch of passes (each of another run, all at one instant) to
     their runs, sent together: `flush` sends one statement (inside the batch's pipeline
     it rides the pipeline's round trip), `finish`, after the pipeline, cancels the
-    children of the joins the passes that ended their runs closed."""
+    children of the joins the passes that ended their runs closed.
+
+    A resume batch that ran its passes before claiming (see resume._resume_all) hands
+    each claim to `claim`: it goes out in the same statement, first among its run's
+    events, so a claim that lost makes the statement, and the batch, fail."""
 
     def __init__(self) -> None:
         self._writes: list[PassWrite] = []
         self._now: datetime | None = None
         self._sent: list[tuple[datetime, Callable[[], list[tuple[str, str, str]]]]] = []
+        self._claims: dict[tuple[str, str], tuple[int, Fact]] = {}
 
     def add(self, write: PassWrite, now: datetime) -> None:
         if self._now is not None and now != self._now:
@@ -178,10 +185,32 @@ class PassWrites:
         self._now = now
         self._writes.append(write)
 
+    def writes_to(self, runs: Iterable[tuple[str, str]]) -> bool:
+        """Every one of these (tenant, run) has a pass write held here."""
+        held = {(w.tenant_id, w.run_id) for w in self._writes}
+        return all(run in held for run in runs)
+
+    def claim(self, tenant_id: str, run_id: str, version: int, fact: Fact) -> None:
+        """Write `fact` at `version` + 1 of the run, before the events of its pass (which
+        was written to hold version + 1); the run's pass must be held here."""
+        self._claims[(tenant_id, run_id)] = (version, fact)
+
     def flush(self, store: Store) -> None:
         if self._writes and self._now is not None:
-            self._sent.append((self._now, store.streams.record_passes(self._writes, self._now)))
+            writes = [self._with_claim(w) for w in self._writes] if self._claims else self._writes
+            if self._claims:
+                raise StoreError(f"claims without their pass: {sorted(self._claims)}")
+            self._sent.append((self._now, store.streams.record_passes(writes, self._now)))
         self._writes, self._now = [], None
+
+    def _with_claim(self, write: PassWrite) -> PassWrite:
+        claim = self._claims.pop((write.tenant_id, write.run_id), None)
+        if claim is None:
+            return write
+        version, fact = claim
+        if write.version != version + 1:
+            raise StoreError(f"pass of run {write.run_id} does not follow its claim")
+        return replace(write, version=version, events=[fact, *write.events])
 
     def finish(self, store: Store) -> None:
         self.flush(store)

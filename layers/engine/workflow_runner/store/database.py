@@ -155,6 +155,25 @@ class Store:
         """
         return self._sql.deferred()
 
+    def ahead(self) -> AbstractContextManager[None]:
+        """Inside `pipeline()`: what the block sends goes out before what the pipeline
+        held back when the block began (see Sql.ahead)."""
+        return self._sql.ahead()
+
+    def held_back(self) -> int:
+        """How many statements `pipeline()` holds back now."""
+        return self._sql.held_back()
+
+    def discard_held(self) -> None:
+        """Drop what `pipeline()` holds back (the caller rolls its transaction back)."""
+        self._sql.discard()
+
+    @property
+    def statements_sent(self) -> int:
+        """Statements that went out on this connection so far (a count that tells
+        whether a block of work reached the database at all)."""
+        return self._sql.statements_sent
+
     def ping(self) -> None:
         """A round trip that proves the connection works (raises StoreError if not)."""
         self._sql.one("ping_connection", {})

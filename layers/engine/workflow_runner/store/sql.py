@@ -5,13 +5,13 @@ The one place that runs SQL text; the stores of this package call it by query na
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
 
-from ..errors import StoreError, TransientStoreError
+from ..errors import StoreError, StreamConflict, TransientStoreError
 from .queries import query
 
 # SQLSTATE classes worth a retry: connection exceptions (08), serialization failure and
@@ -33,13 +33,23 @@ def is_transient(error: BaseException) -> bool:
     return bool(sqlstate and sqlstate.startswith(_TRANSIENT_PREFIXES))
 
 
+# The unique key of a stream's versions: an insert that meets it lost a race for them.
+_STREAM_VERSION_KEY = "wf_events_stream_version_key"
+
+
 def wrap_error(error: psycopg.Error) -> StoreError:
-    """A driver error as the engine's StoreError (TransientStoreError when retryable)."""
+    """A driver error as the engine's StoreError (TransientStoreError when retryable,
+    StreamConflict when an append met an event already at its version)."""
     message = (
         f"database error ({getattr(error, 'sqlstate', None) or type(error).__name__}): {error}"
     )
     if is_transient(error):
         return TransientStoreError(message)
+    if (
+        isinstance(error, psycopg.errors.UniqueViolation)
+        and error.diag.constraint_name == _STREAM_VERSION_KEY
+    ):
+        return StreamConflict(message)
     return StoreError(message)
 
 
@@ -130,11 +140,13 @@ class Sql:
     def __init__(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
         self.conn = conn
         self._queue: list[_Queued] | None = None  # None: not inside `deferred`
+        self.statements_sent = 0  # statements that went out on this connection so far
 
     def all(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         if self._queue:
             return self._with_queued([(name, params)])[0]
         try:
+            self.statements_sent += 1
             return self.conn.execute(query(name), params).fetchall()
         except psycopg.Error as error:
             raise wrap_error(error) from error
@@ -144,6 +156,7 @@ class Sql:
             rows = self._with_queued([(name, params)])[0]
             return rows[0] if rows else None
         try:
+            self.statements_sent += 1
             return self.conn.execute(query(name), params).fetchone()
         except psycopg.Error as error:
             raise wrap_error(error) from error
@@ -155,6 +168,7 @@ class Sql:
             self._queue.append(_Queued(query(name), params))
             return -1
         try:
+            self.statements_sent += 1
             return self.conn.execute(query(name), params).rowcount
         except psycopg.Error as error:
             raise wrap_error(error) from error
@@ -197,6 +211,25 @@ class Sql:
         back (see `discard`)."""
         return _Deferral(self)
 
+    @contextmanager
+    def ahead(self) -> Iterator[None]:
+        """Inside `deferred`: what the block sends goes out before the statements held
+        back when it began (a read inside sends only what the block held back itself),
+        which stay held back after it. Outside `deferred` it changes nothing."""
+        held = self._queue
+        if held is None:
+            yield
+            return
+        self._queue = []
+        try:
+            yield
+        finally:
+            self._queue = [*(self._queue or []), *held]
+
+    def held_back(self) -> int:
+        """How many statements `deferred` holds back now."""
+        return len(self._queue or ())
+
     def flush(self) -> None:
         """Send what `deferred` holds back now (before a transaction's boundary)."""
         if self._queue:
@@ -227,6 +260,7 @@ class Sql:
     def _send(self, statements: Sequence[_Queued]) -> None:
         if not statements:
             return
+        self.statements_sent += len(statements)
         try:
             if len(statements) == 1:
                 statements[0].cursor = self.conn.execute(statements[0].sql, statements[0].params)

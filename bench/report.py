@@ -999,7 +999,7 @@ _FINDINGS = [
     "  0.170 and 0.182 ms of Python a resume; the first on a degraded host: one-connection",
     "  commit rate 3,516/s against 4,300-4,700, cold-start import 0.80 s, wakeup p99 45 ms),",
     "  the wakeup p99 45.2, 10.7, 8.0 and 8.7 ms: the last three met every target. On two",
-    "  cores two drain processes beat four in each of the last twelve full runs (by 1-15%,",
+    "  cores two drain processes beat four in each of the last twelve full runs (by 0.6-15%,",
     "  48% once), as four oversubscribe the cores; the target's figure is four against four.",
     "- **Event wakeup.** A wait stores the `eq` atom its match requires (`match_key`,",
     "  indexed); an event looks up only the waits its payload can satisfy, instead of",

@@ -217,6 +217,44 @@ def test_recorded_runs_resume_to_the_end(
     }
 
 
+def test_recorded_timer_runs_resume_together_in_a_queue_batch(
+    store: Store, legacy: WorkflowRegistry, recorded: dict[str, Any]
+) -> None:
+    """ResumeRun's batch path (timers' passes may run before their claims) over 0.1
+    suspensions, then over the suspension this release wrote after one of them."""
+    tenant, runs = recorded["tenant"], recorded["runs"]
+    now = parse_instant(recorded["recordedAt"])
+    ops.project_pending(store, now)
+    later = now + timedelta(hours=2)
+    names = ("wait", "retry", "loop", "cron")
+
+    def batch(at: datetime, *which: str) -> list[str | None]:
+        items = []
+        for name in which:
+            suspension = ops.load_run(store, tenant, runs[name]).suspension
+            assert suspension is not None
+            items.append(ops.ResumeRequestItem(tenant, runs[name], suspension.step_index))
+        results = ops.resume_runs(store, items, at, legacy)
+        ops.project_pending(store, at)
+        return [getattr(r, "outcome", None) for r in results]
+
+    assert batch(later, *names) == ["completed", "completed", "suspended", "completed"]
+    assert batch(later + timedelta(hours=1), "loop") == ["completed"]
+    assert store.streams.load(tenant, runs["wait"])[-1].payload["result"] == {
+        "isSuccess": True,
+        "total": 42,
+    }
+    assert store.streams.load(tenant, runs["retry"])[-1].payload["result"]["attempt"] == 2
+    assert store.streams.load(tenant, runs["loop"])[-1].payload["result"]["last"] == 3
+    for name in names:  # versions gap-free, positions in version order, each claim once
+        events = store.streams.load(tenant, runs[name])
+        types = [e.type for e in events]
+        assert [e.version for e in events] == list(range(1, len(events) + 1))
+        assert [e.position for e in events] == sorted(e.position for e in events)
+        claims = [i for i, t in enumerate(types) if t == "workflow.step.resumed"]
+        assert claims and all(types[i + 1] != "workflow.step.resumed" for i in claims)
+
+
 def test_every_recorded_payload_decodes_to_its_fact_and_back(recorded: dict[str, Any]) -> None:
     """The typed stream reads each shape release 0.1.0 wrote and writes it unchanged."""
     seen: set[str] = set()

@@ -382,6 +382,14 @@ def _resume_concurrently_after_the_read(
     return done
 
 
+def _assert_ran_again_claiming_first(caplog: pytest.LogCaptureFixture) -> None:
+    """The batch was rolled back and ran again claiming first, in one transaction (not
+    resumed one by one, which a failed batch falls back to)."""
+    messages = [r.getMessage() for r in caplog.records]
+    assert "resume batch runs again, claiming first" in messages
+    assert "resume batch failed, resuming one by one" not in messages
+
+
 def test_a_timer_batch_whose_claim_lost_runs_again_claiming_first(
     store: Store,
     db_url: str,
@@ -414,9 +422,7 @@ def test_a_timer_batch_whose_claim_lost_runs_again_claiming_first(
     ]
     # The passes' statement met b's claim taken: the whole batch ran again claiming
     # first (one transaction), not one by one.
-    messages = [r.getMessage() for r in caplog.records]
-    assert "resume batch runs again, claiming first" in messages
-    assert "resume batch failed, resuming one by one" not in messages
+    _assert_ran_again_claiming_first(caplog)
     for key in keys:  # each claimed and written once, versions and positions in step
         events = stream(store, run_id_for("rl-wait", key))
         assert [e.type for e in events] == [
@@ -516,9 +522,7 @@ def test_a_timer_batch_that_also_dispatches_sends_its_claims_ahead_of_its_other_
     # lost, the batch ran again claiming first, and b answered already-resumed.
     assert [d.outcome for d in done] == ["completed"]
     assert [getattr(r, "outcome", None) for r in again] == ["already-resumed"] * 2
-    messages = [r.getMessage() for r in caplog.records]
-    assert "resume batch runs again, claiming first" in messages
-    assert "resume batch failed, resuming one by one" not in messages
+    _assert_ran_again_claiming_first(caplog)
     for key in "ab":
         events = stream(store, run_id_for("rl-mail", key))
         assert [e.version for e in events] == list(range(1, len(events) + 1))
@@ -554,7 +558,7 @@ def test_a_timer_batch_whose_pass_must_write_at_once_runs_again_claiming_first(
     results = ops.resume_runs(store, items, clock.now() + timedelta(minutes=1), registry)
 
     assert [getattr(r, "outcome", None) for r in results] == ["completed", "failed"]
-    assert "resume batch runs again, claiming first" in [r.getMessage() for r in caplog.records]
+    _assert_ran_again_claiming_first(caplog)
     gone = stream(store, run_id_for("rl-wait", "gone"))
     assert [e.type for e in gone] == [
         ev.RUN_STARTED,

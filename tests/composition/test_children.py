@@ -133,6 +133,7 @@ def parents() -> list[WorkflowDefinition]:
         caller("call-nobody", "no-such-workflow"),
         mapper("map-double", "double", concurrency=2),
         mapper("map-picky", "picky", concurrency=2),
+        mapper("map-picky-one", "picky", concurrency=1),
         mapper("map-picky-catch", "picky", concurrency=10, catch=True),
         mapper("map-wide", "double", concurrency=25),
         starter,
@@ -299,10 +300,21 @@ def test_a_failed_item_fails_the_map_at_once_and_cancels_the_rest(env: WorkflowT
         for k in env.runs(tenant=TENANT_A, workflow="picky")
     }
     statuses = sorted(k.status for k in kids.values())
-    # Items 2 and 3 started when 0 and 1 ended; the failure cancels them.
-    assert statuses == ["cancelled", "cancelled", "completed", "failed"]
+    # Items 0 and 1 were counted together: the failure frees no slot, 2 and 3 never start.
+    assert statuses == ["completed", "failed"]
     env.advance("PT10M")
     assert env.run(tenant=TENANT_A, workflow="map-picky", key="m1").status == "failed"
+    assert len(env.runs(tenant=TENANT_A, workflow="picky")) == 2
+
+
+def test_a_map_that_failed_starts_no_further_child(env: WorkflowTestEnv) -> None:
+    go(env, "map-picky-one", id="m1", items=[{"bad": True}, {"bad": False}])
+    env.advance("PT1M")  # item 0 fails
+    parent = env.run(tenant=TENANT_A, workflow="map-picky-one", key="m1")
+    assert (parent.status, parent.reason) == ("failed", "child_failed")
+    env.advance("PT10M")
+    [only] = env.runs(tenant=TENANT_A, workflow="picky")  # item 1 never started
+    assert only.status == "failed"
 
 
 def test_map_with_catch_puts_each_failure_in_its_slot(env: WorkflowTestEnv) -> None:

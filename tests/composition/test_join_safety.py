@@ -24,6 +24,7 @@ from workflow_runner.engine import joins
 from workflow_runner.engine.children import start_children
 from workflow_runner.engine.ingest import ingest_domain_event
 from workflow_runner.engine.joins import count_settled_children
+from workflow_runner.engine.passes import load_run
 from workflow_runner.engine.projection import project_pending
 from workflow_runner.engine.resume import ResumeRequestItem, resume_run, resume_runs
 from workflow_runner.store import Store, connect
@@ -303,6 +304,33 @@ def test_doctor_finds_settled_children_no_worker_counted(
     assert stuck.status == "problem" and "not counted" in stuck.summary
     count_settled_children(store, later)
     assert check_children(store, None, later + timedelta(minutes=11)).status == "ok"
+
+
+def test_doctor_finds_a_child_that_settled_without_telling_its_join_and_repairs_it(
+    store: Store, registry: WorkflowRegistry
+) -> None:
+    """The state issue 30's defect 1 left behind (a release before it, or a deploy with
+    old and new code side by side): the child settled while its row says running."""
+    from workflow_runner.engine.doctor import check_children
+    from workflow_runner.engine.joins import tell_untold_children
+
+    parent = start_fan(store, registry, 1)
+    start_children(store, registry, T0)
+    later = T0 + timedelta(minutes=1)
+    [kid] = runs_of(store, "kid")
+    resume_run(store, TENANT_A, kid.run_id, 0, later, registry=registry)
+    store.conn.execute(
+        "UPDATE run_children SET status = 'running', counted = true, settled_at = NULL"
+    )  # as if the settle had not seen the row
+    found = check_children(store, None, later)
+    assert found.status == "problem" and "never told" in found.summary
+    assert found.items == [f"{TENANT_A} run {parent}: child 0 ({kid.run_id}) is completed"]
+    assert tell_untold_children(store, None, later) == 1
+    assert check_children(store, None, later).status == "ok"
+    count_settled_children(store, later)
+    project_pending(store, later)
+    state = load_run(store, TENANT_A, parent)
+    assert state.children_settled is not None and state.children_settled.settled == 1
 
 
 def _fail_fast_registry() -> WorkflowRegistry:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 from .callback_tokens import PassCallback, callback_base_url, token_hash
@@ -32,24 +32,31 @@ from .definition.dsl import (
     WorkflowInfo,
     resolve,
 )
-from .definition.retry import RetryPolicy, backoff_seconds
+from .definition.retry import RetryPolicy
 from .durations import parse_duration, resolve_wake_at
-from .match import validate_event_match
 from .pass_result import (
     CallbackNotReached,
     CallbackWait,
     ChildJoin,
     DispatchRequest,
-    EventWait,
     InvalidArgument,
     PassResult,
+    Reentry,
     ResumedTask,
     RetryWait,
     Suspension,
     TaskWait,
     describe_step_error,
 )
-from .step_requests import DISPATCH_NAMESPACE, child_join, delivery_request, seeded_id
+from .step_requests import (
+    DISPATCH_NAMESPACE,
+    backoff_delay,
+    child_join,
+    delivery_request,
+    event_wait,
+    task_id_for,
+    task_key,
+)
 from .storable import DEFAULT_MAX_RESULT_BYTES, NotStorable, check_storable
 from .stream import NEVER, Frame, Path
 
@@ -77,20 +84,6 @@ class _StepFailed(Exception):
         self.path = path
 
 
-def backoff_delay(step: Retry, failed_attempt: int, rng: random.Random) -> timedelta:
-    """Delay before the attempt after `failed_attempt` (1-based) of a retry step."""
-    seconds = backoff_seconds(
-        step.backoff, step.base, step.cap, step.jitter, failed_attempt, rng.random
-    )
-    return timedelta(seconds=seconds)
-
-
-def task_id_for(run_id: str, dispatch_seed: str, path: Path) -> str:
-    """A task's attempt-group id: stable when a rolled-back pass is repeated (same seed),
-    new for each retry attempt or for_each item (the path differs) and for a redrive."""
-    return seeded_id(run_id, dispatch_seed, "task", path)
-
-
 class Interpreter:
     """Executes one pass of a run.
 
@@ -109,6 +102,7 @@ class Interpreter:
         written: keys to record as written by this pass although it did not compute
             them (the awaited payload or task result a resume seeds).
         resumed_task: the task a resume re-enters at and how it ended.
+        reentry: what a redrive keeps of the work step it runs again.
         max_result_bytes: the largest result a step may store.
         callback_secret: the run's key for callback tokens (None: random tokens).
         parent_run_id: the run that started this one (`ctx.workflow.parent_run_id`).
@@ -128,6 +122,7 @@ class Interpreter:
         rng: random.Random | None = None,
         written: Sequence[str] = (),
         resumed_task: ResumedTask | None = None,
+        reentry: Reentry | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         callback_secret: str | None = None,
         parent_run_id: str | None = None,
@@ -144,6 +139,7 @@ class Interpreter:
         self.run_started_at = run_started_at or now
         self.rng = rng or _JITTER
         self.resumed_task = resumed_task
+        self.reentry = reentry
         self.max_result_bytes = max_result_bytes
         self.parent_run_id = parent_run_id
         self.dispatches: list[DispatchRequest] = []
@@ -284,13 +280,27 @@ class Interpreter:
                 raise _Suspend(Suspension("task-scheduled", path, NEVER, task=wait))
             self._request_dispatch(step, path, request)
         elif isinstance(step, Parallel):
+            reentered = self._reentered(path)
+            kept = reentered.kept_tasks if reentered else frozenset()
             tasks = tuple(
                 self._task(sub, [*path, {"i": j}], scope, self._request_of(sub, path, scope))
                 for j, sub in enumerate(step.steps)
+                if isinstance(sub, (Task, MailSend, WebhookSend)) and task_key(sub) not in kept
+            )
+            keys = tuple(
+                task_key(sub)
+                for sub in step.steps
                 if isinstance(sub, (Task, MailSend, WebhookSend))
             )
             raise _Suspend(
-                Suspension("tasks-scheduled", path, NEVER, tasks=tasks, result_key=step.result_key)
+                Suspension(
+                    "tasks-scheduled",
+                    path,
+                    NEVER,
+                    tasks=tasks,
+                    result_key=step.result_key,
+                    result_keys=keys if kept else None,
+                )
             )
         elif isinstance(step, (CallWorkflow, Map)):
             self._children(step, path, scope)
@@ -307,6 +317,11 @@ class Interpreter:
         if resumed.failure is not None:
             raise _StepFailed(resumed.failure, path)
         return isinstance(step, (Task, MailSend, WebhookSend, Parallel, CallWorkflow, Map))
+
+    def _reentered(self, path: Path) -> Reentry | None:
+        """What a redrive keeps of the step at `path` (None: nothing, run it as new)."""
+        reentry = self.reentry
+        return reentry if reentry is not None and reentry.path == path else None
 
     def _checked(self, value: Any, what: str, path: Path) -> Any:
         try:
@@ -331,28 +346,19 @@ class Interpreter:
 
     def _suspend_for_event(self, step: WaitForEvent, path: Path, scope: dict[str, Any]) -> None:
         match = self._call(step.match, path, scope)
-        if match is not None:
-            try:
-                validate_event_match(match)
-                check_storable(match, "the wait's match", self.max_result_bytes)
-            except Exception as error:
-                raise _StepFailed(InvalidArgument.of("match", error), path) from error
         timeout_at = self._wake_at(self._call(step.timeout, path, scope), path, "timeout")
         lookback = self._call(step.lookback, path, scope)
-        if lookback is None:
-            # "After the run started": an awaited event's time is not before the trigger
-            # event's (EventBridge stamps both), never the receiving functions' clocks:
-            # EventBridge does not order deliveries to two rules, and a retried trigger may
-            # start the run minutes late. Without event times, receive times stand in.
-            lookback_from = self.event.time or self.run_started_at
-        else:
-            try:
-                # Whole seconds: event times are (EventBridge's), so an event of the
-                # second the wait began counts as after it.
-                lookback_from = (self.now - parse_duration(lookback)).replace(microsecond=0)
-            except Exception as error:
-                raise _StepFailed(InvalidArgument.of("lookback", error), path) from error
-        wait = EventWait(step.event, match, lookback_from, step.result_key)
+        try:
+            wait = event_wait(
+                step,
+                match,
+                lookback,
+                self.now,
+                self.event.time or self.run_started_at,
+                self.max_result_bytes,
+            )
+        except InvalidArgument as error:
+            raise _StepFailed(error, path) from error
         raise _Suspend(Suspension("waiting-for-event", path, timeout_at, event=wait))
 
     def _task(
@@ -367,13 +373,9 @@ class Interpreter:
         policy: RetryPolicy | None = step.retry
         timeout_ms: int | None = None
         if isinstance(step, Task):
-            key = step.key
             timeout_ms = int(parse_duration(step.timeout).total_seconds() * 1000)
-        else:
-            assert step.result_key is not None
-            key = step.result_key
         return TaskWait(
-            task_key=key,
+            task_key=task_key(step),
             task_id=task_id_for(self.run_id, self.task_seed, path),
             step_kind=step.kind,
             max_attempts=policy.max_attempts if policy else DELIVERY_ATTEMPTS,
@@ -390,15 +392,19 @@ class Interpreter:
 
     def _children(self, step: CallWorkflow | Map, path: Path, scope: dict[str, Any]) -> None:
         """Ask for child runs: suspend until they settle, or go on (start_workflow)."""
+        reentered = self._reentered(path)
         try:
+            # The dispatch seed, which a redrive repeats: a child the failed pass started
+            # is the same child again, as its mail is the same mail.
             join = child_join(
                 step,
                 self.run_id,
-                self.task_seed,
+                self.dispatch_seed,
                 path,
                 lambda value, at: self._call(value, path, at),
                 scope,
                 self.max_result_bytes,
+                join_id=reentered.join_id if reentered else None,
             )
         except _StepFailed:
             raise

@@ -175,6 +175,8 @@ class Suspension:
     callback: CallbackWait | None = None
     tasks: tuple[TaskWait, ...] = ()  # parallel
     result_key: str | None = None  # parallel: the list of the tasks' results
+    # parallel, when a redrive kept some tasks' outcomes: every task's key, in order
+    result_keys: tuple[str, ...] | None = None
     join: ChildJoin | None = None
 
     @property
@@ -202,6 +204,19 @@ class ResumedTask:
 
     path: Path
     failure: TaskFailedError | ChildFailedError | None = None
+
+
+@fast_init
+@dataclass(frozen=True)
+class Reentry:
+    """What a redrive keeps of the work step it runs again (at `path`): the join whose
+    children it keeps (`join_id`: the step asks for the same join, which the redrive
+    reopens), or the parallel's tasks whose outcome is recorded (`kept_tasks`, their keys:
+    their results are seeded, only the others run again)."""
+
+    path: Path
+    join_id: str | None = None
+    kept_tasks: frozenset[str] = frozenset()
 
 
 @dataclass

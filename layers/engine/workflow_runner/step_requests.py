@@ -5,12 +5,26 @@ Pure: `call(value, scope)` resolves an argument against the pass's ctx."""
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from .definition.dsl import CallWorkflow, MailSend, Map, WebhookSend, run_id_for
-from .pass_result import ChildJoin, ChildSpec, InvalidArgument
+from .definition.dsl import (
+    CallWorkflow,
+    MailSend,
+    Map,
+    Retry,
+    Task,
+    WaitForEvent,
+    WebhookSend,
+    run_id_for,
+)
+from .definition.retry import backoff_seconds
+from .durations import parse_duration
+from .match import validate_event_match
+from .pass_result import ChildJoin, ChildSpec, EventWait, InvalidArgument
 from .storable import check_storable
 from .stream import Path
 
@@ -23,6 +37,64 @@ def seeded_id(run_id: str, seed: str, what: str, path: Path) -> str:
     attempt or for_each item (the path differs) and for a redrive (a new seed)."""
     where = json.dumps(path, sort_keys=True, separators=(",", ":"))
     return str(uuid.uuid5(DISPATCH_NAMESPACE, f"{run_id}|{seed}|{what}|{where}"))
+
+
+def backoff_delay(step: Retry, failed_attempt: int, rng: random.Random) -> timedelta:
+    """Delay before the attempt after `failed_attempt` (1-based) of a retry step."""
+    seconds = backoff_seconds(
+        step.backoff, step.base, step.cap, step.jitter, failed_attempt, rng.random
+    )
+    return timedelta(seconds=seconds)
+
+
+def task_id_for(run_id: str, seed: str, path: Path) -> str:
+    """A task's attempt-group id: stable when a rolled-back pass is repeated (same seed),
+    new for each retry attempt or for_each item (the path differs) and for a redrive."""
+    return seeded_id(run_id, seed, "task", path)
+
+
+def task_key(step: Task | MailSend | WebhookSend) -> str:
+    """The key a task step's outcome is stored under."""
+    if isinstance(step, Task):
+        return step.key
+    assert step.result_key is not None
+    return step.result_key
+
+
+def event_wait(
+    step: WaitForEvent,
+    match: Any,
+    lookback: Any,
+    now: datetime,
+    started: datetime,
+    max_bytes: int,
+) -> EventWait:
+    """The wait a wait_for_event step asks for, from its resolved match and lookback
+    (`started`: when the run started, by its trigger event's time).
+
+    Raises:
+        InvalidArgument (match or lookback).
+    """
+    if match is not None:
+        try:
+            validate_event_match(match)
+            check_storable(match, "the wait's match", max_bytes)
+        except Exception as error:
+            raise InvalidArgument.of("match", error) from error
+    if lookback is None:
+        # "After the run started": an awaited event's time is not before the trigger
+        # event's (EventBridge stamps both), never the receiving functions' clocks:
+        # EventBridge does not order deliveries to two rules, and a retried trigger may
+        # start the run minutes late. Without event times, receive times stand in.
+        lookback_from = started
+    else:
+        try:
+            # Whole seconds: event times are (EventBridge's), so an event of the
+            # second the wait began counts as after it.
+            lookback_from = (now - parse_duration(lookback)).replace(microsecond=0)
+        except Exception as error:
+            raise InvalidArgument.of("lookback", error) from error
+    return EventWait(step.event, match, lookback_from, step.result_key)
 
 
 def delivery_request(
@@ -80,13 +152,15 @@ def child_join(
     call: Call,
     scope: dict[str, Any],
     max_bytes: int,
+    join_id: str | None = None,
 ) -> ChildJoin:
-    """The child runs of a call_workflow, start_workflow or map step.
+    """The child runs of a call_workflow, start_workflow or map step (`join_id`: the
+    join to ask for again, instead of the one the seed and path name).
 
     Raises:
         InvalidArgument (input, over or key), NotStorable, or what a resolver raised.
     """
-    join_id = seeded_id(run_id, seed, "join", path)
+    join_id = join_id or seeded_id(run_id, seed, "join", path)
     kind: Literal["call", "map", "start"]
     if isinstance(step, Map):
         kind = "map"

@@ -202,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", metavar="T", help="only this tenant's runs (default: all)")
     p.add_argument("--template", metavar="FILE", help="SAM template (default: ./template.yaml)")
     p.add_argument("--now", metavar="ISO", help="business time (what is overdue)")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="first tell joins about child runs that settled without telling them",
+    )
 
     dispatches.add_commands(commands, command)
     callbacks.add_commands(commands, command)

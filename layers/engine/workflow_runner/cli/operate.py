@@ -14,6 +14,7 @@ from typing import Any
 from ..definition import WorkflowRegistry
 from ..engine.doctor import run_doctor
 from ..engine.erase import erase_event
+from ..engine.joins import tell_untold_children
 from ..engine.passes import load_run
 from ..engine.purge import purge_settled_runs
 from ..engine.run_lookup import RunFilter, list_runs, workflow_version_of
@@ -388,6 +389,10 @@ def cmd_doctor(ctx: Context) -> int:
     if template is not None and not template.is_file():
         raise UsageError(f"--template {template}: no such file")
     routes = template_routes(template, ctx.registry())
+    if ctx.args.repair:
+        told = tell_untold_children(ctx.store(), tenant, ctx.now())
+        if not ctx.output.as_json:
+            ctx.output.line(f"repaired: told {told} settled child run(s) to their joins")
     report = run_doctor(ctx.store(), ctx.registry(), tenant, routes, ctx.now())
     if ctx.output.as_json:
         ctx.output.json(report.to_json())

@@ -16,20 +16,22 @@ settles (at once, if it already has).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
 from ..definition import DomainEvent, WorkflowRegistry
 from ..store import ClaimedJoin, NewChild, Store
-from ..stream import RunCompleted, RunFailed, fold_run
 from .ingest import start_run
-from .joins import run_settled
+from .joins import UNKNOWN_WORKFLOW, count_if_settled, run_settled
+from .redrive import RedriveRefused, redrive_run
+
+log = logging.getLogger("workflow_runner")
 
 CHILD_EVENT_TYPE = "workflow.call"
 CHILD_EVENT_SOURCE = "workflow-runner"
 CHILD_NAMESPACE = uuid.UUID("5e3b6f0a-8d1c-4c2e-9b7a-2f4d6e8a0c13")
-UNKNOWN_WORKFLOW = "child_workflow_unknown"
 # Children started per transaction (a join with more to start is claimed again).
 START_BATCH = 100
 
@@ -63,19 +65,30 @@ def start_children(
             free = max(0, join.concurrency - join.running)
             children = store.children.to_start(join, min(free, batch)) if free else []
             events = [_trigger(join, child, now) for child in children]
-            with store.pipeline():
-                # Marked running before any child's first pass, which may settle it.
-                store.children.mark_running(join, [c.item_index for c in children], now)
-                store.children.store_inputs(
-                    join.tenant_id,
-                    [(e.id, e.payload) for e in events],
-                    CHILD_EVENT_TYPE,
-                    CHILD_EVENT_SOURCE,
-                    now,
-                )
-            for child, event in zip(children, events, strict=True):
-                outcome = _start_one(store, registry, join, child, event, now)
-                started += outcome == "started"
+            store.children.store_inputs(
+                join.tenant_id,
+                [(e.id, e.payload) for e in events],
+                CHILD_EVENT_TYPE,
+                CHILD_EVENT_SOURCE,
+                now,
+            )
+            # Each child's run first (a new one runs its first pass), then its row marked
+            # running, then each child that exists already or ended at once is read again:
+            # a child that settled before the mark committed is counted here, one that
+            # settles after finds its row running (see record_pass's lock order).
+            outcomes = [
+                _start_one(store, registry, join, child, event, now)
+                for child, event in zip(children, events, strict=True)
+            ]
+            store.children.mark_running(join, [c.item_index for c in children], now)
+            for child, outcome in zip(children, outcomes, strict=True):
+                if outcome == "unknown":
+                    # No such workflow: the child fails at once (it has no run to show).
+                    failed = (child.child_run_id, "failed", None, UNKNOWN_WORKFLOW)
+                    run_settled(store, join.tenant_id, *failed, now)
+                elif outcome != "started":
+                    count_if_settled(store, join.tenant_id, child.child_run_id, now)
+                started += outcome in ("started", "ended")
                 attached += outcome == "attached"
                 unknown += outcome == "unknown"
             last = children[-1].item_index + 1 if children else join.next_index
@@ -103,12 +116,11 @@ def _start_one(
     event: DomainEvent,
     now: datetime,
 ) -> str:
-    tenant = join.tenant_id
+    """Start the child's run: `started` (it waits), `ended` (its first pass settled it),
+    `attached` (the run existed) or `unknown` (no such workflow; nothing written)."""
     try:
         definition = registry.latest(join.child_workflow)
     except Exception:
-        # No such workflow: the child fails at once (it has no run to show).
-        run_settled(store, tenant, child.child_run_id, "failed", None, UNKNOWN_WORKFLOW, now)
         return "unknown"
     outcome = start_run(
         store,
@@ -120,23 +132,21 @@ def _start_one(
         trigger_event_id=event.id,
         parent_run_id=join.parent_run_id,
     )
-    if outcome is not None:
-        return "started"
-    _count_existing(store, tenant, child.child_run_id, now)
-    return "attached"
+    if outcome is None:
+        if child.revive:
+            _revive(store, registry, join.tenant_id, child.child_run_id, now)
+        return "attached"
+    return "started" if outcome.outcome == "suspended" else "ended"
 
 
-def _count_existing(store: Store, tenant_id: str, run_id: str, now: datetime) -> None:
-    """A child whose run already existed: count it now if it has settled; otherwise its
-    own settling counts it later (its run id is in this join's rows)."""
-    events, _ = store.streams.load_run(tenant_id, run_id, tail=True)
-    if not events:
-        return
-    state = fold_run(run_id, tenant_id, [e.recorded for e in events])
-    if not state.settled:
-        return
-    last = events[-1].fact
-    result = last.result if isinstance(last, RunCompleted) else None
-    reason = last.reason if isinstance(last, RunFailed) else None
-    status = state.status if state.status != "missing" else "failed"
-    run_settled(store, tenant_id, run_id, status, result, reason or status, now)
+def _revive(
+    store: Store, registry: WorkflowRegistry, tenant_id: str, run_id: str, now: datetime
+) -> None:
+    """A child of a join its parent's redrive reopened: redrive its run (failed, or
+    cancelled by the parent's end) so that it goes on from where it stopped. A run that
+    cannot be redriven (the parent's redrive checked, but it may have moved since) is
+    counted as it ended."""
+    try:
+        redrive_run(store, tenant_id, run_id, now, registry, revive=True)
+    except RedriveRefused as refused:
+        log.info("child not revived", extra={"run_id": run_id, "detail": str(refused)})

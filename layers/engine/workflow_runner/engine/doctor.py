@@ -401,8 +401,24 @@ def check_tasks(store: Store, tenant: str | None, now: datetime) -> Check:
 
 
 def check_children(store: Store, tenant: str | None, now: datetime) -> Check:
-    """Child runs: a join whose children were due to start long ago has no worker."""
+    """Child runs: every settled child is settled in its joins (else its parent waits
+    forever); a join whose children were due to start long ago has no worker."""
     name = "child runs"
+    untold = store.children.untold(tenant)
+    if untold:
+        return Check(
+            name,
+            "problem",
+            f"{len(untold)} child run(s) settled but their map/call step was never told: "
+            "their parents wait for them forever",
+            "`wfr doctor --repair` tells them (the worker then counts them and resumes "
+            "the parents); report it: the join protocol lost a settle",
+            [
+                f"{u.tenant_id} run {u.parent_run_id}: child {u.item_index} "
+                f"({u.child_run_id}) is {u.child_status}"
+                for u in untold
+            ],
+        )
     overdue = store.children.overdue(now - STUCK_AFTER, tenant)
     if overdue:
         return Check(

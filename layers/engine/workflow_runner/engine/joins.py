@@ -31,15 +31,21 @@ from ..stream import (
     ChildrenSettled,
     ChildrenWaiting,
     RunCancelled,
+    RunCompleted,
+    RunFailed,
     RunState,
     fold_run,
 )
 
 # What a parent's pending row records as matched once its join settled.
 CHILDREN_OUTCOME = "workflow.children"
+# Why a child was cancelled when its last owner ended (a parent's redrive revives it).
+PARENT_ENDED = "parent run ended"
+# Why a child whose workflow is not registered failed at once (it has no run).
+UNKNOWN_WORKFLOW = "child_workflow_unknown"
 _APPEND_TRIES = 5
 CancelOutcome: TypeAlias = Literal[
-    "cancelled", "already-cancelled", "already-settled", "missing", "contended"
+    "cancelled", "already-cancelled", "already-settled", "missing", "independent", "contended"
 ]
 
 
@@ -82,15 +88,52 @@ def run_settled(
     close_joins(store, store.streams.record_passes([ended], now)(), now)
 
 
+def count_if_settled(store: Store, tenant_id: str, run_id: str, now: datetime) -> bool:
+    """A child whose rows are running (just marked, or never told): if its run has
+    settled, mark them settled now, as its terminal transaction would have (in the
+    caller's transaction); otherwise its own settling does it later. True if settled."""
+    events, _ = store.streams.load_run(tenant_id, run_id, tail=True)
+    if not events:
+        return False
+    state = fold_run(run_id, tenant_id, [e.recorded for e in events])
+    if not state.settled:
+        return False
+    last = events[-1].fact
+    result = last.result if isinstance(last, RunCompleted) else None
+    reason = last.reason if isinstance(last, RunFailed) else None
+    run_settled(store, tenant_id, run_id, state.status, result, reason or state.status, now)
+    return True
+
+
+def tell_untold_children(store: Store, tenant_id: str | None, now: datetime) -> int:
+    """Repair rows left running behind a settled child (the doctor's "child runs" check):
+    mark them settled from the child's stream, one child per transaction, so the worker
+    counts them and tells their parents. Returns the children told."""
+    told = 0
+    for child in {(u.tenant_id, u.child_run_id) for u in store.children.untold(tenant_id)}:
+        with store.transaction():
+            told += count_if_settled(store, *child, now)
+    return told
+
+
 def close_joins(store: Store, closed: list[tuple[str, str, str]], now: datetime) -> None:
     """Cancel the children of the joins their parents' end just closed, (tenant, parent
-    run, join id) each: those pending never start, those running are cancelled."""
+    run, join id) each: those pending never start (in these joins); a running one is
+    cancelled only when nothing else owns it — no other open call or map join, no
+    start_workflow join, and no event (a run an event started is never a call's to
+    cancel, even when a call attached to it)."""
     by_tenant: dict[str, list[str]] = {}
     for tenant_id, _, join_id in closed:
         by_tenant.setdefault(tenant_id, []).append(join_id)
-    for tenant_id, join_ids in by_tenant.items():
-        for child in store.children.close(tenant_id, join_ids, now):
-            cancel_in_transaction(store, tenant_id, child, now, "parent run ended")
+    for tenant_id, join_ids in sorted(by_tenant.items()):
+        for child in sorted(store.children.close(tenant_id, join_ids, now)):
+            # Parents sharing the child and ending at once decide one after the other,
+            # each after the close of the one before it committed: the last one sees no
+            # owner left and cancels it.
+            store.children.lock_owners(tenant_id, child)
+            if store.children.owned_elsewhere(tenant_id, child):
+                continue
+            cancel_in_transaction(store, tenant_id, child, now, PARENT_ENDED, True)
 
 
 def count_settled_children(store: Store, now: datetime, max_joins: int = 50) -> int:
@@ -170,23 +213,38 @@ def _state(store: Store, tenant_id: str, run_id: str) -> RunState | None:
 
 
 def cancel_in_transaction(
-    store: Store, tenant_id: str, run_id: str, now: datetime, reason: str | None
+    store: Store,
+    tenant_id: str,
+    run_id: str,
+    now: datetime,
+    reason: str | None,
+    as_child: bool = False,
 ) -> CancelOutcome:
     """Cancel a run inside the caller's transaction: `cancelled`, `already-cancelled`,
-    `already-settled`, `missing`, or `contended` (a pass appended first: try again)."""
-    state = _state(store, tenant_id, run_id)
-    if state is None or state.started is None:
-        return "missing"
-    if state.status == "cancelled":
-        return "already-cancelled"
-    if state.settled:
-        return "already-settled"
-    cancelled = RunCancelled(
-        workflow_name=state.workflow_name,
-        step_index=state.suspension.step_index if state.suspension else None,
-        reason=reason or None,
-    )
-    if not store.streams.append(tenant_id, run_id, RUN_STREAM, state.version, [cancelled], now):
+    `already-settled`, `missing`, `independent` (`as_child`: the run was not started by
+    a parent, so a parent's end leaves it alone), or `contended` (passes kept appending
+    first)."""
+    # Its open joins first: the worker locks a join before it tells the join's parent
+    # (an append to this stream), so both take the two in one order.
+    store.children.lock_open_joins(tenant_id, run_id)
+    for _ in range(_APPEND_TRIES):
+        state = _state(store, tenant_id, run_id)
+        if state is None or state.started is None:
+            return "missing"
+        if as_child and state.started.parent_run_id is None:
+            return "independent"
+        if state.status == "cancelled":
+            return "already-cancelled"
+        if state.settled:
+            return "already-settled"
+        cancelled = RunCancelled(
+            workflow_name=state.workflow_name,
+            step_index=state.suspension.step_index if state.suspension else None,
+            reason=reason or None,
+        )
+        if store.streams.append(tenant_id, run_id, RUN_STREAM, state.version, [cancelled], now):
+            break
+    else:
         return "contended"
     store.tasks.cancel_for_run(tenant_id, run_id, now)
     store.runs.upsert(

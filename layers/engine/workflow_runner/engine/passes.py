@@ -15,7 +15,13 @@ from ..durations import parse_instant
 from ..errors import RunNotFound
 from ..fast_init import fast_init
 from ..interpreter import Interpreter
-from ..pass_result import ChildFailedError, ResumedTask, TaskFailedError, WorkflowStepError
+from ..pass_result import (
+    ChildFailedError,
+    Reentry,
+    ResumedTask,
+    TaskFailedError,
+    WorkflowStepError,
+)
 from ..step_paths import step_at
 from ..store import InboxEvent, Store, StoredEvent, StoredResults
 from ..stream import (
@@ -35,6 +41,7 @@ from .persist import PassWrites, RunOutcome, fail_run, persist_pass
 
 __all__ = [
     "LoadedRun",
+    "Redo",
     "RunOutcome",
     "continue_run",
     "domain_event_of",
@@ -234,7 +241,7 @@ def _seed_work(
             if outcome is not None and (isinstance(outcome, TaskCompleted) or task.catch):
                 put(task.task_key, _task_value(outcome))
         if suspension.result_key:
-            put(suspension.result_key, [results.get(t.task_key) for t in suspension.tasks])
+            put(suspension.result_key, [results.get(key) for key in suspension.keys])
     elif isinstance(suspension, ChildrenWaiting) and suspension.result_key:
         values = [
             c.result
@@ -246,7 +253,7 @@ def _seed_work(
     return seeded
 
 
-def _work_failure(
+def work_failure(
     suspension: SuspensionFact, work: RunState
 ) -> TaskFailedError | ChildFailedError | None:
     """The failure a resume re-raises at the step: a task that failed for good, or a
@@ -280,6 +287,19 @@ def _awaited_payload(store: Store, tenant_id: str, event_id: str | None) -> Any:
 # --- continuing a run ---------------------------------------------------------------------
 
 
+@fast_init
+@dataclass(frozen=True)
+class Redo:
+    """What a redrive's pass reads at the suspension it re-enters: the run as the failed
+    pass found it (`work`: its recorded task outcomes, children's end; None: nothing to
+    seed), where it goes on after a work step that ended well (`resumed_task`), and what
+    it keeps of a work step it runs again (`reentry`)."""
+
+    work: RunState | None
+    resumed_task: ResumedTask | None = None
+    reentry: Reentry | None = None
+
+
 def continue_run(
     store: Store,
     run: LoadedRun,
@@ -291,14 +311,16 @@ def continue_run(
     dispatch_seed: str | None = None,
     with_work: bool = False,
     writes: PassWrites | None = None,
+    redo: Redo | None = None,
 ) -> RunOutcome:
     """Re-enter the step tree at a claimed suspension and persist the pass.
 
     `version` is the stream version this pass holds (its claim). `dispatch_seed`
     (default: derived from `version`) lets a redrive repeat a failed pass with that
     pass's seed, so dispatches it already requested keep their ids. `with_work`: seed
-    the recorded outcomes of the task(s) or children the run waited at (False for a
-    redrive, which runs them again). `writes`: see persist_pass.
+    the recorded outcomes of the task(s) or children the run waited at and go on after
+    them (a resume). `redo`: what a redrive reads instead (see Redo). `writes`: see
+    persist_pass.
     """
     state = run.state
     tenant_id, run_id = state.tenant_id, state.run_id
@@ -315,7 +337,7 @@ def continue_run(
         return fail(
             "trigger_event_unavailable", f"the trigger event of run {run_id} is no longer stored"
         )
-    work = state if with_work else None
+    work = redo.work if redo is not None else (state if with_work else None)
     restored = restore_results(store, tenant_id, run_id, suspension, matched, work, run.results)
     if restored is None:
         return fail(
@@ -333,11 +355,9 @@ def continue_run(
             "workflow_definition_changed",
             f"run {run_id} is suspended at a step its definition does not have",
         )
-    resumed_task = None
-    if work is not None and isinstance(
-        suspension, (TaskScheduled, TasksScheduled, ChildrenWaiting)
-    ):
-        resumed_task = ResumedTask(path, _work_failure(suspension, work))
+    resumed_task = redo.resumed_task if redo is not None else None
+    if redo is None and work is not None and isinstance(suspension, WORK_SUSPENSIONS):
+        resumed_task = ResumedTask(path, work_failure(suspension, work))
     assert state.started_at is not None
     result = Interpreter(
         definition,
@@ -351,6 +371,7 @@ def continue_run(
         run_started_at=state.started_at,
         written=restored.written,
         resumed_task=resumed_task,
+        reentry=redo.reentry if redo is not None else None,
         callback_secret=state.started.callback_secret if state.started else None,
         parent_run_id=state.started.parent_run_id if state.started else None,
     ).run(path)

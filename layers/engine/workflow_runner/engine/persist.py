@@ -126,6 +126,7 @@ def suspension_fact(suspension: Suspension, common: dict[str, Any]) -> Suspensio
                 for t in suspension.tasks
             ),
             result_key=suspension.result_key,
+            result_keys=suspension.result_keys,
         )
     if suspension.kind == "children-waiting":
         join = suspension.join

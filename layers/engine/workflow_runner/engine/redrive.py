@@ -32,26 +32,35 @@ from typing import Literal
 from ..definition import WorkflowRegistry, default_registry
 from ..errors import RunNotFound, UnknownWorkflow, WorkflowRunnerError
 from ..interpreter import Interpreter
-from ..pass_result import WorkflowStepError
+from ..pass_result import Reentry, ResumedTask, WorkflowStepError
 from ..step_paths import step_at
-from ..store import Store, StoredEvent
+from ..store import ChildOutcome, Store, StoredEvent
 from ..stream import (
     RETURNED_FAILURE,
     RUN_STREAM,
+    ChildrenWaiting,
     Frame,
     Path,
+    RunCancelled,
+    RunCompleted,
     RunFailed,
     RunRedriven,
-    StepEventMatched,
+    RunState,
     StepResumed,
     SuspensionFact,
+    TaskCompleted,
+    TasksScheduled,
 )
+from .joins import PARENT_ENDED, UNKNOWN_WORKFLOW
 from .passes import (
+    WORK_SUSPENSIONS,
     LoadedRun,
+    Redo,
     continue_run,
     load_run_for_pass,
     restore_results,
     trigger_event,
+    work_failure,
 )
 from .persist import persist_pass
 
@@ -82,58 +91,72 @@ class RedriveResult:
 
 @dataclass(frozen=True)
 class _PassEntry:
-    """Where the failed pass entered the step tree, and with which dispatch seed."""
+    """Where the failed pass entered the step tree, with which dispatch seed, and what
+    the run had received there (`work`: the run as the pass found it, its suspension
+    open with the awaited event, callback answer, task outcomes or children's end
+    recorded for it)."""
 
     suspension: SuspensionFact | None  # None: the pass started the run
     suspension_version: int | None
-    matched: str | None
+    work: RunState | None
     dispatch_seed: str
     path: Path
 
+    @property
+    def matched(self) -> str | None:
+        """The awaited event or callback answer the suspension received."""
+        return self.work.matched_event_id if self.work is not None else None
 
-def _find_failed_pass(tenant_id: str, events: list[StoredEvent]) -> _PassEntry:
-    """Locate the entry of the pass that ended in the run's last `run-failed`."""
+
+# What ends a suspension's time of receiving (a pass claimed it, or the run ended).
+_PASS_BOUNDARIES = (StepResumed, RunRedriven, RunCompleted, RunFailed, RunCancelled)
+
+
+def _work_at(run_id: str, tenant_id: str, events: list[StoredEvent], version: int) -> RunState:
+    """The run as it stood when the suspension at `version` was claimed or the run ended
+    there: the fold up to that suspension and what was recorded for it after."""
+    state = RunState(run_id=run_id, tenant_id=tenant_id)
+    for e in events:
+        if e.version > version and isinstance(e.fact, _PASS_BOUNDARIES):
+            break
+        state.apply(e.recorded)
+    return state
+
+
+def _find_failed_pass(run_id: str, tenant_id: str, events: list[StoredEvent]) -> _PassEntry:
+    """Locate the entry of the pass that ended in the run's last `run-failed` (or, for a
+    child its parent's end cancelled, the suspension it was cancelled at)."""
     entry = _PassEntry(None, None, None, f"{tenant_id}|1", [])
     open_: tuple[SuspensionFact, int] | None = None  # the suspension and its version
-    matched: str | None = None
     suspensions = {e.version: e.fact for e in events if isinstance(e.fact, SuspensionFact)}
+
+    def at(suspension: SuspensionFact, version: int, seed: str, path: Path) -> _PassEntry:
+        return _PassEntry(
+            suspension, version, _work_at(run_id, tenant_id, events, version), seed, path
+        )
+
     for e in events:
         fact = e.fact
         if e.version in suspensions:
-            open_, matched = (suspensions[e.version], e.version), None
-        elif isinstance(fact, StepEventMatched) and matched is None:
-            matched = fact.event_id
+            open_ = (suspensions[e.version], e.version)
         elif isinstance(fact, StepResumed) and open_ is not None:
-            entry = _PassEntry(
-                open_[0],
-                open_[1],
-                fact.awaited_event_id,
-                f"{tenant_id}|{e.version + 1}",
-                open_[0].entry_path,
-            )
+            entry = at(*open_, f"{tenant_id}|{e.version + 1}", open_[0].entry_path)
             open_ = None
         elif isinstance(fact, RunRedriven):
             # A redrive that failed again is redriven with the same entry and seed.
             version = fact.suspension_version or 0
             entered = suspensions.get(version)
-            entry = _PassEntry(
-                entered,
-                version if entered is not None else None,
-                fact.awaited_event_id,
-                fact.dispatch_seed,
-                list(fact.path),
+            entry = (
+                at(entered, version, fact.dispatch_seed, list(fact.path))
+                if entered is not None
+                else _PassEntry(None, None, None, fact.dispatch_seed, list(fact.path))
             )
             open_ = None
-        elif isinstance(fact, RunFailed) and open_ is not None:
-            # Failed while still suspended (e.g. its definition changed before the claim):
-            # the redrive resumes that suspension; a fresh seed, as nothing was dispatched.
-            entry = _PassEntry(
-                open_[0],
-                open_[1],
-                matched,
-                f"{tenant_id}|{events[-1].version + 2}",
-                open_[0].entry_path,
-            )
+        elif isinstance(fact, (RunFailed, RunCancelled)) and open_ is not None:
+            # Ended while still suspended (its definition changed before the claim, its
+            # parent's end cancelled it): the redrive resumes that suspension; a fresh
+            # seed, as nothing was dispatched.
+            entry = at(*open_, f"{tenant_id}|{events[-1].version + 2}", open_[0].entry_path)
             open_ = None
     return entry
 
@@ -158,17 +181,46 @@ def _fresh_retry_budget(path: Path, failed_path: Path) -> None:
             path[depth] = {**entered, "attempt": 1}
 
 
+def redrive_refusal(run_id: str, state: RunState, revive: bool = False) -> str | None:
+    """Why a run cannot be redriven (None: it can). `revive`: a child its parent's end
+    cancelled may be redriven too (its parent's redrive asks for it)."""
+    if revive and state.status == "cancelled" and state.cancel_reason == PARENT_ENDED:
+        return None
+    if state.status != "failed":
+        return f"run {run_id} is {state.status}; only failed runs can be redriven"
+    failure = state.last_failure
+    reason = failure.reason if failure else None
+    if reason == RETURNED_FAILURE:
+        return (
+            f"run {run_id} ended with a returned failure (the workflow returned "
+            "isSuccess: false), a business outcome rather than an error; start a new run"
+        )
+    if reason in _BEFORE_FIRST_STEP:
+        return (
+            f"run {run_id} failed before its first step ({reason}): fix the workflow's "
+            "trigger filter or idempotency key and send the domain event again with a new id"
+        )
+    return None
+
+
 def redrive_run(
     store: Store,
     tenant_id: str,
     run_id: str,
     now: datetime,
     registry: WorkflowRegistry | None = None,
+    revive: bool = False,
 ) -> RedriveResult:
     """Re-run a failed run from the step that failed, on the current registered definition.
 
     One transaction: append `workflow.run-redriven`, repeat the failed pass, append its
-    outcome (suspended, completed or failed again).
+    outcome (suspended, completed or failed again). Nothing recorded happens twice: the
+    pass reads the awaited event or callback answer its entry received, the results of
+    the tasks and children that ended well there, and dispatches and children the failed
+    pass asked for keep their ids; only what failed runs again (a failed task under a new
+    id; a failed map or call reopens its join: children that completed keep their
+    results, failed ones are redriven, those its failure cancelled or never started
+    start again). `revive`: the worker reviving a child its parent's end cancelled.
 
     Raises:
         RunNotFound: the tenant has no such run.
@@ -182,22 +234,10 @@ def redrive_run(
             raise RunNotFound(tenant_id, run_id)
         run = load_run_for_pass(store, tenant_id, run_id)
         state = run.state
-        if state.status != "failed":
-            raise RedriveRefused(
-                f"run {run_id} is {state.status}; only failed runs can be redriven"
-            )
-        failure = state.last_failure
-        reason = failure.reason if failure else None
-        if reason == RETURNED_FAILURE:
-            raise RedriveRefused(
-                f"run {run_id} ended with a returned failure (the workflow returned "
-                "isSuccess: false), a business outcome rather than an error; start a new run"
-            )
-        if reason in _BEFORE_FIRST_STEP:
-            raise RedriveRefused(
-                f"run {run_id} failed before its first step ({reason}): fix the workflow's "
-                "trigger filter or idempotency key and send the domain event again with a new id"
-            )
+        refusal = redrive_refusal(run_id, state, revive)
+        if refusal is not None:
+            raise RedriveRefused(refusal)
+        failure = state.last_failure if state.status == "failed" else None
         try:
             definition = registry.latest(state.workflow_name)
         except UnknownWorkflow as error:
@@ -205,7 +245,7 @@ def redrive_run(
                 f"run {run_id}: workflow {state.workflow_name!r} is not registered; "
                 "check WORKFLOW_MODULES"
             ) from error
-        entry = _find_failed_pass(tenant_id, run.events)
+        entry = _find_failed_pass(run_id, tenant_id, run.events)
         path = copy.deepcopy(entry.path)
         _fresh_retry_budget(path, list((failure.path if failure else None) or []))
         if path:
@@ -220,8 +260,10 @@ def redrive_run(
         if trigger is None:
             raise RedriveRefused(f"the trigger event of run {run_id} is no longer stored")
         suspension: SuspensionFact | None = None
+        redo: Redo | None = None
         if entry.suspension is not None:
             suspension = dataclasses.replace(entry.suspension, path=path)
+            redo = _redo(store, tenant_id, run_id, suspension, entry.work)
             if restore_results(store, tenant_id, run_id, suspension, entry.matched) is None:
                 raise RedriveRefused(f"an awaited event of run {run_id} is no longer stored")
         from_step = failure.step_index if failure else (path[0]["i"] if path else 0)
@@ -238,6 +280,7 @@ def redrive_run(
         if not store.streams.append(tenant_id, run_id, RUN_STREAM, state.version, [redriven], now):
             raise RedriveRefused(f"run {run_id} changed while being redriven; try again")
         version = state.version + 1
+        started = state.started
         if suspension is None:
             assert state.started_at is not None
             result = Interpreter(
@@ -248,7 +291,8 @@ def redrive_run(
                 dispatch_seed=entry.dispatch_seed,
                 task_seed=f"{tenant_id}|{version + 1}",
                 run_started_at=state.started_at,
-                callback_secret=state.started.callback_secret if state.started else None,
+                callback_secret=started.callback_secret if started else None,
+                parent_run_id=started.parent_run_id if started else None,
             ).run()
             outcome = persist_pass(
                 store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now
@@ -268,7 +312,10 @@ def redrive_run(
                 version,
                 now,
                 dispatch_seed=entry.dispatch_seed,
+                redo=redo,
             )
+            if redo is not None and redo.reentry is not None and redo.reentry.join_id:
+                _reopen(store, tenant_id, run_id, redo.reentry.join_id, now)
         return RedriveResult(
             tenant_id=tenant_id,
             run_id=run_id,
@@ -281,4 +328,86 @@ def redrive_run(
             step_index=outcome.step_index,
             wake_at=outcome.wake_at,
             reason=outcome.reason,
+        )
+
+
+def _redo(
+    store: Store,
+    tenant_id: str,
+    run_id: str,
+    suspension: SuspensionFact,
+    work: RunState | None,
+) -> Redo | None:
+    """What the redrive reads at the suspension it re-enters (None: not a work step).
+
+    Work that ended well there is read back and the pass goes on after it; work that
+    failed runs again, keeping what ended well: a parallel's completed tasks, a join's
+    children (see _reopen).
+
+    Raises:
+        RedriveRefused: a child of a failed join cannot run again (the message says which
+            and why); nothing written.
+    """
+    if work is None or not isinstance(suspension, WORK_SUSPENSIONS):
+        return None
+    path = suspension.entry_path
+    if work_failure(suspension, work) is None and work.outcome_ready:
+        return Redo(work, ResumedTask(path, None))
+    if isinstance(suspension, ChildrenWaiting):
+        _check_revivable(store, tenant_id, run_id, suspension)
+        return Redo(None, None, Reentry(path, join_id=suspension.join_id))
+    if isinstance(suspension, TasksScheduled):
+        kept = frozenset(
+            t.task_key
+            for t in suspension.tasks
+            if isinstance(work.task_outcomes.get(t.task_id), TaskCompleted)
+            or (t.catch and t.task_id in work.task_outcomes)
+        )
+        return Redo(work, None, Reentry(path, kept_tasks=kept))
+    return Redo(work)  # a single task that failed: it runs again, under a new id
+
+
+def _check_revivable(
+    store: Store, tenant_id: str, run_id: str, suspension: ChildrenWaiting
+) -> None:
+    """Every child of the join that did not complete can run again: a failed one can be
+    redriven, a cancelled one was cancelled by its parent's end (not by an operator)."""
+    for child in store.children.outcomes(tenant_id, suspension.join_id):
+        if child.status not in ("failed", "cancelled") or _never_started(child):
+            continue
+        loaded = load_run_for_pass(store, tenant_id, child.child_run_id)
+        refusal = redrive_refusal(child.child_run_id, loaded.state, revive=True)
+        if refusal is not None:
+            raise RedriveRefused(
+                f"run {run_id} failed at step {suspension.step_index} "
+                f"({suspension.join_kind} of {suspension.child_workflow!r}), whose child "
+                f"{child.item_index} cannot run again: {refusal}"
+            )
+
+
+def _never_started(child: ChildOutcome) -> bool:
+    """A child its join cancelled before it started, or whose workflow was unknown: it
+    has no run (it starts when its join is reopened)."""
+    return child.reason == UNKNOWN_WORKFLOW or not child.started
+
+
+def _reopen(store: Store, tenant_id: str, run_id: str, join_id: str, now: datetime) -> None:
+    """Reopen the join the redriven pass suspended at again: its children that did not
+    complete start again (revived by the worker: a failed or cancelled run is redriven,
+    one that never started starts), those that completed stay counted.
+
+    Raises:
+        RedriveRefused: the step now asks for other children than the join has (its
+            items changed); nothing written.
+    """
+    state = load_run_for_pass(store, tenant_id, run_id, tail=True).state
+    waiting = state.suspension
+    if not isinstance(waiting, ChildrenWaiting) or waiting.join_id != join_id:
+        return
+    total = store.children.reopen(tenant_id, join_id, state.suspension_version, now)
+    if total != waiting.children:
+        raise RedriveRefused(
+            f"run {run_id}: step {waiting.step_index} now asks for {waiting.children} "
+            f"children where the run had {total}: its items changed since it failed; "
+            "start a new run"
         )

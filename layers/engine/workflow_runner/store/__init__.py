@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .callbacks import CallbackRow, NewCallback
-from .children import ChildOutcome, ChildRow, ClaimedJoin, JoinCount, NewChild
+from .children import ChildOutcome, ChildRow, ClaimedJoin, JoinCount, NewChild, UntoldChild
 from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
 from .erasure import Relation
@@ -80,6 +80,7 @@ __all__ = [
     "TaskRow",
     "TaskStatus",
     "UnfinishedLookBack",
+    "UntoldChild",
     "WaitingRow",
     "apply_migrations",
     "apply_migrations_within",

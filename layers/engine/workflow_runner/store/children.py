@@ -19,6 +19,7 @@ class NewChild:
     child_run_id: str
     child_key: str
     input: Any
+    revive: bool = False  # its join was reopened by a redrive: redrive the run it names
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class ChildOutcome:
     status: str
     result: Any
     reason: str | None
+    started: bool = True  # False: its join was closed before it started (no run)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,18 @@ class ChildRow:
     child_run_id: str
     status: str
     reason: str | None
+
+
+@dataclass(frozen=True)
+class UntoldChild:
+    """A child run that settled while its row in a join still says running."""
+
+    tenant_id: str
+    join_id: str
+    parent_run_id: str
+    item_index: int
+    child_run_id: str
+    child_status: str
 
 
 class ChildStore:
@@ -248,6 +262,35 @@ class ChildStore:
         self._sql.run("cancel_pending_children", params)
         return [r["child_run_id"] for r in self._sql.all("running_children", params)]
 
+    def lock_owners(self, tenant_id: str, child_run_id: str) -> None:
+        """Wait until no other transaction decides about this child's owners (call in a
+        transaction; held until it ends)."""
+        self._sql.one("lock_child_owners", {"tenant_id": tenant_id, "child_run_id": child_run_id})
+
+    def owned_elsewhere(self, tenant_id: str, child_run_id: str) -> bool:
+        """Whether an open call/map join or a start_workflow join still owns the child."""
+        params = {"tenant_id": tenant_id, "child_run_id": child_run_id}
+        row = self._sql.one("child_owned_elsewhere", params)
+        return bool(row and row["owned"])
+
+    def lock_open_joins(self, tenant_id: str, run_id: str) -> None:
+        """Lock a parent's open call/map joins (call in a transaction)."""
+        self._sql.all("lock_open_joins", {"tenant_id": tenant_id, "run_id": run_id})
+
+    def reopen(self, tenant_id: str, join_id: str, suspension_version: int, now: datetime) -> int:
+        """Reopen a closed join for its parent's redrive (waiting again at the suspension
+        at `suspension_version`): its failed and cancelled children are due to start
+        again, marked to be revived; completed ones stay counted. Returns its children."""
+        params = {
+            "tenant_id": tenant_id,
+            "join_id": join_id,
+            "suspension_version": suspension_version,
+            "now": now,
+        }
+        self._sql.run("revive_children", params)
+        row = self._sql.one("reopen_join", params)
+        return int(row["total"]) if row else 0
+
     def outcomes(self, tenant_id: str, join_id: str) -> list[ChildOutcome]:
         rows = self._sql.all("join_outcomes", {"tenant_id": tenant_id, "join_id": join_id})
         return [ChildOutcome(**r) for r in rows]
@@ -255,6 +298,11 @@ class ChildStore:
     def of_run(self, tenant_id: str, run_id: str, limit: int = 1000) -> list[ChildRow]:
         params = {"tenant_id": tenant_id, "run_id": run_id, "limit": limit}
         return [ChildRow(**r) for r in self._sql.all("children_of_run", params)]
+
+    def untold(self, tenant_id: str | None = None, limit: int = 1000) -> list[UntoldChild]:
+        """Rows still running whose child run has settled (their join was never told)."""
+        params = {"tenant_id": tenant_id, "limit": limit}
+        return [UntoldChild(**r) for r in self._sql.all("untold_children", params)]
 
     def overdue(
         self, before: datetime, tenant_id: str | None = None, limit: int = 1000

@@ -47,17 +47,40 @@ WITH appended AS (
     SELECT x.tenant_id, x.run_id, x.status, x.result -> 'v' AS result, x.reason
     FROM jsonb_to_recordset(%(ended)s) AS x(tenant_id uuid, run_id uuid, status text,
                                             result jsonb, reason text)
+), child_rows AS (
+    -- The ended runs' rows in every join that names them, started or not, locked in one
+    -- order (join, item), as the worker locks a join's rows when it marks them running
+    -- (mark_children_running). A worker that marked a row running and has not committed
+    -- makes this wait and then returns the row as running; a worker that comes after
+    -- waits for this transaction and then reads the run as settled (children.py). So
+    -- whichever commits first, the other sees it: no row stays running behind a settled
+    -- child, whatever the two statements' snapshots.
+    SELECT c.tenant_id, c.join_id, c.item_index, c.status
+    FROM run_children c
+    JOIN ended x ON c.tenant_id = x.tenant_id AND c.child_run_id = x.run_id
+    WHERE c.status IN ('pending', 'running')
+    ORDER BY c.tenant_id, c.join_id, c.item_index
+    FOR UPDATE OF c
 ), settled AS (
     UPDATE run_children c
     SET status = x.status, result = x.result, reason = x.reason, settled_at = %(now)s,
         counted = false
-    FROM ended x
-    WHERE c.tenant_id = x.tenant_id AND c.child_run_id = x.run_id AND c.status = 'running'
+    FROM child_rows l, ended x
+    WHERE c.tenant_id = l.tenant_id AND c.join_id = l.join_id AND c.item_index = l.item_index
+      AND l.status = 'running' AND x.tenant_id = c.tenant_id AND x.run_id = c.child_run_id
     RETURNING 1
+), closing AS (
+    -- The joins the ended runs opened as parents, locked in one order: two statements
+    -- ending the same parents in other orders wait for each other instead of deadlocking.
+    SELECT j.tenant_id, j.join_id
+    FROM run_joins j
+    JOIN ended x ON j.tenant_id = x.tenant_id AND j.parent_run_id = x.run_id
+    WHERE j.kind <> 'start' AND j.closed_at IS NULL
+    ORDER BY j.tenant_id, j.join_id
+    FOR UPDATE OF j
 )
 UPDATE run_joins j SET closed_at = %(now)s, start_due_at = NULL
-FROM ended x
-WHERE j.tenant_id = x.tenant_id AND j.parent_run_id = x.run_id AND j.kind <> 'start'
-  AND j.closed_at IS NULL
+FROM closing l
+WHERE j.tenant_id = l.tenant_id AND j.join_id = l.join_id
 RETURNING j.tenant_id::text AS tenant_id, j.parent_run_id::text AS run_id,
           j.join_id::text AS join_id;

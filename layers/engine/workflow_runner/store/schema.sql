@@ -306,6 +306,7 @@ CREATE TABLE run_children (
     started_at      timestamptz,
     settled_at      timestamptz,
     counted         boolean     NOT NULL DEFAULT true,  -- false: settled, join not told yet
+    revive          boolean     NOT NULL DEFAULT false, -- reopened by a redrive: redrive its run
     PRIMARY KEY (tenant_id, join_id, item_index)
 );
 CREATE INDEX run_children_running ON run_children (tenant_id, child_run_id)

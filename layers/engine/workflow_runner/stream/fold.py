@@ -60,6 +60,7 @@ class RunState:
     children_settled: ChildrenSettled | None = None  # the open join's children settled
     outcome_recorded_at: datetime | None = None
     last_failure: RunFailed | None = None
+    cancel_reason: str | None = None  # why it was cancelled, if it was
 
     @property
     def workflow_name(self) -> str:
@@ -172,6 +173,7 @@ class RunState:
         elif isinstance(fact, RunCancelled):
             self.status = "cancelled"
             self.suspension = None
+            self.cancel_reason = fact.reason
         elif isinstance(fact, RunRedriven):
             self.status = "running"
             self.fingerprint = fact.definition_fingerprint or self.fingerprint

@@ -297,12 +297,21 @@ class TasksScheduled(SuspensionFact):
     """Suspended at `parallel`: its tasks run at once, each recording its outcome here
     (TaskCompleted/TaskFailed by task id); the run is due once every task has one, or
     at the first failure the workflow does not catch. `result_key` (optional) gets the
-    list of results."""
+    list of results: of every task of the step, in order, as `result_keys` names them
+    when a redrive ran only some of them again (the others' results are seeded)."""
 
     TYPE: ClassVar[str] = TASKS_SCHEDULED
 
     tasks: tuple[ParallelTask, ...]
     result_key: str | None = None
+    result_keys: tuple[str, ...] | None = None
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every task key of the step, in order (what `result_key`'s list holds)."""
+        if self.result_keys is not None:
+            return self.result_keys
+        return tuple(t.task_key for t in self.tasks)
 
     @property
     def due_at(self) -> datetime:
@@ -314,14 +323,18 @@ class TasksScheduled(SuspensionFact):
     def to_payload(self) -> dict[str, Any]:
         payload = {**self._common(), "tasks": [t.to_json() for t in self.tasks]}
         optional(payload, "resultKey", self.result_key)
+        if self.result_keys is not None:
+            payload["resultKeys"] = list(self.result_keys)
         return payload
 
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> TasksScheduled:
+        keys = p.get("resultKeys")
         return cls(
             **cls._common_fields(p),
             tasks=tuple(ParallelTask.from_json(t) for t in p.get("tasks") or []),
             result_key=p.get("resultKey"),
+            result_keys=tuple(keys) if keys is not None else None,
         )
 
 

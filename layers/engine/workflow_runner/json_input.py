@@ -51,9 +51,11 @@ def parse_json(
         The decoded value.
 
     Raises:
-        InvalidInput: over `max_bytes`, nested deeper than `max_depth`, or not JSON;
-            the message names `where` and the limit.
+        InvalidInput: over `max_bytes`, nested deeper than `max_depth`, or not JSON
+            (or not text at all); the message names `where` and the limit.
     """
+    if not isinstance(text, str | bytes):
+        raise InvalidInput(f"{where} is not JSON (a {type(text).__name__}, not text)")
     size = len(text) if isinstance(text, bytes) else utf8_size(text)
     if max_bytes is not None and size > max_bytes:
         raise InvalidInput(f"{where} is {size} bytes, over the {max_bytes}-byte limit")

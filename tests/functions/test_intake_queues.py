@@ -337,6 +337,18 @@ def test_resume_batch_annotates_each_request_with_tenant_and_run(xray: Recording
     ]
 
 
+def test_resume_batch_annotations_leave_a_body_nested_100000_levels_deep_to_the_handler(
+    xray: RecordingProvider,
+) -> None:
+    """With tracing on, json.loads here raised RecursionError before the handler could
+    report the message alone."""
+    batch = load_event("resume-run-sqs.json")
+    batch["Records"][1]["body"] = "[" * 100_000
+    observability.annotate_resume_batch(batch)
+    requests = [s for s in xray.segments if s["name"] == "## resume request"]
+    assert [(s["tenant_id"], s["run_id"]) for s in requests] == [(TENANT, ONBOARDING_RUN)]
+
+
 def test_intake_records_carry_tenant_event_and_run_annotations(
     handlers: Handlers, runtime: Runtime, xray: RecordingProvider
 ) -> None:

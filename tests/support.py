@@ -143,3 +143,16 @@ def child_json(code: str, *args: str) -> Any:
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def nested(levels: int, leaf: Any = 1) -> Any:
+    """`leaf` inside `levels` objects, `{"n": {"n": ... leaf}}` (built without recursion)."""
+    value = leaf
+    for _ in range(levels):
+        value = {"n": value}
+    return value
+
+
+def nested_text(levels: int, leaf: str = "1") -> str:
+    """The JSON text of `nested(levels)`, built as text (no encoder recursing into it)."""
+    return '{"n":' * levels + leaf + "}" * levels

@@ -101,7 +101,12 @@ def test_an_unknown_or_expired_token_exits_1(cli: Cli, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--payload", "{approved}"], "--payload: not JSON"),
+        (["--payload", "{approved}"], "--payload is not JSON (line 1, column 2"),
+        (["--payload", "[" * 100_000], "--payload is nested deeper than 100 levels (the limit)"),
+        (
+            ["--payload", json.dumps("x" * 300_000)],
+            "--payload is 300002 bytes, over the 262144-byte limit",
+        ),
         (["--payload", "null"], "null is not a payload"),
         (["--payload-file", "/nonexistent/answer.json"], "--payload-file /nonexistent"),
         ([], ""),  # argparse: one of --payload and --payload-file is required

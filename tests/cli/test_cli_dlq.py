@@ -164,6 +164,7 @@ def test_bad_max_is_a_usage_error(sqs: Any) -> None:
         ),
         ("[1, 2]", None),
         ("", None),
+        ("[" * 100_000, None),  # listed as unreadable, not a RecursionError out of wfr
     ],
 )
 def test_redrive_body(body: str, expected: str | None) -> None:

@@ -16,6 +16,8 @@ from workflow_runner.aws import lambda_support
 from workflow_runner.local.demo import webhook_sink
 from workflow_runner.store import Store
 
+from tests.support import nested
+
 T0 = "2026-01-05T09:00:00Z"
 
 
@@ -156,13 +158,22 @@ def test_the_clock_persists_and_only_moves_forward(cli: Cli, store: Store, tmp_p
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{not json", "not valid JSON (line 1, column 2"),
+        ("{not json", "events.json is not JSON (line 1, column 2"),
         ("[]", "expected a non-empty list"),
         (
             '[{"Source": "s", "DetailType": "user.signed-up", "Detail": "{oops"}]',
-            "entry 1: Detail is not valid JSON",
+            "entry 1: Detail is not JSON (line 1, column 2",
         ),
         ('[{"Source": "s", "Detail": "{}"}]', "entry 1: needs Source, DetailType and Detail"),
+        ("[" * 100_000 + "]" * 100_000, "events.json is nested deeper than 102 levels (the limit)"),
+        (
+            json.dumps([entry("user.signed-up") | {"Detail": "[" * 100_000}]),
+            "entry 1: Detail is nested deeper than 99 levels (the limit)",
+        ),
+        (
+            json.dumps([entry("user.signed-up", blob="x" * 300_000)]),
+            "entry 1: Detail is 300064 bytes, over the 262144-byte limit",
+        ),
         (
             '[{"Source": "s", "DetailType": "user.signed-up", "Detail": "{\\"userId\\": 1}"}]',
             "entry 1:",
@@ -177,6 +188,19 @@ def test_a_malformed_event_file_writes_nothing(
     assert message in result.err and result.err.startswith("wfr: error: ")
     assert table_count(store, "inbox") == 0
     assert table_count(store, "local_runtime_clock") == 0
+
+
+def test_an_event_nested_to_the_limit_starts_its_run(cli: Cli, tmp_path: Path) -> None:
+    """A detail 99 levels deep makes an event of 100, the most an event may nest, in a
+    file two levels deeper still ({"Entries": [...]})."""
+    deep = {"Source": "shop", "DetailType": "user.signed-up", "EventBusName": "dev"}
+    detail = {"tenantId": TENANT, "userId": "u", "email": "u@example.com", "deep": nested(98)}
+    full = {"detail-type": "user.signed-up", "source": "shop", "detail": detail | {"userId": "v"}}
+    entries = {"Entries": [deep | {"Detail": json.dumps(detail)}, full]}
+    result = cli("local", "put-events", write(tmp_path, entries), "--now", T0)
+    assert result.code == 0, result.err
+    listed = cli("runs", "list", "--tenant", TENANT, "--json").json()
+    assert sorted(r["workflowName"] for r in listed) == ["user-onboarding", "user-onboarding"]
 
 
 def test_one_bad_entry_stops_the_whole_file(cli: Cli, store: Store, tmp_path: Path) -> None:

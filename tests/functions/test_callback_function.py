@@ -5,6 +5,7 @@ with its status and reason, names no tenant, run or step, and writes nothing."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from workflow_runner.settings import Settings
 from workflow_runner.store import Store
 
 from tests.functions.helpers import OTHER_TENANT, TENANT, Emitted, load_event
-from tests.support import register
+from tests.support import nested, nested_text, register
 
 BASE = "https://abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-central-1.on.aws/"
 RUN = "fabc09bd-1cce-55f4-b55f-349508b70ba8"  # order.placed, key ord-1001 (as the sample)
@@ -266,7 +267,10 @@ def test_a_get_never_completes_a_callback(
         ({"body": ""}, "callback request: the body is empty"),
         ({"body": "e30=", "isBase64Encoded": True, "rawPath": "/"}, "callback request: no token"),
         ({"body": "!!", "isBase64Encoded": True}, "callback request: the body is not JSON"),
-        ({"body": json.dumps("x" * 300_000)}, "callback payload"),
+        (
+            {"body": json.dumps("x" * 300_000)},
+            "callback request: the body is 300002 bytes, over the 262144-byte limit",
+        ),
     ],
 )
 def test_a_bad_request_is_400_with_what_and_where_and_writes_nothing(
@@ -285,6 +289,71 @@ def test_a_bad_request_is_400_with_what_and_where_and_writes_nothing(
     assert body["error"].startswith(message), body["error"]
     assert writes(store) == before
     assert emitted().metric("InvalidInput") == 1
+
+
+def _with_body(event: dict[str, Any], form: str, payload_text: str) -> dict[str, Any]:
+    """`event` (a request for the token in its path) sending `payload_text` in `form`:
+    as the body, in a {"token", "payload"} body, or base64-encoded."""
+    if form == "token-in-body":
+        token = event["rawPath"].strip("/")
+        body = f'{{"token": "{token}", "payload": {payload_text}}}'
+        return {**event, "rawPath": "/", "body": body}
+    if form == "base64":
+        return {
+            **event,
+            "body": base64.b64encode(payload_text.encode()).decode(),
+            "isBase64Encoded": True,
+        }
+    return {**event, "body": payload_text}
+
+
+@pytest.mark.parametrize("form", ["path", "token-in-body", "base64"])
+@pytest.mark.parametrize("levels", [101, 900, 100_000])
+def test_a_body_nested_too_deeply_is_400_naming_the_limit_and_writes_nothing(
+    handlers: dict[str, Handler],
+    runtime: Runtime,
+    store: Store,
+    emitted: Read,
+    form: str,
+    levels: int,
+) -> None:
+    """100,000 levels (200 KB, under the size limit) made json.loads raise RecursionError
+    (a 5xx); 900 decode, and must not reach anything that recurses."""
+    token = waiting_order(handlers, store)
+    before = writes(store)
+    deep = "[" * levels + "]" * levels
+    event = _with_body(request("callback-complete.json", token), form, deep)
+
+    code, body = answer(invoke(handlers, "CallbackFunction", event))
+
+    assert (code, body["reason"]) == (400, "invalid")
+    assert body["error"] == (
+        "callback request: the body is nested deeper than 100 levels (the limit)"
+    )
+    assert writes(store) == before
+    assert emitted().metric("InvalidInput") == 1
+    assert runtime.resume_queue.sent == []  # type: ignore[attr-defined]
+
+
+def test_a_payload_nested_to_the_limit_completes_and_nothing_after_it_breaks(
+    handlers: dict[str, Handler], runtime: Runtime, store: Store
+) -> None:
+    """The payload is stored and read back through pydantic-core (jsonb) intact; the
+    resumed pass ends the run cleanly: its return value puts the payload one level
+    deeper than a result may be."""
+    token = waiting_order(handlers, store)
+    event = _with_body(request("callback-complete.json", token), "path", nested_text(100))
+
+    assert answer(invoke(handlers, "CallbackFunction", event)) == (200, {"completed": True})
+
+    stored = store.conn.execute("SELECT detail FROM inbox WHERE type = 'workflow.callback'")
+    assert stored.fetchone() == {"detail": nested(100)}
+    message = {"tenantId": TENANT, "runId": RUN, "stepIndex": 1}
+    batch = {"Records": [{"messageId": "m-1", "body": json.dumps(message)}]}
+    assert invoke(handlers, "ResumeRunFunction", batch) == {"batchItemFailures": []}
+    run = store.runs.get(TENANT, RUN)
+    assert run is not None and run.status == "failed"
+    assert store.streams.load(TENANT, RUN)[-1].payload["reason"] == "result_not_storable"
 
 
 def test_a_base64_body_is_decoded(

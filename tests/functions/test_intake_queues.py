@@ -21,7 +21,7 @@ from workflow_runner.errors import InvalidInput, TransientStoreError
 from workflow_runner.ports import Runtime
 from workflow_runner.store import Store
 
-from tests.functions.helpers import TENANT, Emitted, load_event
+from tests.functions.helpers import OTHER_TENANT, TENANT, Emitted, load_event
 
 Handlers = dict[str, Handler]
 Read = Callable[[], Emitted]
@@ -114,6 +114,64 @@ def test_a_batch_of_trigger_events_is_ingested_in_one_transaction(
         "SELECT DISTINCT xid FROM wf_events WHERE type = 'workflow.run-started'"
     ).fetchall()
     assert count(store, "workflow_runs") == 2 and len(rows) == 1
+
+
+def _deep_detail_body() -> str:
+    """An event whose detail nests 900 levels: json.loads decodes it, storing it could not."""
+    event = load_event("trigger-projection-user-signed-up.json")
+    event["detail"]["deep"] = "DEEP"
+    return json.dumps(event).replace('"DEEP"', "[" * 900 + "]" * 900)
+
+
+@pytest.mark.parametrize(
+    ("bad_body", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "is nested deeper than 100 levels (the limit)"),
+        (_deep_detail_body(), "is nested deeper than 100 levels (the limit)"),
+        (json.dumps({"blob": "x" * 300_000}), "is 300012 bytes, over the 262144-byte limit"),
+    ],
+    ids=["100000-levels", "900-levels-in-detail", "300-kb"],
+)
+def test_a_record_too_deep_or_too_large_fails_alone_as_invalid_input(
+    handlers: Handlers, runtime: Runtime, store: Store, emitted: Read, bad_body: str, message: str
+) -> None:
+    """Reported as a bad record is (logged, counted InvalidInput, a batch item failure),
+    not as a crash (IntakeRecordFailed); the two tenants' events around it are ingested,
+    each into its own tenant, and it writes nothing."""
+    batch = load_event("trigger-projection-sqs.json")
+    first = batch["Records"][0]
+    order = json.loads(first["body"]) | {"id": "order-event", "detail-type": "order.placed"}
+    order["detail"] |= {
+        "tenantId": OTHER_TENANT,
+        "orderId": "o-1",
+        "total": 10,
+        "email": "o@example.com",
+    }
+    bad = {**first, "messageId": "m-bad", "body": bad_body}
+    batch["Records"] = [first, bad, {**first, "messageId": "m-order", "body": json.dumps(order)}]
+    emitted()
+
+    result = invoke(handlers, "TriggerProjectionFunction", batch)
+
+    assert failed_ids(result) == ["m-bad"]
+    assert [r.workflow_name for r in store.runs.for_tenant(TENANT)] == ["user-onboarding"]
+    assert [r.workflow_name for r in store.runs.for_tenant(OTHER_TENANT)] == ["order-approval"]
+    assert count(store, "inbox") == 2 and count(store, "workflow_runs") == 2
+    out = emitted()
+    assert (out.metric("InvalidInput"), out.metric("IntakeRecordFailed")) == (1, 0)
+    assert out.errors() == [f"invalid EventBridge event: SQS record body {message}"]
+
+
+def test_a_wakeup_record_nested_100000_levels_deep_fails_alone_as_invalid_input(
+    handlers: Handlers, runtime: Runtime, emitted: Read
+) -> None:
+    batch = load_event("event-wakeup-sqs.json")
+    good = batch["Records"][0]
+    batch["Records"] = [good, {**good, "messageId": "m-bad", "body": "[" * 100_000 + "]" * 100_000}]
+    emitted()
+    assert failed_ids(invoke(handlers, "EventWakeupFunction", batch)) == ["m-bad"]
+    out = emitted()
+    assert (out.metric("InvalidInput"), out.metric("IntakeRecordFailed")) == (1, 0)
 
 
 def test_a_record_without_message_id_fails_the_whole_batch(
@@ -277,6 +335,18 @@ def test_resume_batch_annotates_each_request_with_tenant_and_run(xray: Recording
         (TENANT, ONBOARDING_RUN),
         (TENANT, ORDER_RUN),
     ]
+
+
+def test_resume_batch_annotations_leave_a_body_nested_100000_levels_deep_to_the_handler(
+    xray: RecordingProvider,
+) -> None:
+    """With tracing on, json.loads here raised RecursionError before the handler could
+    report the message alone."""
+    batch = load_event("resume-run-sqs.json")
+    batch["Records"][1]["body"] = "[" * 100_000
+    observability.annotate_resume_batch(batch)
+    requests = [s for s in xray.segments if s["name"] == "## resume request"]
+    assert [(s["tenant_id"], s["run_id"]) for s in requests] == [(TENANT, ONBOARDING_RUN)]
 
 
 def test_intake_records_carry_tenant_event_and_run_annotations(

@@ -24,6 +24,7 @@ from workflow_runner.settings import Settings
 from workflow_runner.store import Store, connect
 
 from tests.functions.helpers import OTHER_TENANT, TENANT, Emitted, load_event
+from tests.support import nested
 
 ONBOARDING_RUN = "20674095-dda5-5811-b700-b57eb304d119"
 ORDER_RUN = "fabc09bd-1cce-55f4-b55f-349508b70ba8"
@@ -368,6 +369,59 @@ def test_resume_run_bad_direct_input(
     assert emitted().metric("InvalidInput") == 1
 
 
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (nested(100_000), "resume request is nested deeper than 100 levels (the limit)"),
+        (
+            load_event("resume-run-force.json") | {"force": nested(900)},
+            "resume request is nested deeper than 100 levels (the limit)",
+        ),
+        (
+            load_event("resume-run-force.json") | {"note": "x" * 300_000},
+            "resume request is 300135 bytes, over the 262144-byte limit",
+        ),
+    ],
+    ids=["100000-levels", "900-levels-in-force", "300-kb"],
+)
+def test_resume_run_direct_input_too_deep_or_too_large_is_refused_naming_the_limit(
+    handlers: Handlers, runtime: Runtime, store: Store, emitted: Read, payload: Any, message: str
+) -> None:
+    """The Lambda runtime hands the invoke's payload over decoded: its depth and size are
+    checked before the model (or anything else) walks it."""
+    trigger(handlers, "trigger-projection-user-signed-up.json")
+    before = count(store, "wf_events")
+    emitted()
+    with pytest.raises(InvalidInput) as refused:
+        invoke(handlers, "ResumeRunFunction", payload)
+    assert str(refused.value) == message
+    assert count(store, "wf_events") == before
+    assert emitted().metric("InvalidInput") == 1
+
+
+def test_resume_run_sqs_reports_a_message_nested_100000_levels_deep_alone(
+    handlers: Handlers, runtime: Runtime, store: Store, clock: ManualClock, emitted: Read
+) -> None:
+    """json.loads raised RecursionError out of the handler: the whole batch failed, and
+    the good messages in it with it, until the queue dead-lettered them."""
+    trigger(handlers, "trigger-projection-user-signed-up.json")
+    clock.advance(timedelta(days=1))
+    event = load_event("resume-run-sqs.json")
+    good = event["Records"][0]
+    event["Records"] = [good, {**good, "messageId": "m-deep", "body": "[" * 100_000}]
+    emitted()
+
+    response = invoke(handlers, "ResumeRunFunction", event)
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-deep"}]}
+    assert store.streams.load(TENANT, ONBOARDING_RUN)[-1].payload["stepIndex"] == 4
+    out = emitted()
+    assert out.metric("InvalidInput") == 1
+    assert out.errors() == [
+        "invalid resume message: resume message is nested deeper than 100 levels (the limit)"
+    ]
+
+
 def test_resume_run_sqs_batch(
     handlers: Handlers, runtime: Runtime, store: Store, clock: ManualClock
 ) -> None:
@@ -392,7 +446,7 @@ def test_resume_run_sqs_reports_poison_messages_as_batch_item_failures(
     # Only record 1 wrote: its run resumed and suspended again; nothing else started.
     assert len(store.streams.load(TENANT, ONBOARDING_RUN)) == before + 2
     assert count(store, "workflow_runs") == 1
-    assert emitted().metric("InvalidInput") == 1  # record 3; 2 and 4 fail differently
+    assert emitted().metric("InvalidInput") == 2  # records 2 and 3; 4 fails differently
 
 
 def test_resume_run_requeues_a_request_that_arrived_early(

@@ -461,6 +461,41 @@ def test_a_webhook_with_result_key_puts_the_partners_answer_in_the_run(
     assert len(_Partner.received) == 2 and len(keys) == 1  # the same Idempotency-Key
 
 
+@pytest.mark.parametrize(
+    ("levels", "decoded"), [(99, True), (100, False), (30_000, False)], ids=str
+)
+def test_a_partners_answer_is_json_to_the_run_only_as_deep_as_a_result_may_be(
+    rig: Rig,
+    store: Store,
+    registry: WorkflowRegistry,
+    clock: ManualClock,
+    levels: int,
+    decoded: bool,
+) -> None:
+    """Deeper answers are kept as their text. 100 levels decoded, and the task result
+    around them ({"status", "body"}) then failed the task as not storable; 30,000 (60 KB,
+    within the 64 KB kept) made json.loads raise RecursionError in the worker."""
+    deep = "[" * levels + "]" * levels
+    rig.http = RecordingHttpSender(respond=lambda r: HttpResponse(200, {}, deep.encode()))
+    register(
+        registry,
+        name="hook",
+        trigger=on_event("hook.go"),
+        idempotency_key="k",
+        steps=lambda s: [
+            s.webhook_send(url="https://hooks.example.com/x", body={}, result_key="partner"),
+            s.return_({"isSuccess": True}),
+        ],
+    )
+    trigger(store, registry, "hook.go", {}, clock.now())
+    rig.settle()
+    run_id = run_id_for("hook", "k")
+    completed = [e.payload for e in stream(store, run_id) if e.type == ev.TASK_COMPLETED]
+    body = json.loads(deep) if decoded else deep
+    assert completed[0]["result"] == {"status": 200, "body": body}
+    assert stream(store, run_id)[-1].payload["result"] == {"isSuccess": True}
+
+
 def test_a_refused_destination_fails_at_once_and_catch_applies(
     rig: Rig, store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:

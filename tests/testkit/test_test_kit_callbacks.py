@@ -10,7 +10,7 @@ from workflow_runner import define_workflow, on_event
 from workflow_runner.errors import InvalidInput
 from workflow_runner.testing import CallbackRefused, WorkflowTestEnv
 
-from tests.support import TENANT_A
+from tests.support import TENANT_A, nested
 
 MakeEnv = Callable[..., WorkflowTestEnv]
 BASE = "https://callbacks.example.com/"
@@ -90,3 +90,29 @@ def test_a_null_payload_is_refused(make_env: MakeEnv) -> None:
     with pytest.raises(InvalidInput, match="null"):
         env.complete_callback(env.mails[0].body, None)
     assert env.run(tenant=TENANT_A, workflow="expense-approval", key="e-1").status == "waiting"
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (nested(100_000), "complete_callback(payload=...) is nested deeper than 100 levels"),
+        ({"blob": "x" * 300_000}, "complete_callback(payload=...) is 300011 bytes, over the"),
+    ],
+    ids=["100000-levels", "300-kb"],
+)
+def test_a_payload_too_deep_or_too_large_is_refused_naming_the_argument(
+    make_env: MakeEnv, payload: object, message: str
+) -> None:
+    env = _env(make_env)
+    with pytest.raises(InvalidInput) as refused:
+        env.complete_callback(env.mails[0].body, payload)
+    assert str(refused.value).startswith(message), str(refused.value)
+    assert env.run(tenant=TENANT_A, workflow="expense-approval", key="e-1").status == "waiting"
+
+
+def test_a_payload_nested_to_the_limit_completes_the_wait(make_env: MakeEnv) -> None:
+    env = _env(make_env)
+    env.complete_callback(env.mails[0].body, {"approved": True, "deep": nested(99)})
+    run = env.run(tenant=TENANT_A, workflow="expense-approval", key="e-1")
+    assert run.status == "completed"
+    assert run.steps["decision"]["deep"] == nested(99)

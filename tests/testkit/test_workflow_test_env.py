@@ -10,10 +10,15 @@ from typing import Any
 
 import pytest
 from workflow_runner import Event, RetryPolicy, StepContext, Steps, define_workflow, on_event
-from workflow_runner.errors import NotConfigured, RunNotFound, WorkflowDefinitionError
+from workflow_runner.errors import (
+    InvalidInput,
+    NotConfigured,
+    RunNotFound,
+    WorkflowDefinitionError,
+)
 from workflow_runner.testing import WorkflowTestEnv
 
-from tests.support import TENANT_A, TENANT_B
+from tests.support import TENANT_A, TENANT_B, nested
 
 MakeEnv = Callable[..., WorkflowTestEnv]  # the make_env fixture (tests/testkit/conftest.py)
 ORDER = {"orderId": "o-1", "email": "ada@example.com", "total": 5}
@@ -286,3 +291,31 @@ def test_a_bad_value_from_a_resolver_fails_the_run_naming_the_argument_not_the_v
         "failed",
         "unresolved_reference:event.payload.deadline",
     )
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (nested(100_000), "put_event(payload=...) is nested deeper than 99 levels (the limit)"),
+        (
+            ORDER | {"blob": "x" * 300_000},
+            "put_event(payload=...) is 300063 bytes, over the 262144-byte limit",
+        ),
+    ],
+    ids=["100000-levels", "300-kb"],
+)
+def test_put_event_refuses_a_payload_too_deep_or_too_large_naming_the_argument(
+    make_env: MakeEnv, payload: dict[str, Any], message: str
+) -> None:
+    env = make_env(modules=["sample_workflows"], now=T0)
+    with pytest.raises(InvalidInput) as refused:
+        env.put_event(tenant=TENANT_A, type="order.placed", payload=payload)
+    assert str(refused.value) == message
+    assert env.runs(tenant=TENANT_A) == []
+
+
+def test_put_event_takes_a_payload_as_deep_as_an_event_detail_may_be(make_env: MakeEnv) -> None:
+    """99 levels: the event around the detail is the hundredth."""
+    env = make_env(modules=["sample_workflows"], now=T0)
+    env.put_event(tenant=TENANT_A, type="order.placed", payload=ORDER | {"deep": nested(98)})
+    assert env.run(tenant=TENANT_A, workflow="order-approval", key="o-1").status == "waiting"

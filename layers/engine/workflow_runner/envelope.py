@@ -23,9 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .definition import DomainEvent
 from .errors import InvalidInput
+from .json_input import MAX_DEPTH
 from .storable import MAX_NESTING, reject_unstorable
 
 MAX_EVENT_BYTES = 256 * 1024
+# The event object is the first of an event's MAX_DEPTH levels: its detail has the rest.
+MAX_DETAIL_DEPTH = MAX_DEPTH - 1
 ENGINE_SOURCE = "workflow-runner"
 DEFAULT_TENANT_ID_PATH = "tenantId"
 

@@ -48,6 +48,11 @@ def compact_json(value: Any) -> str:
     return _COMPACT.encode(value)
 
 
+def utf8_size(text: str) -> int:
+    """The bytes of `text` in UTF-8 (what the size limits count)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 class NotStorable(InvalidInput):
     """A value PostgreSQL's jsonb cannot store, or one over the size limit; the message
     names the first offending place. `reason` is what a run that produced it records."""
@@ -106,7 +111,7 @@ def check_storable(value: Any, where: str, max_bytes: int = DEFAULT_MAX_RESULT_B
         or text.count("[") + text.count("{") > MAX_NESTING
     ):
         reject_unstorable(value, where)
-    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    size = utf8_size(text)
     if size > max_bytes:
         raise NotStorable(f"{where} is {size} bytes, over the {max_bytes}-byte limit")
     return size

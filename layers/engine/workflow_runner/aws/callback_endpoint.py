@@ -13,7 +13,7 @@ the run and the wait, so no answer names them. Every answer is JSON,
 | status | reason |
 |---|---|
 | 200 | (completed; the run is on the resume queue) |
-| 400 | invalid: the request or its payload, saying what and where; nothing written |
+| 400 | invalid: the request or its payload, saying what, where and which limit; nothing written |
 | 404 | unknown: no callback has this token |
 | 405 | method_not_allowed: not a POST |
 | 409 | already_completed (a token is single-use) or not_waiting (the run moved on) |
@@ -34,11 +34,16 @@ from typing import Any
 from ..callback_tokens import is_token
 from ..engine.callbacks import CallbackRefused, UnknownCallback
 from ..errors import InvalidInput
+from ..json_input import parse_json
+from ..storable import DEFAULT_MAX_RESULT_BYTES
 
 # The inbox source of a payload that arrived through the endpoint.
 SOURCE = "workflow-runner.callback-endpoint"
 _STATUS = {"unknown": 404, "already_completed": 409, "not_waiting": 409, "expired": 410}
 _HOW = "POST the JSON payload to the link the run handed out"
+# A body may be as large as the payload it carries may be (complete_callback's limit);
+# larger ones are refused before they are decoded.
+MAX_BODY_BYTES = DEFAULT_MAX_RESULT_BYTES
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,8 @@ def parse_request(event: Any) -> CallbackRequest:
 
     Raises:
         MethodNotAllowed: not a POST.
-        InvalidInput: no Function URL request, a body that is not JSON, no payload.
+        InvalidInput: no Function URL request, a body that is not JSON, over
+            MAX_BODY_BYTES or nested deeper than json_input.MAX_DEPTH, no payload.
         UnknownCallback: the path or `token` has no token's shape (no database needed
             to refuse it).
     """
@@ -91,9 +97,9 @@ def _json_body(event: Mapping[str, Any]) -> Any:
         )
     try:
         text = base64.b64decode(raw, validate=True) if event.get("isBase64Encoded") else raw
-        return json.loads(text)
     except (binascii.Error, TypeError, ValueError) as error:
         raise InvalidInput(f"callback request: the body is not JSON ({error})") from error
+    return parse_json(text, "callback request: the body", max_bytes=MAX_BODY_BYTES)
 
 
 def answer(

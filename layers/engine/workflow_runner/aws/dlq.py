@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidInput
+from ..json_input import parse_json
 
 BATCH = 10  # SQS receive and send batches hold at most ten messages
 # Received messages stay invisible this long while they are moved; one that is left
@@ -85,8 +86,10 @@ def redrive_body(body: str) -> str | None:
     object (an EventBridge event, a resume request) goes back as it is.
     """
     try:
-        message = json.loads(body)
-    except (TypeError, ValueError):
+        # SQS bounds its size; a message too deep to decode is as unreadable as one
+        # that is not JSON.
+        message = parse_json(body, "dead-lettered message", max_bytes=None)
+    except InvalidInput:
         return None
     if not isinstance(message, dict):
         return None

@@ -16,12 +16,13 @@ is handled as before: the handler receives the event itself and raises on failur
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
+from ..envelope import MAX_EVENT_BYTES
 from ..errors import InvalidInput, WorkLeft
+from ..json_input import parse_json
 from . import lambda_support as support
 from .lambda_support import logger
 from .observability import traced
@@ -41,14 +42,13 @@ def eventbridge_event(record: Mapping[str, Any]) -> dict[str, Any]:
     """The EventBridge event carried by one SQS record.
 
     Raises:
-        InvalidInput: the body is not a JSON object (logged and counted).
+        InvalidInput: the body is not a JSON object, is over MAX_EVENT_BYTES or nested
+            deeper than json_input.MAX_DEPTH (logged and counted).
     """
     try:
-        body = json.loads(record.get("body") or "")
-    except (TypeError, ValueError) as error:
-        raise support.reject(
-            InvalidInput(f"SQS record body is not JSON: {error}"), "EventBridge event"
-        ) from error
+        body = parse_json(record.get("body") or "", "SQS record body", max_bytes=MAX_EVENT_BYTES)
+    except InvalidInput as error:
+        raise support.reject(error, "EventBridge event") from error
     if not isinstance(body, dict):
         raise support.reject(
             InvalidInput(f"SQS record body is a {type(body).__name__}, not an event object"),

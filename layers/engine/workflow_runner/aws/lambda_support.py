@@ -8,7 +8,6 @@ import time; settings, the registry and the runtime are built on first use.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -30,8 +29,9 @@ from ..engine.resume import ResumeRequestItem, ResumeResult
 from ..engine.resume_batch import Hold
 from ..engine.resume_batch import resume_batch as engine_resume_batch
 from ..engine.worker import WorkResult
-from ..envelope import EventBridgeEvent, parse_envelope, to_domain_event
+from ..envelope import MAX_EVENT_BYTES, EventBridgeEvent, parse_envelope, to_domain_event
 from ..errors import InvalidInput, RunNotFound, TransientStoreError
+from ..json_input import check_json_value, parse_json
 from ..ports import Runtime, get_runtime
 from ..settings import Settings, get_settings
 from ..store import Store
@@ -46,6 +46,10 @@ aws_runtime.install()  # registers the factory only; nothing is built before fir
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+
+# The most a function's input may be as JSON: what AWS carries in an EventBridge event,
+# an SQS message or an asynchronous invoke (256 KB); a resume request is ~130 bytes.
+MAX_INPUT_BYTES = MAX_EVENT_BYTES
 
 _registry: WorkflowRegistry | None = None
 _heap_settled = False
@@ -105,11 +109,17 @@ def reject(error: InvalidInput, what: str) -> InvalidInput:
 
 
 def parse_model(event: Any, model: type[M], what: str) -> M:
-    """Parse an input with the Powertools parser.
+    """Parse an input with the Powertools parser, once its depth and size are known to
+    be within bounds (a direct invoke arrives decoded by the Lambda runtime).
 
     Raises:
-        InvalidInput: the input does not fit the model; the message names the fields.
+        InvalidInput: the input is nested deeper than json_input.MAX_DEPTH, over
+            MAX_INPUT_BYTES, or does not fit the model; the message names the fields.
     """
+    try:
+        check_json_value(event, what, max_bytes=MAX_INPUT_BYTES)
+    except InvalidInput as error:
+        raise reject(error, what) from error
     try:
         return parse(event=event, model=model)
     except ValidationError as error:
@@ -330,19 +340,23 @@ def resume_sqs_batch(event: dict[str, Any]) -> dict[str, Any]:
     valid: list[tuple[str, ResumeMessage]] = []
     for record in SQSEvent(event).records:
         try:
-            valid.append(
-                (
-                    record.message_id,
-                    parse_model(json.loads(record.body), ResumeMessage, "resume message"),
-                )
-            )
-        except (InvalidInput, ValueError):
+            valid.append((record.message_id, _resume_message(record.body)))
+        except InvalidInput:
             failures.append(record.message_id)
     results = resume_batch([message for _, message in valid], sqs_hold()) if valid else []
     failures += [
         mid for (mid, _), r in zip(valid, results, strict=True) if isinstance(r, Exception)
     ]
     return {"batchItemFailures": [{"itemIdentifier": mid} for mid in failures]}
+
+
+def _resume_message(body: str) -> ResumeMessage:
+    """One resume queue message (logged and counted when it is invalid)."""
+    try:
+        decoded = parse_json(body, "resume message", max_bytes=MAX_INPUT_BYTES)
+    except InvalidInput as error:
+        raise reject(error, "resume message") from error
+    return parse_model(decoded, ResumeMessage, "resume message")
 
 
 def resume_result_json(result: ResumeResult, now: datetime) -> dict[str, Any]:

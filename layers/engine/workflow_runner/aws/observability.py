@@ -5,14 +5,15 @@ searchable (``annotation.tenant_id = "..." AND annotation.run_id = "..."``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from .lambda_support import tracer
+from ..errors import InvalidInput
+from ..json_input import parse_json
+from .lambda_support import MAX_INPUT_BYTES, tracer
 
 NAMESPACE = "WorkflowRunner"
 SERVICE = "workflow-runner"
@@ -63,8 +64,8 @@ def annotate_resume_batch(event: Any) -> None:
         return
     for record in event.get("Records") or []:
         try:
-            body = json.loads(record["body"])
-        except (KeyError, TypeError, ValueError):
+            body = parse_json(record["body"], "resume message", max_bytes=MAX_INPUT_BYTES)
+        except (KeyError, TypeError, InvalidInput):
             continue
         if isinstance(body, dict):
             with traced("## resume request"):

@@ -4,7 +4,6 @@ in place of the outside system), and list the callbacks a run handed out."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,11 @@ from ..engine.callbacks import (
     complete_callback,
     run_callbacks,
 )
+from ..errors import InvalidInput
+from ..json_input import parse_json
 from ..local.routes import RoutingError, find_template
 from ..local.runtime import LocalRuntime
+from ..storable import DEFAULT_MAX_RESULT_BYTES
 from ..timeline import instant
 from .context import Context, UsageError, parse_now
 from .local_commands import print_activity
@@ -71,9 +73,9 @@ def _payload(ctx: Context) -> Any:
         except OSError as error:
             raise UsageError(f"{where}: {error.strerror or error}") from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise UsageError(f"{where}: not JSON ({error})") from None
+        return parse_json(text, where, max_bytes=DEFAULT_MAX_RESULT_BYTES)
+    except InvalidInput as error:
+        raise UsageError(str(error)) from None
 
 
 def _completion_json(completion: CallbackCompletion, resumed: bool) -> dict[str, Any]:

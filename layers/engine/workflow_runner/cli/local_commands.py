@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import json
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -14,6 +13,7 @@ from ..definition import WorkflowRegistry, load_workflow_modules
 from ..durations import parse_duration
 from ..envelope import parse_envelope, to_domain_event
 from ..errors import InvalidInput
+from ..json_input import MAX_DEPTH, parse_json
 from ..local import routes as r
 from ..local.demo import run_demo
 from ..local.runtime import Activity, LocalRuntime, to_eventbridge_event
@@ -43,18 +43,20 @@ def read_entries(source: str, stdin: Any = None) -> list[dict[str, Any]]:
     or one entry or event.
 
     Raises:
-        InvalidInput: the file is missing or not JSON of one of those shapes.
+        InvalidInput: the file is missing, not JSON of one of those shapes, or nested
+            deeper than its events may be.
     """
     try:
         text = (stdin or sys.stdin).read() if source == "-" else Path(source).read_text()
     except OSError as error:
         raise UsageError(f"cannot read {source}: {error.strerror or error}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise UsageError(
-            f"{source}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from None
+        # The file's own levels (a list, in an {"Entries": ...} object) come on top of
+        # its events' MAX_DEPTH, which parse_envelope holds each event to. Its size is
+        # the developer's own; each event in it is held to MAX_EVENT_BYTES.
+        data = parse_json(text, source, max_bytes=None, max_depth=MAX_DEPTH + 2)
+    except InvalidInput as error:
+        raise UsageError(str(error)) from None
     if isinstance(data, dict) and isinstance(data.get("Entries"), list):
         data = data["Entries"]
     if isinstance(data, dict):

@@ -11,15 +11,15 @@ raw reasons go to the log under the redaction policy (redaction.py).
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import WorkflowRunnerError
+from ..errors import InvalidInput, WorkflowRunnerError
+from ..json_input import MAX_DEPTH, parse_json
 from ..ports import DeliveryOutcomeUnknown, HttpSender, Mailer, PermanentDeliveryError
 from ..redaction import exception_for_log
-from ..storable import NotStorable, reject_unstorable
+from ..storable import reject_unstorable
 from ..webhook_guard import BlockedDestination, WebhookGuard
 
 log = logging.getLogger("workflow_runner.dispatcher")
@@ -80,13 +80,13 @@ def _auth_header(auth: Any) -> dict[str, str]:
 def response_body(raw: bytes) -> Any:
     """A response body as a workflow sees it: JSON when it parses (and fits), else text,
     at most 64 KB; characters PostgreSQL cannot store are replaced."""
-    if len(raw) <= MAX_RESPONSE_BYTES:
-        try:
-            value = json.loads(raw)
-            reject_unstorable(value, "response")
-            return value
-        except (ValueError, UnicodeDecodeError, NotStorable):
-            pass
+    try:
+        # The task's result {"status", "body"} is the first of its MAX_DEPTH levels.
+        value = parse_json(raw, "response", max_bytes=MAX_RESPONSE_BYTES, max_depth=MAX_DEPTH - 1)
+        reject_unstorable(value, "response")
+        return value
+    except InvalidInput:  # NotStorable too
+        pass
     text = raw[:MAX_RESPONSE_BYTES].decode("utf-8", "replace")
     return text.replace("\x00", "\ufffd")
 

@@ -39,7 +39,9 @@ from ..clock import ManualClock, SystemClock
 from ..definition import WorkflowRegistry
 from ..durations import format_instant
 from ..engine.callbacks import CallbackCompletion, complete_callback, enqueue_resume
+from ..envelope import MAX_DETAIL_DEPTH, MAX_EVENT_BYTES
 from ..errors import DidNotSettle
+from ..json_input import parse_json
 from ..ports import HttpResponse, HttpSender, Runtime, set_runtime
 from ..settings import Settings
 from ..store import CapturedMail, Store, StoredEvent
@@ -380,7 +382,8 @@ def to_eventbridge_event(entry: Mapping[str, Any], now: datetime) -> dict[str, A
 
     Raises:
         InvalidInput (RoutingError): the entry has neither shape, or an entry's Detail is
-            not a string holding a JSON object.
+            not a string holding a JSON object (of at most MAX_EVENT_BYTES and
+            MAX_DETAIL_DEPTH levels).
     """
     import json
 
@@ -409,10 +412,7 @@ def to_eventbridge_event(entry: Mapping[str, Any], now: datetime) -> dict[str, A
             f'{type(detail).__name__}: write it as "Detail": '
             f"{json.dumps(json.dumps(detail))[:80]}"
         )
-    try:
-        detail = json.loads(detail)
-    except json.JSONDecodeError as error:
-        raise r.RoutingError(f"Detail is not valid JSON: {error}") from None
+    detail = parse_json(detail, "Detail", max_bytes=MAX_EVENT_BYTES, max_depth=MAX_DETAIL_DEPTH)
     if not isinstance(detail, dict):
         raise r.RoutingError("Detail must be a JSON object (in a string)")
     time = entry.get("Time")

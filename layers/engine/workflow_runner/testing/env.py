@@ -36,9 +36,12 @@ from ..definition.dsl import Task
 from ..durations import format_instant, parse_duration, parse_instant
 from ..embedded import drop_database
 from ..engine.doctor import PinnedDefinition, pinned_definitions
+from ..envelope import MAX_DETAIL_DEPTH, MAX_EVENT_BYTES
 from ..errors import NotConfigured, RunNotFound, WorkflowDefinitionError
+from ..json_input import check_json_value
 from ..local.routes import find_template
 from ..local.runtime import LocalRuntime
+from ..storable import DEFAULT_MAX_RESULT_BYTES
 from ..store import Store, connect
 from ..webhook_guard import WebhookGuard
 from .records import RunSnapshot, SentMail, SentWebhook, StubbedHttp, snapshot
@@ -251,7 +254,17 @@ class WorkflowTestEnv:
 
         Returns:
             The event id.
+
+        Raises:
+            InvalidInput: `payload` is nested deeper than an event's detail may be (99
+                levels) or larger than an event (256 KB).
         """
+        check_json_value(
+            payload,
+            "put_event(payload=...)",
+            max_bytes=MAX_EVENT_BYTES,
+            max_depth=MAX_DETAIL_DEPTH,
+        )
         detail = dict(payload)
         path = self.runtime.settings.tenant_id_path.split(".")
         holder = detail
@@ -367,8 +380,12 @@ class WorkflowTestEnv:
         Raises:
             ValueError: `token` holds no token, or several.
             CallbackRefused: unknown token, used before, expired, or the run moved on.
-            InvalidInput: the payload is null, not JSON or too large.
+            InvalidInput: the payload is null, not JSON, too large (256 KB) or nested
+                too deeply (100 levels).
         """
+        check_json_value(
+            payload, "complete_callback(payload=...)", max_bytes=DEFAULT_MAX_RESULT_BYTES
+        )
         found = [token] if is_token(token) else tokens_in(token)
         if len(found) != 1:
             raise ValueError(

@@ -7,10 +7,16 @@ the tenant of the sample events in events/*.json; OTHER_TENANT never owns anythi
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -156,3 +162,55 @@ def nested(levels: int, leaf: Any = 1) -> Any:
 def nested_text(levels: int, leaf: str = "1") -> str:
     """The JSON text of `nested(levels)`, built as text (no encoder recursing into it)."""
     return '{"n":' * levels + leaf + "}" * levels
+
+
+def network_address() -> str | None:
+    """This machine's IPv4 address on its default route (not loopback), or None when it has
+    none: what a console bound with `--host` to a network address listens on in tests."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # UDP: picks the route, sends nothing
+        except OSError:
+            return None
+        address = str(probe.getsockname()[0])
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+@contextmanager
+def serving_console(
+    args: list[str], db_url: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> Iterator[tuple[str, list[str]]]:
+    """Start `wfr ARGS` (a console), wait for the URL it prints (with its `?token=` when it
+    prints one), and stop it with SIGTERM after; yields the URL and stdout's lines."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("WORKFLOW_", "WFR_"))}
+    environ.update(DATABASE_URL=db_url, NO_COLOR="1", **(env or {}))
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "wfr"), *args],
+        cwd=Path(__file__).resolve().parents[1],
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    lines: list[str] = []
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            found = re.search(r"wfr console: (http://\S+)", line)
+            if found:
+                yield found.group(1), lines
+                break
+        else:
+            raise AssertionError(
+                "the console never started:\n" + "".join(lines) + process.stderr.read()
+            )
+    finally:
+        process.send_signal(signal.SIGTERM)
+        # Read through the text streams: communicate() would skip what they buffered.
+        rest, err = process.stdout.read(), process.stderr.read()
+        process.wait(timeout=timeout)
+        lines.append(rest)
+        lines.append(err)
+        assert process.returncode == 0, err
+        assert "console stopped" in rest

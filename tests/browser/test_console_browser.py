@@ -1,11 +1,14 @@
 """The console in a real headless Chromium (Debian's `chromium`, driven by Playwright):
 open the runs list, filter to failed, open a run and see its graph, cancel a waiting
-run. Screenshots go to the test's temporary directory (and, with
+run; and, as `wfr console --host` serves it, get in with the link it prints (its
+operator token) and act, while a page that rebinds its name to the console is refused.
+Screenshots go to the test's temporary directory (and, with
 WFR_CONSOLE_SCREENSHOTS=DIR, to DIR too: that is how docs/console/ is made)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import threading
@@ -24,7 +27,7 @@ from workflow_runner.store import Store
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "console"))
 from console_support import ROOT, populate, send
 
-from tests.support import TENANT_A, TENANT_B
+from tests.support import TENANT_A, TENANT_B, network_address, serving_console
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -179,4 +182,65 @@ def test_an_operator_finds_a_failed_run_and_cancels_a_waiting_one(
         assert page.locator("section.finding-warning a[href^='/deliveries?tenant=']").count() == 1
         page.screenshot(path=str(shots / "doctor.png"), full_page=True)
         browser.close()
+    assert errors == []
+
+
+def test_an_operator_gets_in_with_the_printed_link_and_a_rebinding_page_does_not(
+    db_url: str, store: Store, shots: Path
+) -> None:
+    checks = shots / "token-flow"  # looked at, not for docs/console/
+    checks.mkdir()
+    runs = populate(store)
+    run_id = runs.ids["order"]
+    # `--host` on this machine's network address; where it has none, loopback with
+    # --require-token asks for the token the same way.
+    address = network_address()
+    where = ["--host", address] if address else ["--require-token"]
+    args = ["console", "--port", "0", "--allow-actions", *where]
+    env = {"WORKFLOW_MODULES": "sample_workflows"}
+    with serving_console(args, db_url, env=env) as (printed, _):
+        found = re.fullmatch(r"(http://([^/]+):(\d+))/\?token=[\w-]+", printed)
+        assert found, printed
+        base, host, port = found.groups()
+        with playwright_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=str(CHROMIUM),
+                # A page at attacker.example whose name now resolves to the console.
+                args=[*ARGS, f"--host-resolver-rules=MAP attacker.example {host}"],
+            )
+            context = browser.new_context(viewport={"width": 1360, "height": 900})
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+
+            page.goto(f"{base}/runs/{run_id}/cancel?tenant={TENANT_A}")
+            assert page.get_by_role("heading", name="Operator token required").is_visible()
+            assert page.locator("input[name=csrf]").count() == 0
+            page.screenshot(path=str(shots / "token-required.png"), full_page=True)
+
+            page.goto(printed)
+            page.wait_for_url(base + "/")
+            assert page.locator("table.runs tbody tr").count() == 6
+            [cookie] = context.cookies()
+            assert cookie["name"] == f"wfr_console_{port}"
+            assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+            page.screenshot(path=str(checks / "token-entered.png"), full_page=True)
+
+            page.goto(f"{base}/runs/{run_id}?tenant={TENANT_A}")
+            page.get_by_role("link", name="Cancel run").click()
+            page.wait_for_url("**/cancel?**")
+            page.get_by_label("Reason").fill("operator with the token")
+            page.locator("#confirm").click()
+            page.wait_for_url("**outcome=cancelled**")
+            assert page.get_by_text("The run was cancelled.").is_visible()
+            page.screenshot(path=str(checks / "token-action-done.png"), full_page=True)
+            types = [e.type for e in store.streams.load(TENANT_A, run_id)]
+            assert types[-2:] == ["workflow.operator-action", "workflow.run-cancelled"]
+
+            # The operator's own browser, cookie and all, visiting the rebinding page.
+            answer = page.goto(f"http://attacker.example:{port}/")
+            assert answer is not None and answer.status == 421
+            assert page.get_by_text("does not serve the host").is_visible()
+            page.screenshot(path=str(checks / "rebinding-refused.png"), full_page=True)
+            browser.close()
     assert errors == []

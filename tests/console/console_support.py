@@ -58,6 +58,7 @@ class Client:
         form: dict[str, str] | None = None,
         host: str | None = None,
         origin: str | None = None,
+        cookie: str | None = None,
     ) -> Page:
         body = urlencode(form or {}).encode()
         environ: dict[str, Any] = {
@@ -71,6 +72,8 @@ class Client:
         }
         if origin is not None:
             environ["HTTP_ORIGIN"] = origin
+        if cookie is not None:
+            environ["HTTP_COOKIE"] = cookie
         answer: dict[str, Any] = {}
 
         def start_response(status: str, headers: list[tuple[str, str]]) -> None:

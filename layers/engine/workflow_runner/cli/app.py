@@ -111,7 +111,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--host",
         default="127.0.0.1",
-        help="address to bind (default 127.0.0.1; anything else exposes it to the network)",
+        help="address to bind (default 127.0.0.1; anything else exposes it to the network "
+        "and asks for the operator token)",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="NAME",
+        help="also answer requests for this host name or address, or NAME:PORT behind a "
+        "proxy (repeatable; WFR_CONSOLE_ALLOW_HOSTS adds comma-separated ones)",
+    )
+    p.add_argument(
+        "--require-token",
+        action="store_true",
+        help="ask for the operator token on 127.0.0.1 too (always asked for elsewhere; "
+        "WFR_CONSOLE_TOKEN sets it, else one is made up and printed)",
     )
     p.add_argument(
         "--allow-actions",

@@ -1,10 +1,14 @@
 """The console as a WSGI application, and the server `wfr console` runs it in.
 
 Standard library only (wsgiref): no runtime dependency for the engine layer. Pages are
-rendered on the server; the CSS and the small script are package data. Safety:
+rendered on the server; the CSS and the small script are package data. Safety (the
+first two in access.py):
 
-- it binds 127.0.0.1 unless told otherwise, and answers only requests whose Host header
-  names the address it serves (a web page elsewhere cannot reach it by DNS rebinding);
+- every bind answers only requests whose Host header names it (loopback names, the
+  address given, the names added): a web page elsewhere cannot reach it by DNS
+  rebinding; the check comes before anything else;
+- bound to anything but loopback (or told to), it shows and does nothing for a browser
+  without its operator token (a link with `?token=`, then a cookie), as Jupyter's;
 - it is read-only unless started with actions enabled;
 - every action is a POST carrying the process's CSRF token (from the confirmation page,
   which other sites cannot read), from the console's own origin;
@@ -18,6 +22,7 @@ import logging
 import queue
 import re
 import secrets
+import socket
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -36,12 +41,11 @@ from ..definition import WorkflowRegistry
 from ..engine.run_lookup import AmbiguousRunId, resolve_run
 from ..errors import InvalidInput, RunNotFound, StoreError
 from ..store import RunSummary, Store, connect
-from . import actions, deliveries, run_view, views
+from . import access, actions, deliveries, run_view, views
 from .layout import View, error_page
 
 log = logging.getLogger("workflow_runner")
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MAX_FORM_BYTES = 64 * 1024
 STATIC = {
     "console.css": "text/css; charset=utf-8",
@@ -103,6 +107,7 @@ class Request:
     form: dict[str, str]
     host: str
     origin: str | None
+    cookie: str = ""
 
 
 @dataclass
@@ -134,19 +139,27 @@ def _html(code: int, text: str) -> Response:
 
 @dataclass
 class ConsoleConfig:
-    """How a console serves: its database, workflows, and whether actions are on.
+    """How a console serves: its database, workflows, whether actions are on, and who
+    may use it.
 
-    `allowed_hosts` are the Host header values it answers (None: any, when bound to a
-    non-loopback address on purpose).
+    `allowed_hosts` are the Host header values it answers; `make_console_server` sets
+    them from the bind and `allow_host_names` (None until then: it answers none).
+    `token` is the operator token every page but the static files asks for (None: none
+    asked for); `make_console_server` makes one up for a bind other than loopback, or
+    for any bind with `require_token`. `token_cookie` names the cookie that carries it.
     """
 
     database_url: str
     registry: WorkflowRegistry
     allow_actions: bool = False
     template: Path | None = None
-    allowed_hosts: set[str] | None = None
+    allowed_hosts: frozenset[str] | None = None
     database_label: str = ""
     callback_base_url: str | None = None  # for the passes its actions run
+    allow_host_names: tuple[str, ...] = ()
+    token: str | None = None
+    require_token: bool = False
+    token_cookie: str = "wfr_console"
 
 
 class ConsoleApp:
@@ -192,24 +205,32 @@ class ConsoleApp:
             form=form,
             host=str(environ.get("HTTP_HOST") or ""),
             origin=environ.get("HTTP_ORIGIN"),
+            cookie=str(environ.get("HTTP_COOKIE") or ""),
         )
 
     def handle(self, request: Request) -> Response:
-        """Answer one request (never raises)."""
+        """Answer one request (never raises). Who asks is checked before the database
+        is read: the Host first (421 Misdirected Request), then the operator token
+        (403 with the page that says how to get in)."""
         allowed = self.config.allowed_hosts
-        if allowed is not None and request.host.lower() not in allowed:
+        if allowed is None or request.host.lower() not in allowed:
             return _html(
                 421,
                 error_page(
                     None,
                     "421 Misdirected Request",
                     f"This console does not serve the host {request.host!r}.",
+                    "If that is a name of the console's machine, start it with "
+                    "`wfr console --allow-host NAME`.",
                 ),
             )
         if request.path.startswith("/static/"):
             return self._static(request.path.removeprefix("/static/"))
         if request.path == "/favicon.ico":
             return self._static("favicon.svg")
+        refused = self._operator_check(request)
+        if refused is not None:
+            return refused
         try:
             with self.pool.store() as store:
                 return self._route(request, self._view(store))
@@ -226,6 +247,36 @@ class ConsoleApp:
                     "Something went wrong; the traceback is on the console's terminal.",
                 ),
             )
+
+    def _operator_check(self, request: Request) -> Response | None:
+        """None when the request may go on; else the answer to a request without the
+        operator token, or to one that presents it (a `?token=` link, the login form),
+        which sets the cookie and goes on to the page asked for without the token."""
+        token = self.config.token
+        if token is None:
+            return None
+        if request.method == "POST" and request.path == "/login":
+            return self._login(request.form.get("token", ""), request.form.get("next", "/"))
+        if request.method in ("GET", "HEAD") and "token" in request.query:
+            return self._login(
+                request.query["token"], access.link_back(request.path, request.query)
+            )
+        if access.presents_token(request.cookie, self.config.token_cookie, token):
+            return None
+        query = request.query if request.method != "POST" else {}
+        return _html(403, access.token_page(access.link_back(request.path, query), wrong=False))
+
+    def _login(self, given: str, next_path: str) -> Response:
+        token = self.config.token
+        if token is None or not access.token_matches(given, token):
+            return _html(403, access.token_page(next_path, wrong=True))
+        return Response(
+            _STATUS[303],
+            headers=[
+                ("Location", access.local_path(next_path)),
+                ("Set-Cookie", access.token_cookie(self.config.token_cookie, token)),
+            ],
+        )
 
     def _view(self, store: Store) -> View:
         local = store.local.clock()
@@ -291,7 +342,11 @@ class ConsoleApp:
             )
         if not view.allow_actions:
             return _read_only(view)
-        if request.origin is not None and request.origin != f"http://{request.host}":
+        # https: through a TLS proxy named with --allow-host NAME:443 (the Host is checked).
+        if request.origin is not None and request.origin not in (
+            f"http://{request.host}",
+            f"https://{request.host}",
+        ):
             return _html(
                 403, error_page(view, "403 Forbidden", "The action came from another site.")
             )
@@ -352,16 +407,13 @@ class _Server(ThreadingMixIn, WSGIServer):
     allow_reuse_address = True
 
 
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Requests are not logged (the console is one person's tool)."""
-
-
-def allowed_hosts(host: str, port: int) -> set[str] | None:
-    """The Host header values a console bound to host:port answers (None: any)."""
-    if host not in LOOPBACK:
-        return None
-    return {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
 
 
 def make_console_server(
@@ -369,12 +421,32 @@ def make_console_server(
 ) -> tuple[WSGIServer, ConsoleApp]:
     """Bind the console's server (port 0: any free port) without serving yet.
 
+    Sets `config.allowed_hosts` from the bind when None, names the token's cookie after
+    the port, and makes up an operator token when the bind is not loopback (or
+    `config.require_token`) and none was given.
+
     Raises:
         OSError: the address is taken or cannot be bound.
+        InvalidInput: a name in `config.allow_host_names` is no host name, or the given
+            token is too short.
     """
+    for name in config.allow_host_names:
+        access.host_name(name)
+    if config.token is not None:
+        access.check_token(config.token)
     app = ConsoleApp(config)
-    server = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
-    bound = int(server.server_address[1])
+    server_class = _Server6 if ":" in host else _Server
+    server = make_server(host, port, app, server_class=server_class, handler_class=_QuietHandler)
+    address, bound = str(server.server_address[0]), int(server.server_address[1])
     if config.allowed_hosts is None:
-        config.allowed_hosts = allowed_hosts(host, bound)
+        try:
+            config.allowed_hosts = access.allowed_hosts(
+                host, bound, config.allow_host_names, address
+            )
+        except InvalidInput:
+            server.server_close()
+            raise
+    config.token_cookie = f"wfr_console_{bound}"
+    if config.token is None and (config.require_token or not access.is_loopback(address)):
+        config.token = access.new_token()
     return server, app

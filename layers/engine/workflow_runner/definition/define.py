@@ -20,6 +20,7 @@ from .dsl import (
 )
 from .fingerprint import compute_fingerprint
 from .registry import default_registry
+from .shape import PINNINGS
 
 
 def define_workflow(
@@ -32,6 +33,7 @@ def define_workflow(
     description: str = "",
     register: bool = True,
     retention: str | timedelta | None = None,
+    pinning: str = "shape",
 ) -> WorkflowDefinition:
     """Define a workflow and register it in the default registry.
 
@@ -49,6 +51,12 @@ def define_workflow(
             them: an ISO-8601 duration ("P90D", at least "PT1H") or "forever"; None
             (default) keeps the deployment's RUN_RETENTION. The latest version's
             setting applies to the runs of every version.
+        pinning: what a waiting run started on this definition resumes on after a
+            deploy changed it: "shape" (default) — a definition of the same workflow
+            whose shape agrees with where the run has been and stands (a changed
+            subject, URL, duration or function resumes; a changed place fails loud);
+            "exact" — only this very definition (every value stays as it started).
+            Not part of the fingerprint.
 
     Raises:
         WorkflowDefinitionError: the definition is malformed; every static argument is
@@ -65,6 +73,10 @@ def define_workflow(
         )
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise WorkflowDefinitionError(f"workflow {name!r}: version must be an integer >= 1")
+    if pinning not in PINNINGS:
+        raise WorkflowDefinitionError(
+            f"workflow {name!r}: pinning must be one of {', '.join(PINNINGS)}, not {pinning!r}"
+        )
     awaits_map = dict(awaits or {})
     for key, value in awaits_map.items():
         if not isinstance(key, str) or not isinstance(value, str) or not value:
@@ -92,6 +104,7 @@ def define_workflow(
         version=version,
         description=description,
         retention=retention,
+        pinning="exact" if pinning == "exact" else "shape",
     )
     check_definition(definition)
     fingerprint = compute_fingerprint(definition, steps)

@@ -6,6 +6,7 @@ from .callbacks import CallbackRow, NewCallback
 from .children import ChildOutcome, ChildRow, ClaimedJoin, JoinCount, NewChild, UntoldChild
 from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
+from .definitions import NewDefinition, StoredDefinition
 from .erasure import Relation
 from .inbox import CandidateEvent, InboxEvent, NewInboxEvent
 from .local import CapturedMail, QueuedMessage
@@ -51,6 +52,7 @@ __all__ = [
     "MigrationTimeout",
     "NewCallback",
     "NewChild",
+    "NewDefinition",
     "NewEvent",
     "NewInboxEvent",
     "NewPendingRow",
@@ -75,6 +77,7 @@ __all__ = [
     "RunSummaryWrite",
     "Sql",
     "Store",
+    "StoredDefinition",
     "StoredEvent",
     "StoredResults",
     "TaskRow",

@@ -17,7 +17,7 @@ application's template.yaml with its functions/ (see README, "Test your workflow
 from __future__ import annotations
 
 from ..engine.callbacks import CallbackRefused
-from ..engine.doctor import PinnedDefinition
+from ..engine.pinning import PinnedDefinition
 from .env import WorkflowTestEnv, registry_of
 from .records import RunEvent, RunSnapshot, SentMail, SentWebhook
 

@@ -35,7 +35,7 @@ from ..definition import (
 from ..definition.dsl import Task
 from ..durations import format_instant, parse_duration, parse_instant
 from ..embedded import drop_database
-from ..engine.doctor import PinnedDefinition, pinned_definitions
+from ..engine.pinning import PinnedDefinition, pinned_definitions
 from ..envelope import MAX_DETAIL_DEPTH, MAX_EVENT_BYTES
 from ..errors import NotConfigured, RunNotFound, WorkflowDefinitionError
 from ..json_input import check_json_value

@@ -91,3 +91,13 @@ def test_every_page_the_readme_links_exists() -> None:
     assert local and all((ROOT / link).is_file() for link in local), [
         link for link in local if not (ROOT / link).is_file()
     ]
+
+
+def test_the_configuration_page_documents_every_setting() -> None:
+    """Every environment variable the engine reads is on the configuration page
+    (AWS_REGION is Lambda's own)."""
+    from workflow_runner.settings import _ENV_FIELDS
+
+    documented = (DOCS / "reference" / "configuration.md").read_text()
+    missing = [name for name in _ENV_FIELDS if f"`{name}`" not in documented]
+    assert missing == ["AWS_REGION"]

@@ -101,3 +101,21 @@ def test_the_configuration_page_documents_every_setting() -> None:
     documented = (DOCS / "reference" / "configuration.md").read_text()
     missing = [name for name in _ENV_FIELDS if f"`{name}`" not in documented]
     assert missing == ["AWS_REGION"]
+
+
+@pytest.mark.parametrize(
+    ("module", "page"),
+    [("workflow_runner", "reference/api.md"), ("workflow_runner.testing", "reference/testing.md")],
+)
+def test_the_api_reference_renders_every_public_name(module: str, page: str) -> None:
+    """Each name the package exports is rendered by mkdocstrings on its reference page:
+    a `::: dotted.name` directive, or a member listed under one."""
+    import importlib
+
+    text = (DOCS / page).read_text()
+    rendered = set(re.findall(r"^::: [\w.]*?(\w+)$", text, flags=re.MULTILINE))
+    rendered |= set(re.findall(r"^\s+(?:- |members: \[)(\w+)", text, flags=re.MULTILINE))
+    for listed in re.findall(r"members: \[([^\]]+)\]", text):
+        rendered |= {name.strip() for name in listed.split(",")}
+    missing = [n for n in importlib.import_module(module).__all__ if n not in rendered]
+    assert missing == []

@@ -37,7 +37,8 @@ def define_workflow(
 
     Args:
         name: unique workflow name (also part of the run id).
-        trigger: `on_event(...)` or `on_cron(...)`.
+        trigger: `on_event(...)`, `on_cron(...)` or `on_call()` (started only by other
+            workflows).
         steps: a function of the step builder returning the step list; it runs once,
             here, so the list's shape never depends on a payload (use resolvers).
         idempotency_key: function of the trigger event, a static string, or None
@@ -49,6 +50,9 @@ def define_workflow(
             them: an ISO-8601 duration ("P90D", at least "PT1H") or "forever"; None
             (default) keeps the deployment's RUN_RETENTION. The latest version's
             setting applies to the runs of every version.
+        description: free text kept on the definition (not part of the fingerprint).
+        register: False returns the definition without adding it to the default
+            registry (hand it to `WorkflowTestEnv(workflows=[...])`, for instance).
 
     Raises:
         WorkflowDefinitionError: the definition is malformed; every static argument is

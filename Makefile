@@ -12,7 +12,7 @@ SAM_STAMP := $(SAM_VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: test lint unit integration demo console bench bench-quick soak clean cold-start cost
+.PHONY: test lint unit integration demo console bench bench-quick soak clean cold-start cost docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,22 @@ console: $(STAMP)
 	$(VENV)/bin/wfr demo --console
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) build .mypy_cache .ruff_cache .aws-sam
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) $(DOCS_VENV) build .mypy_cache .ruff_cache .aws-sam
+
+# The documentation site (mkdocs.yml, pages in docs/) into build/site. MkDocs Material and
+# mkdocstrings pin their own dependency tree: a venv of their own, with the project in it
+# for the API reference and the CLI reference hook (docs/hooks/cli_reference.py).
+DOCS_VENV := .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.installed
+
+$(DOCS_STAMP): pyproject.toml docs/requirements.txt
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(DOCS_VENV)/bin/python -m pip install --quiet -r docs/requirements.txt -e .
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --site-dir build/site
 
 $(SAM_STAMP):
 	$(PYTHON) -m venv $(SAM_VENV)

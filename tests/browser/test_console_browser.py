@@ -2,12 +2,12 @@
 open the runs list, filter to failed, open a run and see its graph, cancel a waiting
 run; and, as `wfr console --host` serves it, get in with the link it prints (its
 operator token) and act, while a page that rebinds its name to the console is refused.
-Screenshots go to the test's temporary directory (and, with
-WFR_CONSOLE_SCREENSHOTS=DIR, to DIR too: that is how docs/console/ is made)."""
+Screenshots go to the test's temporary directory and, once a test has passed, to
+docs/console/: the pictures the docs site's console page shows are the ones the last
+passing run took, never stale."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
@@ -92,18 +92,20 @@ def console_url(db_url: str, store: Store) -> Iterator[tuple[str, Any]]:
         app.pool.close()
 
 
-def _shots(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path
-    target = os.environ.get("WFR_CONSOLE_SCREENSHOTS")
-    if target:
-        Path(target).mkdir(parents=True, exist_ok=True)
-        for png in tmp_path.glob("*.png"):
-            shutil.copy(png, Path(target) / png.name)
+DOCS_SHOTS = ROOT / "docs" / "console"
 
 
 @pytest.fixture
-def shots(tmp_path: Path) -> Iterator[Path]:
-    yield from _shots(tmp_path)
+def shots(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def publish(shots: Path) -> None:
+    """Copy a passed test's screenshots (not those in subfolders, looked at only) to
+    docs/console/, where the docs site's console page shows them."""
+    DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+    for png in shots.glob("*.png"):
+        shutil.copy(png, DOCS_SHOTS / png.name)
 
 
 def test_an_operator_finds_a_failed_run_and_cancels_a_waiting_one(
@@ -183,6 +185,7 @@ def test_an_operator_finds_a_failed_run_and_cancels_a_waiting_one(
         page.screenshot(path=str(shots / "doctor.png"), full_page=True)
         browser.close()
     assert errors == []
+    publish(shots)
 
 
 def test_an_operator_gets_in_with_the_printed_link_and_a_rebinding_page_does_not(
@@ -244,3 +247,4 @@ def test_an_operator_gets_in_with_the_printed_link_and_a_rebinding_page_does_not
             page.screenshot(path=str(checks / "rebinding-refused.png"), full_page=True)
             browser.close()
     assert errors == []
+    publish(shots)

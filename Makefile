@@ -12,7 +12,7 @@ SAM_STAMP := $(SAM_VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: test lint unit integration demo console bench bench-quick soak clean cold-start cost docs
+.PHONY: test lint unit integration demo console bench bench-quick soak clean cold-start cost screenshots docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -121,3 +121,10 @@ soak: $(STAMP)
 	--junitxml=build/reliability-junit.xml; status=$$?; \
 	$(PY) -m tests.reliability.report build/reliability-stats.jsonl \
 	build/reliability-junit.xml docs/RELIABILITY.md; exit $$status
+
+# The console's screenshots the docs site shows: the browser test takes them into
+# build/console-screenshots/ (the site built after a test run shows those); this commits
+# a fresh set into docs/console/.
+screenshots: $(STAMP)
+	$(PY) -m pytest tests/browser -q
+	cp build/console-screenshots/*.png docs/console/

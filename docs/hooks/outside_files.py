@@ -1,4 +1,10 @@
-"""MkDocs hook: files of the repository that generated pages link from outside docs/.
+"""MkDocs hook: files of the repository that generated pages link from outside docs/,
+and the console's screenshots as the last browser test took them.
+
+The browser test (tests/browser) writes the console's screenshots to
+build/console-screenshots/ whenever it passes; the site shows those in place of the
+committed copies in docs/console/ (which `make screenshots` refreshes), so a site built
+after a test run never shows a stale picture and a test run never changes the tree.
 
 docs/BENCHMARKS.md is written by `make bench` and shows the plot it writes next to its
 figures, `bench/results.png`, as `../bench/results.png` (a link that works on GitHub).
@@ -17,9 +23,17 @@ ROOT = Path(__file__).resolve().parents[2]
 OUTSIDE = ("bench/results.png",)
 
 
+FRESH_SCREENSHOTS = ROOT / "build" / "console-screenshots"
+
+
 def on_files(files: Files, config: Any, **_: Any) -> Files:
     for path in OUTSIDE:
         files.append(File.generated(config, path, abs_src_path=str(ROOT / path)))
+    for file in files:
+        fresh = FRESH_SCREENSHOTS / Path(file.src_uri).name
+        if file.src_uri.startswith("console/") and file.src_uri.endswith(".png"):
+            if fresh.is_file():
+                file.abs_src_path = str(fresh)
     return files
 
 

@@ -3,8 +3,8 @@ open the runs list, filter to failed, open a run and see its graph, cancel a wai
 run; and, as `wfr console --host` serves it, get in with the link it prints (its
 operator token) and act, while a page that rebinds its name to the console is refused.
 Screenshots go to the test's temporary directory and, once a test has passed, to
-docs/console/: the pictures the docs site's console page shows are the ones the last
-passing run took, never stale."""
+build/console-screenshots/: the docs site built after it shows those (never stale), and
+`make screenshots` copies them over the committed ones in docs/console/."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def console_url(db_url: str, store: Store) -> Iterator[tuple[str, Any]]:
         app.pool.close()
 
 
-DOCS_SHOTS = ROOT / "docs" / "console"
+FRESH_SHOTS = ROOT / "build" / "console-screenshots"
 
 
 @pytest.fixture
@@ -102,10 +102,12 @@ def shots(tmp_path: Path) -> Path:
 
 def publish(shots: Path) -> None:
     """Copy a passed test's screenshots (not those in subfolders, looked at only) to
-    docs/console/, where the docs site's console page shows them."""
-    DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+    build/console-screenshots/: the docs site's build shows them in place of the
+    committed ones in docs/console/ (docs/hooks/outside_files.py), and `make
+    screenshots` commits them there; a test run leaves the tree as it was."""
+    FRESH_SHOTS.mkdir(parents=True, exist_ok=True)
     for png in shots.glob("*.png"):
-        shutil.copy(png, DOCS_SHOTS / png.name)
+        shutil.copy(png, FRESH_SHOTS / png.name)
 
 
 def test_an_operator_finds_a_failed_run_and_cancels_a_waiting_one(
@@ -191,7 +193,7 @@ def test_an_operator_finds_a_failed_run_and_cancels_a_waiting_one(
 def test_an_operator_gets_in_with_the_printed_link_and_a_rebinding_page_does_not(
     db_url: str, store: Store, shots: Path
 ) -> None:
-    checks = shots / "token-flow"  # looked at, not for docs/console/
+    checks = shots / "token-flow"  # looked at, not for the site
     checks.mkdir()
     runs = populate(store)
     run_id = runs.ids["order"]

@@ -73,14 +73,17 @@ def test_every_picture_a_page_shows_exists(page: Path) -> None:
 
 
 def test_the_console_page_shows_every_screenshot_the_browser_test_writes() -> None:
-    """tests/browser/test_console_browser.py writes docs/console/*.png each time it
-    passes; the console's page shows all of them, and nothing else."""
+    """The console's page shows every committed screenshot in docs/console/ (which the
+    browser test refreshes into build/, and `make screenshots` commits), and nothing
+    else; the browser test takes each of them."""
     shown = {
         (DOCS / "operating" / m["target"]).resolve()
         for m in IMAGE.finditer((DOCS / "operating" / "console.md").read_text())
     }
     written = {path.resolve() for path in (DOCS / "console").glob("*.png")}
     assert written and shown == written
+    taken = (ROOT / "tests" / "browser" / "test_console_browser.py").read_text()
+    assert all(f'"{path.name}"' in taken for path in written)
 
 
 def test_every_page_the_readme_links_exists() -> None:

@@ -3,6 +3,7 @@
 Public API::
 
     from workflow_runner import define_workflow, on_event, on_cron, on_call, run_id_for, RetryPolicy
+    from workflow_runner import Completion, TaskInterrupted   # map/parallel batches, tasks
     from workflow_runner import Event, Steps, Scope, ref      # references, no lambda needed
     from workflow_runner.match import eq, in_, all_of, ...     # EventMatch builders
     from workflow_runner.testing import WorkflowTestEnv        # tests of your workflows
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 from .clock import Clock, ManualClock, SystemClock
 from .definition import (
+    Completion,
     DomainEvent,
     RetryPolicy,
     StepContext,
+    TaskInterrupted,
     WorkflowDefinition,
     WorkflowInfo,
     WorkflowRegistry,
@@ -39,6 +42,7 @@ from .refs import Event, Scope, Steps, ref
 
 __all__ = [
     "Clock",
+    "Completion",
     "DomainEvent",
     "Event",
     "InvalidInput",
@@ -50,6 +54,7 @@ __all__ = [
     "Steps",
     "StoreError",
     "SystemClock",
+    "TaskInterrupted",
     "TransientStoreError",
     "UnknownWorkflow",
     "WorkflowDefinition",

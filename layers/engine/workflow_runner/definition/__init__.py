@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .builder import StepBuilder
+from .completion import Completion
 from .define import define_workflow
 from .dsl import (
     Branch,
@@ -42,13 +43,14 @@ from .registry import (
     default_registry,
     load_workflow_modules,
 )
-from .retry import RetryPolicy, backoff_seconds
+from .retry import RetryPolicy, TaskInterrupted, backoff_seconds
 
 __all__ = [
     "DEFAULT_WORKFLOW_MODULES",
     "Branch",
     "CallTrigger",
     "CallWorkflow",
+    "Completion",
     "Compute",
     "CronTrigger",
     "DomainEvent",
@@ -65,6 +67,7 @@ __all__ = [
     "StepBuilder",
     "StepContext",
     "Task",
+    "TaskInterrupted",
     "Trigger",
     "Wait",
     "WaitForCallback",

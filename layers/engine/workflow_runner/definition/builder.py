@@ -12,6 +12,7 @@ from ..errors import WorkflowDefinitionError
 from ..match import validate_event_match
 from ..refs import contains_refs
 from .checks import Unbuilt
+from .completion import Completion
 from .dsl import (
     MAX_MAP_CONCURRENCY,
     MAX_TASK_TIMEOUT,
@@ -333,19 +334,26 @@ class StepBuilder:
         concurrency: int = 10,
         result_key: str | None = None,
         catch: bool = False,
+        completion: Completion | None = None,
     ) -> Map:
         """Run workflow `workflow` once per item of `over` as child runs, at most
         `concurrency` at once; their return values land, in item order, as a list under
         `result_key`.
 
         Each item is its child's `ctx.event.payload` (an item that is not a JSON object
-        arrives as `{"item": value}`). `key` (resolvable, with `ctx.scope["item"]` and
+        arrives as `{"item": value}`); the child reads its item's index as
+        `ctx.workflow.map_index`. `key` (resolvable, with `ctx.scope["item"]` and
         `ctx.scope["index"]` set) names each child (default: this run, step and index).
-        A failed child fails the run (reason child_failed) and cancels the children
-        still running, unless `catch=True`: then its slot holds
-        `{"failed": true, "reason": ..., "runId": ...}`.
+        A failed child fails the run (reason child_failed) and stops the map at once (no
+        further child starts, those still running are cancelled), unless `catch=True`:
+        then its slot holds `{"failed": true, "reason": ..., "runId": ...}`.
+
+        With `completion=Completion(...)` the step yields a batch result under
+        `result_key` instead, and ends as the policy says (see Completion); `catch=True`
+        then lets the run go on when a tolerance is exceeded.
         """
         _check_child("map", workflow, result_key, catch)
+        _check_completion(f"map({workflow!r})", completion)
         if (
             isinstance(concurrency, bool)
             or not isinstance(concurrency, int)
@@ -362,13 +370,28 @@ class StepBuilder:
             concurrency=concurrency,
             result_key=result_key,
             catch=catch,
+            completion=completion,
         )
 
-    def parallel(self, *tasks: Step, result_key: str | None = None) -> Parallel:
+    def parallel(
+        self,
+        *tasks: Step,
+        result_key: str | None = None,
+        completion: Completion | None = None,
+        catch: bool = False,
+    ) -> Parallel:
         """Run several tasks (`s.task(...)`, or `mail_send`/`webhook_send` with a
         `result_key`) at once; the run goes on when all have settled. Each result lands
         under its own key; `result_key` also gets the list of them, in order. A task
-        that fails for good and does not catch fails the run at once."""
+        that fails for good and does not catch fails the run at once (the other tasks
+        are stopped: they do not run again).
+
+        With `completion=Completion(...)` the step yields a batch result under
+        `result_key` instead and ends as the policy says (see Completion): the tasks
+        still waiting are stopped, and an attempt already running finishes unheard.
+        `catch=True` (only with `completion`) lets the run go on when a tolerance is
+        exceeded.
+        """
         if not tasks:
             raise WorkflowDefinitionError("parallel: give at least one task")
         for i, task in enumerate(tasks):
@@ -384,7 +407,22 @@ class StepBuilder:
             )
         if result_key is not None and (not isinstance(result_key, str) or not result_key):
             raise WorkflowDefinitionError("parallel: result_key must be a non-empty string")
-        return Parallel(steps=tuple(tasks), result_key=result_key)
+        _check_completion("parallel", completion)
+        needed = completion.min_successful if completion is not None else None
+        if needed is not None and needed > len(tasks):
+            raise WorkflowDefinitionError(
+                f"parallel: completion needs {needed} tasks to succeed, but it has {len(tasks)}"
+            )
+        if not isinstance(catch, bool):
+            raise WorkflowDefinitionError("parallel: catch must be True or False")
+        if catch and completion is None:
+            raise WorkflowDefinitionError(
+                "parallel: catch=True needs completion=Completion(...) (without one, each "
+                "task catches its own failure: s.task(..., catch=True))"
+            )
+        return Parallel(
+            steps=tuple(tasks), result_key=result_key, completion=completion, catch=catch
+        )
 
     def return_(self, value: Resolver = None) -> Return:
         """End the run. `{"isSuccess": False, ...}` ends it as failed (reason returned_failure)."""
@@ -398,6 +436,13 @@ def _check_child(where: str, name: object, result_key: object, catch: object) ->
         raise WorkflowDefinitionError(f"{where}({name!r}): result_key must be a non-empty string")
     if not isinstance(catch, bool):
         raise WorkflowDefinitionError(f"{where}({name!r}): catch must be True or False")
+
+
+def _check_completion(where: str, completion: object) -> None:
+    if completion is not None and not isinstance(completion, Completion):
+        raise WorkflowDefinitionError(
+            f"{where}: completion must be a Completion(...), not {type(completion).__name__}"
+        )
 
 
 def _check_delivery(

@@ -12,6 +12,7 @@ from ..callback_tokens import NO_CALLBACK, Callback
 from ..errors import WorkflowDefinitionError
 from ..fast_init import fast_init
 from ..refs import substitute_refs
+from .completion import Completion
 from .retry import BackoffKind, JitterKind, RetryPolicy
 
 # Frozen: changing it would re-key every existing run stream (seeds, aggregate-id.ts).
@@ -44,6 +45,8 @@ class WorkflowInfo:
     `retry_attempt` is the attempt of the innermost retry (1 outside one) or, inside a
     task's function, the task's attempt; `task_key` (in a task's function only) is the
     attempt group's idempotency key: the same for every attempt of this task.
+    `map_index` is the index of the item a map started this run for (0-based; None in a
+    run no map started).
     """
 
     run_id: str
@@ -53,6 +56,7 @@ class WorkflowInfo:
     definition_fingerprint: str
     task_key: str | None = None
     parent_run_id: str | None = None  # the run that started this one (call/start/map)
+    map_index: int | None = None
 
 
 @fast_init
@@ -268,6 +272,8 @@ class Map:
     result_key: str | None
     catch: bool
     kind: str = "map"
+    # With a policy the step yields a batch result and ends early (definition/completion.py).
+    completion: Completion | None = field(default=None, metadata=ADDED_LATER)
 
 
 @dataclass(frozen=True)
@@ -278,6 +284,9 @@ class Parallel:
     steps: tuple[Step, ...]
     result_key: str | None
     kind: str = "parallel"
+    completion: Completion | None = field(default=None, metadata=ADDED_LATER)
+    # With a completion policy: an exceeded tolerance lets the run go on with the batch.
+    catch: bool = field(default=False, metadata=ADDED_LATER)
 
 
 @dataclass(frozen=True)

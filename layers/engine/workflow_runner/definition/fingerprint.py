@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..refs import Ref
+from .completion import Completion
 from .dsl import STEP_TYPES, CallTrigger, EventTrigger, WorkflowDefinition
 from .retry import RetryPolicy
 
@@ -40,7 +41,7 @@ def _describe(value: Any) -> Any:
             # A field added after release 0.1 counts only once it is used.
             if not (f.metadata.get("added_later") and getattr(value, f.name) == f.default)
         }
-    if isinstance(value, RetryPolicy):
+    if isinstance(value, (RetryPolicy, Completion)):
         return value.to_json()
     if isinstance(value, Ref):
         # Before `callable`: a reference is a resolver, hashed by its path text.

@@ -32,6 +32,7 @@ from .stream import (
     RunStarted,
     StepEventMatched,
     StepResumed,
+    StepStopped,
     StepWaiting,
     StepWaitingForCallback,
     StepWaitingForEvent,
@@ -70,7 +71,8 @@ def describe_event(e: StoredEvent) -> str:
     if isinstance(f, RunStarted):
         source = f.cron_scheduled_at or f.trigger_event_id or "-"
         text = f"{f.workflow_name} v{f.workflow_version} on {f.trigger_event_type} ({source})"
-        return text + (f", child of run {f.parent_run_id}" if f.parent_run_id else "")
+        text += f", child of run {f.parent_run_id}" if f.parent_run_id else ""
+        return text + (f" (map item {f.map_index})" if f.map_index is not None else "")
     if isinstance(f, StepWaiting):
         return f"step {f.step_index}: wait until {instant(f.wake_at)}"
     if isinstance(f, StepWaitingForEvent):
@@ -120,21 +122,25 @@ def describe_event(e: StoredEvent) -> str:
         )
     if isinstance(f, TasksScheduled):
         keys = ", ".join(repr(t.task_key) for t in f.tasks)
-        return f"step {f.step_index}: {len(f.tasks)} tasks at once ({keys})"
+        policy = f", {f.completion.describe()}" if f.completion else ""
+        return f"step {f.step_index}: {len(f.tasks)} tasks at once ({keys}){policy}"
     if isinstance(f, ChildrenWaiting):
         if f.join_kind == "call":
             return f"step {f.step_index}: called {f.child_workflow} (run {f.child_run_id})"
         return (
             f"step {f.step_index}: map over {f.children} item(s) of {f.child_workflow}, "
-            f"{f.concurrency} at once"
+            f"{f.concurrency} at once" + (f", {f.completion.describe()}" if f.completion else "")
         )
     if isinstance(f, ChildrenSettled):
+        ended = f": {f.completion}" if f.completion else ""
         if f.failed:
             return (
                 f"{f.settled} child run(s) settled, {f.failed} failed "
-                f"({f.reason}, run {f.child_run_id})"
+                f"({f.reason}, run {f.child_run_id}){ended}"
             )
-        return f"{f.settled} child run(s) settled"
+        return f"{f.settled} child run(s) settled{ended}"
+    if isinstance(f, StepStopped):
+        return _stopped(f)
     if isinstance(f, ChildrenRequested):
         return f"step {f.step_index}: started {f.child_workflow} ({len(f.child_run_ids)} run(s))"
     if isinstance(f, DispatchRequested):
@@ -150,6 +156,22 @@ def describe_event(e: StoredEvent) -> str:
     if isinstance(f, DispatchFailed):
         return f"{f.step_kind} failed: {f.error}" + (f" ({f.reason})" if f.reason else "")
     return ""
+
+
+def _stopped(f: StepStopped) -> str:
+    """A map or parallel that ended early: which items it stopped, and why."""
+    text = f"step {f.step_index}: {f.kind} stopped ({f.reason})"
+    if f.kind == "parallel":
+        keys = ", ".join(repr(k) for k in f.task_keys)
+        return f"{text}: task(s) {keys} not run again"
+    parts = []
+    if f.cancelled:
+        parts.append("cancelled item(s) " + ", ".join(str(i) for i in f.cancelled))
+    if f.kept:
+        parts.append("left item(s) " + ", ".join(str(i) for i in f.kept) + " to another owner")
+    if f.not_started:
+        parts.append(f"{f.not_started} never started")
+    return f"{text}: {'; '.join(parts)}" if parts else text
 
 
 def shown_payload(e: StoredEvent) -> dict[str, Any]:

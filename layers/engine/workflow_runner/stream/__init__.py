@@ -72,6 +72,7 @@ from .run import (
     StepEventMatched,
     StepResumed,
 )
+from .stops import STEP_STOPPED, StepStopped
 from .suspensions import (
     ChildrenWaiting,
     ParallelTask,
@@ -110,6 +111,7 @@ __all__ = [
     "SETTLED_STATUSES",
     "STEP_EVENT_MATCHED",
     "STEP_RESUMED",
+    "STEP_STOPPED",
     "STEP_WAITING",
     "STEP_WAITING_FOR_CALLBACK",
     "STEP_WAITING_FOR_EVENT",
@@ -147,6 +149,7 @@ __all__ = [
     "RunStatus",
     "StepEventMatched",
     "StepResumed",
+    "StepStopped",
     "StepWaiting",
     "StepWaitingForCallback",
     "StepWaitingForEvent",

@@ -53,8 +53,10 @@ class ChildrenRequested:
 @dataclass(frozen=True, kw_only=True)
 class ChildrenSettled:
     """The children of the open join settled (all of them, or `failed` > 0 and the
-    parent does not catch): the run is due. `reason` and `child_run_id` name the first
-    failure, if any."""
+    parent does not catch, or its completion policy decided): the run is due. `reason`
+    and `child_run_id` name the first failure, if any; `completion` is how a map with a
+    completion policy ended (all_completed, min_successful_reached or
+    failure_tolerance_exceeded)."""
 
     TYPE: ClassVar[str] = CHILDREN_SETTLED
 
@@ -65,6 +67,7 @@ class ChildrenSettled:
     failed: int
     reason: str | None = None
     child_run_id: str | None = None
+    completion: str | None = None
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -76,6 +79,7 @@ class ChildrenSettled:
         }
         optional(payload, "reason", self.reason)
         optional(payload, "childRunId", self.child_run_id)
+        optional(payload, "completion", self.completion)
         return payload
 
     @classmethod
@@ -88,4 +92,5 @@ class ChildrenSettled:
             failed=int(p.get("failed", 0)),
             reason=p.get("reason"),
             child_run_id=p.get("childRunId"),
+            completion=p.get("completion"),
         )

@@ -20,6 +20,7 @@ from .run import (
     StepEventMatched,
     StepResumed,
 )
+from .stops import StepStopped
 from .suspensions import (
     ChildrenWaiting,
     RetryScheduled,
@@ -53,6 +54,7 @@ Fact: TypeAlias = (
     | ChildrenWaiting
     | ChildrenSettled
     | ChildrenRequested
+    | StepStopped
     | TaskAttemptFailed
     | TaskCompleted
     | TaskFailed
@@ -90,6 +92,7 @@ _KNOWN: dict[str, Any] = {
         *SUSPENDING_FACTS,
         ChildrenSettled,
         ChildrenRequested,
+        StepStopped,
         TaskAttemptFailed,
         TaskCompleted,
         TaskFailed,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from ..definition.completion import CompletionReason, decide
 from ..fast_init import fast_init
 from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenSettled
@@ -21,6 +22,7 @@ from .run import (
     StepEventMatched,
     StepResumed,
 )
+from .stops import StepStopped
 from .suspensions import (
     ChildrenWaiting,
     Suspension,
@@ -58,6 +60,7 @@ class RunState:
     # The recorded outcomes of the open suspension's task(s), by task id.
     task_outcomes: dict[str, TaskOutcome] = field(default_factory=dict)
     children_settled: ChildrenSettled | None = None  # the open join's children settled
+    stopped: StepStopped | None = None  # the open map or parallel ended early
     outcome_recorded_at: datetime | None = None
     last_failure: RunFailed | None = None
     cancel_reason: str | None = None  # why it was cancelled, if it was
@@ -87,8 +90,11 @@ class RunState:
         return None
 
     def waits_for_task(self, task_id: str) -> bool:
-        """Whether the open suspension has task `task_id` without its outcome."""
+        """Whether the open suspension has task `task_id` without its outcome (a stopped
+        parallel waits for none: the outcome of an attempt still running is dropped)."""
         open_ = self.suspension
+        if self.stopped is not None:
+            return False
         if isinstance(open_, TaskScheduled):
             return open_.task_id == task_id and task_id not in self.task_outcomes
         if isinstance(open_, TasksScheduled):
@@ -103,6 +109,8 @@ class RunState:
         if isinstance(open_, TaskScheduled):
             return open_.task_id in self.task_outcomes
         if isinstance(open_, TasksScheduled):
+            if open_.completion is not None:
+                return self.parallel_completion is not None
             if all(t.task_id in self.task_outcomes for t in open_.tasks):
                 return True
             return any(
@@ -112,6 +120,46 @@ class RunState:
         if isinstance(open_, ChildrenWaiting):
             return self.children_settled is not None
         return False
+
+    @property
+    def parallel_completion(self) -> CompletionReason | None:
+        """How the open parallel with a completion policy ends on the outcomes recorded
+        so far (None: it goes on, or it has no policy). The tasks a redrive kept (their
+        results seeded) count as succeeded."""
+        open_ = self.suspension
+        if not isinstance(open_, TasksScheduled) or open_.completion is None:
+            return None
+        succeeded = len(open_.keys) - len(open_.tasks)
+        failed = 0
+        for task in open_.tasks:
+            outcome = self.task_outcomes.get(task.task_id)
+            if isinstance(outcome, TaskCompleted):
+                succeeded += 1
+            elif outcome is not None:
+                failed += 1
+        return decide(open_.completion, len(open_.keys), succeeded, failed)
+
+    def parallel_stop(self) -> StepStopped | None:
+        """The stop a parallel records when an outcome makes it due while some of its
+        tasks have none (its completion policy decided, or a task failed that it does
+        not catch): those tasks are stopped. None: nothing to stop."""
+        open_ = self.suspension
+        if not isinstance(open_, TasksScheduled) or self.stopped is not None:
+            return None
+        left = [t.task_key for t in open_.tasks if t.task_id not in self.task_outcomes]
+        if not left or not self.outcome_ready:
+            return None
+        keys = list(open_.keys)
+        return StepStopped(
+            kind="parallel",
+            step_index=open_.step_index,
+            path=list(open_.path),
+            suspension_version=self.suspension_version,
+            # TaskFailedError.reason: a task failed that the parallel does not catch.
+            reason=self.parallel_completion or "task_failed",
+            cancelled=tuple(keys.index(key) for key in left),
+            task_keys=tuple(left),
+        )
 
     @property
     def wake_at(self) -> datetime | None:
@@ -133,6 +181,7 @@ class RunState:
             self.matched_event_id = None
             self.task_outcomes = {}
             self.children_settled = None
+            self.stopped = None
             self.fingerprint = fact.definition_fingerprint or self.fingerprint
         elif isinstance(fact, StepEventMatched):
             if self.matched_event_id is None:
@@ -157,12 +206,16 @@ class RunState:
             ):
                 self.children_settled = fact
                 self.outcome_recorded_at = recorded.recorded_at
+        elif isinstance(fact, StepStopped):
+            if self.suspension is not None and fact.suspension_version == self.suspension_version:
+                self.stopped = fact
         elif isinstance(fact, StepResumed):
             self.status = "running"
             self.suspension = None
             self.matched_event_id = None
             self.task_outcomes = {}
             self.children_settled = None
+            self.stopped = None
         elif isinstance(fact, RunCompleted):
             self.status = "completed"
             self.suspension = None

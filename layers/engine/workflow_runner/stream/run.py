@@ -42,6 +42,7 @@ class RunStarted:
     # workflow with a wait_for_callback have one, and none started before 0.3.
     callback_secret: str | None = None
     parent_run_id: str | None = None  # started by call_workflow, start_workflow or map
+    map_index: int | None = None  # the index of the item a map started it for
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -57,6 +58,7 @@ class RunStarted:
         optional(payload, "cronScheduledAt", self.cron_scheduled_at)
         optional(payload, "callbackSecret", self.callback_secret)
         optional(payload, "parentRunId", self.parent_run_id)
+        optional(payload, "mapIndex", self.map_index)
         return payload
 
     @classmethod
@@ -72,6 +74,7 @@ class RunStarted:
             cron_scheduled_at=p.get("cronScheduledAt"),
             callback_secret=p.get("callbackSecret"),
             parent_run_id=p.get("parentRunId"),
+            map_index=p.get("mapIndex"),
         )
 
 

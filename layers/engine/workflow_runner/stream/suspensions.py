@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, TypeAlias
 
+from ..definition.completion import Completion
 from ..durations import format_instant
 from ..fast_init import fast_init
 from .names import (
@@ -298,13 +299,19 @@ class TasksScheduled(SuspensionFact):
     (TaskCompleted/TaskFailed by task id); the run is due once every task has one, or
     at the first failure the workflow does not catch. `result_key` (optional) gets the
     list of results: of every task of the step, in order, as `result_keys` names them
-    when a redrive ran only some of them again (the others' results are seeded)."""
+    when a redrive ran only some of them again (the others' results are seeded).
+
+    With a `completion` policy the run is due once the policy decides, and
+    `result_key` gets the batch result; `catch`: an exceeded tolerance lets the run go
+    on (definition/completion.py)."""
 
     TYPE: ClassVar[str] = TASKS_SCHEDULED
 
     tasks: tuple[ParallelTask, ...]
     result_key: str | None = None
     result_keys: tuple[str, ...] | None = None
+    completion: Completion | None = None
+    catch: bool = False
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -325,6 +332,10 @@ class TasksScheduled(SuspensionFact):
         optional(payload, "resultKey", self.result_key)
         if self.result_keys is not None:
             payload["resultKeys"] = list(self.result_keys)
+        if self.completion is not None:
+            payload["completion"] = self.completion.to_json()
+        if self.catch:
+            payload["catch"] = True
         return payload
 
     @classmethod
@@ -335,6 +346,8 @@ class TasksScheduled(SuspensionFact):
             tasks=tuple(ParallelTask.from_json(t) for t in p.get("tasks") or []),
             result_key=p.get("resultKey"),
             result_keys=tuple(keys) if keys is not None else None,
+            completion=_completion(p),
+            catch=bool(p.get("catch", False)),
         )
 
 
@@ -344,7 +357,8 @@ class ChildrenWaiting(SuspensionFact):
     """Suspended at call_workflow (`join_kind` call) or map: the worker starts the
     children (at most `concurrency` at once); the run is due once all have settled, or
     at the first failure the workflow does not catch (a ChildrenSettled fact says so).
-    `child_run_id` names the child of a call."""
+    `child_run_id` names the child of a call. A map with a `completion` policy is due
+    once the policy decides, and its `result_key` gets the batch result."""
 
     TYPE: ClassVar[str] = CHILDREN_WAITING
 
@@ -356,6 +370,7 @@ class ChildrenWaiting(SuspensionFact):
     result_key: str | None = None
     catch: bool = False
     child_run_id: str | None = None
+    completion: Completion | None = None
 
     @property
     def due_at(self) -> datetime:
@@ -373,6 +388,8 @@ class ChildrenWaiting(SuspensionFact):
         }
         optional(payload, "resultKey", self.result_key)
         optional(payload, "childRunId", self.child_run_id)
+        if self.completion is not None:
+            payload["completion"] = self.completion.to_json()
         return payload
 
     @classmethod
@@ -387,7 +404,14 @@ class ChildrenWaiting(SuspensionFact):
             result_key=p.get("resultKey"),
             catch=bool(p.get("catch", False)),
             child_run_id=p.get("childRunId"),
+            completion=_completion(p),
         )
+
+
+def _completion(p: Mapping[str, Any]) -> Completion | None:
+    """A stored completion policy (absent before release 0.4, and when none was set)."""
+    stored = p.get("completion")
+    return Completion.from_json(stored) if isinstance(stored, Mapping) else None
 
 
 Suspension: TypeAlias = (

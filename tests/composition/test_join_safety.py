@@ -360,12 +360,13 @@ def _fail_fast_registry() -> WorkflowRegistry:
     return reg
 
 
-def test_a_parent_that_ends_in_the_same_resume_batch_as_its_due_child_leaves_both_whole(
+def test_a_map_failing_fast_stops_its_due_child_before_a_resume_batch_takes_both(
     store: Store,
 ) -> None:
-    """A batch claims all its runs first. The parent's pass ends it (a child failed) and
-    closes its join while the other child is due in the same batch: that child's pass
-    is written whole and the parent's cancel finds it settled, never half-written."""
+    """A batch claims all its runs first. The count that tells the parent a child failed
+    stopped the map in its transaction (the other child cancelled, though due); the
+    batch's parent pass fails the run and the child's resume finds it settled: both
+    streams stay whole, nothing half-written."""
     registry = _fail_fast_registry()
     parent = start_fan(store, registry, 2)
     start_children(store, registry, T0)
@@ -374,16 +375,17 @@ def test_a_parent_that_ends_in_the_same_resume_batch_as_its_due_child_leaves_bot
     assert resume_run(store, TENANT_A, first, 0, later, registry=registry).outcome == "failed"
     count_settled_children(store, later)  # the parent is told: a child failed
     project_pending(store, later)
+    assert load_run(store, TENANT_A, other).cancel_reason == "map stopped (child_failed)"
 
     items = [ResumeRequestItem(TENANT_A, parent, 0), ResumeRequestItem(TENANT_A, other, 0)]
     results = resume_runs(store, items, later, registry)
 
-    assert [getattr(r, "outcome", r) for r in results] == ["failed", "completed"]
+    assert [getattr(r, "outcome", r) for r in results] == ["failed", "already-resumed"]
     for run_id in (parent, other):
         events = store.streams.load(TENANT_A, run_id)
         assert [e.version for e in events] == list(range(1, len(events) + 1))
         [summary] = [r for r in store.runs.for_tenant(TENANT_A, limit=100) if r.run_id == run_id]
         assert (summary.version, summary.status) == (
             len(events),
-            {ev.RUN_FAILED: "failed", ev.RUN_COMPLETED: "completed"}[events[-1].type],
+            {ev.RUN_FAILED: "failed", ev.RUN_CANCELLED: "cancelled"}[events[-1].type],
         )

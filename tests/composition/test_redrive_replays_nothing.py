@@ -234,11 +234,13 @@ def test_a_redrive_runs_again_only_the_parallel_tasks_that_failed(env: WorkflowT
     env.advance("PT1S")
     run = env.run(tenant=TENANT_A, workflow="both", run_id=run_id)
     assert (run.status, run.reason) == ("failed", "task_failed")
-    assert len(CHARGES) == 1  # "first" charged; "second" failed before charging
+    # "second" failed before charging; "first" charged if the worker ran it first, else
+    # the failure stopped it before it ran (fail fast).
+    assert len(CHARGES) <= 1
     redrive(env, run_id)
     env.advance("PT1S")
     run = env.run(tenant=TENANT_A, workflow="both", run_id=run_id)
     assert run.status == "completed"
-    assert len(CHARGES) == 2  # "second" ran again, "first" did not
+    assert len(CHARGES) == 2  # each charged once: a "first" that had completed did not run again
     first, second = run.result["all"]
-    assert first == {"charged": CHARGES[0]} and second == {"charged": CHARGES[1]}
+    assert sorted([first["charged"], second["charged"]]) == sorted(CHARGES)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from .definition.completion import FAILURE_TOLERANCE_EXCEEDED, Completion
 from .errors import WorkflowRunnerError
 from .fast_init import fast_init
 from .stream import Path
@@ -36,6 +37,17 @@ class ChildFailedError(WorkflowStepError):
     def __init__(self, workflow: str, child_reason: str) -> None:
         super().__init__(f"child workflow {workflow!r} ended {child_reason}")
         self.error_class = "ChildFailed"
+
+
+class ToleranceExceededError(WorkflowStepError):
+    """A map's or parallel's items failed more than its completion policy tolerates, and
+    the step does not catch it."""
+
+    reason = FAILURE_TOLERANCE_EXCEEDED
+
+    def __init__(self, step_kind: str, failed: int) -> None:
+        super().__init__(f"{step_kind}: {failed} item(s) failed, more than tolerated")
+        self.error_class = "FailureToleranceExceeded"
 
 
 class InvalidArgument(WorkflowStepError):
@@ -69,7 +81,7 @@ class CallbackNotReached(WorkflowStepError):
 
 def describe_step_error(error: BaseException) -> str:
     """The generic text stored for a failed step; the raw message goes to the log only."""
-    if isinstance(error, (TaskFailedError, ChildFailedError)):
+    if isinstance(error, (TaskFailedError, ChildFailedError, ToleranceExceededError)):
         return f"workflow step failed ({error.error_class})"
     name = type(error).__name__ if isinstance(error, Exception) else ""
     return f"workflow step failed ({name})" if name else "workflow step failed (unknown error)"
@@ -149,6 +161,7 @@ class ChildJoin:
     result_key: str | None
     catch: bool
     path: Path
+    completion: Completion | None = None  # map only
 
 
 @fast_init
@@ -178,6 +191,8 @@ class Suspension:
     # parallel, when a redrive kept some tasks' outcomes: every task's key, in order
     result_keys: tuple[str, ...] | None = None
     join: ChildJoin | None = None
+    completion: Completion | None = None  # parallel (a map's is its join's)
+    catch: bool = False  # parallel with a completion policy: an exceeded tolerance goes on
 
     @property
     def step_index(self) -> int:
@@ -203,7 +218,7 @@ class ResumedTask:
     (None: success, or a failure the workflow catches; the values are seeded)."""
 
     path: Path
-    failure: TaskFailedError | ChildFailedError | None = None
+    failure: TaskFailedError | ChildFailedError | ToleranceExceededError | None = None
 
 
 @fast_init

@@ -174,6 +174,7 @@ def child_join(
             check_storable(payload, f"map item {index}", max_bytes)
             children.append(ChildSpec(key, run_id_for(step.workflow, key), payload))
         concurrency = step.concurrency
+        completion = step.completion
     else:
         kind = "call" if step.wait else "start"
         raw = call(step.input, scope)
@@ -186,6 +187,7 @@ def child_join(
         key = _key(call(step.key, scope), join_id, None)
         children = [ChildSpec(key, run_id_for(step.workflow, key), payload)]
         concurrency = 1
+        completion = None
     return ChildJoin(
         join_id=join_id,
         kind=kind,
@@ -195,6 +197,7 @@ def child_join(
         result_key=step.result_key,
         catch=step.catch,
         path=path,
+        completion=completion,
     )
 
 

@@ -131,6 +131,7 @@ def _start_one(
         idempotency_key=child.child_key,
         trigger_event_id=event.id,
         parent_run_id=join.parent_run_id,
+        map_index=child.item_index if join.kind == "map" else None,
     )
     if outcome is None:
         if child.revive:

@@ -89,11 +89,14 @@ def start_run(
     trigger_event_id: str | None = None,
     cron_scheduled_at: str | None = None,
     parent_run_id: str | None = None,
+    map_index: int | None = None,
 ) -> RunOutcome | None:
     """Start a run and execute it to its first suspension or its end.
 
     Call inside a transaction. Returns None when the run id already has a stream (a
     second trigger for the same run is a no-op, never a second run on one stream).
+    `parent_run_id` and `map_index` are recorded on its start (a child run's ctx reads
+    them), never in its run id or its input.
     """
     start = _Start(
         definition,
@@ -106,6 +109,7 @@ def start_run(
             trigger_event_id=trigger_event_id,
             cron_scheduled_at=cron_scheduled_at,
             parent_run_id=parent_run_id,
+            map_index=map_index,
         ),
     )
     if not store.streams.append(event.tenant_id, run_id, RUN_STREAM, 0, [start.started], now):
@@ -130,6 +134,7 @@ def _run_started(
     trigger_event_id: str | None = None,
     cron_scheduled_at: str | None = None,
     parent_run_id: str | None = None,
+    map_index: int | None = None,
 ) -> RunStarted:
     return RunStarted(
         workflow_name=definition.name,
@@ -141,6 +146,7 @@ def _run_started(
         cron_scheduled_at=cron_scheduled_at,
         callback_secret=new_run_secret() if has_callback_wait(definition.steps) else None,
         parent_run_id=parent_run_id,
+        map_index=map_index,
     )
 
 
@@ -159,6 +165,7 @@ def _first_pass(
         run_started_at=now,
         callback_secret=started.callback_secret,
         parent_run_id=started.parent_run_id,
+        map_index=started.map_index,
     ).run()
     return persist_pass(store, tenant, start.run_id, definition, event.type, 1, result, now, writes)
 

@@ -10,8 +10,12 @@ never a thread.
   joins are closed and their running children cancelled (and theirs, recursively).
 - The worker counts settled rows into their joins (`count_settled_children`, one join
   per transaction under its row lock) and, when a join is done (or failed and not
-  caught), tells the parent with a `workflow.children.settled` fact on the parent's
-  stream; the pending projection marks the parent's row due and enqueues its resume.
+  caught, or its map's completion policy decided), tells the parent with a
+  `workflow.children.settled` fact on the parent's stream; the pending projection marks
+  the parent's row due and enqueues its resume. A map that ends before all its children
+  did is stopped in that transaction (`_stop_map`): its children not started never
+  start, its running ones are cancelled as a parent's end would cancel them (never one
+  another owner needs), and a `workflow.step.stopped` fact before the tell says which.
 
 A child settles once (its terminal event is appended once) and its row is counted
 once (`counted`); the parent is told once (`notified_at`), while it still waits at
@@ -20,11 +24,12 @@ that join.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
-from ..pass_result import ChildJoin
+from ..definition.completion import ALL_COMPLETED, Completion, CompletionReason, decide
+from ..pass_result import ChildFailedError, ChildJoin
 from ..store import ChildOutcome, JoinCount, NewChild, PassWrite, RunEnd, Store
 from ..stream import (
     RUN_STREAM,
@@ -34,6 +39,7 @@ from ..stream import (
     RunCompleted,
     RunFailed,
     RunState,
+    StepStopped,
     fold_run,
 )
 
@@ -43,10 +49,21 @@ CHILDREN_OUTCOME = "workflow.children"
 PARENT_ENDED = "parent run ended"
 # Why a child whose workflow is not registered failed at once (it has no run).
 UNKNOWN_WORKFLOW = "child_workflow_unknown"
+# Why a running child was cancelled when its map stopped early: "map stopped (<why>)".
+MAP_STOPPED = "map stopped"
+# Why a map without a completion policy stops: a child failed and it does not catch.
+CHILD_FAILED = ChildFailedError.reason
 _APPEND_TRIES = 5
 CancelOutcome: TypeAlias = Literal[
     "cancelled", "already-cancelled", "already-settled", "missing", "independent", "contended"
 ]
+
+
+def ended_by_parent(cancel_reason: str | None) -> bool:
+    """Whether a run was cancelled by its parent's end or its map's stop (not by an
+    operator): its parent's redrive may revive it."""
+    reason = cancel_reason or ""
+    return reason == PARENT_ENDED or reason.startswith(f"{MAP_STOPPED} (")
 
 
 def record_join(
@@ -69,6 +86,7 @@ def record_join(
         join.catch,
         [NewChild(i, c.run_id, c.key, c.input) for i, c in enumerate(join.children)],
         now,
+        completion=join.completion.to_json() if join.completion else None,
     )
 
 
@@ -138,23 +156,59 @@ def close_joins(store: Store, closed: list[tuple[str, str, str]], now: datetime)
 
 def count_settled_children(store: Store, now: datetime, max_joins: int = 50) -> int:
     """Count settled children into their joins, each join in its own transaction, and
-    tell each parent whose join is now done (or failed and does not catch). Returns the
-    children counted.
+    tell each parent whose join is now done (or failed and does not catch, or whose
+    completion policy decided), stopping a map that ends early. Returns the children
+    counted.
 
     Counting here, not in each child's transaction, keeps children that settle at
     once from queueing on their join's row; the rows stay the truth, so a crash
-    between a child settling and its count loses nothing: the next call counts it.
+    between a child settling and its count loses nothing: the next call counts it. A
+    stop is in the same transaction as the count that decides it: a crash anywhere in
+    it leaves the join as it was, and the next call decides again.
     """
     counted = 0
     for tenant_id, join_id in store.children.joins_with_uncounted(max_joins):
-        with store.transaction():
-            found = store.children.count_settled(tenant_id, join_id, now)
-            if found is None:
-                continue
-            count, children = found
-            counted += len(children)
-            _maybe_tell_parent(store, count, children, now)
+        try:
+            with store.transaction():
+                found = store.children.count_settled(tenant_id, join_id, now)
+                if found is None:
+                    continue
+                count, children = found
+                _maybe_tell_parent(store, count, children, now)
+                counted += len(children)
+        except _StopNotRecorded:
+            continue  # rolled back: counted again (and stopped then) by the next call
     return counted
+
+
+class _StopNotRecorded(Exception):
+    """A stop could not be finished and recorded in its transaction (a child's passes
+    kept appending, or the parent's stream moved): the transaction rolls back."""
+
+
+@dataclass(frozen=True)
+class _Ending:
+    """Why a join's parent is told now, and whether its map is stopped."""
+
+    completion: CompletionReason | None  # decided by a completion policy
+    stop_reason: str | None  # the map ends before its children did
+
+
+def _ending(count: JoinCount) -> _Ending | None:
+    """Whether the join ends with this count (None: its parent waits on)."""
+    if count.completion is not None:
+        decided = decide(
+            Completion.from_json(count.completion),
+            count.total,
+            count.settled - count.failed,
+            count.failed,
+        )
+        if decided is None:
+            return None
+        return _Ending(decided, decided if decided != ALL_COMPLETED else None)
+    if count.failed > 0 and not count.catch:
+        return _Ending(None, CHILD_FAILED)  # fail fast
+    return _Ending(None, None) if count.settled >= count.total else None
 
 
 def _maybe_tell_parent(
@@ -162,11 +216,16 @@ def _maybe_tell_parent(
 ) -> None:
     if count.kind == "start" or count.notified or count.closed:
         return
-    done = count.settled >= count.total
-    failed_fast = count.failed > 0 and not count.catch
-    if not (done or failed_fast):
+    ending = _ending(count)
+    if ending is None:
         return
     failure = next((c for c in children if c.status != "completed"), None)
+    stopped: StepStopped | None = None
+    if ending.stop_reason is not None and count.kind == "map" and count.settled < count.total:
+        state = _state(store, count.tenant_id, count.parent_run_id)
+        if state is None or not _waits_at(state, count.join_id):
+            return  # its parent moved on or ended: its end closes the join
+        stopped = _stop_map(store, count, state, ending.stop_reason, now)
     settled = ChildrenSettled(
         join_id=count.join_id,
         suspension_version=count.suspension_version or 0,
@@ -175,31 +234,84 @@ def _maybe_tell_parent(
         failed=count.failed,
         reason=(failure.reason or failure.status) if failure else None,
         child_run_id=failure.child_run_id if failure else None,
+        completion=ending.completion,
     )
-    if _append_to_waiting_parent(store, count, settled, now):
+    if _append_to_waiting_parent(store, count, settled, now, stopped):
         # The pending projection marks the parent's row due and enqueues its resume.
         store.children.mark_notified(count.tenant_id, count.join_id, now)
+    elif stopped is not None:
+        raise _StopNotRecorded(count.join_id)
+
+
+def _stop_map(
+    store: Store, count: JoinCount, parent: RunState, reason: str, now: datetime
+) -> StepStopped:
+    """Stop a map (in the transaction that holds its join): children not started never
+    start, running ones are cancelled unless another owner still needs them (as when
+    its parent ends: see close_joins). Returns the fact that records it."""
+    tenant_id = count.tenant_id
+    not_started = store.children.stop(tenant_id, count.join_id, now)
+    cancelled: list[int] = []
+    kept: list[int] = []
+    why = f"{MAP_STOPPED} ({reason})"
+    for index, child in store.children.running_of(tenant_id, count.join_id):
+        store.children.lock_owners(tenant_id, child)
+        if store.children.owned_elsewhere(tenant_id, child):
+            kept.append(index)
+            continue
+        outcome = cancel_in_transaction(store, tenant_id, child, now, why, True)
+        if outcome == "contended":
+            raise _StopNotRecorded(child)
+        if outcome == "cancelled":
+            cancelled.append(index)
+        elif outcome == "independent":
+            kept.append(index)  # an event started it: never a parent's to cancel
+        # already settled: it ended on its own, and is counted as it ended
+    open_ = parent.suspension
+    assert open_ is not None
+    return StepStopped(
+        kind="map",
+        step_index=open_.step_index,
+        path=list(open_.path),
+        suspension_version=parent.suspension_version,
+        reason=reason,
+        join_id=count.join_id,
+        cancelled=tuple(cancelled),
+        kept=tuple(kept),
+        not_started=len(not_started),
+    )
+
+
+def _waits_at(state: RunState, join_id: str) -> bool:
+    open_ = state.suspension
+    return (
+        isinstance(open_, ChildrenWaiting)
+        and open_.join_id == join_id
+        and state.children_settled is None
+    )
 
 
 def _append_to_waiting_parent(
-    store: Store, count: JoinCount, fact: ChildrenSettled, now: datetime
+    store: Store,
+    count: JoinCount,
+    fact: ChildrenSettled,
+    now: datetime,
+    stopped: StepStopped | None = None,
 ) -> bool:
-    """Append `fact` while the parent still waits at the join's suspension."""
+    """Append `fact` (after `stopped`, if the map was stopped) while the parent still
+    waits at the join's suspension."""
     for _ in range(_APPEND_TRIES):
         state = _state(store, count.tenant_id, count.parent_run_id)
-        open_ = state.suspension if state is not None else None
-        if (
-            state is None
-            or not isinstance(open_, ChildrenWaiting)
-            or open_.join_id != count.join_id
-            or state.children_settled is not None
-        ):
+        if state is None or not _waits_at(state, count.join_id):
             return False
+        open_ = state.suspension
+        assert open_ is not None
         fact = replace(
             fact, suspension_version=state.suspension_version, step_index=open_.step_index
         )
+        facts: list[ChildrenSettled | StepStopped] = [fact] if stopped is None else [stopped, fact]
         if store.streams.append(
-            count.tenant_id, count.parent_run_id, RUN_STREAM, state.version, [fact], now
+            count.tenant_id, count.parent_run_id, RUN_STREAM, state.version, facts, now
         ):
             return True
     return False

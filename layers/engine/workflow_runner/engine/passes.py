@@ -20,6 +20,7 @@ from ..pass_result import (
     Reentry,
     ResumedTask,
     TaskFailedError,
+    ToleranceExceededError,
     WorkflowStepError,
 )
 from ..step_paths import step_at
@@ -37,6 +38,7 @@ from ..stream import (
     TasksScheduled,
     fold_run,
 )
+from .batches import map_batch, parallel_batch, tolerance_failure
 from .persist import PassWrites, RunOutcome, fail_run, persist_pass
 
 __all__ = [
@@ -240,14 +242,20 @@ def _seed_work(
             outcome = outcomes.get(task.task_id)
             if outcome is not None and (isinstance(outcome, TaskCompleted) or task.catch):
                 put(task.task_key, _task_value(outcome))
-        if suspension.result_key:
+        if suspension.result_key and suspension.completion is not None:
+            put(suspension.result_key, parallel_batch(suspension, work, results))
+        elif suspension.result_key:
             put(suspension.result_key, [results.get(key) for key in suspension.keys])
     elif isinstance(suspension, ChildrenWaiting) and suspension.result_key:
+        children = store.children.outcomes(work.tenant_id, suspension.join_id)
+        if suspension.completion is not None:
+            put(suspension.result_key, map_batch(suspension, work, children))
+            return seeded
         values = [
             c.result
             if c.status == "completed"
             else {"failed": True, "reason": c.reason or c.status, "runId": c.child_run_id}
-            for c in store.children.outcomes(work.tenant_id, suspension.join_id)
+            for c in children
         ]
         put(suspension.result_key, values[0] if suspension.join_kind == "call" else values)
     return seeded
@@ -255,10 +263,13 @@ def _seed_work(
 
 def work_failure(
     suspension: SuspensionFact, work: RunState
-) -> TaskFailedError | ChildFailedError | None:
+) -> TaskFailedError | ChildFailedError | ToleranceExceededError | None:
     """The failure a resume re-raises at the step: a task that failed for good, or a
-    child that failed, where the workflow does not catch it."""
+    child that failed, where the workflow does not catch it; with a completion policy,
+    a tolerance exceeded (see batches.py)."""
     outcomes = work.task_outcomes
+    if isinstance(suspension, (TasksScheduled, ChildrenWaiting)) and suspension.completion:
+        return tolerance_failure(suspension, work)
     if isinstance(suspension, TaskScheduled):
         outcome = outcomes.get(suspension.task_id)
         if outcome is not None and not isinstance(outcome, TaskCompleted) and not suspension.catch:
@@ -374,6 +385,7 @@ def continue_run(
         reentry=redo.reentry if redo is not None else None,
         callback_secret=state.started.callback_secret if state.started else None,
         parent_run_id=state.started.parent_run_id if state.started else None,
+        map_index=state.started.map_index if state.started else None,
     ).run(path)
     return persist_pass(
         store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now, writes

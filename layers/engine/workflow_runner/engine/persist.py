@@ -128,6 +128,8 @@ def suspension_fact(suspension: Suspension, common: dict[str, Any]) -> Suspensio
             ),
             result_key=suspension.result_key,
             result_keys=suspension.result_keys,
+            completion=suspension.completion,
+            catch=suspension.catch,
         )
     if suspension.kind == "children-waiting":
         join = suspension.join
@@ -142,6 +144,7 @@ def suspension_fact(suspension: Suspension, common: dict[str, Any]) -> Suspensio
             result_key=join.result_key,
             catch=join.catch,
             child_run_id=join.children[0].run_id if join.kind == "call" else None,
+            completion=join.completion,
         )
     return StepWaiting(**common, wake_at=suspension.wake_at)
 

@@ -51,7 +51,7 @@ from ..stream import (
     TaskCompleted,
     TasksScheduled,
 )
-from .joins import PARENT_ENDED, UNKNOWN_WORKFLOW
+from .joins import UNKNOWN_WORKFLOW, ended_by_parent
 from .passes import (
     WORK_SUSPENSIONS,
     LoadedRun,
@@ -183,8 +183,8 @@ def _fresh_retry_budget(path: Path, failed_path: Path) -> None:
 
 def redrive_refusal(run_id: str, state: RunState, revive: bool = False) -> str | None:
     """Why a run cannot be redriven (None: it can). `revive`: a child its parent's end
-    cancelled may be redriven too (its parent's redrive asks for it)."""
-    if revive and state.status == "cancelled" and state.cancel_reason == PARENT_ENDED:
+    (or its map's stop) cancelled may be redriven too (its parent's redrive asks for it)."""
+    if revive and state.status == "cancelled" and ended_by_parent(state.cancel_reason):
         return None
     if state.status != "failed":
         return f"run {run_id} is {state.status}; only failed runs can be redriven"
@@ -293,6 +293,7 @@ def redrive_run(
                 run_started_at=state.started_at,
                 callback_secret=started.callback_secret if started else None,
                 parent_run_id=started.parent_run_id if started else None,
+                map_index=started.map_index if started else None,
             ).run()
             outcome = persist_pass(
                 store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now
@@ -361,7 +362,9 @@ def _redo(
             t.task_key
             for t in suspension.tasks
             if isinstance(work.task_outcomes.get(t.task_id), TaskCompleted)
-            or (t.catch and t.task_id in work.task_outcomes)
+            # A caught failure is kept too, but not under a completion policy: the kept
+            # tasks count as succeeded when the policy decides again.
+            or (t.catch and t.task_id in work.task_outcomes and suspension.completion is None)
         )
         return Redo(work, None, Reentry(path, kept_tasks=kept))
     return Redo(work)  # a single task that failed: it runs again, under a new id

@@ -13,15 +13,22 @@ the resume after commit.
 Guarantees: at least once per attempt (a worker that dies mid-attempt leaves a
 `running` row whose lease ends; the next claim records that attempt as failed,
 TaskLeaseExpired, and goes on), except mail, which is never sent twice: a mail task
-whose send was cut off ends ambiguous.
+whose send was cut off ends ambiguous, and a task whose RetryPolicy says
+`at_most_once`: its interrupted attempt is recorded as failed with TaskInterrupted
+(reason task_interrupted), judged by the policy like any error, and another attempt
+follows only after its backoff, if the policy allows one (the claim that found it is
+given back unstarted).
+
+A parallel's outcome that makes its run due while other tasks of it have none stops
+them in the same transaction (a `workflow.step.stopped` fact, their rows cancelled):
+they never run again, and an attempt of one still running finishes unheard (its
+outcome is dropped, as for a cancelled run).
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import signal
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -32,6 +39,7 @@ from ..definition import (
     RetryPolicy,
     StepContext,
     Task,
+    TaskInterrupted,
     WebhookSend,
     WorkflowInfo,
     WorkflowRegistry,
@@ -42,12 +50,22 @@ from ..redaction import exception_for_log
 from ..step_paths import step_at
 from ..storable import DEFAULT_MAX_RESULT_BYTES, NotStorable, check_storable
 from ..store import ClaimedTask, Store
-from ..stream import RUN_STREAM, RecordedFact, TaskAttemptFailed, TaskCompleted, TaskFailed
+from ..stream import (
+    RUN_STREAM,
+    RecordedFact,
+    RunState,
+    StepStopped,
+    TaskAttemptFailed,
+    TaskCompleted,
+    TaskFailed,
+    TasksScheduled,
+)
 from ..webhook_guard import WebhookGuard
 from .delivery import DeliveryFailed, deliver_mail, deliver_webhook
 from .passes import LoadedRun, load_run_for_pass, trigger_event
 from .pinning import serving_definition
 from .projection import TASK_OUTCOME
+from .timeouts import TaskTimeout, call_with_timeout
 
 log = logging.getLogger("workflow_runner.tasks")
 
@@ -58,11 +76,6 @@ DELIVERY_POLICY = RetryPolicy(max_attempts=5, base="PT30S", cap="PT1H", jitter="
 # Kept beyond an attempt's timeout for recording its outcome (lease and budget).
 LEASE_MARGIN_SECONDS = 5.0
 _APPEND_TRIES = 5
-
-
-class TaskTimeout(BaseException):
-    """An attempt ran past its timeout. A BaseException, so that a task's own
-    `except Exception` cannot swallow it."""
 
 
 @dataclass(frozen=True)
@@ -95,54 +108,29 @@ class TaskAttemptResult:
     run_due: bool = False  # the run may resume now (its last awaited outcome is in)
 
 
-def call_with_timeout(fn: Callable[[], Any], seconds: float) -> Any:
-    """Run `fn()`, raising TaskTimeout after `seconds`.
-
-    In the main thread (a Lambda handler, the local runtime) a timer signal interrupts
-    the call even inside a blocking system call; elsewhere the call runs in a thread
-    that is abandoned when it overruns.
-    """
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
-
-        def on_alarm(signum: int, frame: Any) -> None:
-            raise TaskTimeout(f"attempt exceeded {seconds:.1f}s")
-
-        previous = signal.signal(signal.SIGALRM, on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
-        try:
-            return fn()
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as error:
-            box["error"] = error
-
-    thread = threading.Thread(target=target, name="workflow-task", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        raise TaskTimeout(f"attempt exceeded {seconds:.1f}s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+# Why an at-most-once task ended whose last attempt was interrupted.
+TASK_INTERRUPTED = "task_interrupted"
 
 
 class _Failure(Exception):
-    """An attempt failed: `final` when no attempt may follow."""
+    """An attempt failed: `final` when no attempt may follow; `reason` is the task's
+    when it ends with this failure (attempts_exhausted when the attempts ran out,
+    unless `keeps_reason`)."""
 
     def __init__(
-        self, error_class: str, final: bool, reason: str, status: int | None = None
+        self,
+        error_class: str,
+        final: bool,
+        reason: str,
+        status: int | None = None,
+        keeps_reason: bool = False,
     ) -> None:
         super().__init__(error_class)
         self.error_class = error_class
         self.final = final
         self.reason = reason
         self.status = status
+        self.keeps_reason = keeps_reason
 
 
 def run_task(
@@ -171,12 +159,14 @@ def run_task(
     step = _step_of(store, ports, task)
     policy = _policy_of(step)
     if task.lost_attempt:
-        # The previous attempt's worker died: that attempt failed.
-        lost = _lost_attempt(task)
+        # The previous attempt's worker died: that attempt failed. At most once: this
+        # claim is given back (the next attempt, if any, after the backoff).
+        lost = _lost_attempt(task, policy)
+        at_most_once = lost.error_class == TaskInterrupted.__name__
         outcome, due = _record_failure(
-            store, task, task.attempt - 1, lost, policy, now(), rng, True
+            store, task, task.attempt - 1, lost, policy, now(), rng, not at_most_once
         )
-        if outcome != "retry":
+        if outcome != "retry" or at_most_once:
             return _result(task, outcome, due, lost, attempt=task.attempt - 1)
     try:
         value = _attempt(store, ports, task, run, step, seconds_left, now())
@@ -219,10 +209,14 @@ def _policy_of(step: Task | MailSend | WebhookSend | None) -> RetryPolicy:
     return DELIVERY_POLICY
 
 
-def _lost_attempt(task: ClaimedTask) -> _Failure:
+def _lost_attempt(task: ClaimedTask, policy: RetryPolicy) -> _Failure:
     if task.step_kind == "mail.send":
         # The mail may have left before the worker died; never send it twice.
         return _Failure("MailDeliveryAmbiguous", True, "ambiguous")
+    if policy.at_most_once:
+        # It may have done its work: the policy judges it, as an error it raised.
+        final = not policy.retries(TaskInterrupted())
+        return _Failure(TaskInterrupted.__name__, final, TASK_INTERRUPTED, keeps_reason=True)
     return _Failure("TaskLeaseExpired", False, "attempts_exhausted")
 
 
@@ -273,6 +267,8 @@ def _run_function(
             retry_attempt=task.attempt,
             definition_fingerprint=task.definition_fingerprint,
             task_key=task.task_id,
+            parent_run_id=run.state.started.parent_run_id if run.state.started else None,
+            map_index=run.state.started.map_index if run.state.started else None,
         ),
         now=now,
     )
@@ -304,8 +300,9 @@ def _append(
     """Append a task fact at the run stream's current version, in the caller's
     transaction, while the run still waits at this task without an outcome. Returns
     the suspension's version and whether the run is now due (every task of a parallel
-    settled, or one failed uncaught), or None when the run moved on (cancelled, or
-    another worker recorded the outcome first). `build` makes the fact for a version."""
+    settled, or one failed uncaught, or its completion policy decided: then the tasks
+    left are stopped), or None when the run moved on (cancelled, stopped, or another
+    worker recorded the outcome first). `build` makes the fact for a version."""
     for _ in range(_APPEND_TRIES):
         state = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True).state
         if not state.waits_for_task(task.task_id):
@@ -315,11 +312,26 @@ def _append(
         due = state.outcome_ready
         if isinstance(fact, (TaskCompleted, TaskFailed)) and not due:
             fact = replace(fact, run_due=False)  # the projection marks the row due or not
+        stopped = state.parallel_stop() if due else None
+        facts: list[TaskFact | StepStopped] = [fact] if stopped is None else [fact, stopped]
         if store.streams.append(
-            task.tenant_id, task.run_id, RUN_STREAM, state.version - 1, [fact], now
+            task.tenant_id, task.run_id, RUN_STREAM, state.version - 1, facts, now
         ):
+            if stopped is not None:
+                _cancel_stopped(store, task, state, stopped, now)
             return state.suspension_version, due
     return None
+
+
+def _cancel_stopped(
+    store: Store, task: ClaimedTask, state: RunState, stopped: StepStopped, now: datetime
+) -> None:
+    """Cancel the rows of the tasks a parallel's stop ended: never claimed again."""
+    open_ = state.suspension
+    assert isinstance(open_, TasksScheduled)
+    for other in open_.tasks:
+        if other.task_key in stopped.task_keys:
+            store.tasks.settle(task.tenant_id, other.task_id, "cancelled", now)
 
 
 def _record_success(
@@ -360,7 +372,9 @@ def _record_failure(
 ) -> tuple[Literal["failed", "retry", "dropped"], bool]:
     """Record a failed attempt: a TaskAttemptFailed and when the next attempt runs, or
     the TaskFailed that ends the task. `attempt_running`: the next attempt has already
-    been claimed (a lost attempt found by a claim), so none is scheduled."""
+    been claimed (a lost attempt found by a claim), so none is scheduled; a lost
+    attempt recorded without it (at most once) gives the claim back, due after the
+    backoff."""
     final = failure.final or attempt >= task.max_attempts
     error = f"workflow step failed ({failure.error_class})"
     retry_at = (
@@ -376,7 +390,9 @@ def _record_failure(
                 attempts=attempt,
                 error=error,
                 error_class=failure.error_class,
-                reason=failure.reason if failure.final else "attempts_exhausted",
+                reason=failure.reason
+                if failure.final or failure.keeps_reason
+                else "attempts_exhausted",
                 status=failure.status,
             )
         return TaskAttemptFailed(
@@ -403,7 +419,9 @@ def _record_failure(
                     task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
                 )
             return "failed", due
-        if not attempt_running:
+        if attempt < task.attempt:
+            store.tasks.release(task, retry_at, error)  # the claim that found it, unstarted
+        elif not attempt_running:
             store.tasks.retry(task, retry_at, error)
     return "retry", False
 

@@ -81,6 +81,8 @@ class PassState:
         max_result_bytes: the largest result a step may store.
         callback_secret: the run's key for callback tokens (None: random tokens).
         parent_run_id: the run that started this one (`ctx.workflow.parent_run_id`).
+        map_index: the index of the item a map started this run for
+            (`ctx.workflow.map_index`).
     """
 
     def __init__(
@@ -101,6 +103,7 @@ class PassState:
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         callback_secret: str | None = None,
         parent_run_id: str | None = None,
+        map_index: int | None = None,
     ) -> None:
         self.definition = definition
         self.event = event
@@ -117,6 +120,7 @@ class PassState:
         self.reentry = reentry
         self.max_result_bytes = max_result_bytes
         self.parent_run_id = parent_run_id
+        self.map_index = map_index
         self.dispatches: list[DispatchRequest] = []
         self.starts: list[ChildJoin] = []
         self._attempts: list[int] = []
@@ -181,6 +185,7 @@ class PassState:
                 retry_attempt=self._attempts[-1] if self._attempts else 1,
                 definition_fingerprint=self.definition.fingerprint,
                 parent_run_id=self.parent_run_id,
+                map_index=self.map_index,
             ),
             now=self.now,
             callback=self.callback,

@@ -7,10 +7,23 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ..definition.completion import (
+    FAILURE_TOLERANCE_EXCEEDED,
+    CompletionReason,
+    ItemOutcome,
+    batch_result,
+    decide,
+)
 from ..definition.dsl import CallWorkflow, MailSend, Map, Parallel, Step, Task, WebhookSend
 from ..definition.retry import RetryPolicy
 from ..durations import parse_duration
-from ..pass_result import DispatchRequest, Suspension, TaskWait
+from ..pass_result import (
+    ChildJoin,
+    DispatchRequest,
+    Suspension,
+    TaskWait,
+    ToleranceExceededError,
+)
 from ..step_requests import DISPATCH_NAMESPACE, child_join, delivery_request, task_id_for, task_key
 from ..stream import NEVER, Path
 from .base import PassState, StepFailed, Suspend
@@ -59,6 +72,8 @@ class WorkSteps(PassState):
                 tasks=tasks,
                 result_key=step.result_key,
                 result_keys=keys if kept else None,
+                completion=step.completion,
+                catch=step.catch,
             )
         )
 
@@ -111,13 +126,25 @@ class WorkSteps(PassState):
             raise
         except Exception as error:
             raise StepFailed(error, path) from error
+        decided = decide(join.completion, len(join.children), 0, 0) if join.completion else None
         if join.kind == "start":
             self.starts.append(join)
+        elif decided is not None:  # over nothing, or fewer items than min_successful
+            self._decided_at_once(join, decided, path)
         elif not join.children:  # a map over nothing
             if join.result_key:
                 self._store(join.result_key, [])
         else:
             raise Suspend(Suspension("children-waiting", path, NEVER, join=join))
+
+    def _decided_at_once(self, join: ChildJoin, decided: CompletionReason, path: Path) -> None:
+        """A map whose completion policy decides before any child starts: its batch, no
+        child started (or the run fails: min_successful is more than it has items)."""
+        if decided == FAILURE_TOLERANCE_EXCEEDED and not join.catch:
+            raise StepFailed(ToleranceExceededError("map", 0), path)
+        if join.result_key:
+            stopped = [ItemOutcome("stopped")] * len(join.children)
+            self._store(join.result_key, batch_result(stopped, decided))
 
     def _delivery_request(
         self, step: MailSend | WebhookSend, path: Path, scope: dict[str, Any]

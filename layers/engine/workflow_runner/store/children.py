@@ -53,6 +53,7 @@ class JoinCount:
     suspension_version: int | None
     notified: bool
     closed: bool
+    completion: dict[str, Any] | None = None  # a map's completion policy (stored JSON)
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,10 @@ class ChildStore:
         catch: bool,
         children: Sequence[NewChild],
         now: datetime,
+        completion: dict[str, Any] | None = None,
     ) -> None:
-        """A join and its children (due to start at once)."""
+        """A join and its children (due to start at once); `completion`: a map's
+        completion policy, as stored."""
         self._sql.run(
             "insert_join",
             {
@@ -124,6 +127,7 @@ class ChildStore:
                 "concurrency": concurrency,
                 "catch": catch,
                 "now": now,
+                "completion": None if completion is None else Jsonb(completion),
             },
         )
         rows = [
@@ -238,6 +242,7 @@ class ChildStore:
             suspension_version=joined["suspension_version"],
             notified=joined["notified_at"] is not None,
             closed=joined["closed_at"] is not None,
+            completion=joined["completion"],
         )
         counted = [
             ChildOutcome(r["item_index"], r["child_run_id"], r["status"], None, r["reason"])
@@ -261,6 +266,18 @@ class ChildStore:
         params = {"tenant_id": tenant_id, "join_ids": join_ids, "now": now}
         self._sql.run("cancel_pending_children", params)
         return [r["child_run_id"] for r in self._sql.all("running_children", params)]
+
+    def stop(self, tenant_id: str, join_id: str, now: datetime) -> list[int]:
+        """Close a join its worker stops (call in the transaction that holds its lock):
+        nothing more starts. Returns the item indexes of the children that never will."""
+        params = {"tenant_id": tenant_id, "join_id": join_id, "now": now}
+        return sorted(r["item_index"] for r in self._sql.all("stop_join", params))
+
+    def running_of(self, tenant_id: str, join_id: str) -> list[tuple[int, str]]:
+        """The running children of one join: (item index, child run id), in item order."""
+        params = {"tenant_id": tenant_id, "join_id": join_id}
+        rows = self._sql.all("running_children_of_join", params)
+        return [(r["item_index"], r["child_run_id"]) for r in rows]
 
     def lock_owners(self, tenant_id: str, child_run_id: str) -> None:
         """Wait until no other transaction decides about this child's owners (call in a

@@ -3,9 +3,11 @@
 -- name: insert_join
 -- A join a pass asked for (a repeated pass asks for the same id once).
 INSERT INTO run_joins (tenant_id, join_id, parent_run_id, kind, child_workflow,
-                       suspension_version, total, concurrency, catch, start_due_at, created_at)
+                       suspension_version, total, concurrency, catch, start_due_at, created_at,
+                       completion)
 VALUES (%(tenant_id)s, %(join_id)s, %(parent_run_id)s, %(kind)s, %(child_workflow)s,
-        %(suspension_version)s, %(total)s, %(concurrency)s, %(catch)s, %(now)s, %(now)s)
+        %(suspension_version)s, %(total)s, %(concurrency)s, %(catch)s, %(now)s, %(now)s,
+        %(completion)s)
 ON CONFLICT (tenant_id, join_id) DO NOTHING;
 
 -- name: insert_children
@@ -18,12 +20,14 @@ ON CONFLICT (tenant_id, join_id, item_index) DO NOTHING;
 
 -- name: claim_joins
 -- Joins with children to start now; SKIP LOCKED lets workers take disjoint joins. A join
--- with a failure it does not catch starts nothing more (its parent is failing).
+-- with a failure it does not catch starts nothing more (its parent is failing); one with
+-- a completion policy goes on until the policy stops it (closed_at).
 SELECT tenant_id::text AS tenant_id, join_id::text AS join_id,
        parent_run_id::text AS parent_run_id, kind, child_workflow, total, concurrency,
        next_index, running
 FROM run_joins
-WHERE start_due_at <= %(now)s AND closed_at IS NULL AND (catch OR failed = 0)
+WHERE start_due_at <= %(now)s AND closed_at IS NULL
+  AND (catch OR completion IS NOT NULL OR failed = 0)
 ORDER BY start_due_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
@@ -63,7 +67,8 @@ UPDATE run_joins
 SET next_index = %(next_index)s,
     running = running + %(started)s,
     start_due_at = CASE
-        WHEN closed_at IS NULL AND %(next_index)s < total AND (catch OR failed = 0)
+        WHEN closed_at IS NULL AND %(next_index)s < total
+             AND (catch OR completion IS NOT NULL OR failed = 0)
              AND running + %(started)s < concurrency THEN %(now)s::timestamptz
         ELSE NULL END
 WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s;
@@ -90,19 +95,20 @@ RETURNING item_index, child_run_id::text AS child_run_id, status, reason;
 -- name: join_counted
 -- Count settled children into their join; free their slots for the next children. A
 -- failure the join does not catch stops it: nothing more starts, not even a child whose
--- start was already due (the parent is told and fails; its end cancels the rest).
+-- start was already due (the worker stops the join in this transaction). A join with a
+-- completion policy is stopped by the worker when its policy decides.
 UPDATE run_joins
 SET running = running - %(settled)s,
     settled = settled + %(settled)s,
     failed = failed + %(failed)s,
     start_due_at = CASE
-        WHEN NOT catch AND failed + %(failed)s > 0 THEN NULL
+        WHEN NOT catch AND completion IS NULL AND failed + %(failed)s > 0 THEN NULL
         WHEN closed_at IS NULL AND next_index < total
              AND running - %(settled)s < concurrency THEN %(now)s
         ELSE start_due_at END
 WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s
 RETURNING parent_run_id::text AS parent_run_id, kind, child_workflow, total, settled,
-          failed, catch, suspension_version, notified_at, closed_at;
+          failed, catch, suspension_version, notified_at, closed_at, completion;
 
 -- name: mark_join_notified
 -- The parent was told the join settled (once).
@@ -113,6 +119,27 @@ WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s AND notified_at IS NUL
 -- Children of closed joins that never started: they never will (nothing to count).
 UPDATE run_children SET status = 'cancelled', settled_at = %(now)s
 WHERE tenant_id = %(tenant_id)s AND join_id = ANY(%(join_ids)s::uuid[]) AND status = 'pending';
+
+-- name: stop_join
+-- A map its worker stops (its completion policy decided, or a failure it does not catch):
+-- nothing more starts; its parent is told in the same transaction. Returns the children
+-- that never started, now never will.
+WITH closed AS (
+    UPDATE run_joins SET closed_at = %(now)s, start_due_at = NULL
+    WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s AND closed_at IS NULL
+    RETURNING tenant_id, join_id
+)
+UPDATE run_children c SET status = 'cancelled', settled_at = %(now)s
+FROM closed
+WHERE c.tenant_id = closed.tenant_id AND c.join_id = closed.join_id AND c.status = 'pending'
+RETURNING c.item_index;
+
+-- name: running_children_of_join
+-- The running children of one join, in item order (what its stop cancels).
+SELECT item_index, child_run_id::text AS child_run_id
+FROM run_children
+WHERE tenant_id = %(tenant_id)s AND join_id = %(join_id)s AND status = 'running'
+ORDER BY item_index;
 
 -- name: running_children
 -- The running children of joins (to cancel with their parent).

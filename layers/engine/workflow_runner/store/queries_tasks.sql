@@ -52,11 +52,12 @@ WHERE tenant_id = %(tenant_id)s AND task_id = %(task_id)s
   AND status IN ('pending', 'running');
 
 -- name: release_task
--- Give a claimed row back unstarted (the worker ran out of time): due again at once,
--- its attempt not counted.
+-- Give a claimed row back unstarted, its attempt not counted, due at %(next_attempt_at)s
+-- (an at-most-once task whose claim found the previous attempt interrupted: the next
+-- one runs after the backoff, if at all).
 UPDATE task_queue
 SET status = 'pending', attempts = attempts - 1, leased_until = NULL,
-    next_attempt_at = %(now)s
+    next_attempt_at = %(next_attempt_at)s, last_error = coalesce(%(error)s, last_error)
 WHERE tenant_id = %(tenant_id)s AND task_id = %(task_id)s AND status = 'running'
   AND attempts = %(attempt)s;
 

@@ -284,8 +284,9 @@ CREATE TABLE run_joins (
     failed              integer     NOT NULL DEFAULT 0,
     start_due_at        timestamptz,         -- the worker starts more from then; NULL: none
     notified_at         timestamptz,         -- the parent was told (ChildrenSettled)
-    closed_at           timestamptz,         -- the parent ended: start nothing more
+    closed_at           timestamptz,         -- the parent ended or the map stopped: start nothing more
     created_at          timestamptz NOT NULL,
+    completion          jsonb,               -- a map's completion policy; NULL: none
     PRIMARY KEY (tenant_id, join_id)
 );
 CREATE INDEX run_joins_start_due ON run_joins (start_due_at) WHERE start_due_at IS NOT NULL;

@@ -152,15 +152,17 @@ class TaskStore:
             },
         )
 
-    def release(self, task: ClaimedTask, now: datetime) -> None:
-        """Give a claimed row back unstarted (its attempt not counted)."""
+    def release(self, task: ClaimedTask, due_at: datetime, error: str | None = None) -> None:
+        """Give a claimed row back unstarted (its attempt not counted), due at `due_at`
+        (only while this claim holds the row); `error`: the last one, if it changed."""
         self._sql.run(
             "release_task",
             {
                 "tenant_id": task.tenant_id,
                 "task_id": task.task_id,
                 "attempt": task.attempt,
-                "now": now,
+                "next_attempt_at": due_at,
+                "error": error,
             },
         )
 

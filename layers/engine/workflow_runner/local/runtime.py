@@ -91,6 +91,14 @@ def parse_redirects(text: str | None) -> dict[str, str]:
     return redirects
 
 
+class InvocationDied(BaseException):
+    """Ends the function invocation it is raised in, as a Lambda timeout or a crash
+    would: nothing after it runs in that invocation, and what it committed stays. The
+    local runtime answers the invocation as died and goes on (the test kit's
+    `crash_task` raises it). A BaseException, so that no `except Exception` in between
+    takes it for an error to handle."""
+
+
 @dataclass
 class Activity:
     """What one step of the local runtime did: handler answers and new stream events."""
@@ -220,7 +228,10 @@ class LocalRuntime:
         if handler is None:
             raise r.RoutingError(f"template.yaml has no function with CodeUri functions/{folder}")
         with self.installed():
-            return handler(event, self._context(function_name=f"local-{folder}"))
+            try:
+                return handler(event, self._context(function_name=f"local-{folder}"))
+            except InvocationDied as died:
+                return {"died": str(died)}
 
     # --- time -----------------------------------------------------------------
 

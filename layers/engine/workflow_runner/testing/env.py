@@ -8,7 +8,6 @@ PostgreSQL database, with captured mail and stubbable webhooks.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import uuid
 from collections.abc import Callable, Sequence
@@ -20,19 +19,13 @@ from typing import Any
 from ..callback_tokens import is_token, tokens_in
 from ..cron import CronSchedule
 from ..definition import (
-    Branch,
     CronTrigger,
-    ForEach,
-    Parallel,
-    Retry,
-    Step,
     StepContext,
     WorkflowDefinition,
     WorkflowRegistry,
     default_registry,
     run_id_for,
 )
-from ..definition.dsl import Task
 from ..durations import format_instant, parse_duration, parse_instant
 from ..embedded import drop_database
 from ..engine.pinning import PinnedDefinition, pinned_definitions
@@ -46,6 +39,7 @@ from ..store import Store, connect
 from ..webhook_guard import WebhookGuard
 from .records import RunSnapshot, SentMail, SentWebhook, StubbedHttp, snapshot
 from .server import fresh_database, server_url
+from .tasks import dying_at, swap_task
 
 DEFAULT_NOW = "2030-01-01T09:00:00Z"
 # Webhook hosts resolve here in tests: a public address, so the SSRF guard judges URLs
@@ -84,34 +78,6 @@ def registry_of(
     for definition in workflows:
         registry.register(definition)
     return registry
-
-
-def _with_task_fn(
-    steps: tuple[Step, ...], key: str, fn: Callable[[StepContext], Any]
-) -> tuple[tuple[Step, ...], int]:
-    """`steps` with the function of every task `key` (nested ones too) replaced, and how
-    many were."""
-    replaced = 0
-    out: list[Step] = []
-    for step in steps:
-        if isinstance(step, Task) and step.key == key:
-            step = dataclasses.replace(step, fn=fn)
-            replaced += 1
-        elif isinstance(step, Branch):
-            on_true, in_true = _with_task_fn(step.on_true, key, fn)
-            on_false, in_false = _with_task_fn(step.on_false, key, fn)
-            step = dataclasses.replace(step, on_true=on_true, on_false=on_false)
-            replaced += in_true + in_false
-        elif isinstance(step, (ForEach, Retry)):
-            do, inside = _with_task_fn(step.do, key, fn)
-            step = dataclasses.replace(step, do=do)
-            replaced += inside
-        elif isinstance(step, Parallel):
-            tasks, inside = _with_task_fn(step.steps, key, fn)
-            step = dataclasses.replace(step, steps=tasks)
-            replaced += inside
-        out.append(step)
-    return tuple(out), replaced
 
 
 class WorkflowTestEnv:
@@ -411,17 +377,27 @@ class WorkflowTestEnv:
         Raises:
             ValueError: no registered workflow has a task with this key.
         """
-        registry = WorkflowRegistry()
-        replaced = 0
-        for definition in self.registry:
-            if workflow is None or definition.name == workflow:
-                steps, count = _with_task_fn(definition.steps, key, fn)
-                definition = dataclasses.replace(definition, steps=steps)
-                replaced += count
-            registry.register(definition)
-        if not replaced:
-            where = f"workflow {workflow!r}" if workflow else "any registered workflow"
-            raise ValueError(f"stub_task: {where} has no task {key!r}")
+        self._use(swap_task(self.registry, "stub_task", key, lambda _: fn, workflow))
+
+    def crash_task(self, key: str, attempt: int = 1, *, workflow: str | None = None) -> None:
+        """Let the worker die during attempt `attempt` of task `key` (in `workflow`, or in
+        every workflow that has one), as a Lambda timeout would: the task's function runs
+        (what it does stays done), then the worker's invocation ends before the outcome is
+        recorded. The attempt's lease ends after the task's timeout plus a few seconds:
+        `advance` past it, and the next claim finds the attempt interrupted. It is then
+        retried at once (at least once, the default), or, with
+        `RetryPolicy(at_most_once=True)`, recorded as failed with `TaskInterrupted`
+        (reason `task_interrupted`), which the policy judges like any error.
+
+        Raises:
+            ValueError: no registered workflow has a task with this key, or `attempt` is
+                not a whole number from 1.
+        """
+        if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+            raise ValueError(f"crash_task: attempt must be a whole number from 1, not {attempt!r}")
+        self._use(swap_task(self.registry, "crash_task", key, dying_at(attempt, key), workflow))
+
+    def _use(self, registry: WorkflowRegistry) -> None:
         self.registry = registry
         self.runtime.registry = registry
 
@@ -443,6 +419,5 @@ class WorkflowTestEnv:
             WorkflowDefinitionError: a module cannot be imported or defines no workflow.
         """
         registry = registry_of(modules, workflows)
-        self.registry = registry
-        self.runtime.registry = registry
+        self._use(registry)
         return [p for p in pinned_definitions(self.store, registry) if p.fails]

@@ -54,6 +54,7 @@ from .stream import (
     RunFailed,
     RunRedriven,
     StepResumed,
+    StepStopped,
     StepWaiting,
     StepWaitingForCallback,
     StepWaitingForEvent,
@@ -157,10 +158,16 @@ def _label(step: Step) -> tuple[str, str]:
     if isinstance(step, Map):
         into = f" → {step.result_key}" if step.result_key else ""
         catch = ", catch" if step.catch else ""
-        return f"map {step.workflow} ×{step.concurrency} at once{into}{catch}", "subroutine"
+        policy = f", {step.completion.describe()}" if step.completion else ""
+        return (
+            f"map {step.workflow} ×{step.concurrency} at once{into}{policy}{catch}",
+            "subroutine",
+        )
     if isinstance(step, Parallel):
         into = f" → {step.result_key}" if step.result_key else ""
-        return f"parallel ({len(step.steps)} tasks){into}", "diamond"
+        policy = f", {step.completion.describe()}" if step.completion else ""
+        catch = ", catch" if step.catch else ""
+        return f"parallel ({len(step.steps)} tasks){into}{policy}{catch}", "diamond"
     return type(step).__name__, "rect"  # pragma: no cover - every step kind is above
 
 
@@ -169,7 +176,8 @@ def _awaited(result_key: str | None, retry: RetryPolicy | None, catch: bool) -> 
     if result_key is None:
         return ""
     attempts = f", ×{retry.max_attempts} {retry.backoff}" if retry else ""
-    return f" → {result_key}{attempts}" + (", catch" if catch else "")
+    once = ", at most once" if retry and retry.at_most_once else ""
+    return f" → {result_key}{attempts}{once}" + (", catch" if catch else "")
 
 
 class _Builder:
@@ -338,6 +346,10 @@ def mark_run(
             if node is not None:
                 chart.marks[node.id] = "failed"
                 chart.notes[node.id] = f"task failed: {fact.error_class} ({fact.reason})"
+        elif isinstance(fact, StepStopped):
+            node = chart.node_for(_key_of(fact.path or [{"i": fact.step_index}]))
+            if node is not None:
+                chart.notes[node.id] = f"stopped early: {fact.reason}"
         waits = (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)
         if isinstance(fact, (*waits, StepWaitingForCallback)):
             key = _key_of(fact.entry_path)

@@ -134,10 +134,9 @@ def describe_event(e: StoredEvent) -> str:
     if isinstance(f, ChildrenSettled):
         ended = f": {f.completion}" if f.completion else ""
         if f.failed:
-            return (
-                f"{f.settled} child run(s) settled, {f.failed} failed "
-                f"({f.reason}, run {f.child_run_id}){ended}"
-            )
+            # The first failure counted with it (one counted earlier is not named here).
+            first = f" ({f.reason}, run {f.child_run_id})" if f.reason else ""
+            return f"{f.settled} child run(s) settled, {f.failed} failed{first}{ended}"
         return f"{f.settled} child run(s) settled{ended}"
     if isinstance(f, StepStopped):
         return _stopped(f)

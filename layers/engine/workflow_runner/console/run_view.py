@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..definition import WorkflowDefinition
+from ..definition.completion import is_batch_result
 from ..engine.run_lookup import workflow_version_of
 from ..errors import UnknownWorkflow
 from ..graph import run_chart
@@ -24,6 +25,7 @@ from ..stream import (
 )
 from ..timeline import duration, run_timeline, timeline_entries
 from .actions import action_bar, done_notice
+from .batches import batch_view
 from .html import Markup, el, join, url
 from .layout import (
     View,
@@ -120,7 +122,13 @@ def _results(view: View, run: RunSummary, events: list[StoredEvent]) -> Markup:
         # A run written by 0.1 carries every result on its latest suspension.
         refs = dict(last_fact.awaited_refs or {})
         values = {k: v for k, v in (last_fact.results or {}).items() if k not in refs}
-    rows += [[el("code", key), json_value(value)] for key, value in values.items()]
+    rows += [
+        [
+            el("code", key),
+            batch_view(value, run.tenant_id) if is_batch_result(value) else json_value(value),
+        ]
+        for key, value in values.items()
+    ]
     rows += [_awaited_row(key, ref) for key, ref in refs.items()]
     for e in events:
         if isinstance(e.fact, RunCompleted):

@@ -191,30 +191,25 @@ def test_a_task_outcome_without_run_due_is_due_as_before() -> None:
     assert fact.to_payload() == stored
 
 
+CHILD_STARTED = {
+    "workflowName": "kid",
+    "workflowVersion": 1,
+    "triggerEventType": "workflow.call",
+    "triggerEventRef": {"eventId": "e"},
+    "definitionFingerprint": "f",
+    "parentRunId": "p1",
+}
+
+
 def test_a_run_started_by_a_parent_names_it() -> None:
-    started = {
-        "workflowName": "kid",
-        "workflowVersion": 1,
-        "triggerEventType": "workflow.call",
-        "triggerEventRef": {"eventId": "e"},
-        "definitionFingerprint": "f",
-        "parentRunId": "p1",
-    }
-    fact = stream.decode(stream.RUN_STARTED, started)
+    fact = stream.decode(stream.RUN_STARTED, CHILD_STARTED)
     assert isinstance(fact, stream.RunStarted) and fact.parent_run_id == "p1"
-    assert fact.to_payload() == started
+    assert fact.map_index is None  # as every child started before map indexes
+    assert fact.to_payload() == CHILD_STARTED
 
 
 def test_a_run_a_map_started_knows_its_item() -> None:
-    started = {
-        "workflowName": "kid",
-        "workflowVersion": 1,
-        "triggerEventType": "workflow.call",
-        "triggerEventRef": {"eventId": "e"},
-        "definitionFingerprint": "f",
-        "parentRunId": "p1",
-        "mapIndex": 7,
-    }
+    started = {**CHILD_STARTED, "mapIndex": 7}
     fact = stream.decode(stream.RUN_STARTED, started)
     assert isinstance(fact, stream.RunStarted) and fact.map_index == 7
     assert fact.to_payload() == started

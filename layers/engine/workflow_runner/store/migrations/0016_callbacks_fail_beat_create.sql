@@ -1,0 +1,2 @@
+-- migrate: reserved
+-- number 16: the callbacks-plus branch's migration (callbacks_fail_beat_create); it replaces this file when the branches meet.

@@ -45,7 +45,7 @@ def test_demo_on_a_given_database_plays_the_story(db_url: str) -> None:
     for section in (
         "two sign-ups, two orders",
         "partners fail, tasks retry with backoff; a refused export fails",
-        "the refused export and the out-of-stock order are worth a look",
+        "the refused export, the out-of-stock order and the carrier that could not quote",
         "A batch of 8 orders fans out",
         "the partner answered 503, the retry was accepted",
         "order o-1001 is approved",
@@ -53,6 +53,8 @@ def test_demo_on_a_given_database_plays_the_story(db_url: str) -> None:
         "finance approves batch b-1's invoice run with the token its mail carried",
         "step 4: resumed by callback",
         "Timeline of batch b-1",
+        "one carrier could not quote (tolerated)",
+        '"reason": "non_retryable", "taskKey": "slowpost"',
         "Eight days pass",
         "Captured mail",
         "Webhook requests received by the local sink",
@@ -62,6 +64,7 @@ def test_demo_on_a_given_database_plays_the_story(db_url: str) -> None:
         assert section in out, section
     assert "Engagement tips" in out and "Getting started" in out
     assert "/crm-onboarding" in out and "/fulfilment" in out and "/inventory-synced" in out
+    assert "/shipments" in out
     assert "/invoices" in out and "Approve the invoice run of batch b-1?" in out
     assert "\033[" not in out  # no colour into a pipe
     with psycopg.connect(db_url) as conn:
@@ -71,7 +74,7 @@ def test_demo_on_a_given_database_plays_the_story(db_url: str) -> None:
     # Two runs fail by design: the export whose destination is refused, and the
     # fulfilment of the out-of-stock order (its batch catches it and goes on).
     assert statuses.get("cancelled") == 1 and statuses.get("failed") == 2
-    assert "warning  tasks: 2 task(s) failed for good" in out
+    assert "warning  tasks: 3 task(s) failed for good" in out
     assert "A webhook could not be delivered" in out
     assert out.count("POST    /exports") == 2  # 503, then accepted: one request id
 

@@ -138,7 +138,8 @@ def test_mermaid_to_a_file(cli: Cli, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["user-onboarding", "order-approval", "inventory-sync", "webhook-delivery"]
+    "name",
+    ["user-onboarding", "order-approval", "inventory-sync", "webhook-delivery", "shipping-quote"],
 )
 def test_every_node_is_connected(cli: Cli, name: str) -> None:
     lines = cli("graph", name).out.splitlines()

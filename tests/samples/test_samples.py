@@ -8,7 +8,7 @@ import sample_workflows
 from workflow_runner import DomainEvent
 from workflow_runner import stream as ev
 from workflow_runner.definition.dsl import CronTrigger, EventTrigger
-from workflow_runner.testing import CallbackRefused, SentMail, WorkflowTestEnv
+from workflow_runner.testing import CallbackRefused, RunSnapshot, SentMail, WorkflowTestEnv
 
 from tests.support import TENANT_A
 
@@ -266,3 +266,66 @@ def test_batch_fulfilment_mails_the_endpoints_link_where_one_is_deployed(
             **SUMMARY,
             "invoiced": True,
         }
+
+
+PARCEL = {"parcelId": "p-1", "weightKg": 2}
+
+
+def _quote(env: WorkflowTestEnv, **parcel: object) -> RunSnapshot:
+    env.put_event(tenant=TENANT_A, type="parcel.ready", payload={**PARCEL, **parcel})
+    env.advance("PT1M")
+    return env.run(tenant=TENANT_A, workflow="shipping-quote", key="p-1")
+
+
+def test_shipping_quote_books_the_cheapest_of_three_carriers(env: WorkflowTestEnv) -> None:
+    run = _quote(env)
+    assert run.steps["quotes"] == {
+        "results": [
+            {"carrier": "parcelco", "priceCents": 240},
+            {"carrier": "fastship", "priceCents": 190},
+            {"carrier": "slowpost", "priceCents": 160},
+        ],
+        "failures": [],
+        "succeeded": 3,
+        "failed": 0,
+        "completion": "all_completed",
+    }
+    assert run.result == {
+        "isSuccess": True,
+        "parcelId": "p-1",
+        "carrier": "slowpost",
+        "priceCents": 160,
+        "quoted": 3,
+        "refused": [],
+    }
+    [booking] = [w for w in env.webhooks if w.url.endswith("/shipments")]
+    assert booking.body == {"parcelId": "p-1", "carrier": "slowpost", "priceCents": 160}
+
+
+def test_shipping_quote_tolerates_one_carrier_that_cannot_quote(env: WorkflowTestEnv) -> None:
+    run = _quote(env, carriersDown=["slowpost"])
+    assert run.status == "completed"
+    quotes = run.steps["quotes"]
+    assert quotes["results"][2] is None
+    assert quotes["failures"] == [
+        {
+            "index": 2,
+            "reason": "non_retryable",  # not in retry_on: asked once
+            "taskKey": "slowpost",
+            "error": "CarrierUnavailable",
+        }
+    ]
+    assert (quotes["succeeded"], quotes["failed"]) == (2, 1)
+    assert run.result["carrier"] == "fastship" and run.result["refused"] == ["slowpost"]
+
+
+def test_shipping_quote_fails_when_a_second_carrier_cannot_quote(env: WorkflowTestEnv) -> None:
+    run = _quote(env, carriersDown=["parcelco", "slowpost"])
+    assert (run.status, run.reason) == ("failed", "failure_tolerance_exceeded")
+    assert not [w for w in env.webhooks if w.url.endswith("/shipments")]
+
+
+def test_shipping_quote_asks_a_carrier_that_timed_out_again(env: WorkflowTestEnv) -> None:
+    run = _quote(env, carriersSlow=["slowpost"])
+    assert run.result["carrier"] == "slowpost"  # answered on its second attempt
+    assert run.steps["quotes"]["succeeded"] == 3

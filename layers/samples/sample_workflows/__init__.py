@@ -9,6 +9,7 @@ from .batch_fulfilment import batch_fulfilment, fulfil_order
 from .daily_report import daily_report
 from .inventory_sync import inventory_sync
 from .order_approval import order_approval
+from .shipping_quote import shipping_quote
 from .user_onboarding import user_onboarding
 from .webhook_delivery import webhook_delivery
 
@@ -18,6 +19,7 @@ __all__ = [
     "fulfil_order",
     "inventory_sync",
     "order_approval",
+    "shipping_quote",
     "user_onboarding",
     "webhook_delivery",
 ]

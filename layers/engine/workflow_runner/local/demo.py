@@ -7,8 +7,9 @@ exports delivered as webhook tasks (one partner answers 503 once, then accepts; 
 other sits at a private address the SSRF guard refuses, and the failure surfaces in the
 run, its timeline and `wfr doctor`); a batch of eight orders fans out onto child runs,
 then waits for finance to approve its invoice run through the callback token its mail
-carried (the demo answers as `wfr callbacks complete` would); then eight days pass in a
-few seconds. Mail is
+carried (the demo answers as `wfr callbacks complete` would); a parcel is quoted by three
+carriers at once, one of which cannot quote (its completion policy tolerates one refusal);
+then eight days pass in a few seconds. Mail is
 captured; every webhook is really sent over HTTP, to a sink the demo runs on 127.0.0.1:
 the samples' hooks.example.com URLs are redirected there (WFR_WEBHOOK_REDIRECTS) and
 127.0.0.1 is allow-listed for the SSRF guard. Everything it started is stopped before
@@ -189,7 +190,10 @@ class Demo:
         )
         self.rt.set_now(START)
 
-        self.scene("Monday 08:00 — two sign-ups, two orders, an inventory change, two exports")
+        self.scene(
+            "Monday 08:00 — two sign-ups, two orders, an inventory change, two exports, "
+            "a parcel to quote"
+        )
         self.put("ada", "user.signed-up", {"userId": "active-ada", "email": "ada@example.com"})
         self.put("bob", "user.signed-up", {"userId": "bob", "email": "bob@example.com"})
         self.put(
@@ -217,6 +221,11 @@ class Demo:
             "data.processed",
             {"webhookUrl": REFUSED_EXPORT, "data": {"rows": 3}},
         )
+        self.put(
+            "parcel p-1",
+            "parcel.ready",
+            {"parcelId": "p-1", "weightKg": 3, "carriersDown": ["slowpost"]},
+        )
 
         self.scene("A batch of 8 orders fans out: one fulfil-order run per order, 5 at a time")
         self.put("batch b-1", "batch.submitted", {"batchId": "b-1", "orders": BATCH_ORDERS})
@@ -229,7 +238,8 @@ class Demo:
         self.travel(START + timedelta(minutes=3), timedelta(seconds=30), frozenset())
 
         self.scene(
-            "wfr doctor at 08:03: the refused export and the out-of-stock order are worth a look"
+            "wfr doctor at 08:03: the refused export, the out-of-stock order and the carrier "
+            "that could not quote are worth a look"
         )
         self.doctor()
 
@@ -286,6 +296,14 @@ class Demo:
         self.scene("Timeline of batch b-1: the fan-out, the summary, finance's answer")
         self.timeline(self.runs["batch b-1"])
 
+        self.scene(
+            "Timeline of parcel p-1's quote: one carrier could not quote (tolerated), "
+            "the cheapest answer was booked"
+        )
+        self.timeline(self.runs["parcel p-1"])
+        steps = self.store.results.of_run(self.tenant, self.runs["parcel p-1"]).values
+        out.line(f"  its batch result: {json.dumps(steps['quotes'])}")
+
         self.scene("Captured mail")
         out.table(
             ["SENT", "TO", "SUBJECT"],
@@ -321,6 +339,7 @@ class Demo:
             "export": "completed",
             "export to a private address": "failed",
             "batch b-1": "completed",
+            "parcel p-1": "completed",
         }
         wrong = {
             label: status

@@ -10,7 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from workflow_runner.sam_application import copy_application
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
 FILES = ("my_flows.py", "test_my_flows.py", "refund.py", "test_refund.py")
 BLOCK = re.compile(r"```python\n# (?P<name>[\w.]+\.py)\n(?P<body>.*?)```", re.DOTALL)
 
@@ -30,6 +33,10 @@ def test_the_readme_names_its_example_files() -> None:
 
 
 def test_the_readme_examples_pass_in_a_pytest_of_their_own(tmp_path: Path) -> None:
+    # As the README says: the SAM application (template.yaml and functions/) in the folder
+    # the tests run from. An engine installed from its wheel would bring its own; this
+    # one is the repository's source, and nothing falls back to the checkout.
+    copy_application(ROOT, tmp_path)
     blocks = _blocks()
     for name in FILES:
         (tmp_path / name).write_text(blocks[name])

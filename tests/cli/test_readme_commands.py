@@ -1,5 +1,6 @@
-"""Every `wfr …` command the README shows exists and parses: the lines of its code
-blocks and the commands quoted in its text (synopses like `[--tenant T]` included)."""
+"""Every `wfr …` command the README and the docs pages show exists and parses: the lines
+of their code blocks and the commands quoted in their text (synopses like `[--tenant T]`
+included)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 from workflow_runner.cli.app import build_parser
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+PAGES = (README, ROOT / "docs" / "your-project.md")
 # Values for placeholders, by the option they follow (anything else gets "x").
 VALUES = {
     "--status": "failed",
@@ -75,12 +78,16 @@ def _parses(argv: list[str]) -> bool:
     return True
 
 
-COMMANDS = sorted(set(_code_lines(README.read_text())) | set(_quoted(README.read_text())))
+COMMANDS = sorted(
+    {command for page in PAGES for command in _code_lines(page.read_text())}
+    | {command for page in PAGES for command in _quoted(page.read_text())}
+)
 
 
 def test_the_readme_shows_commands() -> None:
     assert len(COMMANDS) > 30
     assert "wfr console --allow-actions" in COMMANDS
+    assert {"wfr init shop", "wfr export-app build/engine"} <= set(COMMANDS)
 
 
 @pytest.mark.parametrize("command", COMMANDS)

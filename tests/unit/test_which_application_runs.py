@@ -215,3 +215,12 @@ def test_export_replaces_an_earlier_export_and_nothing_else(tmp_path: Path) -> N
     with pytest.raises(ApplicationError, match="not empty and not an earlier export"):
         export_application(mine, source=ROOT)
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.usefixtures("no_packaged_application")
+def test_wfr_export_app_from_a_source_install_says_to_install_the_wheel(tmp_path: Path) -> None:
+    err = io.StringIO()
+    code = main(["export-app", str(tmp_path / "engine")], out=io.StringIO(), err=err, environ={})
+    assert code == 2
+    assert "carries no SAM application" in err.getvalue() and "wheel" in err.getvalue()
+    assert not (tmp_path / "engine").exists()

@@ -8,15 +8,15 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from workflow_runner.aws.template import load_template
 from workflow_runner.cli import main
 from workflow_runner.local.application import export_application, installed_version
+
+from tests.support import run_as_user
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = {
@@ -133,32 +133,11 @@ def test_the_template_nests_the_engine_with_parameters_the_engine_takes(shop: Pa
 def test_the_project_passes_its_own_tests_in_a_pytest_of_their_own(shop: Path) -> None:
     # What `make test` does, with the repository's engine: the export, then pytest.
     export_application(shop / "build" / "engine", source=ROOT)
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "WORKFLOW_MODULES")}
-    env.pop("PYTHONPATH", None)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:warnings"],
-        cwd=shop,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_as_user([sys.executable, "-m", "pytest", "-p", "no:warnings"], shop)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3 passed" in result.stdout
-    lint = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ruff"),
-            "check",
-            "--isolated",
-            "--no-cache",
-            "workflows",
-            "tests",
-            "demo.py",
-        ],
-        cwd=shop,
-        capture_output=True,
-        text=True,
-    )
+    ruff = str(Path(sys.executable).parent / "ruff")
+    lint = run_as_user([ruff, "check", "--isolated", "--extend-exclude", "build", "."], shop)
     assert lint.returncode == 0, lint.stdout
 
 
@@ -171,18 +150,13 @@ def _sam() -> Path:
 
 
 def test_the_template_passes_sam_validate_lint(shop: Path) -> None:
-    environ: dict[str, Any] = {
-        **os.environ,
-        "SAM_CLI_TELEMETRY": "0",
-        "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "eu-central-1"),
-    }
-    result = subprocess.run(
+    region = os.environ.get("AWS_DEFAULT_REGION", "eu-central-1")
+    result = run_as_user(
         [str(_sam()), "validate", "--lint"],
-        cwd=shop,
-        env=environ,
-        capture_output=True,
-        text=True,
+        shop,
         timeout=300,
+        SAM_CLI_TELEMETRY="0",
+        AWS_DEFAULT_REGION=region,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "is a valid SAM Template" in result.stdout

@@ -4,13 +4,13 @@ it."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 from workflow_runner.sam_application import copy_application
+
+from tests.support import run_as_user
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -43,15 +43,10 @@ def test_the_readme_examples_pass_in_a_pytest_of_their_own(tmp_path: Path) -> No
     (tmp_path / "my_app").mkdir()
     (tmp_path / "my_app" / "__init__.py").write_text("")
     (tmp_path / "my_app" / "payments.py").write_text(PAYMENTS)
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "WORKFLOW_MODULES")}
-    env["PYTHONPATH"] = str(tmp_path)
-    result = subprocess.run(
+    result = run_as_user(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:warnings"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        tmp_path,
+        PYTHONPATH=str(tmp_path),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "4 passed" in result.stdout

@@ -92,6 +92,23 @@ def test_outside_any_project_it_is_the_installed_engines_packaged_application(
     assert find_template(tmp_path / "elsewhere") == packaged
 
 
+def test_wfr_local_says_when_it_runs_the_engines_packaged_application(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    packaged = tmp_path / "site-packages" / "workflow_runner" / "_application"
+    copy_application(ROOT, packaged)
+    monkeypatch.setattr(application, "PACKAGED_TEMPLATE", packaged / "template.yaml")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere" / "events.json").write_text("[]")
+    err = io.StringIO()
+    main(["local", "put-events", "events.json"], out=io.StringIO(), err=err, environ={})
+    assert err.getvalue().startswith(
+        "wfr: note: no template.yaml here or above: the application packaged with the engine "
+        f"({packaged / 'template.yaml'})"
+    )
+
+
 @pytest.mark.usefixtures("no_packaged_application")
 def test_outside_any_project_a_source_install_finds_nothing_not_its_checkout(
     tmp_path: Path,

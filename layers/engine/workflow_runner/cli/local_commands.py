@@ -15,7 +15,7 @@ from ..envelope import parse_envelope, to_domain_event
 from ..errors import InvalidInput
 from ..json_input import MAX_DEPTH, parse_json
 from ..local import routes as r
-from ..local.application import find_template, no_template_message
+from ..local.application import find_template, no_template_message, packaged_template
 from ..local.demo import run_demo
 from ..local.runtime import Activity, LocalRuntime, to_eventbridge_event
 from ..settings import Settings
@@ -36,6 +36,12 @@ def _template(ctx: Context) -> Path:
     found = find_template()
     if found is None:
         raise UsageError(no_template_message() + " (--template FILE)")
+    if found == packaged_template():
+        print(
+            f"wfr: note: no template.yaml here or above: the application packaged with the "
+            f"engine ({found})",
+            file=ctx.output.err,
+        )
     return found
 
 

@@ -41,7 +41,7 @@ console: $(STAMP)
 	$(VENV)/bin/wfr demo --console
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) $(DOCS_VENV) build .mypy_cache .ruff_cache .aws-sam
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) $(DOCS_VENV) $(BUILD_VENV) build .mypy_cache .ruff_cache .aws-sam
 
 # The documentation site (mkdocs.yml, pages in docs/) into build/site. MkDocs Material and
 # mkdocstrings pin their own dependency tree: a venv of their own, with the project in it
@@ -87,6 +87,21 @@ sam-check: $(SAM_STAMP) $(CHECKOV_STAMP)
 		> build/cfn/prod.json
 	$(CHECKOV_VENV)/bin/checkov --quiet --compact --framework cloudformation --skip-download \
 		-f build/cfn/default.json -f build/cfn/prod.json
+
+# The engine as a user gets it (issue 31, docs/your-project.md): the wheel built in a venv
+# of its own, installed into a fresh one, `wfr init` outside the repository, and that
+# project's make test, make demo, sam validate --lint and sam build (.ci/package-check).
+BUILD_VENV := .venv-build
+BUILD_STAMP := $(BUILD_VENV)/.installed
+
+$(BUILD_STAMP):
+	$(PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/pip install --quiet 'build>=1.2'
+	touch $(BUILD_STAMP)
+
+.PHONY: package-check
+package-check: $(BUILD_STAMP) $(SAM_STAMP)
+	$(SAM_ENV) PYTHON=$(PYTHON) bash .ci/package-check
 
 # Cold-start import time of every handler from the built layers (also part of make bench).
 cold-start: $(STAMP)

@@ -214,3 +214,16 @@ def serving_console(
         lines.append(err)
         assert process.returncode == 0, err
         assert "console stopped" in rest
+
+
+def run_as_user(
+    argv: list[str], folder: Path, timeout: float = 600, **environ: str
+) -> subprocess.CompletedProcess[str]:
+    """Run a command in `folder` as a user's shell would: this process's environment
+    without the test session's DATABASE_URL, WORKFLOW_MODULES and PYTHONPATH, plus
+    `environ`; output captured as text."""
+    skip = ("DATABASE_URL", "WORKFLOW_MODULES", "PYTHONPATH")
+    env = {k: v for k, v in os.environ.items() if k not in skip}
+    return subprocess.run(
+        argv, cwd=folder, env={**env, **environ}, capture_output=True, text=True, timeout=timeout
+    )

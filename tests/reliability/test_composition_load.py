@@ -128,10 +128,10 @@ def _worker(db_url: str, seed: int, epoch: float, stop_at: float) -> int:
                 for i in range(0, len(batch), 10):  # SQS batches
                     for result in resume_runs(store, batch[i : i + 10], now, registry):
                         passes += not isinstance(result, Exception)
-                count_settled_children(store, business_now(epoch))
-                start_children(store, registry, business_now(epoch))
-                if not rows:
-                    time.sleep(0.01)
+                counted = count_settled_children(store, business_now(epoch))
+                started = start_children(store, registry, business_now(epoch))
+                if not (rows or counted or started.joins):
+                    time.sleep(0.02)
             except TransientStoreError:
                 continue  # a deadlock victim retries, as the queue would redeliver
     finally:
@@ -152,7 +152,8 @@ class Operator:
     load: Load
     epoch: float
     stop_at: float
-    rng: random.Random
+    rng: random.Random  # the feeder's
+    redrive_rng: random.Random = field(default_factory=lambda: random.Random(31))
     payloads: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # by run
     cancelled: set[str] = field(default_factory=set)  # cancels that took effect
     redrives: int = 0
@@ -190,7 +191,7 @@ class Operator:
             for r in store.runs.for_tenant(TENANT_A, status="failed", limit=10_000)
             if r.run_id in self.payloads
         ]
-        self.rng.shuffle(failed)
+        self.redrive_rng.shuffle(failed)
         for run_id in failed:
             try:
                 redrive_as_operator(store, TENANT_A, run_id, now, scenario.OPERATOR, registry)
@@ -200,33 +201,42 @@ class Operator:
             except TransientStoreError:
                 continue
 
-    def run(self) -> None:
+    def feed_and_cancel(self) -> None:
         """Groups arrive over the first half; every other one loses a parent to a cancel
-        a little later; from the fix on, failed parents are redriven."""
+        a little later. Goes on after the workers' deadline until every group is fed
+        and every cancel sent (the drain finishes their runs)."""
         store = connect(self.db_url)
         try:
             half = self.load.seconds / 2
-            fed = 0
             to_cancel: list[tuple[float, str]] = []
-            while time.time() < self.stop_at:
-                elapsed = time.time() - self.epoch
-                while fed < self.load.groups and elapsed >= half * fed / self.load.groups:
-                    self.feed(store, fed)
-                    if fed % 2 == 0:
-                        victim = self.rng.choice(["p{}a", "p{}b", "c{}", "a{}", "q{}a"])
-                        workflow = _WORKFLOW_OF[victim[0]]
-                        run_id = run_id_for(workflow, victim.format(fed))
-                        to_cancel.append((elapsed + self.rng.uniform(0.5, 4.0), run_id))
-                    fed += 1
-                for due in [c for c in to_cancel if c[0] <= elapsed]:
+            for g in range(self.load.groups):
+                while time.time() - self.epoch < half * g / self.load.groups:
+                    time.sleep(0.01)
+                self.feed(store, g)
+                if g % 2 == 0:
+                    victim = self.rng.choice(["p{}a", "p{}b", "c{}", "a{}", "q{}a"])
+                    run_id = run_id_for(_WORKFLOW_OF[victim[0]], victim.format(g))
+                    to_cancel.append((time.time() + self.rng.uniform(0.5, 4.0), run_id))
+                for due in [c for c in to_cancel if c[0] <= time.time()]:
                     to_cancel.remove(due)
                     self.cancel(store, due[1])
+            for at, run_id in to_cancel:
+                time.sleep(max(0.0, at - time.time()))
+                self.cancel(store, run_id)
+        finally:
+            store.close()
+
+    def redrive_while_working(self) -> None:
+        """From the fix to the workers' deadline, redrive the parents that failed."""
+        store = connect(self.db_url)
+        try:
+            while time.time() < self.stop_at:
                 now = business_now(self.epoch)
                 if now >= self.load.fixed_at:
                     before = self.redrives
                     self.redrive_failed(store, now)
                     self.redrives_while_working += self.redrives - before
-                time.sleep(0.05)
+                time.sleep(0.1)
         finally:
             store.close()
 
@@ -265,7 +275,10 @@ def _run(db_url: str, load: Load) -> None:
     epoch = time.time()
     stop_at = epoch + load.seconds
     operator = Operator(db_url, load, epoch, stop_at, random.Random(30))
-    actors = [threading.Thread(target=operator.run)]
+    actors = [
+        threading.Thread(target=operator.feed_and_cancel),
+        threading.Thread(target=operator.redrive_while_working),
+    ]
     actors += [
         threading.Thread(target=_worker, args=(db_url, i, epoch, stop_at))
         for i in range(load.threads)

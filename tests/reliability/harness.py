@@ -34,7 +34,7 @@ from workflow_runner.settings import Settings
 from workflow_runner.store import Sql, Store, connect
 from workflow_runner.store.queries import queries
 
-from tests.support import TENANT_A, TENANT_B, eventbridge
+from tests.support import TENANT_A, TENANT_B, eventbridge, join_count_problems
 
 __all__ = ["TENANT_A", "TENANT_B", "eventbridge"]
 
@@ -558,29 +558,7 @@ def check_joins(store: Store, registry: WorkflowRegistry, now: datetime) -> list
         (ev.RUN_STARTED,),
     ).fetchall():
         problems.append(f"{STARTED_TWICE}: a child run no join names: {r}")
-    for r in conn.execute(
-        "SELECT c.join_id::text AS join_id, c.item_index, c.status, c.counted, "
-        "       r.status AS run_status "
-        "FROM run_children c JOIN workflow_runs r "
-        "  ON r.tenant_id = c.tenant_id AND r.run_id = c.child_run_id "
-        "WHERE (c.status = 'running' AND r.status IN ('completed', 'failed', 'cancelled')) "
-        "   OR NOT c.counted"
-    ).fetchall():
-        problems.append(f"{NOT_COUNTED}: {r}")
-    for r in conn.execute(
-        "SELECT j.join_id::text AS join_id, j.running, j.settled, "
-        "  count(*) FILTER (WHERE c.status = 'running' OR NOT c.counted) AS running_rows, "
-        "  count(*) FILTER (WHERE c.counted AND c.started_at IS NOT NULL "
-        "                   AND c.status IN ('completed', 'failed', 'cancelled')) "
-        "    AS settled_rows "
-        "FROM run_joins j JOIN run_children c "
-        "  ON c.tenant_id = j.tenant_id AND c.join_id = j.join_id "
-        "GROUP BY j.tenant_id, j.join_id HAVING j.running <> count(*) FILTER "
-        "  (WHERE c.status = 'running' OR NOT c.counted) OR j.settled <> count(*) FILTER "
-        "  (WHERE c.counted AND c.started_at IS NOT NULL "
-        "   AND c.status IN ('completed', 'failed', 'cancelled'))"
-    ).fetchall():
-        problems.append(f"{NOT_COUNTED}: the join's counters differ from its rows: {r}")
+    problems += [f"{NOT_COUNTED}: {p}" for p in join_count_problems(store)]
     for r in conn.execute(
         "SELECT j.join_id::text AS join_id, j.parent_run_id::text AS parent, j.settled, "
         "       j.failed, j.total "
@@ -603,7 +581,8 @@ def check_joins(store: Store, registry: WorkflowRegistry, now: datetime) -> list
         "  AND x.stream_id::text = e.payload->>'childRunId' "
         "JOIN run_joins j ON j.tenant_id = e.tenant_id "
         "  AND j.join_id::text = e.payload->>'joinId' "
-        "WHERE e.type = %(settled)s AND j.created_at <= x.recorded_at",
+        "WHERE e.type = %(settled)s AND e.payload->>'reason' = 'cancelled' "
+        "  AND j.created_at <= x.recorded_at",
         params,
     ).fetchall():
         problems.append(f"{CANCELLED_OWNED}: its parent was told: {r}")

@@ -160,7 +160,8 @@ def main(stats_path: str, junit_path: str, out_path: str) -> None:
     lines += [f"| {text} | {_figure(totals[key])} |" for key, text in ROWS if key in totals]
     lines += [
         "",
-        "Crash points by boundary kind (statement = SQL statement, port = AWS call):",
+        "Crash points by boundary kind (sql = a round trip to PostgreSQL, one statement or a"
+        " pipeline of them; the others are AWS calls):",
         "",
         "| boundary | injected |",
         "|---|---:|",

@@ -158,6 +158,7 @@ class Operator:
     cancelled: set[str] = field(default_factory=set)  # cancels that took effect
     redrives: int = 0
     redrives_while_working: int = 0  # of them, while the workers ran
+    cancels_while_working: int = 0
     refusals: Counter[str] = field(default_factory=Counter)
 
     def feed(self, store: Store, g: int) -> None:
@@ -182,6 +183,7 @@ class Operator:
         now = business_now(self.epoch)
         if cancel_as_operator(store, TENANT_A, run_id, now, scenario.OPERATOR).happened:
             self.cancelled.add(run_id)
+            self.cancels_while_working += time.time() < self.stop_at
 
     def redrive_failed(self, store: Store, now: datetime) -> None:
         """Redrive the parents that failed (their failed children are redriven with them)."""
@@ -214,7 +216,8 @@ class Operator:
                     time.sleep(0.01)
                 self.feed(store, g)
                 if g % 2 == 0:
-                    victim = self.rng.choice(["p{}a", "p{}b", "c{}", "a{}", "q{}a"])
+                    # The first is a call of an hour-long solo run: it surely still waits.
+                    victim = self.rng.choice(["p{}a", "p{}b", "c{}", "a{}", "q{}a"]) if g else "a{}"
                     run_id = run_id_for(_WORKFLOW_OF[victim[0]], victim.format(g))
                     to_cancel.append((time.time() + self.rng.uniform(0.5, 4.0), run_id))
                 for due in [c for c in to_cancel if c[0] <= time.time()]:
@@ -328,13 +331,13 @@ def _run(db_url: str, load: Load) -> None:
         ).fetchone()
         assert shared is not None and shared["n"] >= 5 * load.groups
         assert operator.redrives_while_working > 0, operator.redrives
-        assert operator.cancelled, "no cancel took effect"
+        assert operator.cancels_while_working > 0, operator.cancelled
         record(
             runs_driven=len(runs),
             concurrent_workers=load.threads + load.processes + 1,
             shared_children_under_load=shared["n"],
             redrives_under_load=operator.redrives_while_working,
-            cancels_under_load=len(operator.cancelled),
+            cancels_under_load=operator.cancels_while_working,
         )
     finally:
         store.close()

@@ -22,7 +22,7 @@ from workflow_runner.store import Store, connect
 from workflow_runner.stream import SETTLED_STATUSES
 
 from tests.interleaving.harness import Interleaving, Run, Schedule
-from tests.support import TENANT_A
+from tests.support import TENANT_A, join_count_problems
 
 
 @dataclass
@@ -133,20 +133,6 @@ def assert_joins_whole(store: Store) -> None:
     for row in rows:
         if row["open"] and row["child_status"] in SETTLED_STATUSES:
             assert (row["status"], row["counted"]) == (row["child_status"], True), row
-    counters = store.conn.execute(
-        """
-        SELECT j.join_id::text AS join_id, j.running, j.settled,
-               count(*) FILTER (WHERE c.status = 'running' OR NOT c.counted) AS running_rows,
-               count(*) FILTER (WHERE c.counted AND c.status IN ('completed', 'failed',
-                                                                'cancelled')
-                                      AND c.started_at IS NOT NULL) AS settled_rows
-        FROM run_joins j JOIN run_children c
-             ON c.tenant_id = j.tenant_id AND c.join_id = j.join_id
-        WHERE j.closed_at IS NULL
-        GROUP BY j.join_id, j.running, j.settled
-        """
-    ).fetchall()
-    for row in counters:
-        assert (row["running"], row["settled"]) == (row["running_rows"], row["settled_rows"]), row
+    assert join_count_problems(store) == []
     doctor = check_children(store, None, datetime(2100, 1, 1, tzinfo=UTC))
     assert doctor.status == "ok", doctor

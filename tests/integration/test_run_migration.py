@@ -234,7 +234,7 @@ def test_a_dry_run_shows_what_would_move_and_what_else_differs_and_writes_nothin
     before = stream_types(store, run_id)
     report = migrate(store, registry_of(V2), clock.now(), "0=1", dry_run=True)
     [move] = report.moves
-    assert (move.outcome, move.to_path, report.dry_run) == ("moves", [{"i": 1}], True)
+    assert (move.outcome, move.to_path, report.dry_run) == ("would-move", [{"i": 1}], True)
     assert move.difference == "step 0 (wait_for_event): wait_for_event → compute"
     assert move.waiting == "step 0: a wait_for_event for 'order.paid' under 'payment'"
     assert stream_types(store, run_id) == before

@@ -64,7 +64,7 @@ from .run_lookup import check_workflow
 from .step_kinds import describe_suspension, refusal, step_at_place
 from .step_mapping import StepMapping
 
-MoveOutcome = Literal["moves", "moved", "refused", "lost"]
+MoveOutcome = Literal["would-move", "moved", "refused", "lost"]
 _MAX_ATTEMPTS = 10
 _PAGE = 500
 
@@ -85,7 +85,7 @@ class MigrationRequest:
 @dataclass(frozen=True)
 class RunMove:
     """One run's migration: where it waits (`waiting`, `from_path` on `from_version`),
-    where it goes (`to_path`), and what happened: `moves` (a dry run's verdict),
+    where it goes (`to_path`), and what happened: `would-move` (a dry run's verdict),
     `moved`, `refused` (`why`), or `lost` (it moved on first: `why`). `difference`: the
     first structural difference of its own definition against the target where it
     stands (None: none; its definition's shape unknown says so)."""
@@ -121,7 +121,7 @@ class MigrationReport:
     @property
     def complete(self) -> bool:
         """Every selected run moved (or, dry, would move)."""
-        return all(m.outcome in ("moves", "moved") for m in self.moves)
+        return all(m.outcome in ("would-move", "moved") for m in self.moves)
 
 
 def target_definition(registry: WorkflowRegistry, name: str, version: int) -> WorkflowDefinition:
@@ -174,7 +174,7 @@ def migrate_runs(
         except RunNotFound:
             continue  # purged or erased since it was listed
         judged = judge(store, state, summary.workflow_version, target, request.mapping)
-        if not request.dry_run and judged.outcome == "moves":
+        if not request.dry_run and judged.outcome == "would-move":
             judged = _move(store, judged, target, request.mapping, operator, now)
         moves.append(judged)
     return MigrationReport(
@@ -222,7 +222,7 @@ def judge(
         waiting=describe_suspension(suspension) if suspension is not None else state.status,
         from_path=own,
         to_path=mapping.target(own),
-        outcome="moves",
+        outcome="would-move",
     )
     if state.status != "waiting" or suspension is None:
         return replace(move, outcome="lost", why=f"it is {state.status} now, not waiting")
@@ -232,7 +232,7 @@ def judge(
         else "unknown: the shape of its definition was never recorded"
     )
     why = refusal(target, suspension, move.to_path)
-    outcome: MoveOutcome = "refused" if why is not None else "moves"
+    outcome: MoveOutcome = "refused" if why is not None else "would-move"
     return replace(move, outcome=outcome, why=why, difference=difference)
 
 
@@ -262,7 +262,7 @@ def _move(
                     )
                 judged = judge(store, state, planned.from_version, target, mapping)
                 suspension = state.suspension
-                if judged.outcome != "moves" or suspension is None:
+                if judged.outcome != "would-move" or suspension is None:
                     return judged
                 return _record(store, state, suspension, judged, target, operator, now)
         except _Retry:

@@ -8,21 +8,19 @@ workflow or version, with the closest names; a malformed --map).
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
-from ..engine.run_migration import MigrationReport, MigrationRequest, RunMove, migrate_runs
+from ..engine.run_migration import (
+    OUTCOME_TEXT,
+    MigrationReport,
+    MigrationRequest,
+    RunMove,
+    migrate_runs,
+)
 from ..engine.step_mapping import parse_mapping
 from ..step_paths import describe_path
 from .actions import catch_up
 from .context import Context
-
-_OUTCOME_TEXT: dict[str, str] = {
-    "would-move": "would move",
-    "moved": "moved",
-    "refused": "refused",
-    "lost": "lost",
-}
 
 
 def cmd_runs_migrate(ctx: Context) -> int:
@@ -71,30 +69,11 @@ def report_json(report: MigrationReport) -> dict[str, Any]:
     }
 
 
-def summary(report: MigrationReport) -> str:
-    """One line: how many runs moved (would move), were refused, lost, or were there."""
-    counts = Counter[str](m.outcome for m in report.moves)
-    parts = [f"{counts[o]} {_OUTCOME_TEXT[o]}" for o in _OUTCOME_TEXT if counts[o]]
-    parts.append(f"{report.already_there} already on v{report.to_version}")
-    return f"{report.workflow} → v{report.to_version}: " + ", ".join(parts)
-
-
-def differences(report: MigrationReport) -> list[tuple[str, int, str]]:
-    """What else differs from the target, by the version runs are on and where they
-    wait: (runs' place, how many, the first difference), once each."""
-    found: dict[tuple[str, str], int] = {}
-    for m in report.moves:
-        if m.difference:
-            where = f"v{m.from_version} {describe_path(m.from_path)}"
-            found[(where, m.difference)] = found.get((where, m.difference), 0) + 1
-    return [(where, count, text) for (where, text), count in found.items()]
-
-
 def _print(ctx: Context, report: MigrationReport) -> None:
     out = ctx.output
     if report.dry_run:
         out.line(out.paint("dry run: nothing was written", "dim"))
-    out.heading(summary(report))
+    out.heading(report.summary())
     out.table(
         ["RUN", "TENANT", "WAITS AT", "TO", "OUTCOME"],
         [_row(m) for m in report.moves],
@@ -103,7 +82,7 @@ def _print(ctx: Context, report: MigrationReport) -> None:
     for m in report.moves:
         if m.why:
             out.line(f"  {m.run_id[:8]} {m.outcome}: {m.why}")
-    listed = differences(report)
+    listed = report.differences()
     if listed:
         out.line("")
         out.line(f"what else differs from v{report.to_version}, where the runs wait now:")
@@ -118,5 +97,5 @@ def _row(m: RunMove) -> list[str]:
         m.tenant_id[:8],
         waits,
         describe_path(m.to_path),
-        _OUTCOME_TEXT[m.outcome],
+        OUTCOME_TEXT[m.outcome],
     ]

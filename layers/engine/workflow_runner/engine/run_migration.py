@@ -29,6 +29,7 @@ row (engine/projection.py).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
@@ -43,6 +44,7 @@ from ..definition import (
 )
 from ..definition.shape import first_difference
 from ..errors import InvalidInput, RunNotFound
+from ..step_paths import describe_path
 from ..step_requests import task_key
 from ..store import RunKey, RunQuery, RunSummary, Store
 from ..stream import (
@@ -65,6 +67,12 @@ from .step_kinds import describe_suspension, refusal, step_at_place
 from .step_mapping import StepMapping
 
 MoveOutcome = Literal["would-move", "moved", "refused", "lost"]
+OUTCOME_TEXT: dict[str, str] = {
+    "would-move": "would move",
+    "moved": "moved",
+    "refused": "refused",
+    "lost": "lost",
+}
 _MAX_ATTEMPTS = 10
 _PAGE = 500
 
@@ -122,6 +130,23 @@ class MigrationReport:
     def complete(self) -> bool:
         """Every selected run moved (or, dry, would move)."""
         return all(m.outcome in ("would-move", "moved") for m in self.moves)
+
+    def summary(self) -> str:
+        """One line: how many runs moved (would move), were refused, lost, or were there."""
+        counts = Counter[str](m.outcome for m in self.moves)
+        parts = [f"{counts[o]} {text}" for o, text in OUTCOME_TEXT.items() if counts[o]]
+        parts.append(f"{self.already_there} already on v{self.to_version}")
+        return f"{self.workflow} → v{self.to_version}: " + ", ".join(parts)
+
+    def differences(self) -> list[tuple[str, int, str]]:
+        """What else differs from the target where the runs wait, once per place:
+        (the runs' version and place, how many, the first structural difference)."""
+        found = Counter[tuple[str, str]](
+            (f"v{m.from_version} {describe_path(m.from_path)}", m.difference)
+            for m in self.moves
+            if m.difference
+        )
+        return [(where, count, text) for (where, text), count in found.items()]
 
 
 def target_definition(registry: WorkflowRegistry, name: str, version: int) -> WorkflowDefinition:

@@ -4,9 +4,12 @@ its race, 2 for bad usage."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import migrate_workflows
 import pytest
 from cli_support import T0, TENANT, Cli, table_count
+from test_readme_commands import command_parses, commands_of
 from workflow_runner import DomainEvent, run_id_for
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.engine import ingest_domain_event, project_pending
@@ -103,3 +106,12 @@ def test_bad_usage_exits_2_and_names_what_is_known(
     assert mapping.code == 2 and "at different depths" in mapping.err
     missing = cli("runs", "migrate", "--workflow", "checkout", env=ENV)
     assert missing.code == 2 and "required: --to-version" in capsys.readouterr().err
+
+
+DRAFT = Path(__file__).resolve().parents[2] / "docs" / "_drafts" / "runs-migrate.md"
+
+
+def test_every_command_the_migration_page_shows_parses() -> None:
+    commands = commands_of(DRAFT.read_text())
+    assert "wfr runs migrate --workflow checkout --to-version 2 --map 0=1 --dry-run" in commands
+    assert [c for c in commands if not command_parses(c)] == []

@@ -20,6 +20,7 @@ VALUES = {
     "--max": "5",
     "--step": "1",
     "--version": "1",
+    "--to-version": "2",
     "--port": "8080",
     "--format": "mermaid",
     "--batch": "500",
@@ -75,24 +76,32 @@ def _parses(argv: list[str]) -> bool:
     return True
 
 
-COMMANDS = sorted(set(_code_lines(README.read_text())) | set(_quoted(README.read_text())))
-
-
 def test_the_readme_shows_commands() -> None:
     assert len(COMMANDS) > 30
     assert "wfr console --allow-actions" in COMMANDS
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_readme_command_parses(command: str) -> None:
+def command_parses(command: str) -> bool:
+    """Whether a command a page shows exists and parses (see the module's docstring)."""
     if command.endswith("…"):
         # A reference to a command group (`wfr local …`): the group exists.
-        argv = _argv(command.removesuffix("…").strip())
-        assert _parses([*argv, "--help"]), command
-        return
+        return _parses([*_argv(command.removesuffix("…").strip()), "--help"])
     argv = _argv(command)
     if _parses(argv):
-        return
+        return True
     # A command named in prose without its arguments (`wfr resume`): the command exists.
     options = [w for w in argv if w.startswith("-") and w != "--json"]
-    assert not options and _parses([*argv, "--help"]), command
+    return not options and _parses([*argv, "--help"])
+
+
+def commands_of(text: str) -> list[str]:
+    """The `wfr` commands of a page: its code blocks' lines and the ones quoted in it."""
+    return sorted(set(_code_lines(text)) | set(_quoted(text)))
+
+
+COMMANDS = commands_of(README.read_text())
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_readme_command_parses(command: str) -> None:
+    assert command_parses(command), command

@@ -109,6 +109,9 @@ def test_the_confirmed_migration_moves_the_run_and_records_who_asked(
     assert action["by"].startswith("console (")
     again = actions.get(PATH, to="2", map="0=1")
     assert "refund → v2: 1 already on v2" in again.text
+    run = actions.get(f"/runs/{waiting}", tenant=TENANT_A).text
+    assert "moved from step 0 to step 1 of v2" in run  # its timeline
+    assert "(migrated to v2)" in run  # its graph's current step is the new one
 
 
 def test_posts_without_the_token_from_elsewhere_or_read_only_write_nothing(

@@ -30,7 +30,7 @@ from workflow_runner.store import Store
 from workflow_runner.stream import RunMigrated
 from workflow_runner.timeline import describe_event
 
-from tests.support import TENANT_A, TENANT_B, event, stream_types
+from tests.support import TENANT_A, TENANT_B, event, resume_open, stream_types
 
 OPS = Operator("tests (ada@host)", "step inserted before the wait")
 BROKEN = {"after": False}
@@ -106,16 +106,6 @@ def migrate(
 def pay(store: Store, now: datetime, key: str, tenant: str = TENANT_A) -> None:
     ops.wake_on_event(store, event("order.paid", {"id": key, "amount": 9}, tenant), now)
     ops.project_pending(store, now)
-
-
-def resume_open(store: Store, registry: WorkflowRegistry, run_id: str, now: datetime) -> Any:
-    state = ops.load_run(store, TENANT_A, run_id)
-    assert state.suspension is not None
-    result = ops.resume_run(
-        store, TENANT_A, run_id, state.suspension.step_index, now, registry=registry
-    )
-    ops.project_pending(store, now)
-    return result
 
 
 def result_of(store: Store, run_id: str) -> Any:

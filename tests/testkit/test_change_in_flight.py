@@ -106,11 +106,8 @@ def test_a_changed_duration_keeps_the_running_wait_and_times_the_next_one(
 # --- insert a step before / after the run's position --------------------------------------
 
 
-def test_a_step_inserted_before_the_runs_position_fails_it_loud_at_that_step(
-    make_env: MakeEnv,
-) -> None:
-    env = start(make_env, mail_after_a_day("Trial ends"))
-    inserted = flow(
+def plan_inserted_before_the_wait() -> WorkflowDefinition:
+    return flow(
         lambda s: [
             s.compute("plan", lambda ctx: "pro"),
             s.wait(for_="P1D"),
@@ -118,6 +115,13 @@ def test_a_step_inserted_before_the_runs_position_fails_it_loud_at_that_step(
             s.return_({"isSuccess": True}),
         ]
     )
+
+
+def test_a_step_inserted_before_the_runs_position_fails_it_loud_at_that_step(
+    make_env: MakeEnv,
+) -> None:
+    env = start(make_env, mail_after_a_day("Trial ends"))
+    inserted = plan_inserted_before_the_wait()
     [failing] = env.redeploy(workflows=[inserted])
     assert failing.differences == {"step 0 (wait)": "v1: step 0 (wait): wait → compute"}
     env.advance("P1D")
@@ -129,14 +133,7 @@ def test_runs_a_step_inserted_before_their_position_would_fail_complete_once_mig
     make_env: MakeEnv,
 ) -> None:
     env = start(make_env, mail_after_a_day("Trial ends"), runs=2)
-    inserted = flow(
-        lambda s: [
-            s.compute("plan", lambda ctx: "pro"),
-            s.wait(for_="P1D"),
-            s.mail_send(to="ada@example.com", subject="Trial ends", body="-"),
-            s.return_({"isSuccess": True}),
-        ]
-    )
+    inserted = plan_inserted_before_the_wait()
     [failing] = env.redeploy(workflows=[inserted])
     assert failing.failing == 2  # without the migration both would fail
     dry = env.migrate_runs(workflow="trial", to_version=1, mapping=["0=1"], dry_run=True)

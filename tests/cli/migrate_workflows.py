@@ -1,6 +1,9 @@
 """Workflows for the `wfr runs migrate` tests, loaded through WORKFLOW_MODULES: version 1
 of `checkout` is gone from the code (the tests start runs on it by hand), version 2
-inserted a step before its wait, version 3 replaced the wait by a timer."""
+inserted a step before its wait, version 3 replaced the wait by a timer. Nothing is
+registered on import: the tests put versions 2 and 3 in the default registry (which the
+command's WORKFLOW_MODULES loading returns) for their own duration only, so that other
+tests of the process (doctor's template check) never see them."""
 
 from __future__ import annotations
 
@@ -11,9 +14,7 @@ from workflow_runner import Event, Steps, define_workflow, on_event
 from workflow_runner.definition import WorkflowDefinition
 
 
-def checkout(
-    version: int, steps: Callable[[Any], list[Any]], register: bool = True
-) -> WorkflowDefinition:
+def checkout(version: int, steps: Callable[[Any], list[Any]]) -> WorkflowDefinition:
     return define_workflow(
         name="checkout",
         version=version,
@@ -21,7 +22,7 @@ def checkout(
         idempotency_key=Event.payload["id"],
         awaits={"paid": "checkout.paid"},
         steps=steps,
-        register=register,
+        register=False,
     )
 
 
@@ -31,7 +32,6 @@ V1 = checkout(
         s.wait_for_event("paid", timeout="P7D", result_key="payment"),
         s.return_({"v": 1, "payment": Steps["payment"]}),
     ],
-    register=False,
 )
 V2 = checkout(
     2,

@@ -4,6 +4,7 @@ its race, 2 for bad usage."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import migrate_workflows
@@ -11,7 +12,7 @@ import pytest
 from cli_support import T0, TENANT, Cli, table_count
 from test_readme_commands import command_parses, commands_of
 from workflow_runner import DomainEvent, run_id_for
-from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.definition import WorkflowRegistry, default_registry
 from workflow_runner.engine import ingest_domain_event, project_pending
 from workflow_runner.store import Store
 
@@ -19,6 +20,16 @@ from tests.support import TENANT_B, stream_types
 
 ENV = {"WORKFLOW_MODULES": "migrate_workflows"}
 NOW = "2026-01-05T10:00:00Z"
+
+
+@pytest.fixture(autouse=True)
+def _checkout_versions() -> Iterator[None]:
+    """Versions 2 and 3 are in the default registry for these tests only: other tests of
+    the process (doctor's template check) see the registry without them."""
+    for definition in (migrate_workflows.V2, migrate_workflows.V3):
+        default_registry().register(definition)
+    yield
+    default_registry().unregister("checkout")
 
 
 def start(store: Store, key: str, tenant: str = TENANT) -> str:

@@ -236,3 +236,24 @@ def test_a_migration_racing_the_wakeup_of_its_event_loses_no_wakeup(lab: Lab) ->
         assert run.actors[0].result.moves[0].outcome == "moved"
 
     explore(lab, _setup("event"), _migrate("event"), wake, check)
+
+
+def test_two_migrations_to_the_same_version_move_the_run_once(lab: Lab) -> None:
+    def check(store: Store, run: Run) -> None:
+        assert not run.errors, run.errors
+        reports = [a.result for a in run.actors]
+        # One moved it; the other found it on v2 already, whenever it looked.
+        assert sorted(len(r.moves) for r in reports) == [0, 1], reports
+        [moved] = [m for r in reports for m in r.moves]
+        assert moved.outcome == "moved"
+        assert sorted(r.already_there for r in reports) == [0, 1], reports
+        _quiesce(store, "timer")
+        events = store.streams.load(TENANT_A, RUN)
+        types = [e.type for e in events]
+        assert types.count("workflow.run-migrated") == 1, types
+        assert [e.payload.get("action") for e in events].count("migrate") == 1, types
+        [resumed] = [e for e in events if e.type == "workflow.step.resumed"]
+        assert resumed.payload["stepIndex"] == PLACES["timer"][1]
+        assert events[-1].payload["result"] == {"v": 2, "got": None}, types
+
+    explore(lab, _setup("timer"), _migrate("timer"), _migrate("timer"), check)

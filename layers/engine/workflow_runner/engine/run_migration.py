@@ -18,13 +18,14 @@ version the run was read at, so a resume, a task outcome, a match, a callback an
 a cancel racing it and the migration never both take that version. One that took it
 first makes the migration look again: at the same suspension (an outcome or a match
 arrived: it is kept and moves along) it moves the run; at another one, or a run that
-ended, it reports `lost` and writes nothing. The suspension keeps its version, so joins,
-tasks and callbacks that refer to it stay valid; the rows that name its step are moved
-in the same transaction: its tasks' paths and definition (task_queue), its callback
-tokens' step (callbacks; taken before the append, in the order a completion takes
-them), and the run's summary's definition (workflow_runs; its version stays, as the
-resume reads the stream's tail from it). The pending projection moves its pending
-row (engine/projection.py).
+ended, it reports `lost` and writes nothing; a run that another migration moved onto
+the target first counts as already there, and nothing is written for it. The
+suspension keeps its version, so joins, tasks and callbacks that refer to it stay
+valid; the rows that name its step are moved in the same transaction: its tasks' paths
+and definition (task_queue), its callback tokens' step (callbacks; taken before the
+append, in the order a completion takes them), and the run's summary's definition
+(workflow_runs; its version stays, as the resume reads the stream's tail from it). The
+pending projection moves its pending row (engine/projection.py).
 """
 
 from __future__ import annotations
@@ -192,15 +193,23 @@ def migrate_runs(
     target = target_definition(registry, request.workflow, request.to_version)
     summaries = _waiting_runs(store, request.workflow, request.tenant_id)
     selected = [r for r in summaries if r.definition_fingerprint != target.fingerprint]
+    there = len(summaries) - len(selected)
     moves: list[RunMove] = []
     for summary in sorted(selected, key=lambda r: (r.tenant_id, r.run_id)):
         try:
             state = load_run_for_pass(store, summary.tenant_id, summary.run_id, tail=True).state
         except RunNotFound:
             continue  # purged or erased since it was listed
+        if state.fingerprint == target.fingerprint:
+            there += 1  # moved there since it was listed
+            continue
         judged = judge(store, state, summary.workflow_version, target, request.mapping)
         if not request.dry_run and judged.outcome == "would-move":
-            judged = _move(store, judged, target, request.mapping, operator, now)
+            moved = _move(store, judged, target, request.mapping, operator, now)
+            if moved is None:
+                there += 1  # another migration moved it there first
+                continue
+            judged = moved
         moves.append(judged)
     return MigrationReport(
         workflow=target.name,
@@ -208,7 +217,7 @@ def migrate_runs(
         to_fingerprint=target.fingerprint,
         dry_run=request.dry_run,
         moves=moves,
-        already_there=len(summaries) - len(selected),
+        already_there=there,
     )
 
 
@@ -233,8 +242,8 @@ def judge(
     target: WorkflowDefinition,
     mapping: StepMapping,
 ) -> RunMove:
-    """Whether a run, as folded, moves onto `target` and where (`moves`), or not and
-    why (`refused`; `lost` when it no longer waits)."""
+    """Whether a run, as folded, moves onto `target` and where (`would-move`), or not
+    and why (`refused`; `lost` when it no longer waits)."""
     suspension = state.suspension
     own = suspension.entry_path if suspension is not None else []
     stored = store.definitions.get(state.workflow_name, state.fingerprint)
@@ -272,13 +281,16 @@ def _move(
     mapping: StepMapping,
     operator: Operator,
     now: datetime,
-) -> RunMove:
-    """Move one judged run, in one transaction (see the module's docstring)."""
+) -> RunMove | None:
+    """Move one judged run, in one transaction (see the module's docstring); None: it
+    is on the target already (another migration moved it there first)."""
     tenant_id, run_id = planned.tenant_id, planned.run_id
     for _ in range(_MAX_ATTEMPTS):
         try:
             with store.transaction():
                 state = load_run_for_pass(store, tenant_id, run_id, tail=True).state
+                if state.fingerprint == target.fingerprint:
+                    return None
                 if state.suspension_version != planned.suspension_version:
                     return replace(
                         planned,

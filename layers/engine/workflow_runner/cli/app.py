@@ -32,6 +32,7 @@ from . import (
     dlq,
     local_commands,
     operate,
+    project_commands,
     runs_migrate,
 )
 from .context import Context, Handler, UsageError
@@ -296,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--port", type=int, default=8080, help="the console's port (default 8080)")
     dlq.register(commands, command)
+    project_commands.add_commands(commands, command)
     return top
 
 

@@ -12,7 +12,7 @@
         env.migrate_runs(workflow="order-approval", to_version=2, mapping=["0=1"])
 
 Needs the `testing` extra (embedded PostgreSQL, PyYAML, Powertools) and the SAM
-application's template.yaml with its functions/ (see README, "Test your workflows").
+application's template.yaml with its functions/ (see docs/testing.md).
 """
 
 from __future__ import annotations

@@ -5,12 +5,12 @@ its race, 2 for bad usage."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import migrate_workflows
 import pytest
 from cli_support import T0, TENANT, Cli, table_count
-from test_readme_commands import command_parses, commands_of
+from test_docs_commands import COMMANDS as DOCS_COMMANDS
+from test_docs_commands import test_a_shown_command_parses as shown_command_parses
 from workflow_runner import DomainEvent, run_id_for
 from workflow_runner.definition import WorkflowRegistry, default_registry
 from workflow_runner.engine import ingest_domain_event, project_pending
@@ -119,10 +119,9 @@ def test_bad_usage_exits_2_and_names_what_is_known(
     assert missing.code == 2 and "required: --to-version" in capsys.readouterr().err
 
 
-DRAFT = Path(__file__).resolve().parents[2] / "docs" / "_drafts" / "runs-migrate.md"
-
-
-def test_every_command_the_migration_page_shows_parses() -> None:
-    commands = commands_of(DRAFT.read_text())
-    assert "wfr runs migrate --workflow checkout --to-version 2 --map 0=1 --dry-run" in commands
-    assert [c for c in commands if not command_parses(c)] == []
+def test_the_site_shows_the_command_and_every_form_it_shows_parses() -> None:
+    page = "docs/workflows/changing.md"
+    shown = [c for p, c in DOCS_COMMANDS if p == page and c.startswith("wfr runs migrate")]
+    assert "wfr runs migrate --workflow checkout --to-version 2 --map 0=1 --dry-run" in shown
+    for command in shown:
+        shown_command_parses(page, command)

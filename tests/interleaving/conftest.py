@@ -1,11 +1,10 @@
-"""The interleaving tests' fixture: a lab of databases copied from the session's
-migrated template (lab.py)."""
+"""Fixtures of the interleaving tests: a lab of databases copied per schedule."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.interleaving.lab import Lab
+from tests.interleaving.harness import Lab
 
 
 @pytest.fixture

@@ -46,8 +46,8 @@ from workflow_runner.engine.tasks import TaskPorts, _record_success, run_task
 from workflow_runner.store import ClaimedTask, Store
 from workflow_runner.webhook_guard import WebhookGuard
 
-from tests.interleaving.harness import Run
-from tests.interleaving.lab import Lab, Operation, assert_joins_whole, explore, settle_everything
+from tests.interleaving.harness import Lab, Operation, Run, explore
+from tests.interleaving.lab import assert_joins_whole, settle_everything
 from tests.support import TENANT_A
 
 T0 = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)

@@ -43,6 +43,7 @@ from .dsl import (
     Step,
     Task,
     WaitForCallback,
+    WaitForCondition,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -95,7 +96,7 @@ def _step(step: Step, awaits: Mapping[str, str]) -> Shape:
     elif isinstance(step, (MailSend, WebhookSend)):
         shape["key"] = step.key
         shape["resultKey"] = step.result_key
-    elif isinstance(step, Task):
+    elif isinstance(step, (Task, WaitForCondition)):
         shape["key"] = step.key
     elif isinstance(step, WaitForCallback):
         shape["resultKey"] = step.result_key

@@ -9,6 +9,7 @@ from typing import Any, TypeAlias
 from ..fast_init import fast_init
 from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenRequested, ChildrenSettled
+from .conditions import StepWaitingForCondition
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .operator import OperatorAction
 from .run import (
@@ -68,6 +69,7 @@ Fact: TypeAlias = (
     | DispatchFailed
     | OperatorAction
     | StepWaitingForCallback
+    | StepWaitingForCondition
     | CallbackCompleted
     | UnknownFact
 )
@@ -81,6 +83,7 @@ SUSPENDING_FACTS = (
     TasksScheduled,
     ChildrenWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
 )
 
 _KNOWN: dict[str, Any] = {

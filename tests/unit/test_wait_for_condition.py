@@ -16,6 +16,7 @@ from workflow_runner.definition.dsl import WorkflowDefinition
 from workflow_runner.definition.fingerprint import compute_fingerprint
 from workflow_runner.definition.shape import first_difference, shape_of
 from workflow_runner.graph import flowchart
+from workflow_runner.graph_render import to_mermaid
 from workflow_runner.interpreter import Interpreter
 from workflow_runner.pass_result import ResumedCondition
 from workflow_runner.stream import StepWaitingForCondition, decode
@@ -153,6 +154,10 @@ def test_the_graph_draws_the_condition_as_a_loop() -> None:
     )
     loops = [e for e in chart.edges if e.source == e.target == node.id]
     assert [(e.label, e.dotted) for e in loops] == [("not yet: wait, check again", True)]
+    text = to_mermaid(chart)  # what `wfr graph` prints
+    assert '    s0{{"wait for condition → job, every from PT1M doubling to PT10M' in text
+    assert '    s0 -. "not yet: wait, check again" .-> s0' in text
+    assert '    s0 -- "done" --> finish' in text
 
 
 def test_delays_fixed_and_exponential_with_a_cap() -> None:

@@ -42,6 +42,7 @@ from .names import (
     RUN_CANCELLED,
     RUN_COMPLETED,
     RUN_FAILED,
+    RUN_MIGRATED,
     RUN_REDRIVEN,
     RUN_STARTED,
     RUN_STATUSES,
@@ -63,7 +64,7 @@ from .names import (
     ResumedBy,
     RunStatus,
 )
-from .operator import OperatorAction, OperatorActionName
+from .operator import OperatorAction, OperatorActionName, RunMigrated
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -104,6 +105,7 @@ __all__ = [
     "RUN_CANCELLED",
     "RUN_COMPLETED",
     "RUN_FAILED",
+    "RUN_MIGRATED",
     "RUN_REDRIVEN",
     "RUN_STARTED",
     "RUN_STATUSES",
@@ -143,6 +145,7 @@ __all__ = [
     "RunCancelled",
     "RunCompleted",
     "RunFailed",
+    "RunMigrated",
     "RunRedriven",
     "RunStarted",
     "RunState",

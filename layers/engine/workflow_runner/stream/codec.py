@@ -11,7 +11,7 @@ from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenRequested, ChildrenSettled
 from .conditions import StepWaitingForCondition
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
-from .operator import OperatorAction
+from .operator import OperatorAction, RunMigrated
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -68,6 +68,7 @@ Fact: TypeAlias = (
     | Dispatched
     | DispatchFailed
     | OperatorAction
+    | RunMigrated
     | StepWaitingForCallback
     | StepWaitingForCondition
     | CallbackCompleted
@@ -107,6 +108,7 @@ _KNOWN: dict[str, Any] = {
         Dispatched,
         DispatchFailed,
         OperatorAction,
+        RunMigrated,
         CallbackCompleted,
     )
 }

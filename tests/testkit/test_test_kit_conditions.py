@@ -178,3 +178,39 @@ def test_catch_lets_the_run_go_on_with_the_failure_under_the_key(make_env: MakeE
         },
         "second": {"failed": True, "reason": "condition_not_met", "attempts": 2},
     }
+
+
+def _counting(ctx: Any, state: Any) -> Any:
+    return Done({"checks": state + 1}) if state + 1 == 3 else Continue(state + 1)
+
+
+def _flow(steps: Any) -> Any:
+    return define_workflow(
+        name="migrated-poll",
+        trigger=on_event("job.submitted"),
+        idempotency_key=lambda e: e.payload["jobId"],
+        register=False,
+        steps=steps,
+    )
+
+
+def test_a_run_polling_moves_with_its_checks_and_state_to_a_new_place(
+    make_env: MakeEnv,
+) -> None:
+    before = _flow(lambda s: [s.wait_for_condition("job", _counting, initial=0, every="PT1M")])
+    env = _start(make_env, before)
+    env.advance("PT1M")  # checks 1 and 2 done
+    inserted = _flow(
+        lambda s: [
+            s.compute("plan", lambda ctx: "new"),
+            s.wait_for_condition("job", _counting, initial=0, every="PT1M"),
+        ]
+    )
+    assert [p.failing for p in env.redeploy(workflows=[inserted])] == [1]
+    report = env.migrate_runs(workflow="migrated-poll", to_version=1, mapping=["0=1"])
+    assert [m.outcome for m in report.moves] == ["moved"]
+    env.advance("PT1M")
+    run = env.run(tenant=TENANT_A, workflow="migrated-poll", key="j-1")
+    # The third check ran at the new place with the state of the second: no check again.
+    assert (run.status, run.steps["job"]) == ("completed", {"checks": 3})
+    assert "plan" not in run.steps

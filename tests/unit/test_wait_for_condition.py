@@ -15,6 +15,7 @@ from workflow_runner.definition.conditions import condition_delay
 from workflow_runner.definition.dsl import WorkflowDefinition
 from workflow_runner.definition.fingerprint import compute_fingerprint
 from workflow_runner.definition.shape import first_difference, shape_of
+from workflow_runner.engine.step_kinds import refusal
 from workflow_runner.graph import flowchart
 from workflow_runner.graph_render import to_mermaid
 from workflow_runner.interpreter import Interpreter
@@ -284,3 +285,29 @@ def test_the_fact_round_trips_and_reads_without_its_optional_fields() -> None:
     read = decode("workflow.condition.waiting", bare)
     assert isinstance(read, StepWaitingForCondition)
     assert (read.max_attempts, read.timeout_at, read.due_at) == (None, None, fact.wake_at)
+
+
+def test_a_migration_moves_a_polling_run_only_to_a_condition_under_the_same_key() -> None:
+    waiting = StepWaitingForCondition(
+        workflow_name="poller",
+        trigger_event_type="job.submitted",
+        step_index=0,
+        path=[{"i": 0}],
+        definition_fingerprint="f",
+        key="job",
+        attempts=2,
+        condition_state=2,
+        wake_at=NOW,
+        first_check_at=NOW,
+    )
+    target = _wf(
+        lambda s: [
+            s.wait_for_condition("other", _check),
+            s.wait_for_condition("job", _check, every="PT5M"),
+        ]
+    )
+    assert refusal(target, waiting, [{"i": 1}]) is None
+    assert refusal(target, waiting, [{"i": 0}]) == (
+        "v1 step 0 is a wait_for_condition under 'other'; the run waits at a "
+        "wait_for_condition under 'job' (after check 2)"
+    )

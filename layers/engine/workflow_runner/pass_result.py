@@ -67,9 +67,53 @@ class CallbackNotReached(WorkflowStepError):
         )
 
 
+class CallbackFailedError(WorkflowStepError):
+    """A callback's token reported a failure (`error_class`: the error name the outside
+    system sent), and the wait does not catch it."""
+
+    reason = "callback_failed"
+
+    def __init__(self, error_class: str) -> None:
+        super().__init__(f"the callback reported a failure ({error_class})")
+        self.error_class = error_class
+
+
+class CallbackNotCreated(WorkflowStepError, KeyError):
+    """A step read or awaited a callback name no create_callback of the run has made yet
+    (its create_callback sits in a branch not taken, say)."""
+
+    reason = "callback_not_created"
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        names = ", ".join(repr(n) for n in known) or "none"
+        super().__init__(f"no callback {name!r} was created in this run (created: {names})")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class CallbackSecretMissing(WorkflowStepError):
+    """A run started before its workflow made callbacks has no secret to derive a
+    created callback's token with, so later steps could not hand it out."""
+
+    reason = "callback_secret_missing"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this run started on a definition without callbacks and has no token secret: "
+            "create_callback needs a run started on a definition that has it"
+        )
+
+
+class CallbackAnswerErased(WorkflowStepError):
+    """The answer a created callback got before its await was erased before the await."""
+
+    reason = "awaited_event_unavailable"
+
+
 def describe_step_error(error: BaseException) -> str:
     """The generic text stored for a failed step; the raw message goes to the log only."""
-    if isinstance(error, (TaskFailedError, ChildFailedError)):
+    if isinstance(error, (TaskFailedError, ChildFailedError, CallbackFailedError)):
         return f"workflow step failed ({error.error_class})"
     name = type(error).__name__ if isinstance(error, Exception) else ""
     return f"workflow step failed ({name})" if name else "workflow step failed (unknown error)"
@@ -118,10 +162,51 @@ class TaskWait:
 @fast_init
 @dataclass(frozen=True)
 class CallbackWait:
-    """What a wait_for_callback suspension waits for: the hash of the token it handed out."""
+    """What a wait_for_callback (or an await_callback of created callback `name`)
+    suspension waits for: the hash of the token, and the heartbeat's interval and the
+    instant by which the next one must come."""
 
     result_key: str
     token_hash: str
+    name: str | None = None
+    heartbeat_seconds: int | None = None
+    heartbeat_at: datetime | None = None
+
+
+@fast_init
+@dataclass(frozen=True)
+class CreatedCallback:
+    """A callback a create_callback step of this pass made: its token's hash and what
+    the token is derived from (`mint`, with the run's secret). `superseded`: the pass
+    made the same name again later."""
+
+    name: str
+    token_hash: str
+    mint: str
+    path: Path
+    timeout_at: datetime
+    heartbeat_seconds: int | None
+    superseded: bool = False
+
+
+@fast_init
+@dataclass(frozen=True)
+class KnownCallback:
+    """A created callback as a pass finds it: made by an earlier pass (or this one), with
+    its answer if it has one (`event_id`; `error` for a failure; `answer` its payload,
+    `answer_erased` once erased) or `closed` when the run stopped listening to it."""
+
+    name: str
+    token_hash: str
+    mint: str | None
+    timeout_at: datetime
+    heartbeat_seconds: int | None
+    last_beat: datetime
+    event_id: str | None = None
+    error: str | None = None
+    answer: Any = None
+    answer_erased: bool = False
+    closed: bool = False
 
 
 @fast_init
@@ -156,7 +241,7 @@ class ChildJoin:
 class Suspension:
     """Where a pass stopped: `path`, due at `wake_at` (a wait's time, a wait_for_event's
     or wait_for_callback's timeout, a retry's next attempt; never by time for tasks and
-    children)."""
+    children; a callback wait's heartbeat may end it earlier)."""
 
     kind: Literal[
         "waiting",
@@ -236,6 +321,9 @@ class PassResult:
     error: str | None = None
     error_detail: str | None = None
     failed_path: Path = field(default_factory=list)
+    created_callbacks: list[CreatedCallback] = field(default_factory=list)
+    # Created callbacks an await found expired: (token hash, why: timeout | heartbeat).
+    closed_callbacks: list[tuple[str, str]] = field(default_factory=list)
 
     def results_delta(self) -> dict[str, Any]:
         """Values this pass wrote (awaited payloads stay references)."""

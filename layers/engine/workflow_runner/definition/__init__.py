@@ -5,10 +5,12 @@ from __future__ import annotations
 from .builder import StepBuilder
 from .define import define_workflow
 from .dsl import (
+    AwaitCallback,
     Branch,
     CallTrigger,
     CallWorkflow,
     Compute,
+    CreateCallback,
     CronTrigger,
     DomainEvent,
     EventTrigger,
@@ -46,10 +48,12 @@ from .retry import RetryPolicy, backoff_seconds
 
 __all__ = [
     "DEFAULT_WORKFLOW_MODULES",
+    "AwaitCallback",
     "Branch",
     "CallTrigger",
     "CallWorkflow",
     "Compute",
+    "CreateCallback",
     "CronTrigger",
     "DomainEvent",
     "EventTrigger",

@@ -11,6 +11,7 @@ from ..durations import parse_duration
 from ..errors import WorkflowDefinitionError
 from ..match import validate_event_match
 from ..refs import contains_refs
+from .callbacks import CallbackSteps
 from .checks import Unbuilt
 from .dsl import (
     MAX_MAP_CONCURRENCY,
@@ -30,7 +31,6 @@ from .dsl import (
     StepContext,
     Task,
     Wait,
-    WaitForCallback,
     WaitForEvent,
     WebhookSend,
 )
@@ -53,11 +53,13 @@ def as_steps(value: object, where: str) -> tuple[Step, ...]:
     return steps
 
 
-class StepBuilder:
-    """The `s` in `steps=lambda s: [...]`: one method per step kind."""
+class StepBuilder(CallbackSteps):
+    """The `s` in `steps=lambda s: [...]`: one method per step kind (the callback steps
+    are in definition/callbacks.py)."""
 
     def __init__(self, awaits: Mapping[str, str]) -> None:
         self._awaits = dict(awaits)
+        self._created_callbacks = set()
 
     def compute(self, key: str, fn: Callable[[StepContext], Any]) -> Compute:
         """Run `fn(ctx)` and store its (JSON-serialisable) result under `key`."""
@@ -130,23 +132,6 @@ class StepBuilder:
             lookback=lookback,
             result_key=result_key or event_type,
         )
-
-    def wait_for_callback(self, result_key: str, timeout: Resolver = "P7D") -> WaitForCallback:
-        """Suspend until an outside system completes the callback with a payload, or
-        `timeout` (a duration or an instant) passes.
-
-        The steps before it in the same pass read the token as `ctx.callback.token` (and
-        the endpoint's link as `ctx.callback.url`) to hand it out, e.g. in a mail. The
-        payload (None on timeout) is stored under `result_key`. A token is single-use,
-        bound to this run and this wait, and expires with the timeout.
-        """
-        if not isinstance(result_key, str) or not result_key:
-            raise WorkflowDefinitionError(
-                "wait_for_callback: result_key must be a non-empty string"
-            )
-        if isinstance(timeout, str) and timeout.startswith("P"):
-            parse_duration(timeout)
-        return WaitForCallback(result_key=result_key, timeout=timeout)
 
     def retry(
         self,

@@ -30,9 +30,11 @@ from ..retention import parse_retention
 from ..storable import NotStorable, check_storable
 from .dsl import (
     CATCHUP_POLICIES,
+    AwaitCallback,
     Branch,
     CallWorkflow,
     Compute,
+    CreateCallback,
     CronTrigger,
     ForEach,
     MailSend,
@@ -233,7 +235,7 @@ class _Walk:
             self.wait(place, step)
         elif isinstance(step, WaitForEvent):
             self.wait_for_event(place, step)
-        elif isinstance(step, WaitForCallback) and _static(step.timeout):
+        elif isinstance(step, (WaitForCallback, CreateCallback)) and _static(step.timeout):
             self.check(place, "timeout", lambda: _duration_or_instant(step.timeout))
         elif isinstance(step, MailSend):
             self.mail(place, step)
@@ -342,7 +344,7 @@ def _arguments(step: Step) -> list[tuple[str, Any]]:
         CallWorkflow: ("input", "key"),
         Map: ("over", "key"),
         Return: ("value",),
-        WaitForCallback: ("timeout",),
+        **dict.fromkeys((WaitForCallback, CreateCallback), ("timeout",)),
     }
     return [(name, getattr(step, name)) for name in names.get(type(step), ())]
 
@@ -360,7 +362,7 @@ def _address(value: Any) -> bool:
 def _written_keys(step: Step) -> list[str]:
     if isinstance(step, (Compute, Task)):
         return [step.key]
-    if isinstance(step, (WaitForEvent, WaitForCallback)):
+    if isinstance(step, (WaitForEvent, WaitForCallback, AwaitCallback)):
         return [step.result_key]
     if isinstance(step, (MailSend, WebhookSend)):
         return [k for k in (step.key, step.result_key) if k]

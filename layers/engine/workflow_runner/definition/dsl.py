@@ -61,7 +61,8 @@ class StepContext:
     """The argument every resolver receives.
 
     `callback` holds the token (and URL) of the wait_for_callback the pass reaches next
-    (both None where no pass runs, as in a task's function).
+    (both None where no pass runs, as in a task's function); `callbacks` the callbacks
+    create_callback steps made, by name (in a task's function too).
     """
 
     event: DomainEvent
@@ -70,6 +71,7 @@ class StepContext:
     workflow: WorkflowInfo
     now: datetime
     callback: Callback = NO_CALLBACK
+    callbacks: Mapping[str, Callback] = field(default_factory=dict)
 
 
 Resolver: TypeAlias = Any  # a value, or a callable taking StepContext
@@ -236,11 +238,36 @@ class Task:
 
 @dataclass(frozen=True)
 class WaitForCallback:
-    """Suspend until an outside system completes the callback, or `timeout` passes."""
+    """Suspend until an outside system answers the callback, or `timeout` passes (or,
+    with `heartbeat`, that long passes without a heartbeat)."""
 
     result_key: str
     timeout: Resolver = "P7D"
     kind: str = "wait_for_callback"
+    heartbeat: str | None = field(default=None, metadata=ADDED_LATER)
+    catch: bool = field(default=False, metadata=ADDED_LATER)
+
+
+@dataclass(frozen=True)
+class CreateCallback:
+    """Make callback `name`: its token is `ctx.callbacks[name].token` for every later
+    step; it takes an answer until `timeout` (with `heartbeat`: while heartbeats come)."""
+
+    name: str
+    timeout: Resolver = "P7D"
+    heartbeat: str | None = None
+    kind: str = "create_callback"
+
+
+@dataclass(frozen=True)
+class AwaitCallback:
+    """Suspend until created callback `name` has its answer (at once when it has one),
+    and store it under `result_key`."""
+
+    name: str
+    result_key: str
+    catch: bool = False
+    kind: str = "await_callback"
 
 
 @dataclass(frozen=True)
@@ -301,13 +328,16 @@ Step: TypeAlias = (
     | Parallel
     | Return
     | WaitForCallback
+    | CreateCallback
+    | AwaitCallback
 )
 
 
 def has_callback_wait(steps: tuple[Step, ...]) -> bool:
-    """Whether a step tree holds a wait_for_callback (its runs get a token secret)."""
+    """Whether a step tree holds a wait_for_callback or create_callback (its runs get a
+    token secret)."""
     for step in steps:
-        if isinstance(step, WaitForCallback):
+        if isinstance(step, (WaitForCallback, CreateCallback)):
             return True
         inner = (*step.on_true, *step.on_false) if isinstance(step, Branch) else ()
         if isinstance(step, (ForEach, Retry)):
@@ -327,6 +357,7 @@ SUSPENDING_KINDS = frozenset(
         "map",
         "parallel",
         "wait_for_callback",
+        "await_callback",
     }
 )
 # The longest attempt a task may ask for: it must fit in the worker Lambda's run.
@@ -348,6 +379,8 @@ STEP_TYPES = (
     Parallel,
     Return,
     WaitForCallback,
+    CreateCallback,
+    AwaitCallback,
 )
 # The largest `concurrency` of a map (children running at once for one map step).
 MAX_MAP_CONCURRENCY = 10_000

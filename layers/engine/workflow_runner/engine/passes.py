@@ -25,6 +25,7 @@ from ..pass_result import (
 from ..step_paths import step_at
 from ..store import InboxEvent, Store, StoredEvent, StoredResults
 from ..stream import (
+    CALLBACK_EVENT_TYPE,
     ChildrenWaiting,
     RunStarted,
     RunState,
@@ -37,6 +38,7 @@ from ..stream import (
     TasksScheduled,
     fold_run,
 )
+from .callback_passes import close_unanswered_await, known_callbacks
 from .persist import PassWrites, RunOutcome, fail_run, persist_pass
 
 __all__ = [
@@ -279,7 +281,10 @@ def _awaited_payload(store: Store, tenant_id: str, event_id: str | None) -> Any:
     if event_id is None:
         return None
     row = store.inbox.get(tenant_id, event_id)
-    if row is None or row.detail is None:
+    # A callback's answer may be null: only its erasure makes it gone.
+    if row is None or row.erased_at is not None:
+        return _GONE
+    if row.detail is None and row.type != CALLBACK_EVENT_TYPE:
         return _GONE
     return row.detail
 
@@ -358,6 +363,9 @@ def continue_run(
     resumed_task = redo.resumed_task if redo is not None else None
     if redo is None and work is not None and isinstance(suspension, WORK_SUSPENSIONS):
         resumed_task = ResumedTask(path, work_failure(suspension, work))
+    # The answer the callback wait got (a redrive: what its entry got).
+    answered = redo.work if redo is not None else state
+    close_unanswered_await(store, tenant_id, suspension, matched is not None, now)
     assert state.started_at is not None
     result = Interpreter(
         definition,
@@ -374,6 +382,8 @@ def continue_run(
         reentry=redo.reentry if redo is not None else None,
         callback_secret=state.started.callback_secret if state.started else None,
         parent_run_id=state.started.parent_run_id if state.started else None,
+        known_callbacks=lambda: known_callbacks(store, tenant_id, run_id),
+        callback_error=answered.callback_error if answered is not None else None,
     ).run(path)
     return persist_pass(
         store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now, writes

@@ -47,6 +47,7 @@ from ..stream import (
     RunRedriven,
     RunState,
     StepResumed,
+    StepWaitingForCallback,
     SuspensionFact,
     TaskCompleted,
     TasksScheduled,
@@ -348,6 +349,8 @@ def _redo(
         RedriveRefused: a child of a failed join cannot run again (the message says which
             and why); nothing written.
     """
+    if work is not None and isinstance(suspension, StepWaitingForCallback):
+        return Redo(work)  # the answer its entry got (a failure fails it again, uncaught)
     if work is None or not isinstance(suspension, WORK_SUSPENSIONS):
         return None
     path = suspension.entry_path

@@ -277,7 +277,7 @@ def _decide(
     elif isinstance(suspension, (TaskScheduled, TasksScheduled)):
         resumed_by = "task"
     elif isinstance(suspension, StepWaitingForCallback):
-        resumed_by = "callback" if matched else "timeout"
+        resumed_by = "callback" if matched else suspension.timer
     elif isinstance(suspension, ChildrenWaiting):
         resumed_by = "children"
     else:

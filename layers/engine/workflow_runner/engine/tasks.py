@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from ..callback_tokens import callback_base_url
 from ..definition import (
     MailSend,
     RetryPolicy,
@@ -36,6 +37,7 @@ from ..definition import (
     WorkflowInfo,
     WorkflowRegistry,
 )
+from ..interpreter.callback_view import created_links
 from ..pass_result import WorkflowStepError
 from ..ports import HttpSender, Mailer
 from ..redaction import exception_for_log
@@ -44,6 +46,7 @@ from ..storable import DEFAULT_MAX_RESULT_BYTES, NotStorable, check_storable
 from ..store import ClaimedTask, Store
 from ..stream import RUN_STREAM, RecordedFact, TaskAttemptFailed, TaskCompleted, TaskFailed
 from ..webhook_guard import WebhookGuard
+from .callback_passes import known_callbacks
 from .delivery import DeliveryFailed, deliver_mail, deliver_webhook
 from .passes import LoadedRun, load_run_for_pass, trigger_event
 from .pinning import serving_definition
@@ -262,6 +265,9 @@ def _run_function(
     if trigger is None:
         raise _Failure("TriggerEventUnavailable", True, "trigger_event_unavailable")
     stored = store.results.of_run(task.tenant_id, task.run_id)
+    # The run's created callbacks, read before the function runs (outside any pass).
+    secret = run.state.started.callback_secret if run.state.started else None
+    known = known_callbacks(store, task.tenant_id, task.run_id) if secret else []
     ctx = StepContext(
         event=trigger,
         steps=dict(stored.values),
@@ -275,6 +281,7 @@ def _run_function(
             task_key=task.task_id,
         ),
         now=now,
+        callbacks=created_links(secret, callback_base_url(), known),
     )
     try:
         return call_with_timeout(lambda: step.fn(ctx), timeout)

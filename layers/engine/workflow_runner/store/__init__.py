@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .callbacks import CallbackRow, NewCallback
+from .callbacks import CallbackRow, CreatedCallbackRow, NewCallback
 from .children import ChildOutcome, ChildRow, ClaimedJoin, JoinCount, NewChild, UntoldChild
 from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
@@ -43,6 +43,7 @@ __all__ = [
     "ChildRow",
     "ClaimedJoin",
     "ClaimedTask",
+    "CreatedCallbackRow",
     "DispatchStatus",
     "DueRow",
     "InboxEvent",

@@ -314,9 +314,10 @@ CREATE INDEX run_children_running ON run_children (tenant_id, child_run_id)
 CREATE INDEX run_children_by_child ON run_children (tenant_id, child_run_id);
 CREATE INDEX run_children_uncounted ON run_children (tenant_id, join_id) WHERE NOT counted;
 
--- Callback tokens of wait_for_callback steps: one row per token a pass handed out, with
--- its SHA-256 (never the token), the suspension it completes, until when, and its
--- completion (set once, in the transaction that records it on the run stream).
+-- Callback tokens: one row per token a pass handed out (a wait_for_callback's, or a
+-- created callback's), with its SHA-256 (never the token), the suspension it completes
+-- (a created callback: the version of the pass's outcome that made it), until when, and
+-- its answer (set once, in the transaction that records it on the run stream).
 CREATE TABLE callbacks (
     token_hash           text        PRIMARY KEY,
     tenant_id            uuid        NOT NULL,
@@ -328,7 +329,18 @@ CREATE TABLE callbacks (
     expires_at           timestamptz NOT NULL,
     created_at           timestamptz NOT NULL,
     completed_at         timestamptz,
-    completion_event_id  text
+    completion_event_id  text,
+    -- A created callback's name and what its token is derived from with the run's
+    -- secret (useless without it). NULL: a wait_for_callback's token.
+    name                 text,
+    mint                 text,
+    -- The heartbeat interval (NULL: none) and the last heartbeat.
+    heartbeat_seconds    integer,
+    last_heartbeat_at    timestamptz,
+    failed_error         text,        -- an answer that reported a failure: its error name
+    -- The run stopped listening without an answer: timeout, heartbeat, moved_on, superseded.
+    closed_at            timestamptz,
+    closed_reason        text
 );
 CREATE INDEX callbacks_run_idx ON callbacks (tenant_id, run_id);
 

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from ..fast_init import fast_init
-from .callbacks import CallbackCompleted, StepWaitingForCallback
+from .callbacks import (
+    CallbackCompleted,
+    CallbackCreated,
+    CallbackFailed,
+    CallbackHeartbeat,
+    StepWaitingForCallback,
+)
 from .children import ChildrenRequested, ChildrenSettled
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .operator import OperatorAction
@@ -69,6 +75,9 @@ Fact: TypeAlias = (
     | OperatorAction
     | StepWaitingForCallback
     | CallbackCompleted
+    | CallbackFailed
+    | CallbackHeartbeat
+    | CallbackCreated
     | UnknownFact
 )
 
@@ -105,6 +114,9 @@ _KNOWN: dict[str, Any] = {
         DispatchFailed,
         OperatorAction,
         CallbackCompleted,
+        CallbackFailed,
+        CallbackHeartbeat,
+        CallbackCreated,
     )
 }
 

@@ -161,7 +161,7 @@ class CallbackStore:
 
     def close(self, tenant_id: str, token_hash: str, reason: str, now: datetime) -> None:
         """The run stopped listening to a callback without an answer (`reason`: timeout,
-        heartbeat, moved_on); nothing for one that has an answer or was closed."""
+        heartbeat_timeout, moved_on); nothing for one that has an answer or was closed."""
         self._sql.run(
             "close_callback",
             {"tenant_id": tenant_id, "token_hash": token_hash, "reason": reason, "now": now},

@@ -338,7 +338,8 @@ CREATE TABLE callbacks (
     heartbeat_seconds    integer,
     last_heartbeat_at    timestamptz,
     failed_error         text,        -- an answer that reported a failure: its error name
-    -- The run stopped listening without an answer: timeout, heartbeat, moved_on, superseded.
+    -- The run stopped listening without an answer: timeout, heartbeat_timeout, moved_on,
+    -- superseded.
     closed_at            timestamptz,
     closed_reason        text
 );

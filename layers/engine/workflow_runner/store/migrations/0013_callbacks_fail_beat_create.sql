@@ -13,8 +13,8 @@ ALTER TABLE callbacks ADD COLUMN IF NOT EXISTS heartbeat_seconds integer;
 ALTER TABLE callbacks ADD COLUMN IF NOT EXISTS last_heartbeat_at timestamptz;
 -- The error name of an answer that reported a failure (completed_at: when it answered).
 ALTER TABLE callbacks ADD COLUMN IF NOT EXISTS failed_error text;
--- When and why the run stopped listening without an answer: 'timeout' or 'heartbeat'
--- (its wait or await timed out), 'moved_on' (an operator resumed the await),
--- 'superseded' (its name was created again).
+-- When and why the run stopped listening without an answer: 'timeout' or
+-- 'heartbeat_timeout' (its await found it expired or timed out), 'moved_on' (an
+-- operator resumed the await), 'superseded' (its name was created again).
 ALTER TABLE callbacks ADD COLUMN IF NOT EXISTS closed_at timestamptz;
 ALTER TABLE callbacks ADD COLUMN IF NOT EXISTS closed_reason text;

@@ -16,6 +16,9 @@ from .stream import (
     NEVER,
     RUN_STREAM,
     CallbackCompleted,
+    CallbackCreated,
+    CallbackFailed,
+    CallbackHeartbeat,
     ChildrenRequested,
     ChildrenSettled,
     ChildrenWaiting,
@@ -75,13 +78,8 @@ def describe_event(e: StoredEvent) -> str:
         return f"step {f.step_index}: wait until {instant(f.wake_at)}"
     if isinstance(f, StepWaitingForEvent):
         return f"step {f.step_index}: wait for {f.event_type} until {instant(f.timeout_at)}"
-    if isinstance(f, StepWaitingForCallback):
-        return (
-            f"step {f.step_index}: wait for a callback (result {f.result_key!r}) "
-            f"until {instant(f.timeout_at)}"
-        )
-    if isinstance(f, CallbackCompleted):
-        return f"step {f.step_index}: callback completed (payload: event {f.event_id})"
+    if isinstance(f, (StepWaitingForCallback, *_CALLBACK_FACTS)):
+        return _describe_callback(f)
     if isinstance(f, RetryScheduled):
         return (
             f"step {f.step_index}: attempt {f.attempt}/{f.max_attempts} "
@@ -150,6 +148,34 @@ def describe_event(e: StoredEvent) -> str:
     if isinstance(f, DispatchFailed):
         return f"{f.step_kind} failed: {f.error}" + (f" ({f.reason})" if f.reason else "")
     return ""
+
+
+_CALLBACK_FACTS = (CallbackCreated, CallbackCompleted, CallbackFailed, CallbackHeartbeat)
+
+
+def _describe_callback(
+    f: StepWaitingForCallback
+    | CallbackCreated
+    | CallbackCompleted
+    | CallbackFailed
+    | CallbackHeartbeat,
+) -> str:
+    """A callback's fact in words: a wait or await, a creation, an answer, a heartbeat."""
+    named = f"callback {f.name!r}" if f.name else "callback"
+    every = f.heartbeat_seconds if isinstance(f, (StepWaitingForCallback, CallbackCreated)) else 0
+    beats = f", heartbeat every {duration(timedelta(seconds=every))}" if every else ""
+    kept = "" if getattr(f, "run_due", True) else "; kept for its await"
+    if isinstance(f, StepWaitingForCallback):
+        what = f"await {named}" if f.name else "wait for a callback"
+        text = f"step {f.step_index}: {what} (result {f.result_key!r}) until {instant(f.due_at)}"
+        return text + beats
+    if isinstance(f, CallbackCreated):
+        return f"step {f.step_index}: {named} created, open until {instant(f.timeout_at)}{beats}"
+    if isinstance(f, CallbackCompleted):
+        return f"step {f.step_index}: {named} completed (payload: event {f.event_id}){kept}"
+    if isinstance(f, CallbackFailed):
+        return f"step {f.step_index}: {named} failed: {f.message}{kept}"
+    return f"step {f.step_index}: {named} heartbeat, open until {instant(f.deadline)}"
 
 
 def shown_payload(e: StoredEvent) -> dict[str, Any]:

@@ -38,7 +38,14 @@ from ..callback_tokens import checked_base_url
 from ..clock import ManualClock, SystemClock
 from ..definition import WorkflowRegistry
 from ..durations import format_instant
-from ..engine.callbacks import CallbackCompletion, complete_callback, enqueue_resume
+from ..engine.callbacks import (
+    CallbackCompletion,
+    CallbackHeartbeatRecorded,
+    complete_callback,
+    enqueue_resume,
+    fail_callback,
+    heartbeat_callback,
+)
 from ..envelope import MAX_DETAIL_DEPTH, MAX_EVENT_BYTES
 from ..errors import DidNotSettle
 from ..json_input import parse_json
@@ -307,9 +314,44 @@ class LocalRuntime:
             CallbackRefused: unknown token, used before, expired, or the run moved on.
             InvalidInput: the payload is null, not JSON or too large.
         """
+        return self._answered(
+            lambda: complete_callback(self.store, token, payload, self.now(), source)
+        )
+
+    def fail_callback(
+        self, token: str, error: str, message: str | None, source: str = "wfr.local"
+    ) -> tuple[CallbackCompletion, Activity]:
+        """Report a callback failed as the callback endpoint does, and run what follows.
+
+        Raises:
+            CallbackRefused: unknown token, answered before, expired, or the run moved on.
+            InvalidInput: the error name or message is not what a failure takes.
+        """
+        return self._answered(
+            lambda: fail_callback(self.store, token, error, message, self.now(), source)
+        )
+
+    def heartbeat_callback(self, token: str) -> tuple[CallbackHeartbeatRecorded, Activity]:
+        """A callback's heartbeat, as the callback endpoint records it.
+
+        Raises:
+            CallbackRefused: unknown token, answered before, expired, the run moved on,
+                or the callback takes no heartbeats.
+        """
         mark = self._mark()
         activity = Activity(self.now())
-        completion = complete_callback(self.store, token, payload, self.now(), source)
+        beat = heartbeat_callback(self.store, token, self.now())
+        self.nudger.nudge_projection()
+        self._settle(activity)
+        self._collect(activity, mark)
+        return beat, activity
+
+    def _answered(
+        self, answer: Callable[[], CallbackCompletion]
+    ) -> tuple[CallbackCompletion, Activity]:
+        mark = self._mark()
+        activity = Activity(self.now())
+        completion = answer()
         enqueue_resume(self.store, self.queue, completion, self.now())
         self.nudger.nudge_projection()
         self._settle(activity)

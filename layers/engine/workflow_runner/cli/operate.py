@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..definition import WorkflowRegistry
+from ..engine.callbacks import run_callbacks
 from ..engine.doctor import run_doctor
 from ..engine.erase import erase_event
 from ..engine.joins import tell_untold_children
@@ -32,6 +33,7 @@ from ..timeline import (
     timeline_entries,
     wake_text,
 )
+from .callbacks import callbacks_json
 from .context import Context, UsageError, parse_duration_arg, parse_now, parse_since
 
 
@@ -133,6 +135,7 @@ def cmd_runs_show(ctx: Context) -> int:
     timeline = run_timeline(ctx.store(), tenant, run_id)
     parent = state.started.parent_run_id if state.started else None
     children = ctx.store().children.of_run(tenant, run_id, limit=CHILDREN_SHOWN + 1)
+    callbacks = run_callbacks(ctx.store(), tenant, run_id, ctx.now())
     if ctx.output.as_json:
         ctx.output.json(
             {
@@ -160,6 +163,8 @@ def cmd_runs_show(ctx: Context) -> int:
                     }
                     for c in children[:CHILDREN_SHOWN]
                 ],
+                # The tokens it handed out: where each stands, until when (hashes only).
+                "callbacks": callbacks_json(callbacks),
             }
         )
         return 0
@@ -170,6 +175,13 @@ def cmd_runs_show(ctx: Context) -> int:
         out.line(f"child of run {parent}  (wfr runs show {parent})")
     if state.suspension is not None:
         out.line(f"waiting at step {state.suspension.step_index}")
+    for c in (c for c in callbacks if c.status == "waiting"):
+        which = f"callback {c.row.name!r}" if c.row.name else f"callback of step {c.row.step_index}"
+        beat = c.row.last_heartbeat_at
+        out.line(
+            f"{which} open until {instant(c.deadline)}"
+            + (f", last heartbeat {instant(beat)}" if beat else "")
+        )
     out.table(
         ["V", "RECORDED", "AFTER", "EVENT", "DETAIL"],
         [

@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .definition.dsl import (
+    AwaitCallback,
     Branch,
     CallWorkflow,
     Compute,
+    CreateCallback,
     CronTrigger,
     EventTrigger,
     ForEach,
@@ -136,7 +138,14 @@ def _label(step: Step) -> tuple[str, str]:
         return f"wait for {step.event}{where}, timeout {timeout}", "hexagon"
     if isinstance(step, WaitForCallback):
         timeout = _static(step.timeout) or "(computed)"
-        return f"wait for callback → {step.result_key}, timeout {timeout}", "hexagon"
+        label = f"wait for callback → {step.result_key}, timeout {timeout}"
+        return label + _beats(step.heartbeat) + (", catch" if step.catch else ""), "hexagon"
+    if isinstance(step, CreateCallback):
+        timeout = _static(step.timeout) or "(computed)"
+        return f"create callback {step.name}, timeout {timeout}{_beats(step.heartbeat)}", "stadium"
+    if isinstance(step, AwaitCallback):
+        catch = ", catch" if step.catch else ""
+        return f"await callback {step.name} → {step.result_key}{catch}", "hexagon"
     if isinstance(step, Return):
         value = step.value
         failed = isinstance(value, dict) and value.get("isSuccess") is False
@@ -164,6 +173,10 @@ def _label(step: Step) -> tuple[str, str]:
     return type(step).__name__, "rect"  # pragma: no cover - every step kind is above
 
 
+def _beats(heartbeat: str | None) -> str:
+    return f", heartbeat {heartbeat}" if heartbeat else ""
+
+
 def _awaited(result_key: str | None, retry: RetryPolicy | None, catch: bool) -> str:
     """What a task's node adds: where its result goes, its attempts, whether it catches."""
     if result_key is None:
@@ -175,12 +188,25 @@ def _awaited(result_key: str | None, retry: RetryPolicy | None, catch: bool) -> 
 class _Builder:
     def __init__(self, chart: Flowchart) -> None:
         self.chart = chart
+        self.created: dict[str, list[str]] = {}  # callback name -> its create nodes
+        self.awaited: list[tuple[str, str]] = []  # (callback name, await node)
 
     def add(self, step: Step, key: StepKey) -> Node:
         label, shape = _label(step)
         node = Node(_node_id(key), label, shape, key)
         self.chart.nodes.append(node)
+        if isinstance(step, CreateCallback):
+            self.created.setdefault(step.name, []).append(node.id)
+        elif isinstance(step, AwaitCallback):
+            self.awaited.append((step.name, node.id))
         return node
+
+    def link_callbacks(self) -> None:
+        """A dotted edge from each create_callback node to each await_callback node of
+        its name: where the answer the await takes comes from."""
+        for name, node_id in self.awaited:
+            for made in self.created.get(name, []):
+                self.chart.edges.append(Edge(made, node_id, f"callback {name}", dotted=True))
 
     def link(self, exits: Iterable[tuple[str, str]], target: str) -> None:
         for source, label in exits:
@@ -242,6 +268,7 @@ def flowchart(definition: WorkflowDefinition) -> Flowchart:
     exits = builder.sequence(definition.steps, (), [("start", "")])
     chart.nodes.append(Node("finish", "end", "circle"))
     builder.link(exits, "finish")
+    builder.link_callbacks()
     return chart
 
 
@@ -349,9 +376,11 @@ def mark_run(
                 note += f" {format_instant(fact.wake_at)}"
             elif isinstance(fact, StepWaiting):
                 note = f"waiting until {format_instant(fact.wake_at)}"
+            elif isinstance(fact, StepWaitingForCallback):
+                what = f"callback {fact.name!r}" if fact.name else "a callback"
+                note = f"waiting for {what} until {format_instant(fact.due_at)}"
             else:
-                what = "a callback" if isinstance(fact, StepWaitingForCallback) else fact.event_type
-                note = f"waiting for {what} until {format_instant(fact.timeout_at)}"
+                note = f"waiting for {fact.event_type} until {format_instant(fact.timeout_at)}"
             position = (key, "current", note)
         elif isinstance(fact, StepResumed):
             position = None

@@ -92,7 +92,9 @@ def _loop(boxes: dict[str, Box], source_id: str, target_id: str, label: str) -> 
         d = f"M{x:.1f},{y - 8:.1f} C{x + 44:.1f},{y - 30:.1f} {x + 44:.1f},{y + 30:.1f} "
         d += f"{x:.1f},{y + 8:.1f}"
         return Loop(d, lines, x + 40, y - 4 * len(lines) + 4)
-    span = [b for b in boxes.values() if target.rank <= b.rank <= source.rank]
+    # A loop goes back up; a callback's create-to-await edge goes down: the boxes between.
+    low, high = sorted((target.rank, source.rank))
+    span = [b for b in boxes.values() if low <= b.rank <= high]
     right = max(b.x + b.w / 2 for b in span) + 26
     sx, sy = source.x + source.w / 2, source.mid
     tx, ty = target.x + target.w / 2, target.mid

@@ -31,7 +31,7 @@ from workflow_runner.engine.redrive import redrive_run
 from workflow_runner.store import Store
 
 from tests.integration.callback_support import mail_tokens, mailed_tokens, resume_open, start_run
-from tests.support import TENANT_A, TENANT_B, register, stream, stream_types
+from tests.support import TENANT_A, TENANT_B, refuse_pass_writes, register, stream, stream_types
 
 BASE = "https://callbacks.example.com/"
 
@@ -377,3 +377,32 @@ def test_created_callbacks_never_mix_tenants(
     resume_open(store, flows, run_b, clock.now(), TENANT_B)
     waiting = ops.load_run(store, TENANT_B, run_b).suspension
     assert isinstance(waiting, ev.StepWaitingForCallback) and waiting.name == "finance"
+
+
+def test_a_pass_the_database_refuses_leaves_none_of_its_callbacks(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass is atomic: its callback rows, facts and mail go with its outcome or not
+    at all."""
+    _flow(
+        registry,
+        "refused",
+        lambda s: [
+            s.wait(for_="PT1H"),
+            s.create_callback("later"),
+            _mail("later")(s),
+            s.await_callback("later"),
+        ],
+    )
+    run_id = start_run(store, registry, clock.now(), type="refused.go")
+    clock.advance(timedelta(hours=1))
+    refuse_pass_writes(monkeypatch, run_id)
+
+    [result] = ops.resume_runs(
+        store, [ops.ResumeRequestItem(TENANT_A, run_id, 0)], clock.now(), registry
+    )
+
+    assert (result.outcome, result.reason) == ("failed", "pass_not_storable")  # type: ignore[union-attr]
+    assert store.callbacks.of_run(TENANT_A, run_id) == []
+    assert ev.CALLBACK_CREATED not in stream_types(store, run_id)
+    assert mail_tokens(store, run_id) == []

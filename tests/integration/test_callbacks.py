@@ -33,6 +33,8 @@ from workflow_runner.errors import InvalidInput
 from workflow_runner.store import Store, connect
 
 from tests.integration.callback_support import (
+    BUDGET_DOWN,
+    budget_check,
     callback_events,
     count_rows,
     mail_tokens,
@@ -551,17 +553,9 @@ def test_callbacks_inside_for_each_branch_and_retry_resume_where_they_wait(
     assert stream(store, run_id)[-1].fact.result == ["ann", "bo"]
 
 
-FLAKY = {"on": True}
-
-
 def test_a_redrive_repeats_the_failed_pass_with_the_token_its_mail_already_carries(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    def check(ctx: Any) -> int:
-        if FLAKY["on"]:
-            raise RuntimeError("budget service down")
-        return 1
-
     register(
         registry,
         name="redriven",
@@ -569,19 +563,19 @@ def test_a_redrive_repeats_the_failed_pass_with_the_token_its_mail_already_carri
         idempotency_key=lambda e: e.payload["id"],
         steps=lambda s: [
             s.mail_send(to="a@example.com", subject="Approve?", body=lambda ctx: ctx.callback.url),
-            s.compute("check", check),
+            s.compute("check", budget_check),
             s.wait_for_callback("decision"),
             s.return_(lambda ctx: ctx.steps["decision"]),
         ],
     )
-    FLAKY["on"] = True
+    BUDGET_DOWN["on"] = True
     run_id = start_run(store, registry, clock.now(), type="redrive.go")
     assert ops.load_run(store, TENANT_A, run_id).status == "failed"
     (token,) = mail_tokens(store, run_id)
     with pytest.raises(UnknownCallback):  # no wait was reached: nothing to complete yet
         complete_callback(store, token, {"ok": True}, clock.now())
 
-    FLAKY["on"] = False
+    BUDGET_DOWN["on"] = False
     redriven = redrive_run(store, TENANT_A, run_id, clock.now(), registry)
 
     assert (redriven.outcome, redriven.step_index) == ("suspended", 2)

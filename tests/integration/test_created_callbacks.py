@@ -30,7 +30,14 @@ from workflow_runner.engine.callbacks import (
 from workflow_runner.engine.redrive import redrive_run
 from workflow_runner.store import Store
 
-from tests.integration.callback_support import mail_tokens, mailed_tokens, resume_open, start_run
+from tests.integration.callback_support import (
+    BUDGET_DOWN,
+    budget_check,
+    mail_tokens,
+    mailed_tokens,
+    resume_open,
+    start_run,
+)
 from tests.support import TENANT_A, TENANT_B, refuse_pass_writes, register, stream, stream_types
 
 BASE = "https://callbacks.example.com/"
@@ -309,17 +316,9 @@ def test_an_await_whose_create_did_not_run_fails_callback_not_created(
     assert (failed.type, failed.payload["reason"]) == (ev.RUN_FAILED, "callback_not_created")
 
 
-FLAKY = {"on": True}
-
-
 def test_a_failed_pass_records_no_created_callback_and_its_redrive_mints_the_same_token(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    def check(ctx: Any) -> int:
-        if FLAKY["on"]:
-            raise RuntimeError("budget service down")
-        return 1
-
     _flow(
         registry,
         "redriven",
@@ -329,13 +328,13 @@ def test_a_failed_pass_records_no_created_callback_and_its_redrive_mints_the_sam
             s.wait(for_="PT1H"),
             s.create_callback("fresh"),
             _mail("fresh")(s),
-            s.compute("check", check),
+            s.compute("check", budget_check),
             s.await_callback("fresh"),
             s.await_callback("kept"),
             s.return_(lambda ctx: [ctx.steps["fresh"], ctx.steps["kept"]]),
         ],
     )
-    FLAKY["on"] = True
+    BUDGET_DOWN["on"] = True
     run_id = start_run(store, registry, clock.now(), type="redriven.go")
     assert _due(store, registry, run_id, clock).outcome == "failed"
     kept, fresh = mail_tokens(store, run_id)
@@ -344,7 +343,7 @@ def test_a_failed_pass_records_no_created_callback_and_its_redrive_mints_the_sam
     with pytest.raises(CallbackNotWaiting):  # the run failed: nothing is awaited
         complete_callback(store, kept, "k", clock.now())
 
-    FLAKY["on"] = False
+    BUDGET_DOWN["on"] = False
     redriven = redrive_run(store, TENANT_A, run_id, clock.now(), registry)
 
     assert (redriven.outcome, redriven.step_index) == ("suspended", 6)

@@ -92,35 +92,49 @@ class CallbackWrites:
     ) -> None:
         """Insert the rows (the pass's outcome lands at `outcome_version`; `outcome`: its
         suspension when that is a callback wait) and close what an await found expired."""
-        rows = [
-            NewCallback(
+
+        def new_row(
+            token_hash: str,
+            step_index: int,
+            path: list[dict[str, object]],
+            expires_at: datetime,
+            heartbeat_seconds: int | None,
+            **created: str | None,
+        ) -> NewCallback:
+            return NewCallback(
                 tenant_id=self.tenant_id,
-                token_hash=made.token_hash,
+                token_hash=token_hash,
                 run_id=self.run_id,
                 workflow_name=self.workflow_name,
                 suspension_version=outcome_version,
-                step_index=int(made.path[0]["i"]),
-                path=made.path,
-                expires_at=made.timeout_at,
+                step_index=step_index,
+                path=path,
+                expires_at=expires_at,
+                heartbeat_seconds=heartbeat_seconds,
+                **created,
+            )
+
+        rows = [
+            new_row(
+                made.token_hash,
+                int(made.path[0]["i"]),
+                made.path,
+                made.timeout_at,
+                made.heartbeat_seconds,
                 name=made.name,
                 mint=made.mint,
-                heartbeat_seconds=made.heartbeat_seconds,
                 closed_reason=SUPERSEDED if made.superseded else None,
             )
             for made in self.made
         ]
         if outcome is not None and outcome.name is None:  # an await's row is its create's
             rows.append(
-                NewCallback(
-                    tenant_id=self.tenant_id,
-                    token_hash=outcome.token_hash,
-                    run_id=self.run_id,
-                    workflow_name=self.workflow_name,
-                    suspension_version=outcome_version,
-                    step_index=outcome.step_index,
-                    path=outcome.path,
-                    expires_at=outcome.timeout_at,
-                    heartbeat_seconds=outcome.heartbeat_seconds,
+                new_row(
+                    outcome.token_hash,
+                    outcome.step_index,
+                    outcome.path,
+                    outcome.timeout_at,
+                    outcome.heartbeat_seconds,
                 )
             )
         for row in rows:

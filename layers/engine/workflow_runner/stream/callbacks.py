@@ -117,125 +117,118 @@ class StepWaitingForCallback(SuspensionFact):
 
 @fast_init
 @dataclass(frozen=True, kw_only=True)
-class CallbackCompleted:
-    """A token completed its callback; its payload is the inbox event `event_id`. The
-    first answer recorded for a suspension wins. `suspension_version`: the suspension
-    open when it was recorded (the one it settles when `run_due`)."""
-
-    TYPE: ClassVar[str] = CALLBACK_COMPLETED
+class _TokenFact:
+    """What every fact a token brings says: the step and the suspension open when it was
+    recorded (`run_due`: the one it settles, or moves; a created callback's answer kept
+    for its await names none, 0), and the created callback's `name`."""
 
     step_index: int
     suspension_version: int
-    event_id: str
-    token_hash: str | None = None  # None: recorded before callbacks could be created
-    name: str | None = None  # a created callback
+    name: str | None = None
     run_due: bool = True
 
-    def to_payload(self) -> dict[str, Any]:
+    def _common(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "stepIndex": self.step_index,
             "suspensionVersion": self.suspension_version,
-            "eventId": self.event_id,
         }
-        optional(payload, "tokenHash", self.token_hash)
         optional(payload, "name", self.name)
         if not self.run_due:
             payload["runDue"] = False
         return payload
 
+    @staticmethod
+    def _common_fields(p: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "step_index": int(p.get("stepIndex") or 0),
+            "suspension_version": int(p["suspensionVersion"]),
+            "name": p.get("name"),
+            "run_due": bool(p.get("runDue", True)),
+        }
+
+
+@fast_init
+@dataclass(frozen=True, kw_only=True)
+class CallbackCompleted(_TokenFact):
+    """A token completed its callback; its payload is the inbox event `event_id`. The
+    first answer recorded for a suspension wins."""
+
+    TYPE: ClassVar[str] = CALLBACK_COMPLETED
+
+    event_id: str
+    token_hash: str | None = None  # None: recorded before callbacks could be created
+
+    def to_payload(self) -> dict[str, Any]:
+        payload = {**self._common(), "eventId": self.event_id}
+        optional(payload, "tokenHash", self.token_hash)
+        return payload
+
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> CallbackCompleted:
         return cls(
-            step_index=int(p.get("stepIndex") or 0),
-            suspension_version=int(p["suspensionVersion"]),
-            event_id=str(p["eventId"]),
-            token_hash=p.get("tokenHash"),
-            name=p.get("name"),
-            run_due=bool(p.get("runDue", True)),
+            **cls._common_fields(p), event_id=str(p["eventId"]), token_hash=p.get("tokenHash")
         )
 
 
 @fast_init
 @dataclass(frozen=True, kw_only=True)
-class CallbackFailed:
+class CallbackFailed(_TokenFact):
     """A token reported its callback failed with error `error` (a short name the outside
     system chose); `event_id` holds `{"failed": true, "error": error}`. The wait fails
     the run (reason callback_failed) unless it catches."""
 
     TYPE: ClassVar[str] = CALLBACK_FAILED
 
-    step_index: int
-    suspension_version: int
     event_id: str
     token_hash: str
     error: str
     message: str  # redacted: the error name and a hash of the text, never the text
-    name: str | None = None
-    run_due: bool = True
 
     def to_payload(self) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "stepIndex": self.step_index,
-            "suspensionVersion": self.suspension_version,
+        return {
+            **self._common(),
             "eventId": self.event_id,
             "tokenHash": self.token_hash,
             "error": self.error,
             "message": self.message,
-            "runDue": self.run_due,
         }
-        optional(payload, "name", self.name)
-        return payload
 
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> CallbackFailed:
         return cls(
-            step_index=int(p.get("stepIndex") or 0),
-            suspension_version=int(p["suspensionVersion"]),
+            **cls._common_fields(p),
             event_id=str(p["eventId"]),
             token_hash=str(p["tokenHash"]),
             error=str(p["error"]),
             message=str(p.get("message", "")),
-            name=p.get("name"),
-            run_due=bool(p.get("runDue", True)),
         )
 
 
 @fast_init
 @dataclass(frozen=True, kw_only=True)
-class CallbackHeartbeat:
+class CallbackHeartbeat(_TokenFact):
     """A token's heartbeat: its callback's deadline is now `deadline` (the heartbeat
     interval from now, never past the callback's timeout). `run_due`: the run waits for
     this callback, so its suspension's timer moves (never earlier)."""
 
     TYPE: ClassVar[str] = CALLBACK_HEARTBEAT
 
-    step_index: int
-    suspension_version: int
     token_hash: str
     deadline: datetime
-    name: str | None = None
-    run_due: bool = True
 
     def to_payload(self) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "stepIndex": self.step_index,
-            "suspensionVersion": self.suspension_version,
+        return {
+            **self._common(),
             "tokenHash": self.token_hash,
             "deadline": format_instant(self.deadline),
-            "runDue": self.run_due,
         }
-        optional(payload, "name", self.name)
-        return payload
 
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> CallbackHeartbeat:
         return cls(
-            step_index=int(p.get("stepIndex") or 0),
-            suspension_version=int(p["suspensionVersion"]),
+            **cls._common_fields(p),
             token_hash=str(p["tokenHash"]),
             deadline=instant(p["deadline"]),
-            name=p.get("name"),
-            run_due=bool(p.get("runDue", True)),
         )
 
 

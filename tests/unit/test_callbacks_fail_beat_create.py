@@ -26,9 +26,10 @@ from workflow_runner.graph import flowchart, mark_run
 from workflow_runner.graph_render import to_mermaid
 from workflow_runner.interpreter import Interpreter
 from workflow_runner.pass_result import KnownCallback
-from workflow_runner.store import StoredEvent
 from workflow_runner.stream import RecordedFact, fold_run
 from workflow_runner.timeline import describe_event
+
+from tests.unit.test_callback_tokens_and_facts import _started, _stored
 
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 EVENT = DomainEvent(id="e1", type="demo.fired", payload={}, tenant_id="t")
@@ -320,16 +321,6 @@ def _recorded(*facts: Any) -> list[RecordedFact]:
     return [RecordedFact(n + 1, NOW, fact) for n, fact in enumerate(facts)]
 
 
-def _started() -> ev.RunStarted:
-    return ev.RunStarted(
-        workflow_name="cb",
-        workflow_version=1,
-        trigger_event_type="demo.fired",
-        trigger_event_id="e1",
-        definition_fingerprint="f",
-    )
-
-
 def _wait(**kw: Any) -> ev.StepWaitingForCallback:
     fields: dict[str, Any] = {
         "workflow_name": "cb",
@@ -413,20 +404,6 @@ def test_an_answer_kept_for_a_later_await_settles_no_wait() -> None:
 # --- seeing them ---------------------------------------------------------------------------
 
 
-def _stored(fact: Any) -> StoredEvent:
-    return StoredEvent(
-        position=1,
-        tenant_id="t",
-        stream_id="r",
-        stream_type=ev.RUN_STREAM,
-        version=3,
-        type=ev.type_of(fact),
-        payload=fact.to_payload(),
-        metadata={},
-        recorded_at=NOW,
-    )
-
-
 @pytest.mark.parametrize(
     ("fact", "text"),
     [
@@ -445,7 +422,7 @@ def _stored(fact: Any) -> StoredEvent:
     ],
 )
 def test_the_timeline_says_what_each_callback_fact_means(fact: Any, text: str) -> None:
-    assert describe_event(_stored(fact)) == text
+    assert describe_event(_stored(3, fact)) == text
 
 
 def test_the_graph_draws_create_and_await_linked_by_the_callback() -> None:
@@ -464,6 +441,6 @@ def test_the_graph_draws_create_and_await_linked_by_the_callback() -> None:
     assert (link.source, link.target, link.dotted) == (create.id, wait.id, True)
     assert f'{create.id} -. "callback ok" .-> {wait.id}' in to_mermaid(chart)
     assert "callback ok" in to_svg(chart)
-    mark_run(chart, wf, [_stored(_wait(name="ok", path=[{"i": 2}]))])
+    mark_run(chart, wf, [_stored(3, _wait(name="ok", path=[{"i": 2}]))])
     assert chart.marks[wait.id] == "current"
     assert chart.notes[wait.id] == "waiting for callback 'ok' until 2026-01-06T09:00:00.000000Z"

@@ -1,0 +1,2 @@
+-- migrate: reserved
+-- number 15: the local-loop branch's migration (local_run_log); it replaces this file when the branches meet.

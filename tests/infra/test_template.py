@@ -296,7 +296,7 @@ def test_parameters_narrow_the_rules(template: dict[str, Any]) -> None:
 
 SAMPLE_TYPES = {
     "TriggerDetailTypes": (
-        "user.signed-up,order.placed,inventory.changed,data.processed,batch.submitted"
+        "user.signed-up,order.placed,inventory.changed,data.processed,batch.submitted,shipment.ready"
     ),
     "AwaitedDetailTypes": "order.approved",
 }

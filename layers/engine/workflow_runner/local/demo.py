@@ -7,8 +7,11 @@ exports delivered as webhook tasks (one partner answers 503 once, then accepts; 
 other sits at a private address the SSRF guard refuses, and the failure surfaces in the
 run, its timeline and `wfr doctor`); a batch of eight orders fans out onto child runs,
 then waits for finance to approve its invoice run through the callback token its mail
-carried (the demo answers as `wfr callbacks complete` would); then eight days pass in a
-few seconds. Mail is
+carried (the demo answers as `wfr callbacks complete` would); a shipment asks two
+carriers for quotes, each request carrying its own created callback: one carrier quotes
+while the run still awaits the other (the quote is kept for its await), the other
+declines (a failure the run catches), and the run books the quote; then eight days pass
+in a few seconds. Mail is
 captured; every webhook is really sent over HTTP, to a sink the demo runs on 127.0.0.1:
 the samples' hooks.example.com URLs are redirected there (WFR_WEBHOOK_REDIRECTS) and
 127.0.0.1 is allow-listed for the SSRF guard. Everything it started is stopped before
@@ -218,6 +221,8 @@ class Demo:
             {"webhookUrl": REFUSED_EXPORT, "data": {"rows": 3}},
         )
 
+        self.put("shipment s-1", "shipment.ready", {"shipmentId": "s-1", "weightKg": 120})
+
         self.scene("A batch of 8 orders fans out: one fulfil-order run per order, 5 at a time")
         self.put("batch b-1", "batch.submitted", {"batchId": "b-1", "orders": BATCH_ORDERS})
         self.children_table(self.runs["batch b-1"])
@@ -252,6 +257,14 @@ class Demo:
         self.rt.set_now(START + timedelta(minutes=20))
         self.approve("finance@example.com", {"approved": True, "by": "dana"})
 
+        self.scene(
+            "08:25 — shipment s-1: bay_haulage quotes while the run awaits north_freight "
+            "(the quote is kept), then north_freight declines (what `wfr callbacks fail` does)"
+        )
+        self.rt.set_now(START + timedelta(minutes=25))
+        self.carrier_answers("bay_haulage", {"price": 310})
+        self.carrier_answers("north_freight", error="NoCapacity")
+
         self.scene("Eight days pass in a few seconds (a tick every 3 hours)")
         self.travel(
             START + timedelta(days=8, hours=1), timedelta(hours=3), frozenset({"daily-report"})
@@ -285,6 +298,9 @@ class Demo:
 
         self.scene("Timeline of batch b-1: the fan-out, the summary, finance's answer")
         self.timeline(self.runs["batch b-1"])
+
+        self.scene("Timeline of shipment s-1: two callbacks, a kept quote, a caught failure")
+        self.timeline(self.runs["shipment s-1"])
 
         self.scene("Captured mail")
         out.table(
@@ -321,6 +337,7 @@ class Demo:
             "export": "completed",
             "export to a private address": "failed",
             "batch b-1": "completed",
+            "shipment s-1": "completed",
         }
         wrong = {
             label: status
@@ -344,6 +361,24 @@ class Demo:
         self.out.line(
             f"  {self.out.status('completed')}  callback of run {completion.run_id} "
             f"step {completion.step_index} with {json.dumps(payload)}"
+        )
+        self.show(activity)
+
+    def carrier_answers(self, carrier: str, payload: Any = None, error: str | None = None) -> None:
+        """Answer the callback a carrier's quote request carried: a quote, or (`error`)
+        a failure."""
+        [request] = [q for q in self.sink.received if q.path == f"/carriers/{carrier}"]
+        [token] = tokens_in(str(request.body["answerTo"]))
+        if error is None:
+            completion, activity = self.rt.complete_callback(token, payload, source="demo")
+            what = f"quoted {json.dumps(payload)}"
+        else:
+            completion, activity = self.rt.fail_callback(token, error, None, source="demo")
+            what = f"failed {error}"
+        then = "the run resumes" if completion.run_due else "kept for its await"
+        self.out.line(
+            f"  {self.out.status('completed' if error is None else 'failed')}  {carrier}: "
+            f"callback of run {completion.run_id} {what}; {then}"
         )
         self.show(activity)
 

@@ -312,7 +312,7 @@ class LocalRuntime:
 
         Raises:
             CallbackRefused: unknown token, used before, expired, or the run moved on.
-            InvalidInput: the payload is null, not JSON or too large.
+            InvalidInput: the payload is not JSON or too large (null is no payload: it completes).
         """
         return self._answered(
             lambda: complete_callback(self.store, token, payload, self.now(), source)

@@ -69,6 +69,7 @@ def test_demo_on_a_given_database_plays_the_story(db_url: str) -> None:
     assert "/carriers/north_freight" in out and "/bookings" in out
     assert "Timeline of shipment s-1" in out
     assert "\033[" not in out  # no colour into a pipe
+    assert '"_aws"' not in out  # no EMF metric record from the handlers (heartbeats included)
     with psycopg.connect(db_url) as conn:
         statuses = dict(
             conn.execute("SELECT status, count(*) FROM workflow_runs GROUP BY status").fetchall()

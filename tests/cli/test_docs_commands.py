@@ -92,6 +92,7 @@ def test_the_pages_show_commands() -> None:
     shown = {command for _, command in COMMANDS}
     assert len(shown) > 30
     assert "wfr console --allow-actions" in shown
+    assert {"wfr init shop", "wfr export-app build/engine"} <= shown
     pages = {page for page, _ in COMMANDS}
     assert {"README.md", "docs/operating/cli.md", "docs/local.md"} <= pages
 

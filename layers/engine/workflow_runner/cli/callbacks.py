@@ -24,7 +24,8 @@ from ..engine.callbacks import (
 )
 from ..errors import InvalidInput
 from ..json_input import parse_json
-from ..local.routes import RoutingError, find_template
+from ..local.application import find_template, no_template_message
+from ..local.routes import RoutingError
 from ..local.runtime import Activity, LocalRuntime
 from ..storable import DEFAULT_MAX_RESULT_BYTES
 from ..timeline import instant
@@ -114,7 +115,7 @@ def _local_runtime(ctx: Context) -> LocalRuntime | None:
         return None
     template = Path(ctx.args.template) if ctx.args.template else find_template()
     if template is None:
-        raise UsageError("no template.yaml found in this directory or above (--template)")
+        raise UsageError(no_template_message() + " (--template FILE)")
     runtime = LocalRuntime(store, ctx.registry(), template, environ=ctx.environ)
     if ctx.args.now:
         target = parse_now(ctx.args.now, "--now")

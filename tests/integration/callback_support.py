@@ -13,6 +13,7 @@ from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.store import Store
 
 from tests.support import TENANT_A, event
+from tests.support import resume_open as resume_open  # one helper, the callback tests' too
 
 
 def start_run(
@@ -43,18 +44,6 @@ def mail_tokens(store: Store, run_id: str, tenant: str = TENANT_A) -> list[str]:
         (tenant, run_id),
     ).fetchall()
     return [token for row in rows for token in tokens_in(row["request"]["body"])]
-
-
-def resume_open(
-    store: Store, registry: WorkflowRegistry, run_id: str, now: datetime, tenant: str = TENANT_A
-) -> ops.ResumeResult:
-    state = ops.load_run(store, tenant, run_id)
-    assert state.suspension is not None
-    result = ops.resume_run(
-        store, tenant, run_id, state.suspension.step_index, now, registry=registry
-    )
-    ops.project_pending(store, now)
-    return result
 
 
 def count_rows(store: Store, sql: str, *params: Any) -> int:

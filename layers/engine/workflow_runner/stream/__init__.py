@@ -50,6 +50,7 @@ from .names import (
     RUN_CANCELLED,
     RUN_COMPLETED,
     RUN_FAILED,
+    RUN_MIGRATED,
     RUN_REDRIVEN,
     RUN_STARTED,
     RUN_STATUSES,
@@ -71,7 +72,7 @@ from .names import (
     ResumedBy,
     RunStatus,
 )
-from .operator import OperatorAction, OperatorActionName
+from .operator import OperatorAction, OperatorActionName, RunMigrated
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -115,6 +116,7 @@ __all__ = [
     "RUN_CANCELLED",
     "RUN_COMPLETED",
     "RUN_FAILED",
+    "RUN_MIGRATED",
     "RUN_REDRIVEN",
     "RUN_STARTED",
     "RUN_STATUSES",
@@ -158,6 +160,7 @@ __all__ = [
     "RunCancelled",
     "RunCompleted",
     "RunFailed",
+    "RunMigrated",
     "RunRedriven",
     "RunStarted",
     "RunState",

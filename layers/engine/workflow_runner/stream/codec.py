@@ -16,7 +16,7 @@ from .callbacks import (
 )
 from .children import ChildrenRequested, ChildrenSettled
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
-from .operator import OperatorAction
+from .operator import OperatorAction, RunMigrated
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -73,6 +73,7 @@ Fact: TypeAlias = (
     | Dispatched
     | DispatchFailed
     | OperatorAction
+    | RunMigrated
     | StepWaitingForCallback
     | CallbackCompleted
     | CallbackFailed
@@ -113,6 +114,7 @@ _KNOWN: dict[str, Any] = {
         Dispatched,
         DispatchFailed,
         OperatorAction,
+        RunMigrated,
         CallbackCompleted,
         CallbackFailed,
         CallbackHeartbeat,

@@ -17,6 +17,7 @@ from .callbacks import (
 from .children import ChildrenSettled
 from .codec import SUSPENDING_FACTS, Fact
 from .names import SETTLED_STATUSES, RunStatus
+from .operator import RunMigrated
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -58,6 +59,9 @@ class RunState:
     fingerprint: str = ""
     suspension: Suspension | StepWaitingForCallback | None = None  # the open suspension
     suspension_version: int = 0
+    # The step indexes the open suspension had before a migration moved it (a resume
+    # request sent for one of them is for this very suspension).
+    moved_from: tuple[int, ...] = ()
     # The first event that matched the open wait (a callback's payload event included).
     matched_event_id: str | None = None
     # The error name the open callback wait's token answered with (CallbackFailed).
@@ -152,6 +156,7 @@ class RunState:
             self.status = "waiting"
             self.suspension = fact
             self.suspension_version = recorded.version
+            self.moved_from = ()
             self.matched_event_id = None
             self.callback_error = None
             self.task_outcomes = {}
@@ -203,6 +208,20 @@ class RunState:
         elif isinstance(fact, RunRedriven):
             self.status = "running"
             self.fingerprint = fact.definition_fingerprint or self.fingerprint
+        elif isinstance(fact, RunMigrated):
+            open_ = self.suspension
+            if open_ is not None and fact.suspension_version == self.suspension_version:
+                self.suspension = fact.moved(open_)
+                self.moved_from += (open_.step_index,)
+                self.fingerprint = fact.to_fingerprint
+
+    def waits_at(self, step_index: int) -> bool:
+        """Whether the open suspension is at `step_index`, or was before a migration
+        moved it (the same suspension: a request for its old step is for it)."""
+        open_ = self.suspension
+        return open_ is not None and (
+            open_.step_index == step_index or step_index in self.moved_from
+        )
 
 
 def fold_run(run_id: str, tenant_id: str, facts: Sequence[RecordedFact]) -> RunState:

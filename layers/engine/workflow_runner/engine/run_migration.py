@@ -318,8 +318,6 @@ def _record(
 ) -> RunMove:
     tenant_id, run_id = state.tenant_id, state.run_id
     to_step = int(move.to_path[0]["i"])
-    if isinstance(suspension, StepWaitingForCallback):
-        store.callbacks.move(tenant_id, run_id, state.suspension_version, to_step, move.to_path)
     facts: list[Fact] = [
         OperatorAction(
             action="migrate",
@@ -340,6 +338,11 @@ def _record(
     ]
     if not store.streams.append(tenant_id, run_id, RUN_STREAM, state.version, facts, now):
         raise _Retry
+    # The callback rows after the stream, in the order an answer takes them (it appends
+    # its fact, then marks the row): an answer racing the migration waits at the stream
+    # and retries on the migrated run, or wins it and the migration retries.
+    if isinstance(suspension, StepWaitingForCallback):
+        store.callbacks.move(tenant_id, run_id, state.suspension_version, to_step, move.to_path)
     store.tasks.move(
         tenant_id, run_id, _task_paths(suspension, target, move.to_path), target.fingerprint
     )

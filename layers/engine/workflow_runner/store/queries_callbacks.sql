@@ -115,7 +115,7 @@ WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s
 -- name: migrate_callbacks
 -- An operator migrated the run: the tokens of its open suspension name the step it
 -- moved to (a completion enqueues the run's resume for it). The migration takes these
--- rows before it appends to the run stream, in the order a completion takes them.
+-- rows after it appends to the run stream, in the order an answer takes them.
 UPDATE callbacks
 SET step_index = %(step_index)s, path = %(path)s
 WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s

@@ -41,9 +41,8 @@ from workflow_runner.stream import (
     RunCompleted,
 )
 
-from tests.interleaving import test_join_protocol as protocol
-from tests.interleaving.harness import Run
-from tests.interleaving.test_join_protocol import T0, Lab, explore
+from tests.interleaving.harness import Lab, Run, explore
+from tests.interleaving.test_join_protocol import T0
 from tests.support import TENANT_A
 
 HOUR = T0 + timedelta(hours=1)
@@ -103,7 +102,6 @@ def _registry() -> WorkflowRegistry:
 
 
 REGISTRY = _registry()
-lab = protocol.lab  # the fixture: a database per schedule, copied from a prepared one
 TOKEN: dict[str, str] = {}
 Operation = Callable[[Store], Any]
 

@@ -157,3 +157,27 @@ def test_local_actions_take_effect_at_once(cli: Cli, store: Store, tmp_path: Pat
     assert [r["stepIndex"] for r in cli("pending", "--json").json()] == [4]
     assert cli("cancel", run_id).code == 0
     assert cli("pending", "--json").json() == []  # the projection was nudged too
+
+
+def test_json_output_of_local_commands_is_json_alone(db_url: str, tmp_path: Path) -> None:
+    """`wfr --json local … | python3 -m json.tool` works: the handlers' CloudWatch metric
+    lines (EMF, stdout in Lambda) and whatever workflow code prints stay off stdout."""
+    file = _write(
+        tmp_path,
+        [
+            _entry("user.signed-up", userId="ada", email="ada@example.com"),
+            _entry("inventory.changed", sku="s-1", revision=1, failAttempts=1),
+        ],
+    )
+    env = _env(db_url)
+    for args in (
+        ["--json", "local", "put-events", file, "--now", T0],
+        ["--json", "local", "tick"],
+        ["local", "tick", "--until", "2026-01-06T10:00:00Z", "--every", "PT6H", "--json"],
+    ):
+        result = subprocess.run(
+            [str(WFR), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+        assert isinstance(json.loads(result.stdout), dict), args  # one JSON document
+        assert '"_aws"' not in result.stdout + result.stderr, args

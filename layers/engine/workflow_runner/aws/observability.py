@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 from ..errors import InvalidInput
 from ..json_input import parse_json
@@ -25,8 +26,12 @@ def heartbeat(function: str) -> None:
     so a function that raises, times out or stops being invoked pages.
 
     Emitted as its own EMF record, so the extra dimension never changes the dimensions of
-    the function's other metrics (their alarms match on ``service`` alone).
+    the function's other metrics (their alarms match on ``service`` alone). Nothing is
+    emitted while metrics are disabled (POWERTOOLS_METRICS_DISABLED, as the local runtime
+    sets it): Powertools' single_metric prints regardless, unlike its Metrics.flush.
     """
+    if is_metrics_disabled():
+        return
     with single_metric(
         name="Heartbeat",
         unit=MetricUnit.Count,

@@ -23,7 +23,7 @@ import sys
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -103,10 +103,13 @@ class Activity:
 
 @contextmanager
 def quiet_powertools() -> Iterator[None]:
-    """Keep the handlers' Powertools output off stdout while they run locally: logs at
-    WARNING and above go to stderr, EMF metrics are neither printed nor kept, and the
-    warning Metrics gives when a flush has nothing to publish is not shown (it is about
-    CloudWatch, which a local run has none of)."""
+    """Keep the handlers' output off stdout while they run locally, where stdout carries
+    only what a `wfr` command answers (its `--json` document): logs at WARNING and above
+    go to stderr, EMF metrics are neither printed nor kept (in Lambda they are stdout
+    lines by design: that is how CloudWatch receives them), anything else printed (a
+    workflow's own `print`) goes to stderr, and the warning Metrics gives when a flush
+    has nothing to publish is not shown (it is about CloudWatch, which a local run has
+    none of)."""
     from ..aws import lambda_support  # imports Powertools: only when handlers run here
 
     saved_env = os.environ.get("POWERTOOLS_METRICS_DISABLED")
@@ -119,7 +122,7 @@ def quiet_powertools() -> Iterator[None]:
     if isinstance(handler, logging.StreamHandler):
         handler.setStream(sys.stderr)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), redirect_stdout(sys.stderr):
             warnings.filterwarnings("ignore", message="No application metrics to publish")
             yield
     finally:

@@ -216,7 +216,7 @@ def test_bad_time_arguments(cli: Cli, tmp_path: Path) -> None:
     bad_now = cli("local", "put-events", file, "--now", "yesterday")
     assert bad_now.code == 2 and 'Invalid ISO-8601 instant "yesterday"' in bad_now.err
     assert cli("local", "tick", "--until", T0).code == 2  # --until without --every
-    bad_every = cli("local", "tick", "--until", T0, "--every", "1h")
+    bad_every = cli("local", "tick", "--until", T0, "--every", "1 hour")
     assert bad_every.code == 2 and "--every" in bad_every.err
     missing = cli("local", "put-events", str(tmp_path / "nope.json"))
     assert missing.code == 2 and "cannot read" in missing.err
@@ -258,3 +258,22 @@ def test_runs_show_links_a_parent_and_its_child_runs(cli: Cli, tmp_path: Path) -
     assert f"child of run {parent}" in child.out
     text = cli("runs", "show", parent, "--tenant", TENANT).out
     assert "CHILD RUN" in text and children[2]["runId"] in text
+
+
+def test_every_duration_option_takes_both_spellings(cli: Cli, tmp_path: Path) -> None:
+    """`--every 6h` was refused while `--since 2h` was accepted: one parser now reads
+    every duration a person types, ISO-8601 or a number and a unit."""
+    signup = entry("user.signed-up", userId="ada", email="ada@example.com")
+    assert cli("local", "put-events", write(tmp_path, [signup]), "--now", T0).code == 0
+    for args in (
+        ("local", "tick", "--until", "2026-01-06T12:00:00Z", "--every", "6h"),
+        ("runs", "list", "--since", "2h"),
+        ("runs", "list", "--since", "PT2H"),
+        ("purge", "--dry-run", "--older-than", "2h"),
+        ("dispatches", "list", "--since", "1h30m"),
+    ):
+        result = cli(*args)
+        assert result.code == 0, (args, result.err)
+    bad = cli("local", "tick", "--until", "2026-01-07T12:00:00Z", "--every", "6 hours")
+    assert bad.code == 2
+    assert 'Invalid duration "6 hours"' in bad.err and '"6h"' in bad.err

@@ -36,16 +36,18 @@ MAIL = {"to": "ops@example.com", "subject": "s", "body": "b"}
         # durations and instants
         (
             lambda s: [s.mail_send(**MAIL), s.wait_for_event("approved", timeout="3 days")],
-            "order-approval › step 1 (wait_for_event) › timeout: '3 days' is neither an "
-            "ISO-8601 duration such as 'P3D' or 'PT12H' nor an instant",
+            "order-approval › step 1 (wait_for_event) › timeout: '3 days' is neither a "
+            'duration (ISO-8601 such as "PT1H" or "P3D", or a number and a unit such as '
+            '"90s", "30m", "6h", "3d" or "1w") nor an instant',
         ),
         (
             lambda s: [s.wait(for_="P1X")],
-            'order-approval › step 0 (wait) › for_: Invalid ISO-8601 duration "P1X"',
+            'order-approval › step 0 (wait) › for_: Invalid duration "P1X" — expected ISO-8601 '
+            'such as "PT1H" or "P3D", or a number and a unit such as "90s"',
         ),
         (
             lambda s: [s.wait(for_=90)],
-            "order-approval › step 0 (wait) › for_: 90 is not an ISO-8601 duration",
+            "order-approval › step 0 (wait) › for_: 90 is not a duration: expected ISO-8601",
         ),
         (
             lambda s: [s.wait(until="P1D")],
@@ -59,8 +61,7 @@ MAIL = {"to": "ops@example.com", "subject": "s", "body": "b"}
         ),
         (
             lambda s: [s.wait_for_event("approved", lookback="1 hour")],
-            "order-approval › step 0 (wait_for_event) › lookback: Invalid ISO-8601 duration "
-            '"1 hour"',
+            'order-approval › step 0 (wait_for_event) › lookback: Invalid duration "1 hour"',
         ),
         # match shape
         (
@@ -138,8 +139,8 @@ MAIL = {"to": "ops@example.com", "subject": "s", "body": "b"}
             "order-approval › step 0 (retry): times must be an integer >= 1",
         ),
         (
-            lambda s: [s.retry(times=3, base="10s", do=[s.compute("a", lambda ctx: 1)])],
-            'order-approval › step 0 (retry) › base: Invalid ISO-8601 duration "10s"',
+            lambda s: [s.retry(times=3, base="10 s", do=[s.compute("a", lambda ctx: 1)])],
+            'order-approval › step 0 (retry) › base: Invalid duration "10 s"',
         ),
         (
             lambda s: [s.retry(times=3, backoff="random", do=[])],
@@ -152,8 +153,8 @@ MAIL = {"to": "ops@example.com", "subject": "s", "body": "b"}
             "and at most PT14M",
         ),
         (
-            lambda s: [s.task("charge", lambda ctx: 1, timeout="30s")],
-            'order-approval › step 0 (task) › timeout: Invalid ISO-8601 duration "30s"',
+            lambda s: [s.task("charge", lambda ctx: 1, timeout="30 secs")],
+            'order-approval › step 0 (task) › timeout: Invalid duration "30 secs"',
         ),
         (
             lambda s: [s.task("charge", lambda ctx: 1, retry=3)],
@@ -173,7 +174,7 @@ MAIL = {"to": "ops@example.com", "subject": "s", "body": "b"}
                 ),
             ],
             "order-approval › step 1 (branch) › on_true › step 0 (for_each) › do › step 0 "
-            '(wait) › for_: Invalid ISO-8601 duration "soon"',
+            '(wait) › for_: Invalid duration "soon"',
         ),
     ],
 )

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from ..definition import WorkflowRegistry, load_workflow_modules
-from ..durations import parse_duration
 from ..envelope import parse_envelope, to_domain_event
 from ..errors import InvalidInput
 from ..json_input import MAX_DEPTH, parse_json
@@ -21,7 +20,7 @@ from ..settings import Settings
 from ..store import CapturedMail, Store, connect
 from ..timeline import activity_rows, instant, shown_payload
 from .console_command import database_label, serve_console
-from .context import Context, UsageError, parse_now
+from .context import Context, UsageError, parse_duration_arg, parse_now
 from .render import Output
 
 
@@ -242,10 +241,7 @@ def cmd_tick(ctx: Context) -> int:
         raise UsageError("--until and --every go together")
     every: timedelta | None = None
     if ctx.args.every is not None:
-        try:
-            every = parse_duration(ctx.args.every)
-        except InvalidInput as error:
-            raise UsageError(f"--every: {error}") from None
+        every = parse_duration_arg(ctx.args.every, "--every")
         if every <= timedelta(0):
             raise UsageError("--every must be longer than zero")
     template = _template(ctx)

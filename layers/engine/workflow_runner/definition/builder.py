@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from ..durations import parse_duration
+from ..durations import canonical_duration, is_duration, parse_duration
 from ..errors import WorkflowDefinitionError
 from ..match import validate_event_match
 from ..refs import contains_refs
@@ -87,12 +87,10 @@ class StepBuilder:
         return ForEach(over=over, as_=as_, do=as_steps(do, "for_each.do"))
 
     def wait(self, for_: Resolver = None, until: Resolver = None) -> Wait:
-        """Suspend for a duration (`for_`, ISO-8601) or until an instant (`until`)."""
+        """Suspend for a duration (`for_`: "PT10M", "10m") or until an instant (`until`)."""
         if (for_ is None) == (until is None):
             raise WorkflowDefinitionError("wait: give exactly one of for_= or until=")
-        if isinstance(for_, str):
-            parse_duration(for_)
-        return Wait(for_=for_, until=until)
+        return Wait(for_=_duration(for_), until=until)
 
     def wait_for_event(
         self,
@@ -106,8 +104,8 @@ class StepBuilder:
 
         `event` is an event type named in the workflow's `awaits` (or one of its keys).
         `lookback`: None (default) also accepts matching events stored since the run
-        started; an ISO-8601 duration accepts those stored that long before the wait
-        step was reached ("PT0S": only events after it).
+        started; a duration accepts those stored that long before the wait step was
+        reached ("PT0S": only events after it).
         The matched event's payload (None on timeout) is stored under `result_key`
         (default: the event type).
         """
@@ -117,17 +115,13 @@ class StepBuilder:
                 f"wait_for_event: {event!r} is not declared in awaits "
                 f"(declared: {sorted(self._awaits.values())}); add it to awaits={{...}}"
             )
-        if isinstance(timeout, str) and timeout.startswith("P"):
-            parse_duration(timeout)
-        if isinstance(lookback, str):
-            parse_duration(lookback)
         if isinstance(match, Mapping) and not contains_refs(match):
             validate_event_match(match)
         return WaitForEvent(
             event=event_type,
             match=match,
-            timeout=timeout,
-            lookback=lookback,
+            timeout=_duration_or_instant(timeout),
+            lookback=_duration(lookback),
             result_key=result_key or event_type,
         )
 
@@ -144,9 +138,7 @@ class StepBuilder:
             raise WorkflowDefinitionError(
                 "wait_for_callback: result_key must be a non-empty string"
             )
-        if isinstance(timeout, str) and timeout.startswith("P"):
-            parse_duration(timeout)
-        return WaitForCallback(result_key=result_key, timeout=timeout)
+        return WaitForCallback(result_key=result_key, timeout=_duration_or_instant(timeout))
 
     def retry(
         self,
@@ -169,8 +161,8 @@ class StepBuilder:
         return Retry(
             times=times,
             backoff=backoff,
-            base=base,
-            cap=cap,
+            base=canonical_duration(base),
+            cap=canonical_duration(cap),
             jitter=jitter,
             do=as_steps(do, "retry.do"),
         )
@@ -269,7 +261,7 @@ class StepBuilder:
             fn: a function of ctx; what it returns must be JSON (at most 256 KB).
             retry: attempts and backoff (default RetryPolicy(): 3 attempts, exponential
                 from 1 s, full jitter); `non_retryable` classes fail at once.
-            timeout: ISO-8601 duration bounding one attempt (at most PT14M).
+            timeout: the duration bounding one attempt ("PT30S", "30s"; at most 14 min).
             catch: on final failure go on with `{"failed": true, "error": "<Class>",
                 "attempts": n}` under `key` instead of failing the run (reason task_failed).
         """
@@ -280,7 +272,7 @@ class StepBuilder:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise WorkflowDefinitionError(f"task({key!r}): retry must be a RetryPolicy")
         if not isinstance(timeout, str):
-            raise WorkflowDefinitionError(f"task({key!r}): timeout must be an ISO-8601 duration")
+            raise WorkflowDefinitionError(f"task({key!r}): timeout must be a duration string")
         limit = parse_duration(timeout)
         if not timedelta(0) < limit <= MAX_TASK_TIMEOUT:
             raise WorkflowDefinitionError(
@@ -288,7 +280,13 @@ class StepBuilder:
             )
         if not isinstance(catch, bool):
             raise WorkflowDefinitionError(f"task({key!r}): catch must be True or False")
-        return Task(key=key, fn=fn, retry=retry or RetryPolicy(), timeout=timeout, catch=catch)
+        return Task(
+            key=key,
+            fn=fn,
+            retry=retry or RetryPolicy(),
+            timeout=canonical_duration(timeout),
+            catch=catch,
+        )
 
     def call_workflow(
         self,
@@ -389,6 +387,21 @@ class StepBuilder:
     def return_(self, value: Resolver = None) -> Return:
         """End the run. `{"isSuccess": False, ...}` ends it as failed (reason returned_failure)."""
         return Return(value=value)
+
+
+def _duration(value: Resolver) -> Resolver:
+    """A static duration as the definition stores it (ISO-8601, see canonical_duration);
+    anything else (a resolver, None, a timedelta) as given.
+
+    Raises:
+        InvalidDuration: a string that is not a duration.
+    """
+    return canonical_duration(value) if isinstance(value, str) else value
+
+
+def _duration_or_instant(value: Resolver) -> Resolver:
+    """A static timeout: a duration as the definition stores it, an instant as given."""
+    return _duration(value) if isinstance(value, str) and is_duration(value) else value
 
 
 def _check_child(where: str, name: object, result_key: object, catch: object) -> None:

@@ -4,7 +4,7 @@
 the builder refuses becomes an `Unbuilt` placeholder instead of an exception, so that
 once the whole tree is built, one walk can say where each problem sits:
 
-    order-approval › step 1 (wait_for_event) › timeout: "3 days" is not an ISO-8601 …
+    order-approval › step 1 (wait_for_event) › timeout: "3 days" is neither a duration …
 
 Steps are numbered from 0 within their list, as `stepIndex` is on run streams. The walk
 checks static values only; what a lambda or a reference produces is checked when the
@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..cron import CronSchedule
-from ..durations import parse_duration, parse_instant
+from ..durations import DURATION_EXAMPLES, is_duration, parse_duration, parse_instant
 from ..errors import InvalidEventMatch, InvalidInput, WorkflowDefinitionError
 from ..match import validate_event_match
 from ..refs import Ref, refs_in
@@ -378,7 +378,7 @@ def _exclusive(a: tuple[tuple[str, str], ...], b: tuple[tuple[str, str], ...]) -
 def _duration(value: Any, argument: str, instead: str | None) -> None:
     if isinstance(value, timedelta) and instead:  # a wait takes one; a lookback only text
         return
-    if isinstance(value, str) and not value.startswith("P") and instead:
+    if isinstance(value, str) and not is_duration(value) and instead:
         try:
             parse_instant(value)
         except InvalidInput:
@@ -388,13 +388,8 @@ def _duration(value: Any, argument: str, instead: str | None) -> None:
                 f"{value!r} is an instant; {argument} takes a duration, {instead} an instant"
             )
     if not isinstance(value, str):
-        raise ValueError(f"{_shown(value)} is not an ISO-8601 duration such as 'PT10M' or 'P3D'")
-    try:
-        parse_duration(value)
-    except InvalidInput:
-        raise ValueError(
-            f"{value!r} is not an ISO-8601 duration such as 'PT10M' or 'P3D'"
-        ) from None
+        raise ValueError(f"{_shown(value)} is not a duration: expected {DURATION_EXAMPLES}")
+    parse_duration(value)
 
 
 def _instant(value: Any) -> None:
@@ -402,7 +397,7 @@ def _instant(value: Any) -> None:
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"{value!r} has no time zone")
         return
-    if isinstance(value, str) and value.startswith("P"):
+    if isinstance(value, str) and is_duration(value):
         raise ValueError(f"{value!r} is a duration; until takes an instant, for_= a duration")
     if not isinstance(value, str):
         raise ValueError(
@@ -424,13 +419,13 @@ def _duration_or_instant(value: Any) -> None:
         return
     if isinstance(value, str):
         try:
-            (parse_duration if value.startswith("P") else parse_instant)(value)
+            (parse_duration if is_duration(value) else parse_instant)(value)
             return
         except InvalidInput:
             pass
     raise ValueError(
-        f"{_shown(value)} is neither an ISO-8601 duration such as 'P3D' or 'PT12H' nor an "
-        "instant such as '2030-01-31T09:00:00Z'"
+        f"{_shown(value)} is neither a duration ({DURATION_EXAMPLES}) nor an instant such "
+        "as '2030-01-31T09:00:00Z'"
     )
 
 

@@ -46,7 +46,7 @@ def define_workflow(
         version: keep older versions registered next to newer ones and runs that
             started on them keep resuming on them; new runs start on the highest.
         retention: how long its runs are kept once settled before the purge deletes
-            them: an ISO-8601 duration ("P90D", at least "PT1H") or "forever"; None
+            them: a duration ("P90D", "90d"; at least an hour) or "forever"; None
             (default) keeps the deployment's RUN_RETENTION. The latest version's
             setting applies to the runs of every version.
 

@@ -365,7 +365,7 @@ class WorkflowDefinition:
     version: int
     fingerprint: str = field(default="")
     description: str = ""
-    # How long its settled runs are kept (retention.py): an ISO-8601 duration, a
+    # How long its settled runs are kept (retention.py): a duration, a
     # timedelta or "forever"; None: the deployment's default (RUN_RETENTION). Not part
     # of the fingerprint: changing it must not fail the runs in flight.
     retention: str | timedelta | None = None

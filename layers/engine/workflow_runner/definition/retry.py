@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from ..durations import parse_duration
+from ..durations import canonical_duration, parse_duration
 from ..errors import WorkflowDefinitionError
 
 BackoffKind: TypeAlias = Literal["linear", "exponential", "fixed"]
@@ -24,7 +24,7 @@ def check_backoff(where: str, backoff: object, jitter: object, base: object, cap
         )
     for name, value in (("base", base), ("cap", cap)):
         if not isinstance(value, str):
-            raise WorkflowDefinitionError(f"{where}: {name} must be an ISO-8601 duration string")
+            raise WorkflowDefinitionError(f"{where}: {name} must be a duration string")
         parse_duration(value)
 
 
@@ -58,8 +58,8 @@ class RetryPolicy:
         max_attempts: all attempts, the first included (>= 1).
         backoff: delay before attempt n+1 grows `linear` (base * n), `exponential`
             (base * 2**(n-1)) or stays `fixed` (base).
-        base: ISO-8601 duration of the first delay.
-        cap: ISO-8601 duration no single delay exceeds.
+        base: the first delay, a duration ("PT1S", "1s"; stored as ISO-8601).
+        cap: the duration no single delay exceeds ("PT5M", "5m").
         jitter: `full` draws the delay uniformly from [0, delay], `equal` from
             [delay/2, delay], `none` uses it as is.
         non_retryable: exception classes (and their subclasses) that fail the task at
@@ -80,6 +80,9 @@ class RetryPolicy:
                 f"RetryPolicy: max_attempts must be an integer >= 1, not {attempts!r}"
             )
         check_backoff("RetryPolicy", self.backoff, self.jitter, self.base, self.cap)
+        # Stored with delivery requests and hashed into fingerprints: always ISO-8601.
+        object.__setattr__(self, "base", canonical_duration(self.base))
+        object.__setattr__(self, "cap", canonical_duration(self.cap))
         classes = self.non_retryable
         if not isinstance(classes, tuple) or not all(
             isinstance(c, type) and issubclass(c, BaseException) for c in classes

@@ -283,13 +283,13 @@ class WorkflowTestEnv:
         return event_id
 
     def advance(self, duration: str | timedelta) -> None:
-        """Move business time forward by `duration` (ISO-8601, e.g. "PT1H", or a
+        """Move business time forward by `duration` ("PT1H", "1h", "3d": durations.py; or a
         timedelta) and run everything that becomes due on the way, each at its instant:
         timers, timeouts, retries, cron starts, webhook redeliveries. `advance("PT0S")`
         runs one scheduled cycle without moving the clock.
 
         Raises:
-            InvalidDuration: `duration` is not an ISO-8601 duration.
+            InvalidDuration: `duration` is not a duration.
         """
         delta = parse_duration(duration) if isinstance(duration, str) else duration
         if delta < timedelta(0):

@@ -319,3 +319,30 @@ def test_put_event_takes_a_payload_as_deep_as_an_event_detail_may_be(make_env: M
     env = make_env(modules=["sample_workflows"], now=T0)
     env.put_event(tenant=TENANT_A, type="order.placed", payload=ORDER | {"deep": nested(98)})
     assert env.run(tenant=TENANT_A, workflow="order-approval", key="o-1").status == "waiting"
+
+
+def test_a_task_with_base_two_seconds_is_retried_two_seconds_later(make_env: MakeEnv) -> None:
+    """No jitter unless asked for: a first retry with base="PT2S" came after 0.36 s."""
+    flaky = define_workflow(
+        name="kit-flaky",
+        trigger=on_event("kit.flaky"),
+        register=False,
+        steps=lambda s: [
+            s.task("call", lambda ctx: {"ok": True}, retry=RetryPolicy(base="PT2S")),
+            s.return_({"isSuccess": True}),
+        ],
+    )
+    env = make_env(workflows=[flaky], now=T0)
+    calls: list[datetime] = []
+
+    def partner(ctx: StepContext) -> dict[str, bool]:
+        calls.append(ctx.now)
+        if len(calls) < 3:
+            raise ConnectionError("partner down")
+        return {"ok": True}
+
+    env.stub_task("call", partner)
+    env.put_event(tenant=TENANT_A, type="kit.flaky", payload={})
+    env.advance("PT1M")
+    assert env.run(tenant=TENANT_A, workflow="kit-flaky").status == "completed"
+    assert [(c - calls[0]).total_seconds() for c in calls] == [0.0, 2.0, 6.0]

@@ -260,7 +260,7 @@ class StepBuilder:
             key: the result key (unique in the workflow).
             fn: a function of ctx; what it returns must be JSON (at most 256 KB).
             retry: attempts and backoff (default RetryPolicy(): 3 attempts, exponential
-                from 1 s, full jitter); `non_retryable` classes fail at once.
+                from 1 s, capped at 5 min, no jitter); `non_retryable` classes fail at once.
             timeout: the duration bounding one attempt ("PT30S", "30s"; at most 14 min).
             catch: on final failure go on with `{"failed": true, "error": "<Class>",
                 "attempts": n}` under `key` instead of failing the run (reason task_failed).

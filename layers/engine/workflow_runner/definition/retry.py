@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from ..durations import canonical_duration, parse_duration
@@ -50,46 +50,75 @@ def backoff_seconds(
     return delay
 
 
-@dataclass(frozen=True)
+# The jitter of a RetryPolicy that does not name one: none, as for `s.retry` and as
+# Step Functions and Temporal do (a first retry with base "PT2S" comes after 2 s).
+DEFAULT_JITTER: JitterKind = "none"
+# What a policy that leaves `jitter` unset hashes into its definition's fingerprint: the
+# default of the releases before DEFAULT_JITTER became "none". Definitions written then
+# keep their fingerprints, so their waiting runs still resume after the upgrade.
+_UNSET_JITTER_FINGERPRINT = "full"
+
+
+@dataclass(frozen=True, init=False)
 class RetryPolicy:
     """How a task (or a delivery) is retried.
 
     Args:
-        max_attempts: all attempts, the first included (>= 1).
-        backoff: delay before attempt n+1 grows `linear` (base * n), `exponential`
-            (base * 2**(n-1)) or stays `fixed` (base).
-        base: the first delay, a duration ("PT1S", "1s"; stored as ISO-8601).
-        cap: the duration no single delay exceeds ("PT5M", "5m").
-        jitter: `full` draws the delay uniformly from [0, delay], `equal` from
-            [delay/2, delay], `none` uses it as is.
+        max_attempts: all attempts, the first included (>= 1; default 3).
+        backoff: delay before attempt n+1 grows `exponential` (base * 2**(n-1), the
+            default), `linear` (base * n) or stays `fixed` (base).
+        base: the first delay, a duration ("PT1S", "1s"; default 1 s; stored as ISO-8601).
+        cap: the duration no single delay exceeds ("PT5M", "5m"; default 5 min).
+        jitter: `none` (the default) uses the delay as is, `full` draws it uniformly from
+            [0, delay], `equal` from [delay/2, delay].
         non_retryable: exception classes (and their subclasses) that fail the task at
             once, without another attempt.
+
+    Raises:
+        WorkflowDefinitionError: a parameter is out of range or not a duration.
     """
 
-    max_attempts: int = 3
-    backoff: BackoffKind = "exponential"
-    base: str = "PT1S"
-    cap: str = "PT5M"
-    jitter: JitterKind = "full"
-    non_retryable: tuple[type[BaseException], ...] = ()
+    max_attempts: int
+    backoff: BackoffKind
+    base: str
+    cap: str
+    jitter: JitterKind
+    non_retryable: tuple[type[BaseException], ...]
+    # Whether `jitter` was given (its fingerprint then hashes it as given).
+    jitter_given: bool = field(repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        attempts = self.max_attempts
+    def __init__(
+        self,
+        max_attempts: int = 3,
+        backoff: BackoffKind = "exponential",
+        base: str = "PT1S",
+        cap: str = "PT5M",
+        jitter: JitterKind | None = None,
+        non_retryable: tuple[type[BaseException], ...] = (),
+    ) -> None:
+        attempts = max_attempts
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise WorkflowDefinitionError(
                 f"RetryPolicy: max_attempts must be an integer >= 1, not {attempts!r}"
             )
-        check_backoff("RetryPolicy", self.backoff, self.jitter, self.base, self.cap)
-        # Stored with delivery requests and hashed into fingerprints: always ISO-8601.
-        object.__setattr__(self, "base", canonical_duration(self.base))
-        object.__setattr__(self, "cap", canonical_duration(self.cap))
-        classes = self.non_retryable
-        if not isinstance(classes, tuple) or not all(
-            isinstance(c, type) and issubclass(c, BaseException) for c in classes
+        chosen = DEFAULT_JITTER if jitter is None else jitter
+        check_backoff("RetryPolicy", backoff, chosen, base, cap)
+        if not isinstance(non_retryable, tuple) or not all(
+            isinstance(c, type) and issubclass(c, BaseException) for c in non_retryable
         ):
             raise WorkflowDefinitionError(
-                f"RetryPolicy: non_retryable must be a tuple of exception classes, not {classes!r}"
+                "RetryPolicy: non_retryable must be a tuple of exception classes, "
+                f"not {non_retryable!r}"
             )
+        assign = object.__setattr__  # frozen
+        assign(self, "max_attempts", attempts)
+        assign(self, "backoff", backoff)
+        # Stored with delivery requests and hashed into fingerprints: always ISO-8601.
+        assign(self, "base", canonical_duration(base))
+        assign(self, "cap", canonical_duration(cap))
+        assign(self, "jitter", chosen)
+        assign(self, "non_retryable", non_retryable)
+        assign(self, "jitter_given", jitter is not None)
 
     def delay(self, failed_attempt: int, draw: Callable[[], float]) -> float:
         """Seconds before the attempt after `failed_attempt` (1-based)."""
@@ -98,6 +127,14 @@ class RetryPolicy:
     def retries(self, error: BaseException) -> bool:
         """Whether an attempt that raised `error` may be followed by another."""
         return not isinstance(error, self.non_retryable)
+
+    def fingerprint_json(self) -> dict[str, Any]:
+        """The policy as its definition's fingerprint hashes it (to_json, with an unset
+        jitter hashed as the releases before this default hashed it)."""
+        shown = self.to_json()
+        if not self.jitter_given:
+            shown["jitter"] = _UNSET_JITTER_FINGERPRINT
+        return shown
 
     def to_json(self) -> dict[str, Any]:
         """The policy as stored with a delivery request and drawn by the graph."""

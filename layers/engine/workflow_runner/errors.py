@@ -30,6 +30,16 @@ class WorkflowDefinitionError(WorkflowRunnerError):
     """A workflow definition is malformed (raised when it is defined)."""
 
 
+class DefinitionArgumentError(WorkflowDefinitionError):
+    """An argument of `where` (a step method, RetryPolicy) has a value it cannot take:
+    `argument` names it, `detail` says what is wrong with the value."""
+
+    def __init__(self, where: str, argument: str, detail: str) -> None:
+        super().__init__(f"{where}: {argument}: {detail}")
+        self.argument = argument
+        self.detail = detail
+
+
 class UnknownWorkflow(WorkflowRunnerError):
     """No registered workflow has this name (or this definition fingerprint)."""
 

@@ -8,9 +8,10 @@ from datetime import timedelta
 from typing import Any
 
 from ..durations import canonical_duration, is_duration, parse_duration
-from ..errors import WorkflowDefinitionError
+from ..errors import DefinitionArgumentError, WorkflowDefinitionError
 from ..match import validate_event_match
 from ..refs import contains_refs
+from ..suggest import did_you_mean, listing
 from .checks import Unbuilt
 from .dsl import (
     MAX_MAP_CONCURRENCY,
@@ -58,6 +59,23 @@ class StepBuilder:
 
     def __init__(self, awaits: Mapping[str, str]) -> None:
         self._awaits = dict(awaits)
+
+    def _undeclared(self, event: object) -> str:
+        """What to say about a wait for an event the workflow does not declare."""
+        if not self._awaits:
+            return (
+                f"{event!r} is not declared in awaits, and the workflow declares none: add "
+                f"awaits={{'name': 'event.type'}} to define_workflow"
+            )
+        names = sorted(self._awaits)
+        types = sorted(set(self._awaits.values()))
+        hint = ""
+        if isinstance(event, str):  # the names first: they are what the workflow calls them
+            hint = did_you_mean(event, names) or did_you_mean(event, types)
+        return (
+            f"{event!r} is not declared in awaits{hint} (names: {listing(names)}; or an "
+            f"event type: {listing(types)})" + ("" if hint else "; add it to awaits={...}")
+        )
 
     def compute(self, key: str, fn: Callable[[StepContext], Any]) -> Compute:
         """Run `fn(ctx)` and store its (JSON-serialisable) result under `key`."""
@@ -111,10 +129,7 @@ class StepBuilder:
         """
         event_type = self._awaits.get(event, event)
         if event_type not in self._awaits.values():
-            raise WorkflowDefinitionError(
-                f"wait_for_event: {event!r} is not declared in awaits "
-                f"(declared: {sorted(self._awaits.values())}); add it to awaits={{...}}"
-            )
+            raise DefinitionArgumentError("wait_for_event", "event", self._undeclared(event))
         if isinstance(match, Mapping) and not contains_refs(match):
             validate_event_match(match)
         return WaitForEvent(

@@ -20,6 +20,7 @@ from .dsl import (
 )
 from .fingerprint import compute_fingerprint
 from .registry import default_registry
+from .retry import deferred_policy_checks
 
 
 def define_workflow(
@@ -78,7 +79,8 @@ def define_workflow(
     # The user's function sees every StepBuilder method (refusals become placeholders).
     builder = cast(StepBuilder, PlacingBuilder(StepBuilder(awaits_map)))
     try:
-        built = as_steps(steps(builder), "steps")
+        with deferred_policy_checks():  # a bad RetryPolicy is reported with its step
+            built = as_steps(steps(builder), "steps")
     except (WorkflowDefinitionError, InvalidInput) as error:
         raise WorkflowDefinitionError(f"workflow {name!r}: {error}") from None
     if not built:

@@ -2,30 +2,59 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from ..durations import canonical_duration, parse_duration
-from ..errors import WorkflowDefinitionError
+from ..errors import DefinitionArgumentError, InvalidInput
 
 BackoffKind: TypeAlias = Literal["linear", "exponential", "fixed"]
 JitterKind: TypeAlias = Literal["none", "full", "equal"]
 
 
-def check_backoff(where: str, backoff: object, jitter: object, base: object, cap: object) -> None:
+def backoff_problems(
+    backoff: object, jitter: object, base: object, cap: object
+) -> list[tuple[str, str]]:
+    """(argument, what is wrong) for each backoff parameter a policy cannot take."""
+    problems = []
     if backoff not in ("linear", "exponential", "fixed"):
-        raise WorkflowDefinitionError(
-            f"{where}: backoff must be linear, exponential or fixed, not {backoff!r}"
-        )
+        problems.append(("backoff", f"must be linear, exponential or fixed, not {backoff!r}"))
     if jitter not in ("none", "full", "equal"):
-        raise WorkflowDefinitionError(
-            f"{where}: jitter must be none, full or equal, not {jitter!r}"
-        )
+        problems.append(("jitter", f"must be none, full or equal, not {jitter!r}"))
     for name, value in (("base", base), ("cap", cap)):
         if not isinstance(value, str):
-            raise WorkflowDefinitionError(f"{where}: {name} must be a duration string")
-        parse_duration(value)
+            problems.append((name, f"must be a duration string, not {value!r}"))
+            continue
+        try:
+            parse_duration(value)
+        except InvalidInput as error:
+            problems.append((name, str(error)))
+    return problems
+
+
+def check_backoff(where: str, backoff: object, jitter: object, base: object, cap: object) -> None:
+    """Raises: DefinitionArgumentError: the first parameter a backoff cannot take."""
+    for argument, message in backoff_problems(backoff, jitter, base, cap):
+        raise DefinitionArgumentError(where, argument, message)
+
+
+# Set while define_workflow calls the user's steps= function (see deferred_policy_checks).
+_deferring: ContextVar[bool] = ContextVar("retry_policy_checks_deferred", default=False)
+
+
+@contextmanager
+def deferred_policy_checks() -> Iterator[None]:
+    """While the step tree is built, a RetryPolicy with a bad parameter keeps its problems
+    (`RetryPolicy.problems`) instead of raising where it is built, so that the
+    definition's walk reports each with the step that uses it and the argument."""
+    token = _deferring.set(True)
+    try:
+        yield
+    finally:
+        _deferring.reset(token)
 
 
 def backoff_seconds(
@@ -75,7 +104,8 @@ class RetryPolicy:
             once, without another attempt.
 
     Raises:
-        WorkflowDefinitionError: a parameter is out of range or not a duration.
+        DefinitionArgumentError: a parameter is out of range or not a duration (inside a
+            workflow's steps= function, the definition reports it with its step instead).
     """
 
     max_attempts: int
@@ -86,6 +116,9 @@ class RetryPolicy:
     non_retryable: tuple[type[BaseException], ...]
     # Whether `jitter` was given (its fingerprint then hashes it as given).
     jitter_given: bool = field(repr=False, compare=False)
+    # (argument, what is wrong) of a policy built while checks were deferred: the
+    # definition using it is refused, so such a policy never runs.
+    problems: tuple[tuple[str, str], ...] = field(repr=False, compare=False)
 
     def __init__(
         self,
@@ -96,29 +129,31 @@ class RetryPolicy:
         jitter: JitterKind | None = None,
         non_retryable: tuple[type[BaseException], ...] = (),
     ) -> None:
-        attempts = max_attempts
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-            raise WorkflowDefinitionError(
-                f"RetryPolicy: max_attempts must be an integer >= 1, not {attempts!r}"
-            )
         chosen = DEFAULT_JITTER if jitter is None else jitter
-        check_backoff("RetryPolicy", backoff, chosen, base, cap)
+        problems = []
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            problems.append(("max_attempts", f"must be an integer >= 1, not {max_attempts!r}"))
+        problems += backoff_problems(backoff, chosen, base, cap)
         if not isinstance(non_retryable, tuple) or not all(
             isinstance(c, type) and issubclass(c, BaseException) for c in non_retryable
         ):
-            raise WorkflowDefinitionError(
-                "RetryPolicy: non_retryable must be a tuple of exception classes, "
-                f"not {non_retryable!r}"
+            problems.append(
+                ("non_retryable", f"must be a tuple of exception classes, not {non_retryable!r}")
             )
+        if problems and not _deferring.get():
+            argument, message = problems[0]
+            raise DefinitionArgumentError("RetryPolicy", argument, message)
+        durations_valid = not any(argument in ("base", "cap") for argument, _ in problems)
         assign = object.__setattr__  # frozen
-        assign(self, "max_attempts", attempts)
+        assign(self, "max_attempts", max_attempts)
         assign(self, "backoff", backoff)
         # Stored with delivery requests and hashed into fingerprints: always ISO-8601.
-        assign(self, "base", canonical_duration(base))
-        assign(self, "cap", canonical_duration(cap))
+        assign(self, "base", canonical_duration(base) if durations_valid else base)
+        assign(self, "cap", canonical_duration(cap) if durations_valid else cap)
         assign(self, "jitter", chosen)
         assign(self, "non_retryable", non_retryable)
         assign(self, "jitter_given", jitter is not None)
+        assign(self, "problems", tuple(problems))
 
     def delay(self, failed_attempt: int, draw: Callable[[], float]) -> float:
         """Seconds before the attempt after `failed_attempt` (1-based)."""

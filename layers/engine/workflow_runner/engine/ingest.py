@@ -32,12 +32,18 @@ from ..interpreter import Interpreter
 from ..match import inbox_keys
 from ..pass_result import describe_step_error
 from ..redaction import exception_for_log
+from ..refs import UnresolvedReference
 from ..store import NewInboxEvent, Store
 from ..stream import RUN_STREAM, RunFailed, RunStarted
 from .passes import cron_event
 from .persist import PassWrites, RunOutcome, persist_pass
 
 log = logging.getLogger("workflow_runner")
+
+# Reasons of runs that failed before their first step; the key's may carry the path of
+# the event field a reference key missed (idempotency_key_failed:event.payload.orderId).
+TRIGGER_FILTER_FAILED = "trigger_filter_failed"
+IDEMPOTENCY_KEY_FAILED = "idempotency_key_failed"
 
 
 @dataclass(frozen=True)
@@ -224,13 +230,16 @@ def _prepare_start(
             return None
     except Exception as error:
         return _trigger_failure(
-            store, definition, event, fallback_id, now, error, "trigger_filter_failed"
+            store, definition, event, fallback_id, now, error, TRIGGER_FILTER_FAILED
         )
     try:
         key = definition.key_for(event)
     except Exception as error:
+        # A reference names the field it missed (its path is the definition's, never the
+        # data's), as a step's unresolved_reference:<path> does.
+        where = f":{error.path}" if isinstance(error, UnresolvedReference) else ""
         return _trigger_failure(
-            store, definition, event, fallback_id, now, error, "idempotency_key_failed"
+            store, definition, event, fallback_id, now, error, f"{IDEMPOTENCY_KEY_FAILED}{where}"
         )
     run_id = run_id_for(definition.name, key) if key is not None else fallback_id
     started = _run_started(definition, event, idempotency_key=key, trigger_event_id=event.id)

@@ -107,7 +107,8 @@ def test_a_failed_run_marks_the_failed_step(cli: Cli, store: Store) -> None:
 
 def test_graph_errors(cli: Cli, store: Store) -> None:
     unknown = cli("graph", "no-such-workflow")
-    assert unknown.code == 1 and 'Workflow "no-such-workflow" is not registered' in unknown.err
+    assert unknown.code == 2
+    assert "no workflow named 'no-such-workflow' is registered" in unknown.err
     unknown_run = cli("graph", "user-onboarding", "--run", "00000000-0000-4000-8000-000000000001")
     assert unknown_run.code == 1
     assert "run 00000000-0000-4000-8000-000000000001 not found in any tenant" in unknown_run.err
@@ -150,3 +151,15 @@ def test_every_node_is_connected(cli: Cli, name: str) -> None:
     edges = " ".join(line for line in lines if "-->" in line or ".->" in line)
     for node in nodes - {"classDef", "class"}:
         assert f" {node} " in f" {edges} ", node
+
+
+def test_a_misspelt_workflow_is_bad_input_with_the_closest_names(cli: Cli) -> None:
+    """The README promises exit 2 and the closest names for an unknown workflow, as
+    `wfr runs list --workflow` gives them."""
+    result = cli("graph", "order-aproval")
+    assert result.code == 2
+    assert result.out == ""
+    assert "no workflow named 'order-aproval' is registered" in result.err
+    assert "did you mean 'order-approval'?" in result.err
+    listed = cli("runs", "list", "--workflow", "order-aproval")
+    assert listed.code == 2 and "did you mean 'order-approval'?" in listed.err

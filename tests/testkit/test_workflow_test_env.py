@@ -14,6 +14,7 @@ from workflow_runner.errors import (
     InvalidInput,
     NotConfigured,
     RunNotFound,
+    UnknownWorkflow,
     WorkflowDefinitionError,
 )
 from workflow_runner.testing import WorkflowTestEnv
@@ -266,7 +267,7 @@ def test_a_stubbed_task_function_runs_instead_of_the_real_one_with_its_retries(
     assert [a for a, _ in attempts] == [1, 2]
     assert attempts[0][1] is not None and attempts[0][1] == attempts[1][1]  # one task key
     assert run.definition_fingerprint == original.fingerprint  # still pinned to the real one
-    with pytest.raises(ValueError, match="has no task 'refund'"):
+    with pytest.raises(ValueError, match="no registered workflow has a task 'refund'"):
         env.stub_task("refund", provider)
 
 
@@ -346,3 +347,34 @@ def test_a_task_with_base_two_seconds_is_retried_two_seconds_later(make_env: Mak
     env.advance("PT1M")
     assert env.run(tenant=TENANT_A, workflow="kit-flaky").status == "completed"
     assert [(c - calls[0]).total_seconds() for c in calls] == [0.0, 2.0, 6.0]
+
+
+def test_a_misspelt_workflow_key_or_task_is_named_with_the_closest_names(
+    make_env: MakeEnv,
+) -> None:
+    env = make_env(modules=["sample_workflows"], now=T0)
+    env.put_event(tenant=TENANT_A, type="order.placed", payload=ORDER)
+    with pytest.raises(UnknownWorkflow) as typo:
+        env.run(tenant=TENANT_A, workflow="order-aproval", key="o-1")
+    assert "no workflow named 'order-aproval'" in str(typo.value)
+    assert "did you mean 'order-approval'?" in str(typo.value)
+    with pytest.raises(RunNotFound) as other_key:
+        env.run(tenant=TENANT_A, workflow="order-approval", key="o-2")
+    assert "no run of 'order-approval' with key 'o-2'" in str(other_key.value)
+    assert "did you mean 'o-1'?" in str(other_key.value)
+    with pytest.raises(RunNotFound, match=r"tenant .* has no runs of 'order-approval'"):
+        env.run(tenant=TENANT_B, workflow="order-approval", key="o-1")
+    with pytest.raises(ValueError, match="did you mean 'stock'\\?") as task:
+        env.stub_task("stok", lambda ctx: 1)
+    assert "task keys: 'stock'" in str(task.value)
+
+
+def test_put_event_says_what_is_wrong_with_its_arguments(make_env: MakeEnv) -> None:
+    env = make_env(modules=["sample_workflows"], now=T0)
+    with pytest.raises(InvalidInput, match=r"put_event: payload must be a JSON object .*list"):
+        env.put_event(tenant=TENANT_A, type="order.placed", payload=["x"])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="put_event: tenant must be a UUID, got 't1'"):
+        env.put_event(tenant="t1", type="order.placed", payload=ORDER)
+    with pytest.warns(UserWarning, match="is ignored; did you mean 'order.placed'"):
+        env.put_event(tenant=TENANT_A, type="order.placd", payload=ORDER)
+    assert env.runs(tenant=TENANT_A) == []

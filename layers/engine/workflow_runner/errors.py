@@ -73,9 +73,10 @@ class DidNotSettle(WorkflowRunnerError):
 
 
 class RunNotFound(WorkflowRunnerError):
-    """No run with this id exists for this tenant."""
+    """No run with this id exists for this tenant (`message`: what the caller looked
+    for, when it said more than the id)."""
 
-    def __init__(self, tenant_id: str, run_id: str) -> None:
-        super().__init__(f"run {run_id} not found for tenant {tenant_id}")
+    def __init__(self, tenant_id: str, run_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"run {run_id} not found for tenant {tenant_id}")
         self.tenant_id = tenant_id
         self.run_id = run_id

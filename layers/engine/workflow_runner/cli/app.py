@@ -380,10 +380,11 @@ def main(
         # killed by SIGPIPE would, without a traceback when Python flushes at exit.
         _discard(out)
         return 141
-    except (UsageError, InvalidInput, WorkflowDefinitionError) as error:
+    except (UsageError, InvalidInput, WorkflowDefinitionError, UnknownWorkflow) as error:
+        # An unknown workflow is a name given wrong (its message has the closest ones).
         print(f"wfr: error: {error}", file=err)
         return 2
-    except (RunNotFound, UnknownWorkflow) as error:
+    except RunNotFound as error:
         print(f"wfr: error: {error}", file=err)
         return 1
     except StoreError as error:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -18,6 +17,7 @@ from ..local.demo import run_demo
 from ..local.runtime import Activity, LocalRuntime, to_eventbridge_event
 from ..settings import Settings
 from ..store import CapturedMail, Store, connect
+from ..suggest import did_you_mean
 from ..timeline import activity_rows, instant, shown_payload
 from .console_command import database_label, serve_console
 from .context import Context, UsageError, parse_duration_arg, parse_now
@@ -101,8 +101,7 @@ def unused_types(events: Sequence[dict[str, Any]], registry: WorkflowRegistry) -
         kind = str(event.get("detail-type"))
         if kind in known:
             continue
-        close = difflib.get_close_matches(kind, known, n=2)
-        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        hint = did_you_mean(kind, known, n=2)
         warnings.append(
             f"entry {number}: no workflow is triggered by or waits for {kind!r}, so it will "
             f"be ignored{hint}"

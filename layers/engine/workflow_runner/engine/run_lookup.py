@@ -6,7 +6,6 @@ Used by `wfr` and the console; read-only.
 
 from __future__ import annotations
 
-import difflib
 import re
 import uuid
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..definition import WorkflowRegistry, run_id_for
+from ..definition.registry import unknown_workflow_message
 from ..durations import format_instant, parse_instant
 from ..errors import InvalidInput, RunNotFound, WorkflowRunnerError
 from ..store import RunKey, RunQuery, RunSummary, Store
@@ -137,14 +137,8 @@ def workflow_names(store: Store, registry: WorkflowRegistry) -> list[str]:
 
 
 def _check_workflow(name: str, known: Sequence[str]) -> None:
-    if name in known:
-        return
-    close = difflib.get_close_matches(name, known, n=3)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    listing = ", ".join(known) if known else "none"
-    raise InvalidInput(
-        f"no workflow named {name!r} is registered or has runs{hint} (known: {listing})"
-    )
+    if name not in known:
+        raise InvalidInput(unknown_workflow_message(name, known, "registered or has runs"))
 
 
 def version_fingerprints(registry: WorkflowRegistry, name: str, version: int) -> list[str]:

@@ -378,3 +378,22 @@ def test_put_event_says_what_is_wrong_with_its_arguments(make_env: MakeEnv) -> N
     with pytest.warns(UserWarning, match="is ignored; did you mean 'order.placed'"):
         env.put_event(tenant=TENANT_A, type="order.placd", payload=ORDER)
     assert env.runs(tenant=TENANT_A) == []
+
+
+def test_a_task_result_that_is_not_json_fails_the_run_with_result_not_storable(
+    make_env: MakeEnv,
+) -> None:
+    paid = define_workflow(
+        name="kit-paid",
+        trigger=on_event("kit.paid"),
+        register=False,
+        steps=lambda s: [
+            s.task("charge", lambda ctx: {"paidAt": datetime(2030, 1, 1, tzinfo=UTC)}),
+            s.return_({"isSuccess": True}),
+        ],
+    )
+    env = make_env(workflows=[paid], now=T0)
+    env.put_event(tenant=TENANT_A, type="kit.paid", payload={})
+    run = env.run(tenant=TENANT_A, workflow="kit-paid")
+    assert (run.status, run.reason) == ("failed", "result_not_storable")
+    assert run.error == "workflow step failed (ResultNotStorable)"  # stored: no raw text

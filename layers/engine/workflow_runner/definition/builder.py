@@ -278,7 +278,8 @@ class StepBuilder:
                 from 1 s, capped at 5 min, no jitter); `non_retryable` classes fail at once.
             timeout: the duration bounding one attempt ("PT30S", "30s"; at most 14 min).
             catch: on final failure go on with `{"failed": true, "error": "<Class>",
-                "attempts": n}` under `key` instead of failing the run (reason task_failed).
+                "attempts": n}` under `key` instead of failing the run (reason task_failed;
+                result_not_storable when its result is not JSON or over 256 KB).
         """
         if not isinstance(key, str) or not key:
             raise WorkflowDefinitionError("task: key must be a non-empty string")

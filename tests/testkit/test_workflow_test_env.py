@@ -397,3 +397,28 @@ def test_a_task_result_that_is_not_json_fails_the_run_with_result_not_storable(
     run = env.run(tenant=TENANT_A, workflow="kit-paid")
     assert (run.status, run.reason) == ("failed", "result_not_storable")
     assert run.error == "workflow step failed (ResultNotStorable)"  # stored: no raw text
+
+
+def test_the_kit_shows_the_error_text_the_stored_run_never_carries(make_env: MakeEnv) -> None:
+    def refuse(ctx: StepContext) -> None:
+        raise ValueError("the partner said no to ada@example.com")
+
+    refusing = define_workflow(
+        name="kit-refusing",
+        trigger=on_event("kit.refuse"),
+        register=False,
+        steps=lambda s: [
+            s.task("quote", lambda ctx: {"at": datetime(2030, 1, 1, tzinfo=UTC)}, catch=True),
+            s.compute("answer", refuse),
+        ],
+    )
+    env = make_env(workflows=[refusing], now=T0)
+    env.put_event(tenant=TENANT_A, type="kit.refuse", payload={})
+    run = env.run(tenant=TENANT_A, workflow="kit-refusing")
+    assert run.error == "workflow step failed (ValueError)"
+    assert run.error_detail == "ValueError: the partner said no to ada@example.com"
+    assert any(
+        "the result of task 'quote' is not JSON: .at is a datetime.datetime" in line
+        for line in run.log
+    ), run.log
+    assert "ada@example.com" not in str([e.payload for e in run.events])

@@ -18,7 +18,7 @@ from ..local.runtime import Activity, LocalRuntime, to_eventbridge_event
 from ..settings import Settings
 from ..store import CapturedMail, Store, connect
 from ..suggest import did_you_mean
-from ..timeline import activity_rows, instant, shown_payload
+from ..timeline import activity_rows, instant, log_json, shown_payload
 from .console_command import database_label, serve_console
 from .context import Context, UsageError, parse_duration_arg, parse_now
 from .render import Output
@@ -134,6 +134,7 @@ def activity_json(activity: Activity) -> dict[str, Any]:
             for e in activity.events
         ],
         "mail": [mail_json(m) for m in activity.mail],
+        "log": [log_json(line) for line in activity.log],
     }
 
 
@@ -154,6 +155,8 @@ def print_activity(out: Output, store: Store, activity: Activity) -> None:
         out.table(["TIME", "RUN", "WORKFLOW", "EVENT", "DETAIL"], rows)
     for m in activity.mail:
         out.line(out.paint("  mail ", "cyan") + f"to {', '.join(m.recipients)}: {m.subject}")
+    for line in activity.log:
+        out.line(out.paint("  error ", "red") + f"run {line.run_id[:8]}: {line.text}")
 
 
 def _answer_summary(folder: str, answer: Any) -> str:

@@ -182,6 +182,8 @@ def _trigger_failure(
     log.warning(
         "workflow trigger failed",
         extra={
+            "tenant_id": event.tenant_id,
+            "run_id": run_id,
             "workflow": definition.name,
             "event_id": event.id,
             "detail": exception_for_log(error),

@@ -44,9 +44,10 @@ from ..errors import DidNotSettle
 from ..json_input import parse_json
 from ..ports import HttpResponse, HttpSender, Runtime, set_runtime
 from ..settings import Settings
-from ..store import CapturedMail, Store, StoredEvent
+from ..store import CapturedMail, LoggedLine, Store, StoredEvent
 from ..webhook_guard import WebhookGuard, system_resolver
 from . import routes as r
+from .run_log import keeping_run_log
 from .state import CapturedMailer, LocalResumeQueue, as_request
 
 # A runaway loop guard for settle(): far more rounds than any workflow needs.
@@ -93,12 +94,14 @@ def parse_redirects(text: str | None) -> dict[str, str]:
 
 @dataclass
 class Activity:
-    """What one step of the local runtime did: handler answers and new stream events."""
+    """What one step of the local runtime did: handler answers, new stream events, the
+    mail captured and the lines of the local log about runs (run_log.py)."""
 
     now: datetime
     answers: list[tuple[str, Any]] = field(default_factory=list)
     events: list[StoredEvent] = field(default_factory=list)
     mail: list[CapturedMail] = field(default_factory=list)
+    log: list[LoggedLine] = field(default_factory=list)
 
 
 @contextmanager
@@ -184,8 +187,9 @@ class LocalRuntime:
             database_url=store.dsn or "postgresql:///local",
             mail_sender=env.get("MAIL_SENDER") or DEFAULT_MAIL_SENDER,
             webhook_allow_hosts=frozenset(allow),
-            # The same redaction policy as in AWS: exception text only when opted in.
-            log_exception_text=(env.get("LOG_EXCEPTION_TEXT") or "false").strip().lower()
+            # Locally, exception text is what a developer needs (run_log.py): in full
+            # unless LOG_EXCEPTION_TEXT says otherwise. Stored events stay as in AWS.
+            log_exception_text=(env.get("LOG_EXCEPTION_TEXT") or "true").strip().lower()
             in ("1", "true", "yes", "on"),
             callback_base_url=checked_base_url(env.get("CALLBACK_BASE_URL")),
         )
@@ -222,7 +226,7 @@ class LocalRuntime:
         handler = self.handlers.get(folder)
         if handler is None:
             raise r.RoutingError(f"template.yaml has no function with CodeUri functions/{folder}")
-        with self.installed():
+        with self.installed(), keeping_run_log(self.store, self.clock.now):
             return handler(event, self._context(function_name=f"local-{folder}"))
 
     # --- time -----------------------------------------------------------------
@@ -337,12 +341,13 @@ class LocalRuntime:
                 return
         raise DidNotSettle(f"the local runtime did not settle in {MAX_SETTLE_ROUNDS} rounds")
 
-    def _mark(self) -> tuple[int, int]:
+    def _mark(self) -> tuple[int, int, int]:
         return self.store.local.activity_mark()
 
-    def _collect(self, activity: Activity, mark: tuple[int, int]) -> None:
+    def _collect(self, activity: Activity, mark: tuple[int, int, int]) -> None:
         activity.events = self.store.local.events_since(mark[0])
         activity.mail = self.store.local.mail(mark[1])
+        activity.log = self.store.local.log_since(mark[2])
 
 
 def catch_up_local(

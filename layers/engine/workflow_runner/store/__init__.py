@@ -8,7 +8,7 @@ from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
 from .erasure import Relation
 from .inbox import CandidateEvent, InboxEvent, NewInboxEvent
-from .local import CapturedMail, QueuedMessage
+from .local import CapturedMail, LoggedLine, QueuedMessage
 from .migrate import (
     Migration,
     MigrationTimeout,
@@ -47,6 +47,7 @@ __all__ = [
     "InboxEvent",
     "InboxPageRow",
     "JoinCount",
+    "LoggedLine",
     "Migration",
     "MigrationTimeout",
     "NewCallback",

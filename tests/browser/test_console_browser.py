@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from workflow_runner.console import ConsoleConfig, make_console_server
 from workflow_runner.definition import default_registry
-from workflow_runner.local.demo import webhook_sink
+from workflow_runner.local.sink import webhook_sink
 from workflow_runner.local.runtime import catch_up_local
 from workflow_runner.store import Store
 

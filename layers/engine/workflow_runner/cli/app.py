@@ -251,6 +251,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--template", metavar="FILE", help=argparse.SUPPRESS)
     p = command(local_sub, "clock", local_commands.cmd_clock, "show the local clock and queue")
     p = command(local_sub, "mail", local_commands.cmd_mail, "list the mail captured locally")
+    p = command(
+        local_sub,
+        "sink",
+        local_commands.cmd_sink,
+        "answer webhooks on this machine and print each as it arrives, until Ctrl-C",
+    )
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0: any free)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument(
+        "--answer",
+        action="append",
+        metavar="PATH=STATUS[,STATUS]",
+        help="answer PATH with these statuses first, then 200 (repeatable), e.g. /exports=503",
+    )
 
     p = command(
         commands,

@@ -1,7 +1,9 @@
-"""Local runtime commands: `wfr local put-events | tick | clock | mail` and `wfr demo`."""
+"""Local runtime commands: `wfr local put-events | tick | clock | mail | sink` and
+`wfr demo`."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -9,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from ..definition import WorkflowRegistry, load_workflow_modules
+from ..durations import format_instant
 from ..envelope import parse_envelope, to_domain_event
 from ..errors import InvalidInput
 from ..json_input import MAX_DEPTH, parse_json
 from ..local import routes as r
 from ..local.demo import run_demo
 from ..local.runtime import Activity, LocalRuntime, to_eventbridge_event
+from ..local.sink import ReceivedRequest, parse_answers, webhook_sink
 from ..settings import Settings
 from ..store import CapturedMail, Store, connect
 from ..suggest import did_you_mean
@@ -326,6 +330,53 @@ def cmd_mail(ctx: Context) -> int:
         [[instant(m.sent_at), ", ".join(m.recipients), m.subject] for m in rows],
         empty="no mail captured",
     )
+    return 0
+
+
+def cmd_sink(ctx: Context) -> int:
+    """Answer webhooks on this machine and print each as it arrives, until Ctrl-C."""
+    answers = parse_answers(ctx.args.answer)
+    out = ctx.output
+
+    def show(request: ReceivedRequest) -> None:
+        if out.as_json:
+            line = json.dumps(
+                {
+                    "receivedAt": format_instant(request.received_at),
+                    "method": request.method,
+                    "path": request.path,
+                    "status": request.status,
+                    "idempotencyKey": request.idempotency_key,
+                    "headers": request.headers,
+                    "body": request.body,
+                },
+                ensure_ascii=False,
+            )
+        else:
+            body = json.dumps(request.body, ensure_ascii=False)
+            key = request.idempotency_key or "-"
+            line = (
+                f"{request.method} {request.path}  {request.status}  "
+                f"idempotency-key {key}  {body}"
+            )
+        out.line(line)
+        out.out.flush()
+
+    try:
+        with webhook_sink(answers, ctx.args.host, ctx.args.port, show) as sink:
+            print(
+                f"wfr local sink: listening on {sink.url} (Ctrl-C stops it); send a host's "
+                f"webhooks here with\n  export WFR_WEBHOOK_REDIRECTS=hooks.example.com={sink.url}",
+                file=out.err,
+                flush=True,
+            )
+            sink.thread.join()
+    except OSError as error:
+        raise UsageError(
+            f"cannot listen on {ctx.args.host}:{ctx.args.port}: {error.strerror or error}"
+        ) from None
+    except KeyboardInterrupt:
+        pass
     return 0
 
 

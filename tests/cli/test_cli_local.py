@@ -14,7 +14,9 @@ from cli_support import TENANT, Cli, table_count
 from workflow_runner import ports
 from workflow_runner.aws import lambda_support
 from workflow_runner.local.sink import webhook_sink
+from workflow_runner.durations import format_instant
 from workflow_runner.store import Store
+from workflow_runner.testing import WorkflowTestEnv
 
 from tests.support import nested
 
@@ -277,3 +279,36 @@ def test_every_duration_option_takes_both_spellings(cli: Cli, tmp_path: Path) ->
     bad = cli("local", "tick", "--until", "2026-01-07T12:00:00Z", "--every", "6 hours")
     assert bad.code == 2
     assert 'Invalid duration "6 hours"' in bad.err and '"6h"' in bad.err
+
+
+def test_cron_runs_start_at_their_instant_in_wfr_local_as_in_the_test_kit(
+    cli: Cli, tmp_path: Path, pg_server_url: str
+) -> None:
+    """`--every P1D` from 10:05 ran the 09:00 report at 10:05 (a day late, the tenant's
+    cron clock only starting at the first tick); the kit ran it at 09:00. Both stop at
+    every cron instant now, and both start with a cycle, as the minutely schedule would."""
+    signup = entry("user.signed-up", userId="ada", email="ada@example.com")
+    start, until = "2026-01-05T10:05:00Z", "2026-01-07T10:05:00Z"
+    cli("local", "put-events", write(tmp_path, [signup]), "--now", start)
+    result = cli("local", "tick", "--until", until, "--every", "P1D", "--json")
+    assert result.code == 0, result.err
+    local = sorted(
+        (e["payload"]["cronScheduledAt"], e["recordedAt"])
+        for cycle in result.json()["cycles"]
+        for e in cycle["events"]
+        if e["type"] == "workflow.run-started" and e["payload"].get("cronScheduledAt")
+    )
+    assert local == [
+        ("2026-01-06T09:00:00.000000Z", "2026-01-06T09:00:00.000000Z"),
+        ("2026-01-07T09:00:00.000000Z", "2026-01-07T09:00:00.000000Z"),
+    ]
+    with WorkflowTestEnv(
+        modules=["sample_workflows"], now=start, database_url=pg_server_url
+    ) as env:
+        env.put_event(tenant=TENANT, type="user.signed-up", payload=json.loads(signup["Detail"]))
+        env.advance_to(until)
+        kit = sorted(
+            (r.events[0].payload["cronScheduledAt"], format_instant(r.events[0].recorded_at))
+            for r in env.runs(tenant=TENANT, workflow="daily-report")
+        )
+    assert kit == local

@@ -36,7 +36,8 @@ from ..aws.ports import PinnedHttpSender
 from ..aws.template import load_handlers
 from ..callback_tokens import checked_base_url
 from ..clock import ManualClock, SystemClock
-from ..definition import WorkflowRegistry
+from ..cron import CronSchedule
+from ..definition import CronTrigger, WorkflowRegistry
 from ..durations import format_instant
 from ..engine.callbacks import CallbackCompletion, complete_callback, enqueue_resume
 from ..envelope import MAX_DETAIL_DEPTH, MAX_EVENT_BYTES
@@ -241,20 +242,27 @@ class LocalRuntime:
 
     def next_due_after(self, moment: datetime) -> datetime | None:
         """The first instant after `moment` at which something becomes due: a pending
-        row, a delayed resume message or a dispatch retry (None: nothing scheduled)."""
-        return self.store.local.next_due(moment)
+        row, a delayed resume message, a dispatch or task retry, or a cron instant of a
+        registered workflow (None: nothing scheduled)."""
+        due = [self.store.local.next_due(moment), next_cron_instant(self.registry, moment)]
+        return min((d for d in due if d is not None), default=None)
 
-    def travel(self, until: datetime, every: timedelta) -> Iterator[Activity]:
-        """Run cycles up to `until`: at most `every` apart, and also exactly when
-        something falls due in between, so timers fire on time however coarse `every`.
+    def travel(self, until: datetime, every: timedelta | None = None) -> Iterator[Activity]:
+        """Run cycles up to `until`: one at once (the minutely schedules would have run
+        one since the last command: it starts the cron clock of a tenant seen since),
+        then at most `every` apart (None: only when something falls due), and exactly
+        when something falls due in between — a timer, a retry, a cron instant — so
+        everything fires at its own instant however coarse `every` (`wfr local tick
+        --until`, the test kit's `advance`).
 
         Raises:
             ValueError: `every` is not positive.
         """
-        if every <= timedelta(0):
+        if every is not None and every <= timedelta(0):
             raise ValueError("every must be positive")
+        yield self.tick()
         while self.now() < until:
-            step = min(self.now() + every, until)
+            step = until if every is None else min(self.now() + every, until)
             due = self.next_due_after(self.now())
             if due is not None and due < step:
                 step = due
@@ -370,6 +378,16 @@ def catch_up_local(
     if found is None:
         raise r.RoutingError("no template.yaml found in this directory or above")
     return LocalRuntime(store, registry, found, environ=environ).catch_up()
+
+
+def next_cron_instant(registry: WorkflowRegistry, after: datetime) -> datetime | None:
+    """The first instant after `after` at which a registered cron workflow is due."""
+    instants = [
+        CronSchedule.parse(wf.trigger.schedule).next_after(after)
+        for wf in registry.cron_workflows()
+        if isinstance(wf.trigger, CronTrigger)
+    ]
+    return min(instants, default=None)
 
 
 def _redirecting_resolver(redirects: Mapping[str, str]) -> Callable[[str, int], Sequence[str]]:

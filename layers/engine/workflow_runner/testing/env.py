@@ -17,9 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from ..callback_tokens import is_token, tokens_in
-from ..cron import CronSchedule
 from ..definition import (
-    CronTrigger,
     StepContext,
     WorkflowDefinition,
     run_id_for,
@@ -267,21 +265,10 @@ class WorkflowTestEnv:
         until = parse_instant(moment) if isinstance(moment, str) else moment
         if until < self.now:
             raise ValueError(f"advance_to: {format_instant(until)} is in the past")
-        # A cycle now first, as the minutely schedules would have run one since the last
-        # event: it starts the cron clocks of tenants seen for the first time.
-        self.runtime.tick()
-        while self.now < until:
-            stops = [until, self.runtime.next_due_after(self.now), self._next_cron(self.now)]
-            self.runtime.set_now(min(s for s in stops if s is not None))
-            self.runtime.tick()
-
-    def _next_cron(self, after: datetime) -> datetime | None:
-        instants = [
-            CronSchedule.parse(wf.trigger.schedule).next_after(after)
-            for wf in self.registry.cron_workflows()
-            if isinstance(wf.trigger, CronTrigger)
-        ]
-        return min(instants) if instants else None
+        # The same time travel as `wfr local tick --until`: a cycle now, then one at
+        # each instant something falls due (timers, retries, cron instants).
+        for _ in self.runtime.travel(until):
+            pass
 
     # --- what happened -----------------------------------------------------------------
 

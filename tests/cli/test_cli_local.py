@@ -312,3 +312,24 @@ def test_cron_runs_start_at_their_instant_in_wfr_local_as_in_the_test_kit(
             for r in env.runs(tenant=TENANT, workflow="daily-report")
         )
     assert kit == local
+
+
+def test_a_repeated_trigger_names_the_run_that_already_exists(cli: Cli, tmp_path: Path) -> None:
+    signup = entry("user.signed-up", userId="ada", email="ada@example.com")
+    first = cli("local", "put-events", write(tmp_path, [signup], "a.json"), "--now", T0)
+    [run] = cli("runs", "list", "--json").json()
+    again = cli("local", "put-events", write(tmp_path, [signup], "b.json"))
+    assert again.code == 0 and first.code == 0
+    assert (
+        f"trigger_projection: started nothing: user-onboarding run {run['runId']} already "
+        "exists for idempotency key 'onboarding:ada' (waiting)"
+    ) in again.out
+    as_json = cli("--json", "local", "put-events", write(tmp_path, [signup], "c.json")).json()
+    answer = as_json["events"][0]["functions"][0]["response"]
+    assert answer["started"] == []
+    assert answer["existing"] == [
+        {"workflow": "user-onboarding", "runId": run["runId"], "key": "onboarding:ada"}
+    ]
+    cheap = entry("order.placed", orderId="o-0", total=0, email="a@example.com")
+    filtered = cli("local", "put-events", write(tmp_path, [cheap], "d.json"))
+    assert "started nothing: order-approval's trigger filter said no" in filtered.out

@@ -163,7 +163,7 @@ def print_activity(out: Output, store: Store, activity: Activity) -> None:
         out.line(out.paint("  error ", "red") + f"run {line.run_id[:8]}: {line.text}")
 
 
-def _answer_summary(folder: str, answer: Any) -> str:
+def _answer_summary(store: Store, tenant_id: str, folder: str, answer: Any) -> str:
     if not isinstance(answer, dict):
         return folder
     if answer.get("ignored"):
@@ -172,10 +172,16 @@ def _answer_summary(folder: str, answer: Any) -> str:
         started = answer.get("started") or []
         if not answer.get("stored", True):
             return f"{folder}: already received (redelivery), nothing started"
+        # What the trigger did not start, and why: the run of its key exists already
+        # (a repeated sign-up), or the workflow's filter said no.
+        why = [_existing_run(store, tenant_id, e) for e in answer.get("existing") or []]
+        why += [f"{name}'s trigger filter said no" for name in answer.get("filtered") or []]
         if not started:
-            return f"{folder}: started nothing"
-        return f"{folder}: started " + ", ".join(
-            f"{s['workflow']} {s['runId']} ({s['outcome']})" for s in started
+            return f"{folder}: started nothing" + (f": {'; '.join(why)}" if why else "")
+        return (
+            f"{folder}: started "
+            + ", ".join(f"{s['workflow']} {s['runId']} ({s['outcome']})" for s in started)
+            + (f"; {'; '.join(why)}" if why else "")
         )
     if folder == r.EVENT_WAKEUP:
         woken = answer.get("woken") or []
@@ -185,6 +191,15 @@ def _answer_summary(folder: str, answer: Any) -> str:
             f"{w['runId']} at step {w['stepIndex']}" for w in woken
         )
     return folder
+
+
+def _existing_run(store: Store, tenant_id: str, existing: dict[str, Any]) -> str:
+    """`user-onboarding run 1434… already exists for idempotency key 'ada' (waiting)`."""
+    summary = store.runs.get(tenant_id, existing["runId"])
+    status = f" ({summary.status})" if summary is not None else ""
+    key = existing.get("key")
+    of_key = f" for idempotency key {key!r}" if key is not None else ""
+    return f"{existing['workflow']} run {existing['runId']} already exists{of_key}{status}"
 
 
 def cmd_put_events(ctx: Context) -> int:
@@ -232,9 +247,10 @@ def cmd_put_events(ctx: Context) -> int:
         out.heading(f"event {event['id']}  {event['detail-type']}")
         if not targets:
             out.line("  routed to no function (no rule of the template matches it)")
+        tenant_id = to_domain_event(parse_envelope(event), tenant_path).tenant_id
         for folder, answer in activity.answers:
             if folder in (r.TRIGGER_PROJECTION, r.EVENT_WAKEUP):
-                out.line("  " + _answer_summary(folder, answer))
+                out.line("  " + _answer_summary(store, tenant_id, folder, answer))
         print_activity(out, store, activity)
     return 0
 

@@ -250,7 +250,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--every", metavar="DURATION", help="cycle interval with --until, e.g. PT1H")
     p.add_argument("--template", metavar="FILE", help=argparse.SUPPRESS)
     p = command(local_sub, "clock", local_commands.cmd_clock, "show the local clock and queue")
-    p = command(local_sub, "mail", local_commands.cmd_mail, "list the mail captured locally")
+    p = command(
+        local_sub,
+        "mail",
+        local_commands.cmd_mail,
+        "show the mail captured locally, bodies included (oldest first)",
+    )
+    p.add_argument("--to", metavar="ADDRESS", help="only mail to this address")
+    p.add_argument("--last", type=int, metavar="N", help="only the last N mails")
     p = command(
         local_sub,
         "sink",

@@ -335,17 +335,32 @@ def cmd_clock(ctx: Context) -> int:
 
 
 def cmd_mail(ctx: Context) -> int:
-    """The mail the local step dispatcher captured."""
+    """The mail the local step dispatcher captured, bodies included (the callback links
+    and tokens a workflow handed out are in them)."""
     rows = ctx.store().local.mail()
+    if ctx.args.to:
+        rows = [m for m in rows if ctx.args.to.lower() in (r.lower() for r in m.recipients)]
+    if ctx.args.last is not None:
+        if ctx.args.last < 1:
+            raise UsageError("--last must be at least 1")
+        rows = rows[-ctx.args.last :]
     out = ctx.output
     if out.as_json:
         out.json([mail_json(m) for m in rows])
         return 0
-    out.table(
-        ["SENT", "TO", "SUBJECT"],
-        [[instant(m.sent_at), ", ".join(m.recipients), m.subject] for m in rows],
-        empty="no mail captured",
-    )
+    if not rows:
+        out.line("no mail captured" + (f" to {ctx.args.to}" if ctx.args.to else ""))
+    for number, m in enumerate(rows):
+        if number:
+            out.line("")
+        out.heading(f"── {instant(m.sent_at)}  {m.subject}")
+        out.line(f"From: {m.sender}")
+        out.line(f"To: {', '.join(m.recipients)}")
+        out.line(f"Subject: {m.subject}")
+        out.line(out.paint(f"Request: {m.request_id}", "dim"))
+        out.line("")
+        for line in m.body.splitlines() or [""]:
+            out.line(f"  {line}")
     return 0
 
 

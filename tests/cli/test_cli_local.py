@@ -13,8 +13,8 @@ import pytest
 from cli_support import TENANT, Cli, table_count
 from workflow_runner import ports
 from workflow_runner.aws import lambda_support
-from workflow_runner.local.sink import webhook_sink
 from workflow_runner.durations import format_instant
+from workflow_runner.local.sink import webhook_sink
 from workflow_runner.store import Store
 from workflow_runner.testing import WorkflowTestEnv
 

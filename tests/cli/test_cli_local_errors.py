@@ -18,13 +18,9 @@ T0 = "2026-01-05T09:00:00Z"
 
 def _events(tmp_path: Path, *entries: tuple[str, dict[str, Any]]) -> str:
     path = tmp_path / "events.json"
+    detail = [(kind, json.dumps({"tenantId": TENANT, **d})) for kind, d in entries]
     path.write_text(
-        json.dumps(
-            [
-                {"Source": "shop", "DetailType": kind, "Detail": json.dumps({"tenantId": TENANT, **d})}
-                for kind, d in entries
-            ]
-        )
+        json.dumps([{"Source": "shop", "DetailType": k, "Detail": d} for k, d in detail])
     )
     return str(path)
 
@@ -32,7 +28,8 @@ def _events(tmp_path: Path, *entries: tuple[str, dict[str, Any]]) -> str:
 def test_a_task_result_that_is_not_json_names_its_key_place_and_type(
     cli: Cli, tmp_path: Path
 ) -> None:
-    sent = cli("local", "put-events", _events(tmp_path, ("charge.requested", {"orderId": "o-1"})), "--now", T0, env=ENV)
+    file = _events(tmp_path, ("charge.requested", {"orderId": "o-1"}))
+    sent = cli("local", "put-events", file, "--now", T0, env=ENV)
     assert sent.code == 0, sent.err
     text = "the result of task 'charge' is not JSON: .paidAt is a datetime.datetime"
     assert text in sent.out

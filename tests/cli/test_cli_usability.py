@@ -14,8 +14,8 @@ from typing import Any
 
 from cli_support import TENANT, Cli, table_count
 from workflow_runner.aws import lambda_support
-from workflow_runner.local.sink import webhook_sink
 from workflow_runner.local.runtime import quiet_powertools
+from workflow_runner.local.sink import webhook_sink
 from workflow_runner.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,6 +13,8 @@ import pytest
 from workflow_runner.cli.app import build_parser
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+# Documentation written for the site before it is folded in (docs/_drafts/).
+DRAFTS = sorted((README.parent / "docs" / "_drafts").glob("*.md"))
 # Values for placeholders, by the option they follow (anything else gets "x").
 VALUES = {
     "--status": "failed",
@@ -24,6 +26,7 @@ VALUES = {
     "--format": "mermaid",
     "--batch": "500",
     "--max-batches": "2",
+    "--last": "1",
 }
 _PLACEHOLDER = re.compile(r"^(<[^>]+>|[A-Z][A-Z0-9_]*)$")
 _ENV = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*$")
@@ -75,7 +78,13 @@ def _parses(argv: list[str]) -> bool:
     return True
 
 
-COMMANDS = sorted(set(_code_lines(README.read_text())) | set(_quoted(README.read_text())))
+COMMANDS = sorted(
+    {
+        command
+        for page in (README, *DRAFTS)
+        for command in (*_code_lines(page.read_text()), *_quoted(page.read_text()))
+    }
+)
 
 
 def test_the_readme_shows_commands() -> None:

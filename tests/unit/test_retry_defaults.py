@@ -55,3 +55,13 @@ def test_fingerprints_of_definitions_that_left_jitter_unset_do_not_move() -> Non
         "pinned-default-policy": "cdbce205735822d1d27cdc36cf2adc90a61fe5328db4dcc7f44a12c79e545922",
         "pinned-own-policy": "527f77c3ded01265597e83c352ed6534da285b1ea363bf407ab1e7d87cfc9d24",
     }
+
+
+def test_a_policy_can_still_be_copied_with_dataclasses_replace() -> None:
+    # As before jitter_given existed: replace() passes every init field to __init__,
+    # so the bookkeeping fields must not be init fields.
+    import dataclasses
+
+    policy = dataclasses.replace(RetryPolicy(base="PT2S"), max_attempts=5, base="2s")
+    assert (policy.max_attempts, policy.base, policy.jitter) == (5, "PT2S", "none")
+    assert policy.problems == ()

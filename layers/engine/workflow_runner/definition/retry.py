@@ -115,10 +115,10 @@ class RetryPolicy:
     jitter: JitterKind
     non_retryable: tuple[type[BaseException], ...]
     # Whether `jitter` was given (its fingerprint then hashes it as given).
-    jitter_given: bool = field(repr=False, compare=False)
+    jitter_given: bool = field(init=False, repr=False, compare=False)
     # (argument, what is wrong) of a policy built while checks were deferred: the
     # definition using it is refused, so such a policy never runs.
-    problems: tuple[tuple[str, str], ...] = field(repr=False, compare=False)
+    problems: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
 
     def __init__(
         self,

@@ -101,7 +101,7 @@ def test_waiting_runs_on_an_unregistered_definition_are_a_problem(cli: Cli, stor
     store.conn.execute("UPDATE workflow_run_pending SET definition_fingerprint = 'f00dfeed'")
     result = cli("doctor", "--now", NOW, "--json")
     assert result.code == 1
-    check = _checks(result.json())["waiting runs' definitions are registered"]
+    check = _checks(result.json())["waiting runs resume on the registered definitions"]
     assert check["status"] == "problem"
     assert "workflow_definition_changed" in check["summary"]  # type: ignore[operator]
     assert "f00dfeed" in check["items"][0]  # type: ignore[index]

@@ -28,14 +28,16 @@ def partner_down() -> None:
     PARTNER["down"] = True
 
 
-def _define(registry: WorkflowRegistry, version: int = 1, times: int = 1) -> None:
+def _define(
+    registry: WorkflowRegistry, version: int = 1, times: int = 1, key: str = "prepared"
+) -> None:
     steps = [
         lambda s: s.mail_send(to="ops@example.com", subject="starting", body="b"),
-        lambda s: s.compute("prepared", lambda ctx: {"n": 1}),
+        lambda s: s.compute(key, lambda ctx: {"n": 1}),
         lambda s: s.wait(for_="PT1H"),
         lambda s: s.mail_send(to="ops@example.com", subject="after wait", body="b"),
         lambda s: s.retry(times=times, base="PT1S", do=[s.compute("partner", call_partner)]),
-        lambda s: s.return_(lambda ctx: {"isSuccess": True, "prepared": ctx.steps["prepared"]}),
+        lambda s: s.return_(lambda ctx: {"isSuccess": True, "prepared": ctx.steps.get(key)}),
     ]
     registry.register(
         define_workflow(
@@ -153,7 +155,8 @@ def test_redrive_a_run_failed_by_a_changed_definition(
     PARTNER["down"] = False
     run_id = _start(store, registry)
     registry.unregister("cli-partner")
-    _define(registry, version=2)  # the old fingerprint is gone: resuming fails loud
+    # The old fingerprint is gone and step 1 stores under another key: resuming fails loud.
+    _define(registry, version=2, key="ready")
     failed = resume_run(store, TENANT, run_id, 2, T0 + timedelta(hours=1), registry=registry)
     assert (failed.outcome, failed.reason) == ("failed", "workflow_definition_changed")
     result = redrive_run(store, TENANT, run_id, T0 + timedelta(hours=1), registry)

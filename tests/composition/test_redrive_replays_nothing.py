@@ -83,6 +83,7 @@ def workflows(subject: str = "Approve?") -> list[WorkflowDefinition]:
     )
     approver = define_workflow(
         name="approver",
+        pinning="exact",  # a copy edit fails its waiting runs
         trigger=on_event("approver.go"),
         idempotency_key=Event.payload["id"],
         steps=lambda s: [

@@ -14,9 +14,10 @@ from typing import Any, ClassVar
 
 import psycopg
 import pytest
-from workflow_runner import ManualClock
+from workflow_runner import ManualClock, define_workflow, on_event
 from workflow_runner.aws.inprocess import FakeLambdaContext, build_inprocess_runtime
 from workflow_runner.aws.template import Handler
+from workflow_runner.definition import WorkflowDefinition, WorkflowRegistry
 from workflow_runner.embedded import database_url
 from workflow_runner.errors import InvalidInput, RunNotFound, TransientStoreError
 from workflow_runner.ports import Runtime, set_runtime
@@ -25,6 +26,7 @@ from workflow_runner.store import Store, connect
 
 from tests.functions.helpers import OTHER_TENANT, TENANT, Emitted, load_event
 from tests.support import nested
+from tests.support import trigger as start_run
 
 ONBOARDING_RUN = "20674095-dda5-5811-b700-b57eb304d119"
 ORDER_RUN = "fabc09bd-1cce-55f4-b55f-349508b70ba8"
@@ -555,7 +557,12 @@ def test_migrate_create_applies_migrations_and_reports_success(
         assert row is not None and row["n"] == len(result["applied"])
         # Update on the next deploy: idempotent, nothing left to apply.
         update = invoke(handlers, "MigrateFunction", cfn("migrate-update.json", response_url))
-        assert update == {"status": "SUCCESS", "applied": []}
+        assert update == {
+            "status": "SUCCESS",
+            "applied": [],
+            "waitingRuns": "0 waiting run(s): 0 resume on their own definition, "
+            "0 on one whose shape agrees, 0 would fail",
+        }
     finally:
         set_runtime(None)
         store.close()
@@ -565,6 +572,62 @@ def test_migrate_create_applies_migrations_and_reports_success(
     assert first["RequestId"] == load_event("migrate-create.json")["RequestId"]
     assert first["LogicalResourceId"] == "SchemaMigration"
     assert second["Status"] == "SUCCESS"
+
+
+def _waiting(first: str) -> WorkflowDefinition:
+    return define_workflow(
+        name="deploy-check",
+        trigger=on_event("deploy.check"),
+        idempotency_key=lambda event: event.payload["id"],
+        steps=lambda s: [
+            s.wait(for_="P1D") if first == "wait" else s.compute("first", lambda ctx: 1),
+            s.mail_send(to="ops@example.com", subject="x", body="-"),
+        ],
+        register=False,
+    )
+
+
+def _registry_of(definition: WorkflowDefinition) -> WorkflowRegistry:
+    registry = WorkflowRegistry()
+    registry.register(definition)
+    return registry
+
+
+@pytest.mark.parametrize(
+    ("policy", "status"), [("warn", "SUCCESS"), ("fail", "FAILED")], ids=["warn", "fail"]
+)
+def test_migrate_judges_the_waiting_runs_and_the_policy_decides_the_deploy(
+    handlers: Handlers,
+    clock: ManualClock,
+    response_url: str,
+    db_url: str,
+    store: Store,
+    emitted: Read,
+    policy: str,
+    status: str,
+) -> None:
+    """StrandedRunsPolicy: a deploy whose code would fail waiting runs (a structural edit
+    where they wait) is reported, and with `fail` answered FAILED: CloudFormation rolls
+    it back before the functions that depend on the resource change."""
+    start_run(store, _registry_of(_waiting("wait")), "deploy.check", {"id": "a"}, clock.now())
+    settings = Settings(database_url=db_url, stranded_runs_policy=policy)  # type: ignore[arg-type]
+    runtime = build_inprocess_runtime(store, clock, settings, registry=_registry_of(_waiting("x")))
+    set_runtime(runtime)
+    try:
+        result = invoke(handlers, "MigrateFunction", cfn("migrate-update.json", response_url))
+    finally:
+        set_runtime(None)
+    (response,) = _CfnResponses.received
+    assert (result["status"], response["Status"]) == (status, status)
+    report = response["Reason"] if status == "FAILED" else response["Data"]["WaitingRuns"]
+    assert (
+        "1 waiting run(s): 0 resume on their own definition, 0 on one whose shape agrees, "
+        "1 would fail"
+    ) in report
+    assert (
+        "deploy-check v1: 1 run(s) would fail; at step 0 (wait): v1: step 0 (wait): wait → compute"
+    ) in report
+    assert emitted().metric("StrandedRuns") == 1
 
 
 def test_migrate_delete_succeeds_without_the_database(

@@ -7,13 +7,16 @@ from datetime import datetime, timedelta
 
 from workflow_runner import ManualClock, define_workflow, on_event
 from workflow_runner.definition import WorkflowDefinition, WorkflowRegistry
-from workflow_runner.engine.doctor import check_pinned_definitions, pinned_definitions
+from workflow_runner.engine.doctor import check_pinned_definitions
+from workflow_runner.engine.pinning import pinned_definitions
 from workflow_runner.store import Store
 
 from tests.support import TENANT_A, TENANT_B, resume_due, trigger
 
 
-def _flow(version: int = 1, subject: str = "Thanks") -> WorkflowDefinition:
+def _flow(
+    version: int = 1, subject: str = "Thanks", first: str = "wait", pinning: str = "shape"
+) -> WorkflowDefinition:
     return define_workflow(
         name="pin-flow",
         version=version,
@@ -21,11 +24,12 @@ def _flow(version: int = 1, subject: str = "Thanks") -> WorkflowDefinition:
         idempotency_key=lambda event: event.payload["id"],
         awaits={"ok": "pin.ok"},
         steps=lambda s: [
-            s.wait(for_="P1D"),
+            s.wait(for_="P1D") if first == "wait" else s.compute("first", lambda ctx: 1),
             s.wait_for_event("pin.ok", timeout="P3D"),
             s.mail_send(to="ops@example.com", subject=subject, body="-"),
         ],
         register=False,
+        pinning=pinning,
     )
 
 
@@ -50,22 +54,40 @@ def test_runs_on_a_registered_definition_resume(store: Store, clock: ManualClock
     assert pinned.steps == {"step 0 (wait)": 3}
     check = check_pinned_definitions(store, _registry(v1), None)
     assert (check.status, check.items) == ("ok", [])
-    assert check.summary == "3 waiting run(s) on 1 definition(s), all registered"
+    assert check.summary == (
+        "3 waiting run(s) on 1 definition(s): 3 resume on their own definition, "
+        "0 on one whose shape agrees where they wait"
+    )
 
 
-def test_an_edit_in_place_fails_every_waiting_run_and_says_so(
+def test_a_copy_edit_in_place_resumes_every_waiting_run_by_shape(
     store: Store, clock: ManualClock
 ) -> None:
     now = clock.now()
     _start(store, _registry(_flow()), now)
 
+    [pinned] = pinned_definitions(store, _registry(_flow(subject="Thank you")))
+
+    assert (pinned.runs, pinned.exact, pinned.by_shape, pinned.failing) == (3, 0, 3, 0)
+    assert pinned.verdict == "resume on v1 (its shape agrees where they wait)"
     check = check_pinned_definitions(store, _registry(_flow(subject="Thank you")), None)
+    assert check.status == "ok"
+
+
+def test_a_structural_edit_in_place_fails_every_waiting_run_and_names_the_step(
+    store: Store, clock: ManualClock
+) -> None:
+    now = clock.now()
+    _start(store, _registry(_flow()), now)
+
+    check = check_pinned_definitions(store, _registry(_flow(first="compute")), None)
 
     assert check.status == "problem"
-    assert check.summary.startswith("3 waiting run(s) on 1 definition(s) that are not registered")
+    assert check.summary.startswith("3 waiting run(s) on 1 definition(s) that would fail")
     [item] = check.items
     assert "3 run(s) of pin-flow v1" in item and "2 tenant(s)" in item
     assert "v1 is registered with another definition (edited in place" in item
+    assert "v1: step 0 (wait): wait → compute" in item
     assert "waiting at step 0 (wait) ×3" in item
     # The example names a run of the tenant it names.
     example_tenant = item.split("of tenant ")[1]
@@ -73,13 +95,27 @@ def test_an_edit_in_place_fails_every_waiting_run_and_says_so(
     assert store.streams.load(example_tenant, example_run)
 
 
+def test_runs_of_an_exactly_pinned_definition_fail_on_any_edit(
+    store: Store, clock: ManualClock
+) -> None:
+    now = clock.now()
+    _start(store, _registry(_flow(pinning="exact")), now)
+    [pinned] = pinned_definitions(store, _registry(_flow(subject="Thank you", pinning="exact")))
+    assert pinned.fails and "it is pinned exactly (pinning='exact')" in pinned.verdict
+
+
 def test_a_removed_workflow_or_version_is_named(store: Store, clock: ManualClock) -> None:
     now = clock.now()
     _start(store, _registry(_flow()), now)
     [gone] = pinned_definitions(store, WorkflowRegistry())
     assert gone.fails and gone.verdict == "will fail: no version of pin-flow is registered"
-    [replaced] = pinned_definitions(store, _registry(_flow(version=2)))
-    assert replaced.verdict == ("will fail: their version is no longer registered (registered: v2)")
+    [replaced] = pinned_definitions(store, _registry(_flow(version=2, first="compute")))
+    assert replaced.verdict == (
+        "will fail: their version is no longer registered (registered: v2); "
+        "v2: step 0 (wait): wait → compute"
+    )
+    [same_shape] = pinned_definitions(store, _registry(_flow(version=2)))
+    assert same_shape.verdict == "resume on v2 (its shape agrees where they wait)"
 
 
 def test_an_older_version_kept_next_to_the_new_one_serves_its_runs(

@@ -116,7 +116,8 @@ def test_changed_definition_fails_loud_with_workflow_definition_changed(
     changed = define_workflow(
         name="rl-wait",
         trigger=on_event("rl-test.wait"),
-        steps=lambda s: [s.wait(for_="PT1M"), s.compute("new", lambda c: 1)],
+        # A step before the wait: the run would resume at another place.
+        steps=lambda s: [s.compute("new", lambda c: 1), s.wait(for_="PT1M")],
         register=False,
     )
     registry.unregister("rl-wait")

@@ -229,7 +229,7 @@ def test_a_run_resumes_on_the_version_it_started_on_while_that_version_is_regist
     assert v1.fingerprint != v2.fingerprint
 
 
-def test_a_run_whose_version_was_removed_fails_loud(
+def test_a_run_whose_version_was_removed_fails_loud_where_no_shape_agrees(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
     register(
@@ -247,7 +247,34 @@ def test_a_run_whose_version_was_removed_fails_loud(
         trigger=on_event("v.go"),
         idempotency_key="k",
         version=2,
-        steps=lambda s: [s.wait(for_="PT2H"), s.return_()],
+        steps=lambda s: [s.compute("first", lambda ctx: 1), s.wait(for_="PT2H"), s.return_()],
     )
     results = resume_due(store, registry, clock.now() + timedelta(hours=1))
     assert [(r.outcome, r.reason) for r in results] == [("failed", "workflow_definition_changed")]
+
+
+def test_a_run_whose_version_was_removed_goes_on_on_one_whose_shape_agrees(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    register(
+        registry,
+        name="versioned",
+        trigger=on_event("v.go"),
+        idempotency_key="k",
+        steps=lambda s: [s.wait(for_="PT1H"), s.return_({"version": 1})],
+    )
+    trigger(store, registry, "v.go", {}, clock.now())
+    registry.unregister("versioned", 1)
+    v2 = register(
+        registry,
+        name="versioned",
+        trigger=on_event("v.go"),
+        idempotency_key="k",
+        version=2,
+        steps=lambda s: [s.wait(for_="PT2H"), s.return_({"version": 2})],
+    )
+    results = resume_due(store, registry, clock.now() + timedelta(hours=1))
+    assert [r.outcome for r in results] == ["completed"]
+    events = stream(store, run_id_for("versioned", "k"))
+    assert events[-1].payload["result"] == {"version": 2}  # the rest of the run is v2's
+    assert events[-2].payload["definitionFingerprint"] == v2.fingerprint  # the claim says so

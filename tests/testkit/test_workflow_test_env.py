@@ -177,21 +177,22 @@ def test_without_a_template_or_outside_with_it_says_what_is_missing(
         env.put_event(tenant=TENANT_A, type="order.placed", payload=ORDER)
 
 
-def _approval(version: int = 1, subject: str = "Thanks") -> object:
+def _approval(version: int = 1, subject: str = "Thanks", wait_first: bool = True) -> object:
     return define_workflow(
         name="kit-approval",
         version=version,
         trigger=on_event("kit.order"),
         idempotency_key=lambda event: event.payload["id"],
         steps=lambda s: [
-            s.wait(for_="P1D"),
+            *([s.wait(for_="P1D")] if wait_first else []),
             s.mail_send(to="ops@example.com", subject=subject, body="-"),
+            *([] if wait_first else [s.wait(for_="P1D")]),
         ],
         register=False,
     )
 
 
-def test_redeploying_an_edited_definition_names_the_waiting_runs_it_would_fail(
+def test_redeploying_a_copy_edit_keeps_the_waiting_runs_going_on_the_new_text(
     make_env: MakeEnv,
 ) -> None:
     env = make_env(workflows=[_approval()], now=T0)
@@ -199,14 +200,33 @@ def test_redeploying_an_edited_definition_names_the_waiting_runs_it_would_fail(
         env.put_event(tenant=TENANT_A, type="kit.order", payload={"id": key})
     assert [p.fails for p in env.pinned_definitions()] == [False]
 
-    [failing] = env.redeploy(workflows=[_approval(subject="Thank you")])
+    assert env.redeploy(workflows=[_approval(subject="Thank you")]) == []
+
+    env.advance("P1D")
+    run = env.run(tenant=TENANT_A, workflow="kit-approval", key="a")
+    assert run.status == "completed"
+    assert [m.subject for m in env.mails] == ["Thank you", "Thank you"]
+
+
+def test_redeploying_a_structural_edit_names_the_waiting_runs_it_would_fail(
+    make_env: MakeEnv,
+) -> None:
+    env = make_env(workflows=[_approval()], now=T0)
+    for key in ("a", "b"):
+        env.put_event(tenant=TENANT_A, type="kit.order", payload={"id": key})
+
+    [failing] = env.redeploy(workflows=[_approval(wait_first=False)])
 
     assert (failing.workflow_name, failing.version, failing.runs) == ("kit-approval", 1, 2)
     assert failing.steps == {"step 0 (wait)": 2}
     assert "edited in place" in failing.verdict
+    assert failing.differences == {"step 0 (wait)": "v1: step 0 (wait): wait → mail.send"}
     env.advance("P1D")
     run = env.run(tenant=TENANT_A, workflow="kit-approval", key="a")
     assert (run.status, run.reason) == ("failed", "workflow_definition_changed")
+    assert run.error.endswith(
+        "It resumes on no registered definition: v1: step 0 (wait): wait → mail.send."
+    )
 
 
 def test_redeploying_a_new_version_next_to_the_old_keeps_waiting_runs(make_env: MakeEnv) -> None:

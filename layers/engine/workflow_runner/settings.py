@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -47,6 +47,7 @@ _ENV_FIELDS = {
     "CALLBACK_BASE_URL": "callback_base_url",
     "RESUME_HOLD_SECONDS": "resume_hold_seconds",
     "RUN_RETENTION": "run_retention",
+    "STRANDED_RUNS_POLICY": "stranded_runs_policy",
     "PURGE_BATCH_SIZE": "purge_batch_size",
     "PURGE_MAX_SECONDS": "purge_max_seconds",
     "AWS_REGION": "aws_region",
@@ -80,6 +81,9 @@ class Settings(BaseModel):
     mail_sender: str | None = None
     tenant_id_path: str = Field(default="tenantId", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
     workflow_modules: str = "sample_workflows"
+    # What a deploy does when its code would fail waiting runs (Migrate's check): "warn"
+    # logs them and goes on, "fail" fails the deploy (CloudFormation rolls it back).
+    stranded_runs_policy: Literal["warn", "fail"] = "warn"
     webhook_allow_hosts: frozenset[str] = frozenset()
     webhook_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
     dispatch_max_attempts: int = Field(default=5, ge=1, le=50)

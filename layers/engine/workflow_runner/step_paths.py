@@ -36,3 +36,17 @@ def step_at(steps: Sequence[Step], path: Path) -> Step:
     if step is None:
         raise WorkflowStepError("empty path")
     return step
+
+
+def describe_path(path: Path) -> str:
+    """A path in words: `step 2 › on_true › step 0`, `step 1 › item 3 › step 0`."""
+    words: list[str] = []
+    for frame in path:
+        words.append(f"step {frame.get('i')}")
+        if "arm" in frame:
+            words.append(f"on_{frame['arm']}")
+        elif "item" in frame:
+            words.append(f"item {frame['item']}")
+        elif "attempt" in frame:
+            words.append(f"attempt {frame['attempt']}")
+    return " › ".join(words)

@@ -24,7 +24,16 @@ from ..errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
-from . import actions, callbacks, console_command, dispatches, dlq, local_commands, operate
+from . import (
+    actions,
+    callbacks,
+    console_command,
+    dispatches,
+    dlq,
+    local_commands,
+    operate,
+    project_commands,
+)
 from .context import Context, Handler, UsageError
 from .render import Output
 
@@ -286,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--port", type=int, default=8080, help="the console's port (default 8080)")
     dlq.register(commands, command)
+    project_commands.add_commands(commands, command)
     return top
 
 

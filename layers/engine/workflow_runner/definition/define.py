@@ -21,6 +21,7 @@ from .dsl import (
 from .fingerprint import compute_fingerprint
 from .registry import default_registry
 from .retry import deferred_policy_checks
+from .shape import PINNINGS
 
 
 def define_workflow(
@@ -33,12 +34,14 @@ def define_workflow(
     description: str = "",
     register: bool = True,
     retention: str | timedelta | None = None,
+    pinning: str = "shape",
 ) -> WorkflowDefinition:
     """Define a workflow and register it in the default registry.
 
     Args:
         name: unique workflow name (also part of the run id).
-        trigger: `on_event(...)` or `on_cron(...)`.
+        trigger: `on_event(...)`, `on_cron(...)` or `on_call()` (started only by other
+            workflows).
         steps: a function of the step builder returning the step list; it runs once,
             here, so the list's shape never depends on a payload (use resolvers).
         idempotency_key: function of the trigger event, a static string, or None
@@ -50,6 +53,15 @@ def define_workflow(
             them: a duration ("P90D", "90d"; at least an hour) or "forever"; None
             (default) keeps the deployment's RUN_RETENTION. The latest version's
             setting applies to the runs of every version.
+        description: free text kept on the definition (not part of the fingerprint).
+        register: False returns the definition without adding it to the default
+            registry (hand it to `WorkflowTestEnv(workflows=[...])`, for instance).
+        pinning: what a waiting run started on this definition resumes on after a
+            deploy changed it: "shape" (default) — a definition of the same workflow
+            whose shape agrees with where the run has been and stands (a changed
+            subject, URL, duration or function resumes; a changed place fails loud);
+            "exact" — only this very definition (every value stays as it started).
+            Not part of the fingerprint.
 
     Raises:
         WorkflowDefinitionError: the definition is malformed; every static argument is
@@ -66,6 +78,10 @@ def define_workflow(
         )
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise WorkflowDefinitionError(f"workflow {name!r}: version must be an integer >= 1")
+    if pinning not in PINNINGS:
+        raise WorkflowDefinitionError(
+            f"workflow {name!r}: pinning must be one of {', '.join(PINNINGS)}, not {pinning!r}"
+        )
     awaits_map = dict(awaits or {})
     for key, value in awaits_map.items():
         if not isinstance(key, str) or not isinstance(value, str) or not value:
@@ -94,6 +110,7 @@ def define_workflow(
         version=version,
         description=description,
         retention=retention,
+        pinning="exact" if pinning == "exact" else "shape",
     )
     check_definition(definition)
     fingerprint = compute_fingerprint(definition, steps)

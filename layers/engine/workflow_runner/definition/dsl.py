@@ -374,6 +374,9 @@ class WorkflowDefinition:
     # timedelta or "forever"; None: the deployment's default (RUN_RETENTION). Not part
     # of the fingerprint: changing it must not fail the runs in flight.
     retention: str | timedelta | None = None
+    # What its waiting runs resume on once it is gone (definition/shape.py): "shape" or
+    # "exact". Not part of the fingerprint.
+    pinning: Literal["shape", "exact"] = "shape"
 
     def key_for(self, event: DomainEvent) -> str | None:
         """Return the idempotency key for a trigger event (None when the workflow has none)."""

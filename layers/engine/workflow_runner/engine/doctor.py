@@ -13,17 +13,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..definition import WorkflowRegistry
-from ..store import PinnedRunGroup, Store
-from ..stream import (
-    RETRY_SCHEDULED,
-    STEP_WAITING,
-    STEP_WAITING_FOR_CALLBACK,
-    STEP_WAITING_FOR_EVENT,
-    TASK_SCHEDULED,
-    RunRedriven,
-    RunStarted,
-)
+from ..store import Store
 from .deliveries import STUCK_AFTER, list_deliveries
+from .pinning import pinned_definitions
 
 Status = Literal["ok", "warning", "problem"]
 
@@ -153,152 +145,38 @@ def check_projection_lag(store: Store) -> Check:
     return Check(name, "ok", "the pending projection is up to date")
 
 
-_WAIT_KINDS = {
-    STEP_WAITING: "wait",
-    STEP_WAITING_FOR_EVENT: "wait_for_event",
-    RETRY_SCHEDULED: "retry",
-    TASK_SCHEDULED: "task",
-    STEP_WAITING_FOR_CALLBACK: "wait_for_callback",
-}
-
-
-@dataclass(frozen=True)
-class PinnedDefinition:
-    """Suspended runs of one workflow pinned to one definition, judged against a registry.
-
-    `version` is the workflow version the example run started (or was redriven) on;
-    `resumes_on` the registered version that serves them (None: they fail with
-    workflow_definition_changed when they resume); `verdict` says which, and why.
-    """
-
-    workflow_name: str
-    fingerprint: str
-    version: int | None
-    runs: int
-    tenants: int
-    steps: dict[str, int]
-    example_tenant_id: str
-    example_run_id: str
-    resumes_on: int | None
-    verdict: str
-
-    @property
-    def fails(self) -> bool:
-        return self.resumes_on is None
-
-    def describe(self) -> str:
-        """One line: what, how many, where they wait, an example."""
-        version = f" v{self.version}" if self.version is not None else ""
-        where = ", ".join(f"{place} ×{count}" for place, count in self.steps.items())
-        return (
-            f"{self.runs} run(s) of {self.workflow_name}{version} (definition "
-            f"{self.fingerprint[:12]}…, {self.tenants} tenant(s)) {self.verdict}; waiting at "
-            f"{where}; e.g. run {self.example_run_id} of tenant {self.example_tenant_id}"
-        )
-
-
-def _started_version(store: Store, tenant_id: str, run_id: str, fingerprint: str) -> int | None:
-    """The workflow version a run was started (or last redriven) on, from its stream."""
-    version: int | None = None
-    for event in store.streams.load(tenant_id, run_id):
-        fact = event.fact
-        if isinstance(fact, RunStarted):
-            version = fact.workflow_version
-        elif isinstance(fact, RunRedriven) and fact.definition_fingerprint == fingerprint:
-            version = fact.definition_version or version
-    return version
-
-
-def _verdict(
-    registry: WorkflowRegistry, name: str, fingerprint: str, version: int | None
-) -> tuple[int | None, str]:
-    serving = registry.find(name, fingerprint)
-    if serving is not None:
-        return serving.version, f"resume on registered v{serving.version}"
-    registered = sorted(wf.version for wf in registry if wf.name == name)
-    if not registered:
-        return None, f"will fail: no version of {name} is registered"
-    listed = ", ".join(f"v{v}" for v in registered)
-    if version in registered:
-        return None, (
-            f"will fail: v{version} is registered with another definition (edited in place; "
-            f"registered: {listed})"
-        )
-    return None, f"will fail: their version is no longer registered (registered: {listed})"
-
-
-def pinned_definitions(
-    store: Store, registry: WorkflowRegistry, tenant: str | None = None
-) -> list[PinnedDefinition]:
-    """Every definition suspended runs are pinned to, and whether `registry` (the code
-    about to be deployed, say) can resume them (invariant 7).
-
-    Args:
-        store: the database whose runs to judge.
-        registry: the definitions the functions would load.
-        tenant: only this tenant's runs (default: every tenant).
-
-    Returns:
-        One entry per (workflow, fingerprint), by workflow name; runs whose suspension the
-        pending projection has not applied yet are not counted.
-    """
-    grouped: dict[tuple[str, str], list[PinnedRunGroup]] = {}
-    for group in store.operator.pinned_run_groups(tenant):
-        grouped.setdefault((group.workflow_name, group.definition_fingerprint), []).append(group)
-    pinned = []
-    for (name, fingerprint), groups in grouped.items():
-        example = min(groups, key=lambda g: (g.example_tenant_id, g.example_run_id))
-        version = _started_version(
-            store, example.example_tenant_id, example.example_run_id, fingerprint
-        )
-        resumes_on, verdict = _verdict(registry, name, fingerprint, version)
-        steps: dict[str, int] = {}
-        for g in groups:
-            place = f"step {g.step_index} ({_WAIT_KINDS.get(g.suspension_event_type, 'wait')})"
-            steps[place] = steps.get(place, 0) + g.runs
-        pinned.append(
-            PinnedDefinition(
-                workflow_name=name,
-                fingerprint=fingerprint,
-                version=version,
-                runs=sum(g.runs for g in groups),
-                tenants=groups[0].tenants,
-                steps=steps,
-                example_tenant_id=example.example_tenant_id,
-                example_run_id=example.example_run_id,
-                resumes_on=resumes_on,
-                verdict=verdict,
-            )
-        )
-    return pinned
-
-
 def check_pinned_definitions(store: Store, registry: WorkflowRegistry, tenant: str | None) -> Check:
     """Invariant 7, before a deploy: which waiting runs the registered definitions (run
     `wfr doctor` with the new code's WORKFLOW_MODULES) would fail."""
     pinned = pinned_definitions(store, registry, tenant)
     failing = [p for p in pinned if p.fails]
     runs = sum(p.runs for p in pinned)
-    name = "waiting runs' definitions are registered"
+    name = "waiting runs resume on the registered definitions"
     if failing:
-        lost = sum(p.runs for p in failing)
+        lost = sum(p.failing for p in failing)
         return Check(
             name,
             "problem",
-            f"{lost} waiting run(s) on {len(failing)} definition(s) that are not registered: "
-            "they will fail with workflow_definition_changed when they resume",
+            f"{lost} waiting run(s) on {len(failing)} definition(s) that would fail: their "
+            "own definition is not registered and no registered definition's shape agrees "
+            "where they wait; they will fail with workflow_definition_changed when they resume",
             "keep the old definition registered next to the new one (define the new one "
             "with version=N+1 and leave the old one in WORKFLOW_MODULES until no run waits "
             "on it), or let them fail and `wfr redrive` them on the new definition",
             [p.describe() for p in failing],
         )
-    # Runs served by a version that is not the latest say when that one may be removed.
-    older = [p for p in pinned if p.resumes_on != registry.latest(p.workflow_name).version]
+    exact, by_shape = sum(p.exact for p in pinned), sum(p.by_shape for p in pinned)
+    # Runs served by a version that is not the latest say when that one may be removed;
+    # runs that move by shape say onto which.
+    listed = [
+        p for p in pinned if p.resumes_on != registry.latest(p.workflow_name).version or p.by_shape
+    ]
     return Check(
         name,
         "ok",
-        f"{runs} waiting run(s) on {len(pinned)} definition(s), all registered",
-        items=[p.describe() for p in older],
+        f"{runs} waiting run(s) on {len(pinned)} definition(s): {exact} resume on their own "
+        f"definition, {by_shape} on one whose shape agrees where they wait",
+        items=[p.describe() for p in listed],
     )
 
 
@@ -310,6 +188,7 @@ class TemplateRoutes:
     template: Path | None  # None: no template was found
     missing: list[str] = field(default_factory=list)  # types that reach no function
     error: str | None = None  # the template could not be read
+    described: str | None = None  # the template, and the engine application it nests
 
 
 def check_template(routes: TemplateRoutes | None, registry: WorkflowRegistry) -> Check:
@@ -320,8 +199,9 @@ def check_template(routes: TemplateRoutes | None, registry: WorkflowRegistry) ->
         return Check(
             name,
             "warning",
-            "no template.yaml found; routing not checked",
-            "run from the project root or pass --template FILE",
+            "no template.yaml found (none here or above, none packaged with the engine); "
+            "routing not checked",
+            "run from your project's folder (`wfr init DIR` starts one) or pass --template FILE",
         )
     if routes.error is not None:
         return Check(name, "problem", routes.error, "fix the template")
@@ -338,7 +218,7 @@ def check_template(routes: TemplateRoutes | None, registry: WorkflowRegistry) ->
         name,
         "ok",
         f"{len(registry.trigger_types())} trigger and {len(registry.awaited_types())} awaited "
-        f"type(s) routed by {routes.template}",
+        f"type(s) routed by {routes.described or routes.template}",
     )
 
 

@@ -37,6 +37,7 @@ from ..stream import (
     TasksScheduled,
 )
 from .joins import close_joins, record_join, run_settled
+from .pinning import ensure_registered
 
 log = logging.getLogger("workflow_runner")
 
@@ -343,6 +344,7 @@ def persist_pass(
     # Every write of the pass goes out in one round trip: the claim (or the start)
     # already holds `version`, so none of these appends can lose a race.
     with store.pipeline():
+        ensure_registered(store, definition, now)
         for dispatch in result.dispatches:
             requested = DispatchRequested(
                 request_id=dispatch.request_id,

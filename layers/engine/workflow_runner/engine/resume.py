@@ -33,6 +33,7 @@ from ..stream import (
 )
 from .passes import LoadedRun, continue_run, load_run_for_pass, load_runs_for_resume
 from .persist import PassWrites, fail_run
+from .pinning import serving_definition
 
 log = logging.getLogger("workflow_runner")
 
@@ -255,12 +256,21 @@ def _decide(
         if matched is None and not item.force and wake_at > now:
             return replace(base, outcome="not-due", wake_at=wake_at)
     definition = registry.find(state.workflow_name, state.fingerprint)
+    moved_to: str | None = None
     if definition is None:
-        error = _not_registered_error(registry, state.workflow_name, run_id, state.fingerprint)
-        reason = "workflow_definition_changed"
-        if fail_run(store, state, state.version, step_index, reason, error, now):
-            return replace(base, outcome="failed", reason=reason)
-        return base
+        # Its own definition is gone from the code: one whose shape agrees, or none.
+        serving = serving_definition(
+            store, registry, state.workflow_name, state.fingerprint, suspension.path
+        )
+        definition = serving.definition
+        if definition is None:
+            error = _not_registered_error(registry, state.workflow_name, run_id, state.fingerprint)
+            error = f"{error} It resumes on no registered definition: {serving.detail}."
+            reason = "workflow_definition_changed"
+            if fail_run(store, state, state.version, step_index, reason, error, now):
+                return replace(base, outcome="failed", reason=reason)
+            return base
+        moved_to = definition.fingerprint
     resumed_by: ResumedBy
     if isinstance(suspension, StepWaitingForEvent):
         resumed_by = "event" if matched else "timeout"
@@ -282,6 +292,8 @@ def _decide(
         awaited_event_id=matched,
         resumed_by=resumed_by,
         task_id=suspension.task_id if isinstance(suspension, TaskScheduled) else None,
+        # A run that goes on on another definition than its own says which.
+        definition_fingerprint=moved_to,
     )
     return _Claim(base, run, definition, event, wake_at)
 

@@ -46,6 +46,7 @@ from ..stream import RUN_STREAM, RecordedFact, TaskAttemptFailed, TaskCompleted,
 from ..webhook_guard import WebhookGuard
 from .delivery import DeliveryFailed, deliver_mail, deliver_webhook
 from .passes import LoadedRun, load_run_for_pass, trigger_event
+from .pinning import serving_definition
 from .projection import TASK_OUTCOME
 
 log = logging.getLogger("workflow_runner.tasks")
@@ -167,7 +168,7 @@ def run_task(
     if not run.state.waits_for_task(task.task_id):
         store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now())
         return _result(task, "dropped", False)
-    step = _step_of(ports, task)
+    step = _step_of(store, ports, task)
     policy = _policy_of(step)
     if task.lost_attempt:
         # The previous attempt's worker died: that attempt failed.
@@ -207,9 +208,16 @@ def _log_context(task: ClaimedTask) -> dict[str, object]:
     }
 
 
-def _step_of(ports: TaskPorts, task: ClaimedTask) -> Task | MailSend | WebhookSend | None:
-    """The step a task runs, on the definition its run is pinned to (None: gone)."""
+def _step_of(
+    store: Store, ports: TaskPorts, task: ClaimedTask
+) -> Task | MailSend | WebhookSend | None:
+    """The step a task runs, on the definition its run is pinned to, or on the one its
+    run would resume on, whose shape agrees (engine/pinning.py; None: neither)."""
     definition = ports.registry.find(task.workflow_name, task.definition_fingerprint)
+    if definition is None:
+        definition = serving_definition(
+            store, ports.registry, task.workflow_name, task.definition_fingerprint, task.path
+        ).definition
     if definition is None:
         return None
     try:

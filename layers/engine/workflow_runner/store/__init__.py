@@ -6,6 +6,7 @@ from .callbacks import CallbackRow, NewCallback
 from .children import ChildOutcome, ChildRow, ClaimedJoin, JoinCount, NewChild, UntoldChild
 from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
+from .definitions import NewDefinition, StoredDefinition
 from .erasure import Relation
 from .inbox import CandidateEvent, InboxEvent, NewInboxEvent
 from .local import CapturedMail, LoggedLine, QueuedMessage
@@ -52,6 +53,7 @@ __all__ = [
     "MigrationTimeout",
     "NewCallback",
     "NewChild",
+    "NewDefinition",
     "NewEvent",
     "NewInboxEvent",
     "NewPendingRow",
@@ -76,6 +78,7 @@ __all__ = [
     "RunSummaryWrite",
     "Sql",
     "Store",
+    "StoredDefinition",
     "StoredEvent",
     "StoredResults",
     "TaskRow",

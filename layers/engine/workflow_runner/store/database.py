@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pydantic_core
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_dumps, set_json_loads
 
@@ -24,6 +25,7 @@ from .callbacks import CallbackStore
 from .children import ChildStore
 from .console import ConsoleStore
 from .cron import CronStore
+from .definitions import DefinitionStore
 from .erasure import ErasureStore
 from .inbox import InboxStore
 from .local import LocalStore
@@ -96,6 +98,10 @@ class Store:
         return ChildStore(self._sql)
 
     @cached_property
+    def definitions(self) -> DefinitionStore:
+        return DefinitionStore(self._sql)
+
+    @cached_property
     def outbox(self) -> OutboxStore:
         return OutboxStore(self._sql)
 
@@ -133,6 +139,10 @@ class Store:
         begins and before it commits; what the transaction held back when it rolls back
         is dropped with it."""
         self._sql.flush()
+        outermost = self._conn.info.transaction_status == TransactionStatus.IDLE
+        if outermost:
+            self.definitions.transaction_began()
+        committed = False
         try:
             with self._conn.transaction():
                 try:
@@ -141,8 +151,12 @@ class Store:
                 except BaseException:
                     self._sql.discard()
                     raise
+            committed = True
         except psycopg.Error as error:
             raise wrap_error(error) from error
+        finally:
+            if outermost:
+                self.definitions.transaction_ended(committed)
 
     def pipeline(self) -> AbstractContextManager[None]:
         """Send the statements inside that need no answer together: one round trip.

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from .sql import Sql
 
@@ -42,6 +43,7 @@ class PinnedRunGroup:
     tenants: int
     example_tenant_id: str
     example_run_id: str
+    path: list[dict[str, Any]] = field(default_factory=list)  # where in the step tree
 
 
 class OperatorStore:
@@ -95,6 +97,7 @@ class OperatorStore:
                     int(r["tenants"]),
                     example_tenant,
                     example_run,
+                    list(r["path"] or []),
                 )
             )
         return groups

@@ -68,20 +68,24 @@ SELECT
 
 -- name: doctor_pinned_definitions
 -- Suspended runs per workflow, the definition fingerprint their suspension recorded and
--- the step they wait at, with the tenants of the fingerprint and one example run.
+-- the place they wait at (step and path, from the suspension event: one index read per
+-- run), with the tenants of the fingerprint and one example run.
 WITH suspended AS (
-    SELECT tenant_id, run_id, workflow_name, step_index, suspension_event_type,
-           coalesce(definition_fingerprint, '') AS definition_fingerprint
-    FROM workflow_run_pending
-    WHERE (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
+    SELECT p.tenant_id, p.run_id, p.workflow_name, p.step_index, p.suspension_event_type,
+           coalesce(p.definition_fingerprint, '') AS definition_fingerprint,
+           coalesce(e.payload -> 'path', '[]'::jsonb) AS path
+    FROM workflow_run_pending p
+    LEFT JOIN wf_events e ON e.tenant_id = p.tenant_id AND e.stream_id = p.run_id
+                         AND e.version = p.suspension_version
+    WHERE (%(tenant_id)s::uuid IS NULL OR p.tenant_id = %(tenant_id)s::uuid)
 ), tenants AS (
     SELECT workflow_name, definition_fingerprint, count(DISTINCT tenant_id) AS tenants
     FROM suspended GROUP BY workflow_name, definition_fingerprint
 )
 SELECT s.workflow_name, s.definition_fingerprint, s.step_index, s.suspension_event_type,
-       count(*) AS runs, t.tenants,
+       s.path, count(*) AS runs, t.tenants,
        min(s.tenant_id::text || ' ' || s.run_id::text) AS example
 FROM suspended s JOIN tenants t USING (workflow_name, definition_fingerprint)
 GROUP BY s.workflow_name, s.definition_fingerprint, s.step_index, s.suspension_event_type,
-         t.tenants
+         s.path, t.tenants
 ORDER BY s.workflow_name, s.definition_fingerprint, s.step_index, s.suspension_event_type;

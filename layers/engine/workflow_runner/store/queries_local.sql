@@ -1,6 +1,6 @@
 -- Named queries of the local runtime (`wfr local`, `wfr demo`, the test kit): its clock,
 -- resume queue and captured mail (tables of migration 0002_local_runtime), and its log of
--- what went wrong in runs (0012_local_run_log).
+-- what went wrong in runs (0015_local_run_log).
 
 -- name: local_clock_exists
 -- Whether this database has the local runtime's tables (migrated to 0002 or later).

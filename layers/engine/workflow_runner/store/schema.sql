@@ -346,3 +346,15 @@ CREATE TABLE callbacks (
 );
 CREATE INDEX callbacks_run_idx ON callbacks (tenant_id, run_id);
 
+-- The definitions runs started on, with their shapes (definition/shape.py): a waiting
+-- run whose definition the code no longer has resumes on one whose shape agrees.
+CREATE TABLE workflow_definitions (
+    workflow_name  text        NOT NULL,
+    fingerprint    text        NOT NULL,
+    version        integer     NOT NULL,
+    shape          jsonb       NOT NULL,
+    shape_hash     text        NOT NULL,
+    pinning        text        NOT NULL CHECK (pinning IN ('shape', 'exact')),
+    registered_at  timestamptz NOT NULL,
+    PRIMARY KEY (workflow_name, fingerprint)
+);

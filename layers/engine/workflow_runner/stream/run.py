@@ -119,6 +119,9 @@ class StepResumed:
     awaited_event_id: str | None
     resumed_by: ResumedBy
     task_id: str | None = None  # the task whose recorded outcome the pass takes
+    # The definition the pass runs on when it is not the run's own: its own is gone from
+    # the code and this one's shape agrees (definition/shape.py).
+    definition_fingerprint: str | None = None
 
     def to_payload(self) -> dict[str, Any]:
         payload = {
@@ -130,6 +133,7 @@ class StepResumed:
             "resumedBy": self.resumed_by,
         }
         optional(payload, "taskId", self.task_id)
+        optional(payload, "definitionFingerprint", self.definition_fingerprint)
         return payload
 
     @classmethod
@@ -142,6 +146,7 @@ class StepResumed:
             awaited_event_id=p.get("awaitedEventId"),
             resumed_by=p.get("resumedBy", "timer"),
             task_id=p.get("taskId"),
+            definition_fingerprint=p.get("definitionFingerprint"),
         )
 
 

@@ -1,0 +1,277 @@
+"""Change in flight (issue 32): what a deploy does to runs waiting on the definition it
+changes, change by change — the README's table, a row a test. A run resumes on the new
+definition when its shape agrees where the run has been and where it stands; the new
+values and code apply to the rest of the run. A change that would make it resume at
+another place, or read a result back under another key, fails it loud, the step path in
+the failure's detail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from workflow_runner import Event, Steps, define_workflow, on_event
+from workflow_runner.definition import WorkflowDefinition
+from workflow_runner.match import eq
+from workflow_runner.testing import WorkflowTestEnv
+
+from tests.support import TENANT_A
+
+T0 = "2030-01-01T09:00:00Z"
+MakeEnv = Callable[..., WorkflowTestEnv]
+
+
+def flow(steps: Callable[[Any], list[Any]], **kwargs: Any) -> WorkflowDefinition:
+    options: dict[str, Any] = {"trigger": on_event("trial.started")}
+    options.update(kwargs)
+    return define_workflow(
+        name="trial",
+        idempotency_key=Event.payload["id"],
+        steps=steps,
+        register=False,
+        **options,
+    )
+
+
+def start(make_env: MakeEnv, definition: WorkflowDefinition, runs: int = 1) -> WorkflowTestEnv:
+    env = make_env(workflows=[definition], now=T0)
+    for n in range(runs):
+        env.put_event(tenant=TENANT_A, type="trial.started", payload={"id": f"t{n}"})
+    assert {r.status for r in env.runs(tenant=TENANT_A, workflow="trial")} == {"waiting"}
+    return env
+
+
+def trial(env: WorkflowTestEnv, n: int = 0) -> Any:
+    return env.run(tenant=TENANT_A, workflow="trial", key=f"t{n}")
+
+
+def assert_fails_loud(env: WorkflowTestEnv, difference: str) -> None:
+    run = trial(env)
+    assert (run.status, run.reason) == ("failed", "workflow_definition_changed")
+    assert run.error.endswith(f"It resumes on no registered definition: v1: {difference}.")
+
+
+# --- edit a subject --------------------------------------------------------------------
+
+
+def mail_after_a_day(subject: str) -> WorkflowDefinition:
+    return flow(
+        lambda s: [
+            s.wait(for_="P1D"),
+            s.mail_send(to="ada@example.com", subject=subject, body="Your trial ends soon."),
+            s.return_({"isSuccess": True}),
+        ]
+    )
+
+
+def test_a_copy_edit_deployed_mid_wait_leaves_every_waiting_run_to_complete(
+    make_env: MakeEnv,
+) -> None:
+    env = start(make_env, mail_after_a_day("Trial ends"), runs=3)
+    assert env.redeploy(workflows=[mail_after_a_day("Your trial ends in 3 days")]) == []
+    env.advance("P1D")
+    assert {r.status for r in env.runs(tenant=TENANT_A, workflow="trial")} == {"completed"}
+    assert [m.subject for m in env.mails] == ["Your trial ends in 3 days"] * 3
+
+
+# --- change a wait's duration ------------------------------------------------------------
+
+
+def two_waits(first: str, second: str) -> WorkflowDefinition:
+    return flow(
+        lambda s: [
+            s.wait(for_=first),
+            s.compute("between", lambda ctx: ctx.now.isoformat()),
+            s.wait(for_=second),
+            s.return_({"isSuccess": True}),
+        ]
+    )
+
+
+def test_a_changed_duration_keeps_the_running_wait_and_times_the_next_one(
+    make_env: MakeEnv,
+) -> None:
+    env = start(make_env, two_waits("P1D", "PT1H"))
+    assert env.redeploy(workflows=[two_waits("P2D", "PT2H")]) == []
+    env.advance("P1D")  # the wait it was in ends as it was given: after one day
+    assert trial(env).status == "waiting"
+    assert trial(env).steps["between"] == "2030-01-02T09:00:00+00:00"
+    env.advance("PT1H")
+    assert trial(env).status == "waiting"  # the next wait is the new one's: two hours
+    env.advance("PT1H")
+    assert trial(env).status == "completed"
+
+
+# --- insert a step before / after the run's position --------------------------------------
+
+
+def test_a_step_inserted_before_the_runs_position_fails_it_loud_at_that_step(
+    make_env: MakeEnv,
+) -> None:
+    env = start(make_env, mail_after_a_day("Trial ends"))
+    inserted = flow(
+        lambda s: [
+            s.compute("plan", lambda ctx: "pro"),
+            s.wait(for_="P1D"),
+            s.mail_send(to="ada@example.com", subject="Trial ends", body="-"),
+            s.return_({"isSuccess": True}),
+        ]
+    )
+    [failing] = env.redeploy(workflows=[inserted])
+    assert failing.differences == {"step 0 (wait)": "v1: step 0 (wait): wait → compute"}
+    env.advance("P1D")
+    assert_fails_loud(env, "step 0 (wait): wait → compute")
+    assert env.mails == []  # nothing ran at a wrong place
+
+
+def test_a_step_inserted_after_the_runs_position_runs_for_it(make_env: MakeEnv) -> None:
+    env = start(make_env, mail_after_a_day("Trial ends"))
+    inserted = flow(
+        lambda s: [
+            s.wait(for_="P1D"),
+            s.compute("plan", lambda ctx: "pro"),
+            s.mail_send(to="ada@example.com", subject="Trial ends", body="-"),
+            s.return_({"isSuccess": True, "plan": Steps["plan"]}),
+        ]
+    )
+    assert env.redeploy(workflows=[inserted]) == []
+    env.advance("P1D")
+    assert trial(env).result == {"isSuccess": True, "plan": "pro"}
+
+
+# --- rename a result key ---------------------------------------------------------------------
+
+
+def keyed(key: str, before_the_wait: bool) -> WorkflowDefinition:
+    def steps(s: Any) -> list[Any]:
+        computed = s.compute(key, lambda ctx: 42)
+        waited = s.wait(for_="P1D")
+        done = s.return_({"isSuccess": True, "value": Steps[key]})
+        return [computed, waited, done] if before_the_wait else [waited, computed, done]
+
+    return flow(steps)
+
+
+def test_a_result_key_renamed_before_the_runs_position_fails_it_loud(make_env: MakeEnv) -> None:
+    env = start(make_env, keyed("seats", before_the_wait=True))
+    [failing] = env.redeploy(workflows=[keyed("licences", before_the_wait=True)])
+    assert failing.differences == {
+        "step 1 (wait)": "v1: step 0 (compute): key 'seats' → 'licences'"
+    }
+    env.advance("P1D")
+    assert_fails_loud(env, "step 0 (compute): key 'seats' → 'licences'")
+
+
+def test_a_result_key_renamed_after_the_runs_position_is_the_new_codes(
+    make_env: MakeEnv,
+) -> None:
+    env = start(make_env, keyed("seats", before_the_wait=False))
+    assert env.redeploy(workflows=[keyed("licences", before_the_wait=False)]) == []
+    env.advance("P1D")
+    assert trial(env).result == {"isSuccess": True, "value": 42}
+    assert "licences" in trial(env).steps
+
+
+# --- change a task's function ------------------------------------------------------------------
+
+
+def old_provider(ctx: Any) -> dict[str, str]:
+    raise ConnectionError("the old provider is down")
+
+
+def new_provider(ctx: Any) -> dict[str, str]:
+    return {"provider": "new", "attempt": str(ctx.workflow.retry_attempt)}
+
+
+def charging(fn: Callable[[Any], Any]) -> WorkflowDefinition:
+    from workflow_runner import RetryPolicy
+
+    return flow(
+        lambda s: [
+            s.task("charge", fn, retry=RetryPolicy(max_attempts=3, base="PT1M")),
+            s.return_({"isSuccess": True, "charge": Steps["charge"]}),
+        ]
+    )
+
+
+def test_a_changed_task_function_runs_from_the_next_attempt_on(make_env: MakeEnv) -> None:
+    env = start(make_env, charging(old_provider))  # attempt 1 failed, 2 is due in a minute
+    assert env.redeploy(workflows=[charging(new_provider)]) == []
+    env.advance("PT2M")
+    assert trial(env).result == {"isSuccess": True, "charge": {"provider": "new", "attempt": "2"}}
+
+
+# --- add an awaits entry -----------------------------------------------------------------------
+
+
+def waiting_for_payment(awaits: dict[str, str]) -> WorkflowDefinition:
+    return flow(
+        lambda s: [
+            s.wait_for_event("paid", match=eq("id", Event.payload["id"]), timeout="P14D"),
+            s.return_({"isSuccess": True, "paid": Steps["order.paid"]}),
+        ],
+        awaits=awaits,
+    )
+
+
+def test_an_added_awaits_entry_leaves_the_waiting_run_waiting_for_its_event(
+    make_env: MakeEnv,
+) -> None:
+    env = start(make_env, waiting_for_payment({"paid": "order.paid"}))
+    wider = waiting_for_payment({"paid": "order.paid", "refunded": "order.refunded"})
+    assert env.redeploy(workflows=[wider]) == []
+    env.put_event(tenant=TENANT_A, type="order.paid", payload={"id": "t0", "amount": 9})
+    assert trial(env).result["paid"]["amount"] == 9
+
+
+# --- change the trigger --------------------------------------------------------------------------
+
+
+def test_a_changed_trigger_fails_the_waiting_run_loud(make_env: MakeEnv) -> None:
+    env = start(make_env, mail_after_a_day("Trial ends"))
+    retriggered = flow(
+        lambda s: [
+            s.wait(for_="P1D"),
+            s.mail_send(to="ada@example.com", subject="Trial ends", body="-"),
+            s.return_({"isSuccess": True}),
+        ],
+        trigger=on_event("trial.begun"),
+    )
+    [failing] = env.redeploy(workflows=[retriggered])
+    assert "the trigger changed" in failing.verdict
+    env.advance("P1D")
+    run = trial(env)
+    assert (run.status, run.reason) == ("failed", "workflow_definition_changed")
+    assert "the trigger changed (on_event('trial.started') → on_event('trial.begun'))" in run.error
+
+
+# --- pinning="exact" ------------------------------------------------------------------------------
+
+
+def test_an_exactly_pinned_workflow_fails_its_runs_on_a_copy_edit(make_env: MakeEnv) -> None:
+    def pinned(subject: str) -> WorkflowDefinition:
+        return flow(
+            lambda s: [
+                s.wait(for_="P1D"),
+                s.mail_send(to="ada@example.com", subject=subject, body="-"),
+            ],
+            pinning="exact",
+        )
+
+    env = start(make_env, pinned("Trial ends"))
+    [failing] = env.redeploy(workflows=[pinned("Your trial ends")])
+    assert "pinned exactly" in failing.verdict
+    env.advance("P1D")
+    run = trial(env)
+    assert (run.status, run.reason) == ("failed", "workflow_definition_changed")
+    assert env.mails == []
+
+
+def test_pinning_is_not_part_of_the_fingerprint() -> None:
+    def steps(s: Any) -> list[Any]:
+        return [s.wait(for_="P1D")]
+
+    by_shape, exact = flow(steps), flow(steps, pinning="exact")
+    assert (by_shape.pinning, exact.pinning) == ("shape", "exact")
+    assert by_shape.fingerprint == exact.fingerprint

@@ -1,0 +1,2 @@
+-- migrate: reserved
+-- number 13: the runs-migrate branch's migration (pending_match_after); it replaces this file when the branches meet.

@@ -1,0 +1,2 @@
+-- migrate: reserved
+-- number 14: the lambda-versions branch's migration (definition_hosts); it replaces this file when the branches meet.

@@ -136,9 +136,13 @@ def workflow_names(store: Store, registry: WorkflowRegistry) -> list[str]:
     return sorted(set(registry.names()) | set(store.console.workflow_names()))
 
 
-def _check_workflow(name: str, known: Sequence[str]) -> None:
+def check_workflow(name: str, known: Sequence[str], where: str = "registered or has runs") -> None:
+    """Raises InvalidInput, with the closest of the `known` names, unless `name` is one.
+
+    `where` says what makes a name known (the message reads "no workflow named X is <where>").
+    """
     if name not in known:
-        raise InvalidInput(unknown_workflow_message(name, known, "registered or has runs"))
+        raise InvalidInput(unknown_workflow_message(name, known, where))
 
 
 def version_fingerprints(registry: WorkflowRegistry, name: str, version: int) -> list[str]:
@@ -177,7 +181,7 @@ def list_runs(
     if flt.workflow is not None or flt.key is not None:
         names = workflow_names(store, registry)
     if flt.workflow is not None:
-        _check_workflow(flt.workflow, names)
+        check_workflow(flt.workflow, names)
     run_ids = None
     if flt.key is not None:
         candidates = [flt.workflow] if flt.workflow else names

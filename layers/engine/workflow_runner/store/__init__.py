@@ -22,6 +22,7 @@ from .operator import PinnedRunGroup, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
 from .pending import (
     DueRow,
+    MovedRow,
     NewPendingRow,
     PendingRow,
     RowsInFlight,
@@ -51,6 +52,7 @@ __all__ = [
     "LoggedLine",
     "Migration",
     "MigrationTimeout",
+    "MovedRow",
     "NewCallback",
     "NewChild",
     "NewDefinition",

@@ -9,8 +9,9 @@ from typing import Any, TypeAlias
 from ..fast_init import fast_init
 from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenRequested, ChildrenSettled
+from .conditions import StepWaitingForCondition
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
-from .operator import OperatorAction
+from .operator import OperatorAction, RunMigrated
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -67,7 +68,9 @@ Fact: TypeAlias = (
     | Dispatched
     | DispatchFailed
     | OperatorAction
+    | RunMigrated
     | StepWaitingForCallback
+    | StepWaitingForCondition
     | CallbackCompleted
     | UnknownFact
 )
@@ -81,6 +84,7 @@ SUSPENDING_FACTS = (
     TasksScheduled,
     ChildrenWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
 )
 
 _KNOWN: dict[str, Any] = {
@@ -104,6 +108,7 @@ _KNOWN: dict[str, Any] = {
         Dispatched,
         DispatchFailed,
         OperatorAction,
+        RunMigrated,
         CallbackCompleted,
     )
 }

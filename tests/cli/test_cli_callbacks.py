@@ -271,3 +271,17 @@ def test_list_with_a_tenant_shows_its_open_callbacks_soonest_deadline_first(
     assert all(c["status"] == "waiting" for c in listed)
     none = cli("callbacks", "list", env=ENV)
     assert none.code == 2 and "give --run RUN_ID" in none.err
+
+
+def test_local_mail_shows_bodies_so_the_callback_link_is_at_hand(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """The token a callback mail carried needed --json to be seen."""
+    link = _filed_locally(cli, tmp_path)
+    shown = cli("local", "mail", env=ENV)
+    assert shown.code == 0
+    assert "Subject: Approve expense?" in shown.out and "To: boss@example.com" in shown.out
+    assert f"Approve or reject: {link}" in shown.out
+    latest = cli("local", "mail", "--to", "boss@example.com", "--last", "1", env=ENV)
+    assert link in latest.out
+    assert "no mail" in cli("local", "mail", "--to", "nobody@example.com", env=ENV).out

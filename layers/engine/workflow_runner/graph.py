@@ -1,9 +1,13 @@
 """A workflow's step tree as a flowchart (Mermaid), optionally with a run's path on it.
 
 The step tree becomes nodes and edges: a sequence is a chain, a branch a diamond with
-a `true` and a `false` arm that join again, a for_each and a retry a node with a loop
-edge back from the end of their body, waits and wait_for_event rounded and hexagonal
-nodes. With a run, the nodes its recorded paths went through are marked `visited`
+two arms that join again, each edge labelled with when it is taken (the condition: a
+reference's path, a function's name, a lambda's expression; `not` it), a for_each and
+a retry a node with a loop edge back from the end of their body, waits rounded and
+hexagonal nodes; a wait_for_event or wait_for_callback leaves by two edges, one for
+what it waits for (the event and its match) and one for its timeout; a
+wait_for_condition is a hexagon with a loop edge onto itself (check, wait, check
+again). With a run, the nodes its recorded paths went through are marked `visited`
 and the step it is at (waiting) or failed at is marked `current` / `failed`.
 
 A run's stream records paths where something happened: suspensions, resumes,
@@ -36,12 +40,14 @@ from .definition.dsl import (
     Task,
     Wait,
     WaitForCallback,
+    WaitForCondition,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
 )
 from .definition.retry import RetryPolicy
-from .durations import format_instant
+from .durations import format_instant, is_duration
+from .graph_conditions import condition_text
 from .match_builders import describe_match
 from .refs import Ref
 from .store import Store, StoredEvent
@@ -59,6 +65,7 @@ from .stream import (
     StepResumed,
     StepWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     TaskFailed,
     TaskScheduled,
@@ -134,19 +141,26 @@ def _label(step: Step) -> tuple[str, str]:
         amount = _static(step.for_) or _static(step.until) or "(computed)"
         return f"wait {amount}", "stadium"
     if isinstance(step, WaitForEvent):
-        timeout = _static(step.timeout) or "(computed)"
-        where = "" if step.match is None else f" where {describe_match(step.match)}"
-        return f"wait for {step.event}{where}, timeout {timeout}", "hexagon"
-    if isinstance(step, WaitForCallback):
-        timeout = _static(step.timeout) or "(computed)"
-        label = f"wait for callback → {step.result_key}, timeout {timeout}"
-        return label + _beats(step.heartbeat) + (", catch" if step.catch else ""), "hexagon"
+        into = f" → {step.result_key}" if step.result_key != step.event else ""
+        return f"wait for {step.event}{into}", "hexagon"
+    if isinstance(step, WaitForCallback):  # its timeout is on its edge (_wait_exits)
+        label = f"wait for callback → {step.result_key}{_beats(step.heartbeat)}"
+        return label + (", catch" if step.catch else ""), "hexagon"
     if isinstance(step, CreateCallback):
         timeout = _static(step.timeout) or "(computed)"
         return f"create callback {step.name}, timeout {timeout}{_beats(step.heartbeat)}", "stadium"
     if isinstance(step, AwaitCallback):
         catch = ", catch" if step.catch else ""
         return f"await callback {step.name} → {step.result_key}{catch}", "hexagon"
+    if isinstance(step, WaitForCondition):
+        pace = step.every if step.backoff == "fixed" else f"from {step.every} doubling"
+        if step.cap:
+            pace += f" to {step.cap}"
+        limits = [f"≤{step.max_attempts} checks"] if step.max_attempts else []
+        limits += [f"timeout {step.timeout}"] if step.timeout else []
+        tail = f", {', '.join(limits)}" if limits else ""
+        catch = ", catch" if step.catch else ""
+        return f"wait for condition → {step.key}, every {pace}{tail}{catch}", "hexagon"
     if isinstance(step, Return):
         value = step.value
         failed = isinstance(value, dict) and value.get("isSuccess") is False
@@ -176,6 +190,18 @@ def _label(step: Step) -> tuple[str, str]:
 
 def _beats(heartbeat: str | None) -> str:
     return f", heartbeat {heartbeat}" if heartbeat else ""
+
+
+def _wait_exits(step: WaitForEvent | WaitForCallback, node_id: str) -> list[tuple[str, str]]:
+    """A wait's two ways on: what it waits for arrives, or its timeout passes."""
+    timeout = _static(step.timeout)
+    when = "in time"  # a computed timeout
+    if timeout is not None:
+        when = f"in {timeout}" if is_duration(timeout) else f"by {timeout}"
+    if isinstance(step, WaitForCallback):
+        return [(node_id, "answered"), (node_id, f"no answer {when}: timeout")]
+    where = "" if step.match is None else f" where {describe_match(step.match)}"
+    return [(node_id, f"{step.event}{where}"), (node_id, f"no {step.event} {when}: timeout")]
 
 
 def _awaited(result_key: str | None, retry: RetryPolicy | None, catch: bool) -> str:
@@ -232,9 +258,14 @@ class _Builder:
             self.chart.edges.append(Edge(node.id, "finish"))
             return []
         if isinstance(step, Branch):
-            true_exits = self.sequence(step.on_true, (*head, (index, "t")), [(node.id, "true")])
-            false_exits = self.sequence(step.on_false, (*head, (index, "f")), [(node.id, "false")])
+            condition = condition_text(step.if_)
+            true_exits = self.sequence(step.on_true, (*head, (index, "t")), [(node.id, condition)])
+            false_exits = self.sequence(
+                step.on_false, (*head, (index, "f")), [(node.id, f"not {condition}")]
+            )
             return true_exits + false_exits
+        if isinstance(step, (WaitForEvent, WaitForCallback)):
+            return _wait_exits(step, node.id)
         if isinstance(step, ForEach):
             body = self.sequence(step.do, (*head, (index, "")), [(node.id, "item")])
             for source, label in body:
@@ -245,6 +276,12 @@ class _Builder:
             for j, task in enumerate(step.steps):
                 joined += self.step(task, (*head, (index, ""), (j, "")), [(node.id, "at once")])
             return joined
+        if isinstance(step, WaitForCondition):
+            # Drawn as a loop: check, wait, check again, until Done (or it gives up).
+            self.chart.edges.append(
+                Edge(node.id, node.id, "not yet: wait, check again", dotted=True)
+            )
+            return [(node.id, "done")]
         if isinstance(step, Retry):
             body = self.sequence(step.do, (*head, (index, "")), [(node.id, "attempt")])
             self.chart.edges.append(
@@ -367,13 +404,16 @@ def mark_run(
                 chart.marks[node.id] = "failed"
                 chart.notes[node.id] = f"task failed: {fact.error_class} ({fact.reason})"
         waits = (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)
-        if isinstance(fact, (*waits, StepWaitingForCallback)):
+        if isinstance(fact, (*waits, StepWaitingForCallback, StepWaitingForCondition)):
             key = _key_of(fact.entry_path)
             _visit(chart, key)
             if isinstance(fact, TaskScheduled):
                 note = f"waiting for {fact.step_kind} {fact.task_key!r}"
             elif isinstance(fact, RetryScheduled):
                 note = f"retry {fact.attempt}/{fact.max_attempts} failed, next at"
+                note += f" {format_instant(fact.wake_at)}"
+            elif isinstance(fact, StepWaitingForCondition):
+                note = f"condition not met on check {fact.attempts}, next check at"
                 note += f" {format_instant(fact.wake_at)}"
             elif isinstance(fact, StepWaiting):
                 note = f"waiting until {format_instant(fact.wake_at)}"

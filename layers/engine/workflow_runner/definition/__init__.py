@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .builder import StepBuilder
+from .conditions import Continue, Done
 from .define import define_workflow
 from .dsl import (
     AwaitCallback,
@@ -27,6 +28,7 @@ from .dsl import (
     Trigger,
     Wait,
     WaitForCallback,
+    WaitForCondition,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -53,9 +55,11 @@ __all__ = [
     "CallTrigger",
     "CallWorkflow",
     "Compute",
+    "Continue",
     "CreateCallback",
     "CronTrigger",
     "DomainEvent",
+    "Done",
     "EventTrigger",
     "ForEach",
     "MailSend",
@@ -72,6 +76,7 @@ __all__ = [
     "Trigger",
     "Wait",
     "WaitForCallback",
+    "WaitForCondition",
     "WaitForEvent",
     "WebhookSend",
     "WorkflowDefinition",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ..durations import parse_duration
+from ..durations import canonical_duration, is_duration, parse_duration
 from ..errors import WorkflowDefinitionError
 from .dsl import AwaitCallback, CreateCallback, Resolver, WaitForCallback
 
@@ -44,7 +44,10 @@ class CallbackSteps:
         _check_name("wait_for_callback", "result_key", result_key)
         _check_callback("wait_for_callback", timeout, heartbeat, catch)
         return WaitForCallback(
-            result_key=result_key, timeout=timeout, heartbeat=heartbeat, catch=catch
+            result_key=result_key,
+            timeout=_stored(timeout),
+            heartbeat=_stored(heartbeat),
+            catch=catch,
         )
 
     def create_callback(
@@ -61,7 +64,7 @@ class CallbackSteps:
         _check_name("create_callback", "name", name)
         _check_callback(f"create_callback({name!r})", timeout, heartbeat, False)
         self._created_callbacks.add(name)
-        return CreateCallback(name=name, timeout=timeout, heartbeat=heartbeat)
+        return CreateCallback(name=name, timeout=_stored(timeout), heartbeat=_stored(heartbeat))
 
     def await_callback(
         self, name: str, result_key: str | None = None, catch: bool = False
@@ -93,6 +96,12 @@ def _check_name(where: str, argument: str, value: object) -> None:
         raise WorkflowDefinitionError(f"{where}: {argument} must be a non-empty string")
 
 
+def _stored(value: Resolver) -> Resolver:
+    """A static duration as definitions store it (ISO-8601, whichever spelling was
+    given); an instant, a resolver or None as given."""
+    return canonical_duration(value) if isinstance(value, str) and is_duration(value) else value
+
+
 def _check_callback(where: str, timeout: Resolver, heartbeat: object, catch: object) -> None:
     if isinstance(timeout, str) and timeout.startswith("P"):
         parse_duration(timeout)
@@ -104,7 +113,7 @@ def _check_callback(where: str, timeout: Resolver, heartbeat: object, catch: obj
         interval = parse_duration(heartbeat)
         if interval < MIN_HEARTBEAT:
             raise WorkflowDefinitionError(f"{where}: heartbeat {heartbeat!r} is under PT1M")
-        static = isinstance(timeout, str) and timeout.startswith("P")
+        static = isinstance(timeout, str) and is_duration(timeout)
         if static and interval >= parse_duration(str(timeout)):
             raise WorkflowDefinitionError(
                 f"{where}: heartbeat {heartbeat!r} is not shorter than timeout "

@@ -32,6 +32,7 @@ from ..stream import (
     RunStatus,
     StepWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     TaskScheduled,
     TasksScheduled,
@@ -66,6 +67,7 @@ SuspensionEvent = (
     | TasksScheduled
     | ChildrenWaiting
     | StepWaitingForCallback
+    | StepWaitingForCondition
 )
 
 
@@ -115,6 +117,19 @@ def suspension_fact(suspension: Suspension, common: dict[str, Any]) -> Suspensio
             name=callback.name,
             heartbeat_seconds=callback.heartbeat_seconds,
             heartbeat_at=callback.heartbeat_at,
+        )
+    if suspension.kind == "waiting-for-condition":
+        condition = suspension.condition
+        assert condition is not None
+        return StepWaitingForCondition(
+            **common,
+            key=condition.key,
+            attempts=condition.attempts,
+            condition_state=condition.state,
+            wake_at=suspension.wake_at,
+            first_check_at=condition.first_check_at,
+            max_attempts=condition.max_attempts,
+            timeout_at=condition.deadline,
         )
     if suspension.kind == "tasks-scheduled":
         return TasksScheduled(

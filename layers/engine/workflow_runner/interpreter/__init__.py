@@ -8,6 +8,7 @@ One module per step family, each a mixin over the pass's state (base.py):
 - waits.py — wait, wait_for_event;
 - callbacks.py — wait_for_callback, create_callback, await_callback (callback_view.py:
   the created callbacks a pass sees, `ctx.callbacks`);
+- conditions.py — wait_for_condition (polling: check, checkpoint, wait, check again);
 - work.py — tasks, mail and webhooks, parallel, child runs;
 - core.py — `Interpreter`: `run()` and the dispatch over step kinds.
 """

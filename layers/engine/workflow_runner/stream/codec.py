@@ -15,6 +15,7 @@ from .callbacks import (
     StepWaitingForCallback,
 )
 from .children import ChildrenRequested, ChildrenSettled
+from .conditions import StepWaitingForCondition
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .operator import OperatorAction, RunMigrated
 from .run import (
@@ -75,6 +76,7 @@ Fact: TypeAlias = (
     | OperatorAction
     | RunMigrated
     | StepWaitingForCallback
+    | StepWaitingForCondition
     | CallbackCompleted
     | CallbackFailed
     | CallbackHeartbeat
@@ -91,6 +93,7 @@ SUSPENDING_FACTS = (
     TasksScheduled,
     ChildrenWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
 )
 
 _KNOWN: dict[str, Any] = {

@@ -8,8 +8,9 @@ from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
 from .definitions import NewDefinition, StoredDefinition
 from .erasure import Relation
+from .hosts import HostRow
 from .inbox import CandidateEvent, InboxEvent, NewInboxEvent
-from .local import CapturedMail, QueuedMessage
+from .local import CapturedMail, KeptModule, QueuedMessage
 from .migrate import (
     Migration,
     MigrationTimeout,
@@ -45,9 +46,11 @@ __all__ = [
     "ClaimedTask",
     "DispatchStatus",
     "DueRow",
+    "HostRow",
     "InboxEvent",
     "InboxPageRow",
     "JoinCount",
+    "KeptModule",
     "Migration",
     "MigrationTimeout",
     "NewCallback",

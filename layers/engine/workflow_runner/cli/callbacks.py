@@ -103,7 +103,9 @@ def cmd_complete(ctx: Context) -> int:
             template = Path(ctx.args.template) if ctx.args.template else find_template()
             if template is None:
                 raise UsageError("no template.yaml found in this directory or above (--template)")
-            runtime = LocalRuntime(store, ctx.registry(), template, environ=ctx.environ)
+            runtime = LocalRuntime(
+                store, ctx.registry(), template, environ=ctx.environ, kept=ctx.kept_code(True)
+            )
             if ctx.args.now:
                 target = parse_now(ctx.args.now, "--now")
                 if target < runtime.now():

@@ -1,0 +1,542 @@
+"""Kept function versions (issue 32, item 2): ResumeRun and StepDispatcher register the
+definitions their code has under their qualified ARN at a container's start, and hand a
+run whose definition the live code lacks to the version that has it — its passes
+(ResumeRun) and its tasks (StepDispatcher) — or fail it loud when that version is gone.
+
+moto's Lambda cannot run a function without Docker, so "the other version" here is an
+in-process double of the Lambda service: invoking a version's ARN runs the real handler
+on a runtime whose registry is that version's code. The boto3 request itself is checked
+with botocore's Stubber.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from botocore.response import StreamingBody
+from botocore.stub import Stubber
+from workflow_runner import Event, ManualClock, RetryPolicy, Steps, define_workflow, on_event
+from workflow_runner.aws import lambda_support, versions
+from workflow_runner.aws.inprocess import (
+    FakeLambdaContext,
+    InMemoryResumeQueue,
+    build_inprocess_runtime,
+)
+from workflow_runner.aws.template import Handler
+from workflow_runner.aws.versions import KeptVersionForwarder, LambdaInvoker, qualified_arn
+from workflow_runner.definition import WorkflowDefinition, WorkflowRegistry
+from workflow_runner.definition.hosts import RESUME_RUN, STEP_DISPATCHER, register_hosts
+from workflow_runner.engine.resume import ResumeRequestItem
+from workflow_runner.errors import ForwardFailed, HostGone
+from workflow_runner.ports import ResumeRequest, Runtime, installed_runtime, set_runtime
+from workflow_runner.settings import Settings
+from workflow_runner.store import Store
+
+from tests.functions.helpers import TENANT
+from tests.support import trigger
+
+Handlers = dict[str, Handler]
+FUNCTIONS = "arn:aws:lambda:eu-central-1:123456789012:function:wfr"
+RESUME_V3, RESUME_V4 = f"{FUNCTIONS}-ResumeRun:3", f"{FUNCTIONS}-ResumeRun:4"
+DISPATCHER_V3, DISPATCHER_V4 = f"{FUNCTIONS}-StepDispatcher:3", f"{FUNCTIONS}-StepDispatcher:4"
+
+
+def trial(structure: str, code: str) -> WorkflowDefinition:
+    """v1 waits a day and returns which code ran; "moved" puts a step before the wait."""
+    moved = [lambda s: s.compute("plan", lambda ctx: "pro")] if structure == "moved" else []
+    return define_workflow(
+        name="kept-trial",
+        trigger=on_event("kept.trial"),
+        idempotency_key=Event.payload["id"],
+        steps=lambda s: [
+            *(step(s) for step in moved),
+            s.wait(for_="P1D"),
+            s.compute("code", lambda ctx: code),
+            s.return_({"code": Steps["code"]}),
+        ],
+        register=False,
+    )
+
+
+def charging(structure: str, fn: Any) -> WorkflowDefinition:
+    moved = [lambda s: s.compute("amount", lambda ctx: 42)] if structure == "moved" else []
+    return define_workflow(
+        name="kept-charge",
+        trigger=on_event("kept.charge"),
+        idempotency_key=Event.payload["id"],
+        steps=lambda s: [
+            *(step(s) for step in moved),
+            s.task("charge", fn, retry=RetryPolicy(max_attempts=2, base="PT1M")),
+            s.return_({"charge": Steps["charge"]}),
+        ],
+        register=False,
+    )
+
+
+def old_charge(ctx: Any) -> dict[str, str]:
+    return {"by": "old code"}
+
+
+def new_charge(ctx: Any) -> dict[str, str]:
+    return {"by": "new code"}
+
+
+def registry_of(*definitions: WorkflowDefinition) -> WorkflowRegistry:
+    registry = WorkflowRegistry()
+    for definition in definitions:
+        registry.register(definition)
+    return registry
+
+
+def context(arn: str, version: str | None = None) -> FakeLambdaContext:
+    """The context of a container of version `version` (default: the one `arn` names),
+    invoked through `arn` (a version's or an alias's ARN)."""
+    version = version or arn.rsplit(":", 1)[1]
+    return FakeLambdaContext(function_version=version, invoked_function_arn=arn)
+
+
+class LambdaService:
+    """A Lambda client double: invoking a version's qualified ARN runs that function's
+    handler on the version's own runtime (its code: a registry); an unknown ARN is a
+    deleted version (ResourceNotFoundException)."""
+
+    def __init__(self, handlers: Handlers) -> None:
+        self._handlers = handlers
+        self.versions: dict[str, tuple[str, Runtime]] = {}
+        self.calls: list[tuple[str, Any]] = []
+
+    def publish(self, arn: str, function: str, runtime: Runtime) -> None:
+        self.versions[arn] = (function, runtime)
+
+    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
+        assert InvocationType == "RequestResponse"
+        event = json.loads(Payload)
+        self.calls.append((FunctionName, event))
+        if FunctionName not in self.versions:
+            error = {"Code": "ResourceNotFoundException", "Message": "Function not found"}
+            raise ClientError({"Error": error}, "Invoke")
+        function, runtime = self.versions[FunctionName]
+        previous = installed_runtime()
+        set_runtime(runtime)
+        try:
+            answer = self._handlers[function](event, context(FunctionName))
+        except Exception as error:
+            failed = json.dumps({"errorType": type(error).__name__}).encode()
+            return {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": io.BytesIO(failed)}
+        finally:
+            set_runtime(previous)
+        return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(answer).encode())}
+
+
+@pytest.fixture(autouse=True)
+def fresh_containers() -> Iterator[None]:
+    """Each test starts with containers that have not registered yet."""
+    lambda_support._hosting.clear()
+    versions.remember_own_arn(None)
+    yield
+    lambda_support._hosting.clear()
+    versions.remember_own_arn(None)
+
+
+@pytest.fixture
+def lambda_service(handlers: Handlers) -> LambdaService:
+    return LambdaService(handlers)
+
+
+def deployed(
+    store: Store,
+    clock: ManualClock,
+    db_url: str,
+    code: WorkflowRegistry,
+    service: LambdaService | None = None,
+) -> Runtime:
+    """The runtime of one deployed version (its code), handing work on through `service`."""
+    settings = Settings(database_url=db_url, mail_sender="noreply@example.com")
+    runtime = build_inprocess_runtime(store, clock, settings, registry=code)
+    if service is not None:
+        runtime.invoker = LambdaInvoker(service)
+    return runtime
+
+
+def last_event(store: Store, run_id: str) -> Any:
+    return store.streams.load(TENANT, run_id)[-1]
+
+
+def sqs_batch(*requests: ResumeRequest) -> dict[str, Any]:
+    return InMemoryResumeQueue.sqs_event(requests)
+
+
+# --- registration ------------------------------------------------------------------------
+
+
+def test_a_container_registers_its_definitions_under_its_qualified_version_once(
+    handlers: Handlers, store: Store, clock: ManualClock, db_url: str
+) -> None:
+    code = registry_of(trial("kept", "old"), charging("kept", old_charge))
+    set_runtime(deployed(store, clock, db_url, code))
+    try:
+        for _ in range(2):
+            live_alias = context(f"{FUNCTIONS}-ResumeRun:live", version="3")
+            handlers["ResumeRunFunction"](sqs_batch(), live_alias)
+        assert versions.own_arn() == RESUME_V3  # sent as forwardedFrom when it hands on
+        handlers["StepDispatcherFunction"]({"source": "nudge"}, context(DISPATCHER_V3))
+    finally:
+        set_runtime(None)
+    rows = {(r.workflow_name, r.function_role, r.function_arn) for r in store.hosts.all()}
+    assert rows == {
+        ("kept-trial", "resume-run", RESUME_V3),
+        ("kept-charge", "resume-run", RESUME_V3),
+        ("kept-trial", "step-dispatcher", DISPATCHER_V3),
+        ("kept-charge", "step-dispatcher", DISPATCHER_V3),
+    }
+
+
+def test_latest_is_not_a_published_version_and_registers_nothing(
+    handlers: Handlers, runtime: Runtime, store: Store
+) -> None:
+    handlers["ResumeRunFunction"](sqs_batch(), FakeLambdaContext())  # $LATEST
+    assert store.hosts.all() == []
+    assert qualified_arn(f"{FUNCTIONS}-ResumeRun", "$LATEST") is None
+    assert qualified_arn(f"{FUNCTIONS}-ResumeRun:live", "12") == f"{FUNCTIONS}-ResumeRun:12"
+    assert qualified_arn(f"{FUNCTIONS}-ResumeRun", "12") == f"{FUNCTIONS}-ResumeRun:12"
+
+
+# --- ResumeRun hands a run to its kept version ----------------------------------------------
+
+
+def start_trial_on_v3(store: Store, clock: ManualClock, db_url: str) -> str:
+    """A run started on v3's code, which registered it; v4 (live) moved a step."""
+    old = registry_of(trial("kept", "old"))
+    result = trigger(store, old, "kept.trial", {"id": "t1"}, clock.now(), tenant=TENANT)
+    register_hosts(store, old, RESUME_RUN, RESUME_V3, clock.now())
+    return result.started[0].run_id
+
+
+def test_resume_run_hands_a_run_whose_definition_it_lacks_to_the_version_that_has_it(
+    handlers: Handlers,
+    store: Store,
+    clock: ManualClock,
+    db_url: str,
+    lambda_service: LambdaService,
+    emitted: Any,
+) -> None:
+    run_id = start_trial_on_v3(store, clock, db_url)
+    lambda_service.publish(
+        RESUME_V3,
+        "ResumeRunFunction",
+        deployed(store, clock, db_url, registry_of(trial("kept", "old"))),
+    )
+    live = deployed(store, clock, db_url, registry_of(trial("moved", "new")), lambda_service)
+    clock.advance(timedelta(days=1, seconds=1))
+    set_runtime(live)
+    try:
+        answer = handlers["ResumeRunFunction"](
+            sqs_batch(ResumeRequest(TENANT, run_id, 0)), context(RESUME_V4)
+        )
+    finally:
+        set_runtime(None)
+    assert answer == {"batchItemFailures": []}
+    [(host, payload)] = lambda_service.calls
+    assert host == RESUME_V3
+    assert payload == {
+        "tenantId": TENANT,
+        "runId": run_id,
+        "stepIndex": 0,
+        "forwardedFrom": RESUME_V4,
+    }
+    completed = last_event(store, run_id)
+    assert (completed.type, completed.payload["result"]) == (
+        "workflow.run-completed",
+        {"code": "old"},
+    )
+    assert emitted().metric("ResumesOnKeptVersions") == 1
+
+
+def test_a_direct_invoke_is_answered_by_the_kept_version(
+    handlers: Handlers, store: Store, clock: ManualClock, db_url: str, lambda_service: LambdaService
+) -> None:
+    run_id = start_trial_on_v3(store, clock, db_url)
+    lambda_service.publish(
+        RESUME_V3,
+        "ResumeRunFunction",
+        deployed(store, clock, db_url, registry_of(trial("kept", "old"))),
+    )
+    set_runtime(deployed(store, clock, db_url, registry_of(trial("moved", "new")), lambda_service))
+    try:
+        request = {"tenantId": TENANT, "runId": run_id, "stepIndex": 0}
+        early = handlers["ResumeRunFunction"](request, context(RESUME_V4))
+        forced = handlers["ResumeRunFunction"](request | {"force": True}, context(RESUME_V4))
+    finally:
+        set_runtime(None)
+    # Whether it is due is decided here; the pass runs on the kept version.
+    assert (early["outcome"], early["dueInSeconds"], "keptOn" in early) == ("not-due", 86400, False)
+    assert (forced["outcome"], forced["keptOn"]) == ("completed", RESUME_V3)
+    assert [(host, call.get("force")) for host, call in lambda_service.calls] == [(RESUME_V3, True)]
+
+
+def test_a_request_handed_on_is_never_handed_on_again(
+    handlers: Handlers, store: Store, clock: ManualClock, db_url: str, lambda_service: LambdaService
+) -> None:
+    """The loop guard: a version handed a run it has no definition for (a stale
+    registration) fails it loud instead of handing it anywhere."""
+    run_id = start_trial_on_v3(store, clock, db_url)
+    set_runtime(deployed(store, clock, db_url, registry_of(trial("moved", "new")), lambda_service))
+    clock.advance(timedelta(days=1, seconds=1))
+    try:
+        handed = {"tenantId": TENANT, "runId": run_id, "stepIndex": 0, "forwardedFrom": RESUME_V4}
+        answer = handlers["ResumeRunFunction"](handed, context(RESUME_V3))
+    finally:
+        set_runtime(None)
+    assert lambda_service.calls == []
+    assert (answer["outcome"], answer["reason"]) == ("failed", "workflow_definition_changed")
+    failed = last_event(store, run_id).payload
+    assert failed["error"].endswith(f"It was handed here by {RESUME_V4} as its kept version.")
+
+
+def test_a_kept_version_that_is_gone_fails_the_run_loud_and_is_forgotten(
+    handlers: Handlers, store: Store, clock: ManualClock, db_url: str, lambda_service: LambdaService
+) -> None:
+    run_id = start_trial_on_v3(store, clock, db_url)  # v3 registered, but deleted since
+    set_runtime(deployed(store, clock, db_url, registry_of(trial("moved", "new")), lambda_service))
+    clock.advance(timedelta(days=1, seconds=1))
+    try:
+        answer = handlers["ResumeRunFunction"](
+            sqs_batch(ResumeRequest(TENANT, run_id, 0)), context(RESUME_V4)
+        )
+    finally:
+        set_runtime(None)
+    assert answer == {"batchItemFailures": []}
+    failed = last_event(store, run_id)
+    assert (failed.type, failed.payload["reason"]) == (
+        "workflow.run-failed",
+        "workflow_definition_changed",
+    )
+    assert failed.payload["error"].endswith(f"; its kept version {RESUME_V3} is gone.")
+    assert RESUME_V3 not in {r.function_arn for r in store.hosts.all()}  # forgotten
+
+
+def test_an_older_kept_version_serves_when_the_newest_is_gone(
+    handlers: Handlers, store: Store, clock: ManualClock, db_url: str, lambda_service: LambdaService
+) -> None:
+    run_id = start_trial_on_v3(store, clock, db_url)
+    old = registry_of(trial("kept", "old"))
+    clock.advance(timedelta(minutes=1))
+    register_hosts(store, old, RESUME_RUN, f"{FUNCTIONS}-ResumeRun:5", clock.now())  # deleted
+    lambda_service.publish(RESUME_V3, "ResumeRunFunction", deployed(store, clock, db_url, old))
+    set_runtime(deployed(store, clock, db_url, registry_of(trial("moved", "new")), lambda_service))
+    clock.advance(timedelta(days=1))
+    try:
+        handlers["ResumeRunFunction"](
+            sqs_batch(ResumeRequest(TENANT, run_id, 0)), context(RESUME_V4)
+        )
+    finally:
+        set_runtime(None)
+    assert [host for host, _ in lambda_service.calls] == [f"{FUNCTIONS}-ResumeRun:5", RESUME_V3]
+    assert last_event(store, run_id).payload["result"] == {"code": "old"}
+
+
+def test_a_kept_version_that_does_not_answer_fails_the_batch_item_for_a_retry(
+    handlers: Handlers, store: Store, clock: ManualClock, db_url: str, lambda_service: LambdaService
+) -> None:
+    run_id = start_trial_on_v3(store, clock, db_url)
+
+    def broken() -> Store:
+        raise ConnectionError("the kept version's database connection failed")
+
+    lambda_service.publish(
+        RESUME_V3, "ResumeRunFunction", deployed(broken, clock, db_url, WorkflowRegistry())
+    )  # type: ignore[arg-type]
+    set_runtime(deployed(store, clock, db_url, registry_of(trial("moved", "new")), lambda_service))
+    clock.advance(timedelta(days=1, seconds=1))
+    try:
+        batch = sqs_batch(ResumeRequest(TENANT, run_id, 0))
+        answer = handlers["ResumeRunFunction"](batch, context(RESUME_V4))
+    finally:
+        set_runtime(None)
+    assert answer == {"batchItemFailures": [{"itemIdentifier": batch["Records"][0]["messageId"]}]}
+    assert last_event(store, run_id).type == "workflow.step.waiting"  # untouched: retried
+
+
+# --- StepDispatcher hands a task to its kept version ------------------------------------------
+
+
+def start_charge_on_v3(store: Store, clock: ManualClock) -> str:
+    old = registry_of(charging("kept", old_charge))
+    result = trigger(store, old, "kept.charge", {"id": "c1"}, clock.now(), tenant=TENANT)
+    register_hosts(store, old, RESUME_RUN, RESUME_V3, clock.now())
+    register_hosts(store, old, STEP_DISPATCHER, DISPATCHER_V3, clock.now())
+    return result.started[0].run_id
+
+
+def test_step_dispatcher_hands_a_task_to_the_version_that_has_its_code(
+    handlers: Handlers,
+    store: Store,
+    clock: ManualClock,
+    db_url: str,
+    lambda_service: LambdaService,
+    emitted: Any,
+) -> None:
+    run_id = start_charge_on_v3(store, clock)
+    old = registry_of(charging("kept", old_charge))
+    lambda_service.publish(
+        DISPATCHER_V3, "StepDispatcherFunction", deployed(store, clock, db_url, old)
+    )
+    live = deployed(
+        store, clock, db_url, registry_of(charging("moved", new_charge)), lambda_service
+    )
+    set_runtime(live)
+    try:
+        answer = handlers["StepDispatcherFunction"]({"source": "nudge"}, context(DISPATCHER_V4))
+    finally:
+        set_runtime(None)
+    assert answer["tasks"]["completed"] == 1 and answer["resumed"] == 1
+    [(host, payload)] = lambda_service.calls
+    handed = payload["forwardedTask"]
+    assert (host, handed["tenantId"], handed["attempt"], handed["lostAttempt"]) == (
+        DISPATCHER_V3,
+        TENANT,
+        1,
+        False,
+    )
+    completed = [
+        e for e in store.streams.load(TENANT, run_id) if e.type == "workflow.task.completed"
+    ]
+    assert completed[0].payload["result"] == {"by": "old code"}
+    queue = live.resume_queue
+    assert isinstance(queue, InMemoryResumeQueue)
+    assert [r.run_id for r in queue.sent] == [run_id]  # the caller resumes the run
+    assert emitted().metric("TasksOnKeptVersions") == 1
+
+
+def test_a_task_handed_on_after_its_lease_ended_is_not_run(
+    handlers: Handlers, store: Store, clock: ManualClock, db_url: str
+) -> None:
+    run_id = start_charge_on_v3(store, clock)
+    with store.transaction():
+        task = store.tasks.claim(clock.now(), 60_000, 10_000, 5.0)
+    assert task is not None and task.run_id == run_id
+    set_runtime(deployed(store, clock, db_url, registry_of(charging("kept", old_charge))))
+    clock.advance(timedelta(minutes=5))  # the caller's lease ended meanwhile
+    try:
+        answer = handlers["StepDispatcherFunction"](
+            versions.forwarded_task_payload(task, DISPATCHER_V4), context(DISPATCHER_V3)
+        )
+    finally:
+        set_runtime(None)
+    assert answer == {"task": None}
+    types = [e.type for e in store.streams.load(TENANT, run_id)]
+    assert types[-1] == "workflow.task.scheduled"  # nothing ran, nothing was recorded
+
+
+def test_a_task_whose_kept_version_is_gone_fails_its_run_loud(
+    handlers: Handlers, store: Store, clock: ManualClock, db_url: str, lambda_service: LambdaService
+) -> None:
+    run_id = start_charge_on_v3(store, clock)  # registered, but nothing is published
+    set_runtime(
+        deployed(store, clock, db_url, registry_of(charging("moved", new_charge)), lambda_service)
+    )
+    try:
+        answer = handlers["StepDispatcherFunction"]({"source": "nudge"}, context(DISPATCHER_V4))
+    finally:
+        set_runtime(None)
+    assert answer["tasks"]["failed"] == 1
+    failed = last_event(store, run_id)
+    assert (failed.type, failed.payload["reason"]) == (
+        "workflow.run-failed",
+        "workflow_definition_changed",
+    )
+    assert f"its kept version {DISPATCHER_V3} is gone" in failed.payload["error"]
+    [task] = store.tasks.find("failed", clock.now() - timedelta(days=1), clock.now(), TENANT)
+    assert task.last_error == "workflow_definition_changed"
+    assert DISPATCHER_V3 not in {r.function_arn for r in store.hosts.all()}  # forgotten
+
+
+# --- the boto3 request ----------------------------------------------------------------------
+
+
+def lambda_client() -> Any:
+    return boto3.client(
+        "lambda", region_name="eu-central-1", aws_access_key_id="x", aws_secret_access_key="y"
+    )
+
+
+def body(value: Any) -> StreamingBody:
+    data = json.dumps(value).encode()
+    return StreamingBody(io.BytesIO(data), len(data))
+
+
+def test_the_forwarder_invokes_the_qualified_version_synchronously() -> None:
+    client = lambda_client()
+    forwarder = KeptVersionForwarder(LambdaInvoker(client), caller=lambda: RESUME_V4)
+    request = ResumeRequestItem(TENANT, "20674095-dda5-5811-b700-b57eb304d119", 2, force=True)
+    sent = {
+        "tenantId": TENANT,
+        "runId": request.run_id,
+        "stepIndex": 2,
+        "force": True,
+        "forwardedFrom": RESUME_V4,
+    }
+    answer = {
+        "outcome": "suspended",
+        "tenantId": TENANT,
+        "runId": request.run_id,
+        "stepIndex": 2,
+        "wakeAt": "2026-01-06T09:00:00+00:00",
+        "dueInSeconds": None,
+        "suspendedAt": 4,
+        "nextWakeAt": "2026-01-07T09:00:00+00:00",
+        "reason": None,
+        "waitingAt": None,
+    }
+    expected = {
+        "FunctionName": RESUME_V3,
+        "InvocationType": "RequestResponse",
+        "Payload": json.dumps(sent, separators=(",", ":")).encode(),
+    }
+    with Stubber(client) as stub:
+        stub.add_response("invoke", {"StatusCode": 200, "Payload": body(answer)}, expected)
+        stub.add_client_error("invoke", "ResourceNotFoundException", http_status_code=404)
+        stub.add_client_error("invoke", "TooManyRequestsException", http_status_code=429)
+        stub.add_response(
+            "invoke",
+            {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": body({"errorType": "X"})},
+        )
+        result = forwarder.resume(RESUME_V3, request)
+        assert (result.outcome, result.suspended_at, result.resumed_wake_at) == (
+            "suspended",
+            4,
+            datetime_of("2026-01-07T09:00:00+00:00"),
+        )
+        with pytest.raises(HostGone):
+            forwarder.resume(RESUME_V3, request)
+        with pytest.raises(ForwardFailed, match="could not be invoked"):
+            forwarder.resume(RESUME_V3, request)
+        with pytest.raises(ForwardFailed, match="raised X"):
+            forwarder.resume(RESUME_V3, request)
+        stub.assert_no_pending_responses()
+
+
+def datetime_of(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def test_the_aws_runtime_hands_work_on_without_client_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from workflow_runner.aws.runtime import build_aws_runtime
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    runtime = build_aws_runtime(Settings(database_url="postgresql:///x", aws_region="eu-central-1"))
+    invoker = runtime.invoker
+    assert isinstance(invoker, LambdaInvoker)
+    config = invoker._client.meta.config
+    assert config.retries["total_max_attempts"] == 1
+    assert config.read_timeout == versions.FORWARD_READ_TIMEOUT_S

@@ -1,5 +1,6 @@
 """Kept function versions in AWS (definition/hosts.py): what a version registers when its
-container starts, and how a run's work is handed to the version that has its definition.
+container starts, how a run's work is handed to the version that has its definition,
+and the pruning of versions nothing references any more (`wfr versions prune`).
 
 Every deploy publishes a version of each function and moves its `live` alias to it
 (template.yaml: AutoPublishAlias); older versions stay. ResumeRun and StepDispatcher
@@ -21,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -29,11 +30,13 @@ from ..engine.resume import ResumeRequestItem, ResumeResult
 from ..engine.tasks import TaskAttemptResult
 from ..errors import ForwardFailed, HostGone
 from ..ports import FunctionInvoker, ResumeRequest
-from ..store import ClaimedTask
+from ..store import ClaimedTask, Store
 from .ports import resume_message
 
 log = logging.getLogger("workflow_runner.aws")
 
+# The alias every function is invoked through (template.yaml: AutoPublishAlias).
+LIVE_ALIAS = "live"
 # A handed-on call waits this long for its answer: longer than either function may run
 # (ResumeRun 30 s, StepDispatcher 60 s), so a read timeout means the other side died.
 FORWARD_READ_TIMEOUT_S = 120
@@ -170,3 +173,111 @@ def resume_result_from_json(body: Any) -> ResumeResult:
     except (KeyError, TypeError, ValueError) as error:
         raise ForwardFailed(f"not a resume answer: {error!r}") from error
 
+
+# --- pruning --------------------------------------------------------------------------
+
+
+@dataclass
+class PruneReport:
+    """What `prune_versions` did (or would do, `dry_run`), version by version: `deleted`,
+    `kept` (ARN -> why) and `failed` (ARN -> the error)."""
+
+    dry_run: bool
+    deleted: list[str] = field(default_factory=list)
+    kept: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "dryRun": self.dry_run,
+            "deleted": self.deleted,
+            "kept": self.kept,
+            "failed": self.failed,
+        }
+
+
+def prune_versions(
+    client: Any, store: Store, dry_run: bool = False, alias: str = LIVE_ALIAS
+) -> PruneReport:
+    """Delete the versions of the functions that registered kept code (ResumeRun and
+    StepDispatcher) that no unsettled run needs.
+
+    A version is kept when `alias` points to it (with its canary weights), when it is
+    newer than that (a deploy in progress), or when it is the newest version that has
+    the definition of an unsettled run which the alias's version does not have. Every
+    other published version is deleted (`$LATEST` is never a candidate), with what it
+    registered. Read first, delete after: a run that starts meanwhile starts on the
+    alias's version, which is kept.
+
+    Args:
+        client: a boto3 Lambda client of the functions' region (functions elsewhere are
+            reported failed, not touched).
+        store: the stack's database (what is registered, which runs are unsettled).
+        dry_run: report what would be deleted, delete nothing.
+        alias: the alias traffic goes through.
+    """
+    report = PruneReport(dry_run)
+    rows = store.hosts.all()
+    needed = store.hosts.unsettled_definitions()
+    hosted: dict[str, set[tuple[str, str]]] = {}
+    for row in rows:
+        hosted.setdefault(row.function_arn, set()).add((row.workflow_name, row.fingerprint))
+    functions = sorted({arn.rsplit(":", 1)[0] for arn in hosted})
+    for function in functions:
+        region, name = function.split(":")[3], function.split(":")[6]
+        if region != client.meta.region_name:
+            report.failed[function] = f"in region {region}: prune there (--region {region})"
+            continue
+        live = _alias_versions(client, name, alias)
+        versions = _published_versions(client, name)
+        newest_live = max((int(v) for v in live if v.isdigit()), default=0)
+        live_has: set[tuple[str, str]] = set()
+        for version in live:
+            live_has |= hosted.get(f"{function}:{version}", set())
+        keep: dict[str, str] = {}
+        for workflow, fingerprint in sorted(needed - live_has):
+            having = [
+                v for v in versions if (workflow, fingerprint) in hosted.get(f"{function}:{v}", ())
+            ]
+            if having:
+                newest = max(having, key=int)
+                why = keep.get(newest, "unsettled runs of")
+                keep[newest] = f"{why} {workflow} ({fingerprint[:12]}…)"
+        for version in versions:
+            arn = f"{function}:{version}"
+            if version in live:
+                report.kept[arn] = f"the {alias} alias points to it"
+            elif int(version) > newest_live:
+                report.kept[arn] = f"newer than the {alias} alias's version (a deploy in progress)"
+            elif version in keep:
+                report.kept[arn] = keep[version]
+            elif dry_run:
+                report.deleted.append(arn)
+            else:
+                _delete(client, store, name, arn, report)
+    return report
+
+
+def _alias_versions(client: Any, name: str, alias: str) -> set[str]:
+    """The versions an alias sends traffic to (its version and canary weights)."""
+    found = client.get_alias(FunctionName=name, Name=alias)
+    weights = (found.get("RoutingConfig") or {}).get("AdditionalVersionWeights") or {}
+    return {str(found["FunctionVersion"]), *map(str, weights)}
+
+
+def _published_versions(client: Any, name: str) -> list[str]:
+    versions: list[str] = []
+    for page in client.get_paginator("list_versions_by_function").paginate(FunctionName=name):
+        versions += [str(v["Version"]) for v in page["Versions"] if str(v["Version"]).isdigit()]
+    return sorted(versions, key=int)
+
+
+def _delete(client: Any, store: Store, name: str, arn: str, report: PruneReport) -> None:
+    try:
+        client.delete_function(FunctionName=name, Qualifier=arn.rsplit(":", 1)[1])
+    except Exception as error:
+        if _error_code(error) != "ResourceNotFoundException":
+            report.failed[arn] = f"{_error_code(error) or type(error).__name__}: {error}"
+            return
+    store.hosts.forget(arn)
+    report.deleted.append(arn)

@@ -24,7 +24,16 @@ from ..errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
-from . import actions, callbacks, console_command, dispatches, dlq, local_commands, operate
+from . import (
+    actions,
+    callbacks,
+    console_command,
+    dispatches,
+    dlq,
+    local_commands,
+    operate,
+    versions,
+)
 from .context import Context, Handler, UsageError
 from .render import Output
 
@@ -265,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--port", type=int, default=8080, help="the console's port (default 8080)")
     dlq.register(commands, command)
+    versions.register(commands, command)
     return top
 
 

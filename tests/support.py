@@ -70,6 +70,22 @@ def event(
     )
 
 
+@contextmanager
+def fake_aws(monkeypatch: Any, region: str) -> Iterator[None]:
+    """moto's AWS with throwaway credentials in the environment: nothing reaches AWS."""
+    from moto import mock_aws
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": region,
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        yield
+
+
 def register(registry: WorkflowRegistry, **kwargs: Any) -> Any:
     """Define a workflow (not in the default registry) and add it to `registry`."""
     from workflow_runner import define_workflow

@@ -33,20 +33,10 @@ define_workflow(
 )
 """
 
-NEW_CODE = """
-from workflow_runner import Event, define_workflow, on_event
-
-define_workflow(
-    name="kept-trial",
-    trigger=on_event("user.signed-up"),
-    idempotency_key=Event.payload["userId"],
-    steps=lambda s: [
-        s.compute("plan", lambda ctx: "pro"),
-        s.wait(for_="P1D"),
-        s.mail_send(to="ada@example.com", subject="Sent by the new code", body="-"),
-    ],
-)
-"""
+# A step before the wait the run stands at: its shape disagrees there.
+NEW_CODE = OLD_CODE.replace(
+    's.wait(for_="P1D"),', 's.compute("plan", lambda ctx: "pro"),\n        s.wait(for_="P1D"),'
+).replace("Sent by the old code", "Sent by the new code")
 
 
 @pytest.fixture

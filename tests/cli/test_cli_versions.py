@@ -14,13 +14,12 @@ from typing import Any
 import boto3
 import pytest
 from cli_support import TENANT, Cli
-from moto import mock_aws
 from workflow_runner import Event, define_workflow, on_event
 from workflow_runner.definition import WorkflowDefinition, WorkflowRegistry
 from workflow_runner.definition.hosts import RESUME_RUN, STEP_DISPATCHER, register_hosts
 from workflow_runner.store import Store
 
-from tests.support import trigger
+from tests.support import fake_aws, trigger
 
 REGION = "eu-central-1"
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -28,14 +27,8 @@ NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
+    """moto's Lambda client."""
+    with fake_aws(monkeypatch, REGION):
         yield boto3.client("lambda", region_name=REGION)
 
 

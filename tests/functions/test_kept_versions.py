@@ -145,51 +145,86 @@ def fresh_containers() -> Iterator[None]:
     versions.remember_own_arn(None)
 
 
+class Stack:
+    """A deployment in one process: its versions' runtimes on the test's database, the
+    Lambda service double between them, and helpers to start runs and call handlers."""
+
+    def __init__(self, handlers: Handlers, store: Store, clock: ManualClock, db_url: str) -> None:
+        self.handlers, self.store, self.clock, self.db_url = handlers, store, clock, db_url
+        self.service = LambdaService(handlers)
+
+    def version(self, *code: WorkflowDefinition, hands_on: bool = True) -> Runtime:
+        """The runtime of one deployed version: its code, and (`hands_on`) the invoker
+        through which it hands work to kept versions."""
+        settings = Settings(database_url=self.db_url, mail_sender="noreply@example.com")
+        runtime = build_inprocess_runtime(
+            self.store, self.clock, settings, registry=registry_of(*code)
+        )
+        if hands_on:
+            runtime.invoker = LambdaInvoker(self.service)
+        return runtime
+
+    def call(self, runtime: Runtime, function: str, event: Any, arn: str) -> Any:
+        """Invoke `function`'s handler in a container of version `arn` on `runtime`."""
+        set_runtime(runtime)
+        try:
+            return self.handlers[function](event, context(arn))
+        finally:
+            set_runtime(None)
+
+    def start_on_v3(self, definition: WorkflowDefinition, event_type: str) -> str:
+        """A run started on v3's code, which both functions' v3 registered."""
+        now = self.clock.now()
+        started = trigger(
+            self.store, registry_of(definition), event_type, {"id": "r1"}, now, tenant=TENANT
+        )
+        register_hosts(self.store, [definition], RESUME_RUN, RESUME_V3, now)
+        register_hosts(self.store, [definition], STEP_DISPATCHER, DISPATCHER_V3, now)
+        return started.started[0].run_id
+
+    def last_event(self, run_id: str) -> Any:
+        return self.store.streams.load(TENANT, run_id)[-1]
+
+    def registered(self) -> set[str]:
+        return {r.function_arn for r in self.store.hosts.all()}
+
+
 @pytest.fixture
-def lambda_service(handlers: Handlers) -> LambdaService:
-    return LambdaService(handlers)
-
-
-def deployed(
-    store: Store,
-    clock: ManualClock,
-    db_url: str,
-    code: WorkflowRegistry,
-    service: LambdaService | None = None,
-) -> Runtime:
-    """The runtime of one deployed version (its code), handing work on through `service`."""
-    settings = Settings(database_url=db_url, mail_sender="noreply@example.com")
-    runtime = build_inprocess_runtime(store, clock, settings, registry=code)
-    if service is not None:
-        runtime.invoker = LambdaInvoker(service)
-    return runtime
-
-
-def last_event(store: Store, run_id: str) -> Any:
-    return store.streams.load(TENANT, run_id)[-1]
+def stack(handlers: Handlers, store: Store, clock: ManualClock, db_url: str) -> Stack:
+    return Stack(handlers, store, clock, db_url)
 
 
 def sqs_batch(*requests: ResumeRequest) -> dict[str, Any]:
     return InMemoryResumeQueue.sqs_event(requests)
 
 
+def assert_failed_loud(stack: Stack, run_id: str) -> str:
+    """The run failed with workflow_definition_changed; its error text."""
+    failed = stack.last_event(run_id)
+    assert (failed.type, failed.payload["reason"]) == (
+        "workflow.run-failed",
+        "workflow_definition_changed",
+    )
+    return str(failed.payload["error"])
+
+
 # --- registration ------------------------------------------------------------------------
 
 
 def test_a_container_registers_its_definitions_under_its_qualified_version_once(
-    handlers: Handlers, store: Store, clock: ManualClock, db_url: str
+    stack: Stack,
 ) -> None:
-    code = registry_of(trial("kept", "old"), charging("kept", old_charge))
-    set_runtime(deployed(store, clock, db_url, code))
+    v3 = stack.version(trial("kept", "old"), charging("kept", old_charge), hands_on=False)
+    set_runtime(v3)
     try:
-        for _ in range(2):
+        for _ in range(2):  # invoked through the alias: its version is in the context
             live_alias = context(f"{FUNCTIONS}-ResumeRun:live", version="3")
-            handlers["ResumeRunFunction"](sqs_batch(), live_alias)
+            stack.handlers["ResumeRunFunction"](sqs_batch(), live_alias)
         assert versions.own_arn() == RESUME_V3  # sent as forwardedFrom when it hands on
-        handlers["StepDispatcherFunction"]({"source": "nudge"}, context(DISPATCHER_V3))
     finally:
         set_runtime(None)
-    rows = {(r.workflow_name, r.function_role, r.function_arn) for r in store.hosts.all()}
+    stack.call(v3, "StepDispatcherFunction", {"source": "nudge"}, DISPATCHER_V3)
+    rows = {(r.workflow_name, r.function_role, r.function_arn) for r in stack.store.hosts.all()}
     assert rows == {
         ("kept-trial", "resume-run", RESUME_V3),
         ("kept-charge", "resume-run", RESUME_V3),
@@ -209,49 +244,26 @@ def test_latest_is_not_a_published_version_and_registers_nothing(
 
 
 # --- ResumeRun hands a run to its kept version ----------------------------------------------
+# v3 ran the old code; v4 (live) put a step before the wait the run stands at.
 
-
-def start_trial_on_v3(store: Store, clock: ManualClock, db_url: str) -> str:
-    """A run started on v3's code, which registered it; v4 (live) moved a step."""
-    old = registry_of(trial("kept", "old"))
-    result = trigger(store, old, "kept.trial", {"id": "t1"}, clock.now(), tenant=TENANT)
-    register_hosts(store, old, RESUME_RUN, RESUME_V3, clock.now())
-    return result.started[0].run_id
+OLD_TRIAL, NEW_TRIAL = trial("kept", "old"), trial("moved", "new")
 
 
 def test_resume_run_hands_a_run_whose_definition_it_lacks_to_the_version_that_has_it(
-    handlers: Handlers,
-    store: Store,
-    clock: ManualClock,
-    db_url: str,
-    lambda_service: LambdaService,
-    emitted: Any,
+    stack: Stack, emitted: Any
 ) -> None:
-    run_id = start_trial_on_v3(store, clock, db_url)
-    lambda_service.publish(
-        RESUME_V3,
-        "ResumeRunFunction",
-        deployed(store, clock, db_url, registry_of(trial("kept", "old"))),
-    )
-    live = deployed(store, clock, db_url, registry_of(trial("moved", "new")), lambda_service)
-    clock.advance(timedelta(days=1, seconds=1))
-    set_runtime(live)
-    try:
-        answer = handlers["ResumeRunFunction"](
-            sqs_batch(ResumeRequest(TENANT, run_id, 0)), context(RESUME_V4)
-        )
-    finally:
-        set_runtime(None)
+    run_id = stack.start_on_v3(OLD_TRIAL, "kept.trial")
+    stack.service.publish(RESUME_V3, "ResumeRunFunction", stack.version(OLD_TRIAL))
+    stack.clock.advance(timedelta(days=1, seconds=1))
+    batch = sqs_batch(ResumeRequest(TENANT, run_id, 0))
+    answer = stack.call(stack.version(NEW_TRIAL), "ResumeRunFunction", batch, RESUME_V4)
     assert answer == {"batchItemFailures": []}
-    [(host, payload)] = lambda_service.calls
-    assert host == RESUME_V3
-    assert payload == {
-        "tenantId": TENANT,
-        "runId": run_id,
-        "stepIndex": 0,
-        "forwardedFrom": RESUME_V4,
-    }
-    completed = last_event(store, run_id)
+    [(host, payload)] = stack.service.calls
+    assert (host, payload) == (
+        RESUME_V3,
+        {"tenantId": TENANT, "runId": run_id, "stepIndex": 0, "forwardedFrom": RESUME_V4},
+    )
+    completed = stack.last_event(run_id)
     assert (completed.type, completed.payload["result"]) == (
         "workflow.run-completed",
         {"code": "old"},
@@ -259,145 +271,89 @@ def test_resume_run_hands_a_run_whose_definition_it_lacks_to_the_version_that_ha
     assert emitted().metric("ResumesOnKeptVersions") == 1
 
 
-def test_a_direct_invoke_is_answered_by_the_kept_version(
-    handlers: Handlers, store: Store, clock: ManualClock, db_url: str, lambda_service: LambdaService
-) -> None:
-    run_id = start_trial_on_v3(store, clock, db_url)
-    lambda_service.publish(
-        RESUME_V3,
-        "ResumeRunFunction",
-        deployed(store, clock, db_url, registry_of(trial("kept", "old"))),
-    )
-    set_runtime(deployed(store, clock, db_url, registry_of(trial("moved", "new")), lambda_service))
-    try:
-        request = {"tenantId": TENANT, "runId": run_id, "stepIndex": 0}
-        early = handlers["ResumeRunFunction"](request, context(RESUME_V4))
-        forced = handlers["ResumeRunFunction"](request | {"force": True}, context(RESUME_V4))
-    finally:
-        set_runtime(None)
+def test_a_direct_invoke_is_answered_by_the_kept_version(stack: Stack) -> None:
+    run_id = stack.start_on_v3(OLD_TRIAL, "kept.trial")
+    stack.service.publish(RESUME_V3, "ResumeRunFunction", stack.version(OLD_TRIAL))
+    live = stack.version(NEW_TRIAL)
+    request = {"tenantId": TENANT, "runId": run_id, "stepIndex": 0}
+    early = stack.call(live, "ResumeRunFunction", request, RESUME_V4)
+    forced = stack.call(live, "ResumeRunFunction", request | {"force": True}, RESUME_V4)
     # Whether it is due is decided here; the pass runs on the kept version.
     assert (early["outcome"], early["dueInSeconds"], "keptOn" in early) == ("not-due", 86400, False)
     assert (forced["outcome"], forced["keptOn"]) == ("completed", RESUME_V3)
-    assert [(host, call.get("force")) for host, call in lambda_service.calls] == [(RESUME_V3, True)]
+    assert [(host, call.get("force")) for host, call in stack.service.calls] == [(RESUME_V3, True)]
 
 
-def test_a_request_handed_on_is_never_handed_on_again(
-    handlers: Handlers, store: Store, clock: ManualClock, db_url: str, lambda_service: LambdaService
-) -> None:
+def test_a_request_handed_on_is_never_handed_on_again(stack: Stack) -> None:
     """The loop guard: a version handed a run it has no definition for (a stale
     registration) fails it loud instead of handing it anywhere."""
-    run_id = start_trial_on_v3(store, clock, db_url)
-    set_runtime(deployed(store, clock, db_url, registry_of(trial("moved", "new")), lambda_service))
-    clock.advance(timedelta(days=1, seconds=1))
-    try:
-        handed = {"tenantId": TENANT, "runId": run_id, "stepIndex": 0, "forwardedFrom": RESUME_V4}
-        answer = handlers["ResumeRunFunction"](handed, context(RESUME_V3))
-    finally:
-        set_runtime(None)
-    assert lambda_service.calls == []
+    run_id = stack.start_on_v3(OLD_TRIAL, "kept.trial")
+    stack.clock.advance(timedelta(days=1, seconds=1))
+    handed = {"tenantId": TENANT, "runId": run_id, "stepIndex": 0, "forwardedFrom": RESUME_V4}
+    answer = stack.call(stack.version(NEW_TRIAL), "ResumeRunFunction", handed, RESUME_V3)
+    assert stack.service.calls == []
     assert (answer["outcome"], answer["reason"]) == ("failed", "workflow_definition_changed")
-    failed = last_event(store, run_id).payload
-    assert failed["error"].endswith(f"It was handed here by {RESUME_V4} as its kept version.")
+    error = assert_failed_loud(stack, run_id)
+    assert error.endswith(f"It was handed here by {RESUME_V4} as its kept version.")
 
 
-def test_a_kept_version_that_is_gone_fails_the_run_loud_and_is_forgotten(
-    handlers: Handlers, store: Store, clock: ManualClock, db_url: str, lambda_service: LambdaService
-) -> None:
-    run_id = start_trial_on_v3(store, clock, db_url)  # v3 registered, but deleted since
-    set_runtime(deployed(store, clock, db_url, registry_of(trial("moved", "new")), lambda_service))
-    clock.advance(timedelta(days=1, seconds=1))
-    try:
-        answer = handlers["ResumeRunFunction"](
-            sqs_batch(ResumeRequest(TENANT, run_id, 0)), context(RESUME_V4)
-        )
-    finally:
-        set_runtime(None)
+def test_a_kept_version_that_is_gone_fails_the_run_loud_and_is_forgotten(stack: Stack) -> None:
+    run_id = stack.start_on_v3(OLD_TRIAL, "kept.trial")  # registered, but deleted since
+    stack.clock.advance(timedelta(days=1, seconds=1))
+    batch = sqs_batch(ResumeRequest(TENANT, run_id, 0))
+    answer = stack.call(stack.version(NEW_TRIAL), "ResumeRunFunction", batch, RESUME_V4)
     assert answer == {"batchItemFailures": []}
-    failed = last_event(store, run_id)
-    assert (failed.type, failed.payload["reason"]) == (
-        "workflow.run-failed",
-        "workflow_definition_changed",
-    )
-    assert failed.payload["error"].endswith(f"; its kept version {RESUME_V3} is gone.")
-    assert RESUME_V3 not in {r.function_arn for r in store.hosts.all()}  # forgotten
+    error = assert_failed_loud(stack, run_id)
+    assert error.endswith(f"; its kept version {RESUME_V3} is gone.")
+    assert RESUME_V3 not in stack.registered()
 
 
-def test_an_older_kept_version_serves_when_the_newest_is_gone(
-    handlers: Handlers, store: Store, clock: ManualClock, db_url: str, lambda_service: LambdaService
-) -> None:
-    run_id = start_trial_on_v3(store, clock, db_url)
-    old = registry_of(trial("kept", "old"))
-    clock.advance(timedelta(minutes=1))
-    register_hosts(store, old, RESUME_RUN, f"{FUNCTIONS}-ResumeRun:5", clock.now())  # deleted
-    lambda_service.publish(RESUME_V3, "ResumeRunFunction", deployed(store, clock, db_url, old))
-    set_runtime(deployed(store, clock, db_url, registry_of(trial("moved", "new")), lambda_service))
-    clock.advance(timedelta(days=1))
-    try:
-        handlers["ResumeRunFunction"](
-            sqs_batch(ResumeRequest(TENANT, run_id, 0)), context(RESUME_V4)
-        )
-    finally:
-        set_runtime(None)
-    assert [host for host, _ in lambda_service.calls] == [f"{FUNCTIONS}-ResumeRun:5", RESUME_V3]
-    assert last_event(store, run_id).payload["result"] == {"code": "old"}
+def test_an_older_kept_version_serves_when_the_newest_is_gone(stack: Stack) -> None:
+    run_id = stack.start_on_v3(OLD_TRIAL, "kept.trial")
+    stack.clock.advance(timedelta(minutes=1))
+    v5 = f"{FUNCTIONS}-ResumeRun:5"  # registered later, deleted since
+    register_hosts(stack.store, [OLD_TRIAL], RESUME_RUN, v5, stack.clock.now())
+    stack.service.publish(RESUME_V3, "ResumeRunFunction", stack.version(OLD_TRIAL))
+    stack.clock.advance(timedelta(days=1))
+    batch = sqs_batch(ResumeRequest(TENANT, run_id, 0))
+    stack.call(stack.version(NEW_TRIAL), "ResumeRunFunction", batch, RESUME_V4)
+    assert [host for host, _ in stack.service.calls] == [v5, RESUME_V3]
+    assert stack.last_event(run_id).payload["result"] == {"code": "old"}
 
 
 def test_a_kept_version_that_does_not_answer_fails_the_batch_item_for_a_retry(
-    handlers: Handlers, store: Store, clock: ManualClock, db_url: str, lambda_service: LambdaService
+    stack: Stack,
 ) -> None:
-    run_id = start_trial_on_v3(store, clock, db_url)
+    run_id = stack.start_on_v3(OLD_TRIAL, "kept.trial")
+    broken = stack.version(OLD_TRIAL)
 
-    def broken() -> Store:
+    def no_database() -> Store:
         raise ConnectionError("the kept version's database connection failed")
 
-    lambda_service.publish(
-        RESUME_V3, "ResumeRunFunction", deployed(broken, clock, db_url, WorkflowRegistry())
-    )  # type: ignore[arg-type]
-    set_runtime(deployed(store, clock, db_url, registry_of(trial("moved", "new")), lambda_service))
-    clock.advance(timedelta(days=1, seconds=1))
-    try:
-        batch = sqs_batch(ResumeRequest(TENANT, run_id, 0))
-        answer = handlers["ResumeRunFunction"](batch, context(RESUME_V4))
-    finally:
-        set_runtime(None)
+    broken.store = no_database
+    stack.service.publish(RESUME_V3, "ResumeRunFunction", broken)
+    stack.clock.advance(timedelta(days=1, seconds=1))
+    batch = sqs_batch(ResumeRequest(TENANT, run_id, 0))
+    answer = stack.call(stack.version(NEW_TRIAL), "ResumeRunFunction", batch, RESUME_V4)
     assert answer == {"batchItemFailures": [{"itemIdentifier": batch["Records"][0]["messageId"]}]}
-    assert last_event(store, run_id).type == "workflow.step.waiting"  # untouched: retried
+    assert stack.last_event(run_id).type == "workflow.step.waiting"  # untouched: retried
 
 
 # --- StepDispatcher hands a task to its kept version ------------------------------------------
 
-
-def start_charge_on_v3(store: Store, clock: ManualClock) -> str:
-    old = registry_of(charging("kept", old_charge))
-    result = trigger(store, old, "kept.charge", {"id": "c1"}, clock.now(), tenant=TENANT)
-    register_hosts(store, old, RESUME_RUN, RESUME_V3, clock.now())
-    register_hosts(store, old, STEP_DISPATCHER, DISPATCHER_V3, clock.now())
-    return result.started[0].run_id
+OLD_CHARGE, NEW_CHARGE = charging("kept", old_charge), charging("moved", new_charge)
+NUDGE = {"source": "nudge"}
 
 
 def test_step_dispatcher_hands_a_task_to_the_version_that_has_its_code(
-    handlers: Handlers,
-    store: Store,
-    clock: ManualClock,
-    db_url: str,
-    lambda_service: LambdaService,
-    emitted: Any,
+    stack: Stack, emitted: Any
 ) -> None:
-    run_id = start_charge_on_v3(store, clock)
-    old = registry_of(charging("kept", old_charge))
-    lambda_service.publish(
-        DISPATCHER_V3, "StepDispatcherFunction", deployed(store, clock, db_url, old)
-    )
-    live = deployed(
-        store, clock, db_url, registry_of(charging("moved", new_charge)), lambda_service
-    )
-    set_runtime(live)
-    try:
-        answer = handlers["StepDispatcherFunction"]({"source": "nudge"}, context(DISPATCHER_V4))
-    finally:
-        set_runtime(None)
+    run_id = stack.start_on_v3(OLD_CHARGE, "kept.charge")
+    stack.service.publish(DISPATCHER_V3, "StepDispatcherFunction", stack.version(OLD_CHARGE))
+    live = stack.version(NEW_CHARGE)
+    answer = stack.call(live, "StepDispatcherFunction", NUDGE, DISPATCHER_V4)
     assert answer["tasks"]["completed"] == 1 and answer["resumed"] == 1
-    [(host, payload)] = lambda_service.calls
+    [(host, payload)] = stack.service.calls
     handed = payload["forwardedTask"]
     assert (host, handed["tenantId"], handed["attempt"], handed["lostAttempt"]) == (
         DISPATCHER_V3,
@@ -405,9 +361,8 @@ def test_step_dispatcher_hands_a_task_to_the_version_that_has_its_code(
         1,
         False,
     )
-    completed = [
-        e for e in store.streams.load(TENANT, run_id) if e.type == "workflow.task.completed"
-    ]
+    events = stack.store.streams.load(TENANT, run_id)
+    completed = [e for e in events if e.type == "workflow.task.completed"]
     assert completed[0].payload["result"] == {"by": "old code"}
     queue = live.resume_queue
     assert isinstance(queue, InMemoryResumeQueue)
@@ -415,47 +370,29 @@ def test_step_dispatcher_hands_a_task_to_the_version_that_has_its_code(
     assert emitted().metric("TasksOnKeptVersions") == 1
 
 
-def test_a_task_handed_on_after_its_lease_ended_is_not_run(
-    handlers: Handlers, store: Store, clock: ManualClock, db_url: str
-) -> None:
-    run_id = start_charge_on_v3(store, clock)
-    with store.transaction():
-        task = store.tasks.claim(clock.now(), 60_000, 10_000, 5.0)
+def test_a_task_handed_on_after_its_lease_ended_is_not_run(stack: Stack) -> None:
+    run_id = stack.start_on_v3(OLD_CHARGE, "kept.charge")
+    with stack.store.transaction():
+        task = stack.store.tasks.claim(stack.clock.now(), 60_000, 10_000, 5.0)
     assert task is not None and task.run_id == run_id
-    set_runtime(deployed(store, clock, db_url, registry_of(charging("kept", old_charge))))
-    clock.advance(timedelta(minutes=5))  # the caller's lease ended meanwhile
-    try:
-        answer = handlers["StepDispatcherFunction"](
-            versions.forwarded_task_payload(task, DISPATCHER_V4), context(DISPATCHER_V3)
-        )
-    finally:
-        set_runtime(None)
+    stack.clock.advance(timedelta(minutes=5))  # the caller's lease ended meanwhile
+    handed = versions.forwarded_task_payload(task, DISPATCHER_V4)
+    answer = stack.call(stack.version(OLD_CHARGE), "StepDispatcherFunction", handed, DISPATCHER_V3)
     assert answer == {"task": None}
-    types = [e.type for e in store.streams.load(TENANT, run_id)]
+    types = [e.type for e in stack.store.streams.load(TENANT, run_id)]
     assert types[-1] == "workflow.task.scheduled"  # nothing ran, nothing was recorded
 
 
-def test_a_task_whose_kept_version_is_gone_fails_its_run_loud(
-    handlers: Handlers, store: Store, clock: ManualClock, db_url: str, lambda_service: LambdaService
-) -> None:
-    run_id = start_charge_on_v3(store, clock)  # registered, but nothing is published
-    set_runtime(
-        deployed(store, clock, db_url, registry_of(charging("moved", new_charge)), lambda_service)
-    )
-    try:
-        answer = handlers["StepDispatcherFunction"]({"source": "nudge"}, context(DISPATCHER_V4))
-    finally:
-        set_runtime(None)
+def test_a_task_whose_kept_version_is_gone_fails_its_run_loud(stack: Stack) -> None:
+    run_id = stack.start_on_v3(OLD_CHARGE, "kept.charge")  # registered, nothing published
+    answer = stack.call(stack.version(NEW_CHARGE), "StepDispatcherFunction", NUDGE, DISPATCHER_V4)
     assert answer["tasks"]["failed"] == 1
-    failed = last_event(store, run_id)
-    assert (failed.type, failed.payload["reason"]) == (
-        "workflow.run-failed",
-        "workflow_definition_changed",
-    )
-    assert f"its kept version {DISPATCHER_V3} is gone" in failed.payload["error"]
-    [task] = store.tasks.find("failed", clock.now() - timedelta(days=1), clock.now(), TENANT)
+    error = assert_failed_loud(stack, run_id)
+    assert f"its kept version {DISPATCHER_V3} is gone" in error
+    now = stack.clock.now()
+    [task] = stack.store.tasks.find("failed", now - timedelta(days=1), now, TENANT)
     assert task.last_error == "workflow_definition_changed"
-    assert DISPATCHER_V3 not in {r.function_arn for r in store.hosts.all()}  # forgotten
+    assert DISPATCHER_V3 not in stack.registered()
 
 
 # --- the boto3 request ----------------------------------------------------------------------

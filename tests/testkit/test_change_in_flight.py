@@ -260,18 +260,19 @@ def test_a_changed_trigger_fails_the_waiting_run_loud_once_its_code_is_gone(
 # --- pinning="exact" ------------------------------------------------------------------------------
 
 
+def pinned(subject: str) -> WorkflowDefinition:
+    return flow(
+        lambda s: [
+            s.wait(for_="P1D"),
+            s.mail_send(to="ada@example.com", subject=subject, body="-"),
+        ],
+        pinning="exact",
+    )
+
+
 def test_an_exactly_pinned_workflow_fails_its_runs_on_a_copy_edit_once_its_code_is_gone(
     make_env: MakeEnv,
 ) -> None:
-    def pinned(subject: str) -> WorkflowDefinition:
-        return flow(
-            lambda s: [
-                s.wait(for_="P1D"),
-                s.mail_send(to="ada@example.com", subject=subject, body="-"),
-            ],
-            pinning="exact",
-        )
-
     env = start(make_env, pinned("Trial ends"))
     [failing] = env.redeploy(workflows=[pinned("Your trial ends")], keep_previous=False)
     assert "pinned exactly" in failing.verdict
@@ -354,15 +355,6 @@ def test_code_kept_over_several_deploys_serves_the_runs_of_each(make_env: MakeEn
 def test_an_exactly_pinned_run_stays_on_its_very_definition_while_it_is_kept(
     make_env: MakeEnv,
 ) -> None:
-    def pinned(subject: str) -> WorkflowDefinition:
-        return flow(
-            lambda s: [
-                s.wait(for_="P1D"),
-                s.mail_send(to="ada@example.com", subject=subject, body="-"),
-            ],
-            pinning="exact",
-        )
-
     env = start(make_env, pinned("Trial ends"))
     assert env.redeploy(workflows=[pinned("Your trial ends")]) == []
     env.advance("P1D")

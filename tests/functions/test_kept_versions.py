@@ -339,6 +339,18 @@ def test_a_kept_version_that_does_not_answer_fails_the_batch_item_for_a_retry(
     assert stack.last_event(run_id).type == "workflow.step.waiting"  # untouched: retried
 
 
+def test_a_runtime_that_cannot_hand_work_on_does_not_leave_the_run_waiting(
+    stack: Stack,
+) -> None:
+    """Without a way to invoke the kept version (no invoker), its registration is no use:
+    the run fails loud instead of being answered on-kept-version and left waiting."""
+    run_id = stack.start_on_v3(OLD_TRIAL, "kept.trial")
+    stack.clock.advance(timedelta(days=1, seconds=1))
+    batch = sqs_batch(ResumeRequest(TENANT, run_id, 0))
+    stack.call(stack.version(NEW_TRIAL, hands_on=False), "ResumeRunFunction", batch, RESUME_V4)
+    assert_failed_loud(stack, run_id)
+
+
 # --- StepDispatcher hands a task to its kept version ------------------------------------------
 
 OLD_CHARGE, NEW_CHARGE = charging("kept", old_charge), charging("moved", new_charge)

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from .. import heap, redaction
 from ..callback_tokens import callback_links
 from ..definition import DomainEvent, WorkflowRegistry, load_workflow_modules
-from ..definition.hosts import REGISTERED_HOSTS, Role, register_hosts
+from ..definition.hosts import REGISTERED_HOSTS, DefinitionHosts, Role, register_hosts
 from ..engine.passes import RunOutcome
 from ..engine.purge import PurgeResult
 from ..engine.resume import ResumeRequestItem, ResumeResult
@@ -110,7 +110,7 @@ def task_ports() -> TaskPorts:
         http=rt.http,
         guard=rt.webhook_guard or WebhookGuard(cfg.webhook_allow_hosts),
         mail_sender=cfg.mail_sender,
-        hosts=rt.definition_hosts or REGISTERED_HOSTS,
+        hosts=kept_hosts(),
         forwarder=forwarder(),
     )
 
@@ -120,6 +120,16 @@ def forwarder() -> versions.KeptVersionForwarder | None:
     (None: the runtime cannot invoke other versions, e.g. locally)."""
     invoker = runtime().invoker
     return versions.KeptVersionForwarder(invoker) if invoker is not None else None
+
+
+def kept_hosts() -> DefinitionHosts | None:
+    """Where kept code is found: the runtime's own (the local archive), else the function
+    versions registered in the database — only when this runtime can hand work to them
+    (else a run that needs them would be answered and left waiting: it fails loud)."""
+    rt = runtime()
+    if rt.definition_hosts is not None:
+        return rt.definition_hosts
+    return REGISTERED_HOSTS if rt.invoker is not None else None
 
 
 def run_task_handed_here(
@@ -372,7 +382,7 @@ def resume_batch(
             registry(),
             hold,
             requeue_early=not direct,
-            hosts=rt.definition_hosts or REGISTERED_HOSTS,
+            hosts=kept_hosts(),
             forwarder=forwarder(),
         )
     )

@@ -1,4 +1,4 @@
--- Which function version has which definition's code (workflow_definition_hosts, 0013).
+-- Which function version has which definition's code (workflow_definition_hosts, 0014).
 
 -- name: register_hosts
 -- A function version has these definitions (a JSON array of {workflow_name, fingerprint});

@@ -1,0 +1,3 @@
+-- migrate: reserved
+-- Number 13 belongs to 0013_pending_match_after (branch runs-migrate, issue 32 item 3),
+-- which lands before 0014_definition_hosts; that file replaces this one when they meet.

@@ -4,9 +4,6 @@ version that has an unsettled run's definition stay. Against moto's Lambda."""
 
 from __future__ import annotations
 
-import io
-import json
-import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,7 +16,7 @@ from workflow_runner.definition import WorkflowDefinition, WorkflowRegistry
 from workflow_runner.definition.hosts import RESUME_RUN, STEP_DISPATCHER, register_hosts
 from workflow_runner.store import Store
 
-from tests.support import fake_aws, trigger
+from tests.support import fake_aws, moto_function, trigger
 
 REGION = "eu-central-1"
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -30,31 +27,6 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """moto's Lambda client."""
     with fake_aws(monkeypatch, REGION):
         yield boto3.client("lambda", region_name=REGION)
-
-
-def function(client: Any, name: str, versions: int) -> str:
-    """A function with `versions` published versions; its unqualified ARN."""
-    iam = boto3.client("iam", region_name=REGION)
-    try:
-        role = iam.get_role(RoleName="wfr")["Role"]["Arn"]
-    except iam.exceptions.NoSuchEntityException:
-        trust = {"Version": "2012-10-17", "Statement": []}
-        role = iam.create_role(RoleName="wfr", AssumeRolePolicyDocument=json.dumps(trust))
-        role = role["Role"]["Arn"]
-    code = io.BytesIO()
-    with zipfile.ZipFile(code, "w") as archive:
-        archive.writestr("app.py", "def handler(event, context):\n    return event\n")
-    arn = client.create_function(
-        FunctionName=name,
-        Runtime="python3.13",
-        Role=role,
-        Handler="app.handler",
-        Code={"ZipFile": code.getvalue()},
-    )["FunctionArn"]
-    for n in range(versions):
-        client.update_function_configuration(FunctionName=name, Description=f"deploy {n + 1}")
-        client.publish_version(FunctionName=name)
-    return str(arn)
 
 
 def flow(subject: str) -> WorkflowDefinition:
@@ -80,8 +52,8 @@ def stack(aws: Any, store: Store) -> dict[str, str]:
     """ResumeRun versions 1-5, live on 4: v2 and v3 had the definition a waiting run
     started on (v3 newest), v4 has the current one, v5 is being deployed; v1 registered
     nothing (before kept code). StepDispatcher 1-2, live on 2, both with the old one."""
-    resume = function(aws, "wfr-ResumeRun", 5)
-    dispatcher = function(aws, "wfr-StepDispatcher", 2)
+    resume = moto_function(aws, "wfr-ResumeRun", 5)
+    dispatcher = moto_function(aws, "wfr-StepDispatcher", 2)
     aws.create_alias(FunctionName="wfr-ResumeRun", Name="live", FunctionVersion="4")
     aws.create_alias(FunctionName="wfr-StepDispatcher", Name="live", FunctionVersion="2")
     old, new = flow("Old"), flow("New")

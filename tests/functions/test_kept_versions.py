@@ -3,10 +3,12 @@ definitions their code has under their qualified ARN at a container's start, and
 run whose definition the live code lacks to the version that has it — its passes
 (ResumeRun) and its tasks (StepDispatcher) — or fail it loud when that version is gone.
 
-moto's Lambda cannot run a function without Docker, so "the other version" here is an
-in-process double of the Lambda service: invoking a version's ARN runs the real handler
-on a runtime whose registry is that version's code. The boto3 request itself is checked
-with botocore's Stubber.
+Most tests put an in-process double of the Lambda service between the versions:
+invoking a version's ARN runs the real handler on a runtime whose registry is that
+version's code. The last ones deploy onto moto's Lambda instead (published versions, the
+`live` alias, real boto3 invokes by qualified ARN, deleted versions, pruning); moto
+cannot run a function without Docker, so only the code a version runs is in-process
+there. The boto3 request itself is checked with botocore's Stubber.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import io
 import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import boto3
 import pytest
@@ -40,7 +42,7 @@ from workflow_runner.settings import Settings
 from workflow_runner.store import Store
 
 from tests.functions.helpers import TENANT
-from tests.support import trigger
+from tests.support import fake_aws, moto_function, moto_publish, trigger
 
 Handlers = dict[str, Handler]
 FUNCTIONS = "arn:aws:lambda:eu-central-1:123456789012:function:wfr"
@@ -489,3 +491,154 @@ def test_the_aws_runtime_hands_work_on_without_client_retries(
     config = invoker._client.meta.config
     assert config.retries["total_max_attempts"] == 1
     assert config.read_timeout == versions.FORWARD_READ_TIMEOUT_S
+
+
+# --- on moto's Lambda: deploys publish versions, work is handed over, prune ------------------
+
+
+class MotoStack:
+    """Deploys onto moto's Lambda: each publishes a version of ResumeRun and
+    StepDispatcher and moves their `live` alias to it, as AutoPublishAlias does. moto
+    resolves every invoke of a qualified ARN (ResourceNotFoundException once the version
+    is deleted); what a version then runs is its handler on the runtime deployed as it,
+    in this process (moto would need Docker to run the code itself)."""
+
+    FUNCTIONS: ClassVar[dict[str, str]] = {
+        "ResumeRunFunction": "wfr-ResumeRun",
+        "StepDispatcherFunction": "wfr-StepDispatcher",
+    }
+
+    def __init__(self, stack: Stack, client: Any) -> None:
+        self.stack, self.client = stack, client
+        self.deployed: dict[str, tuple[str, Runtime]] = {}
+        self.invoked: list[str] = []
+        for name in self.FUNCTIONS.values():
+            moto_function(client, name)
+
+    def deploy(self, *code: WorkflowDefinition) -> dict[str, tuple[str, Runtime]]:
+        """Publish a version of both functions with `code`, move `live` to it, and start a
+        container of each (which registers its definitions); function -> (ARN, runtime)."""
+        live = {}
+        for function, name in self.FUNCTIONS.items():
+            version = moto_publish(self.client, name)
+            if version == "1":
+                self.client.create_alias(FunctionName=name, Name="live", FunctionVersion="1")
+            else:
+                self.client.update_alias(FunctionName=name, Name="live", FunctionVersion=version)
+            runtime = self.stack.version(*code, hands_on=False)
+            runtime.invoker = LambdaInvoker(self.client)
+            arn = f"{FUNCTIONS}-{name.split('-')[1]}:{version}"
+            self.deployed[arn] = (function, runtime)
+            live[function] = (arn, runtime)
+            lambda_support._hosting.clear()  # new containers of the new version
+            started = NUDGE if function == "StepDispatcherFunction" else sqs_batch()
+            self.call(function, live, started)
+        return live
+
+    def start(self, definition: WorkflowDefinition, event_type: str, key: str) -> str:
+        """Start a run of `definition` (the live code's when it starts); its id."""
+        now = self.stack.clock.now()
+        started = trigger(
+            self.stack.store, registry_of(definition), event_type, {"id": key}, now, TENANT
+        )
+        return started.started[0].run_id
+
+    def call(self, function: str, on: dict[str, tuple[str, Runtime]], event: Any) -> Any:
+        """Invoke `function` through its live alias, served by the version `on` names."""
+        arn, runtime = on[function]
+        version = arn.rsplit(":", 1)[1]
+        set_runtime(runtime)
+        try:
+            alias = f"{arn.rsplit(':', 1)[0]}:live"
+            return self.stack.handlers[function](event, context(alias, version=version))
+        finally:
+            set_runtime(None)
+
+    def run_version(self, fn: Any, event: Any = None) -> tuple[str, bool, str]:
+        """moto's LambdaFunction._invoke_lambda: run the version's handler in process."""
+        self.invoked.append(fn.function_arn)
+        function, runtime = self.deployed[fn.function_arn]
+        payload = json.loads(event) if isinstance(event, str) else event
+        previous = installed_runtime()
+        set_runtime(runtime)
+        try:
+            answer = self.stack.handlers[function](payload, context(fn.function_arn))
+        except Exception as error:
+            return json.dumps({"errorType": type(error).__name__}), True, ""
+        finally:
+            set_runtime(previous)
+        return json.dumps(answer), False, ""
+
+
+@pytest.fixture
+def moto(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoStack]:
+    from moto.awslambda.models import LambdaFunction
+
+    with fake_aws(monkeypatch, "eu-central-1"):
+        deployments = MotoStack(stack, boto3.client("lambda", region_name="eu-central-1"))
+
+        def invoke_lambda(fn: Any, event: Any = None) -> tuple[str, bool, str]:
+            return deployments.run_version(fn, event)
+
+        monkeypatch.setattr(LambdaFunction, "_invoke_lambda", invoke_lambda)
+        yield deployments
+
+
+def test_on_moto_a_structural_deploy_hands_waiting_runs_to_the_version_they_started_on(
+    moto: MotoStack, emitted: Any
+) -> None:
+    stack = moto.stack
+    first = moto.deploy(OLD_TRIAL, OLD_CHARGE)
+    trial_run = moto.start(OLD_TRIAL, "kept.trial", "t1")
+    charge_run = moto.start(OLD_CHARGE, "kept.charge", "c1")  # its task not run yet
+    assert stack.registered() == {first[f][0] for f in first}  # both v1 containers registered
+    # Deploy 2 inserts a step before the wait and before the task: the shapes disagree.
+    # Its StepDispatcher's first run claims the charge task and hands it to v1.
+    second = moto.deploy(NEW_TRIAL, NEW_CHARGE)
+    v1_resume, v1_dispatcher = first["ResumeRunFunction"][0], first["StepDispatcherFunction"][0]
+    assert moto.invoked == [v1_dispatcher]  # through moto, by its qualified ARN
+    events = stack.store.streams.load(TENANT, charge_run)
+    [charged] = [e for e in events if e.type == "workflow.task.completed"]
+    assert charged.payload["result"] == {"by": "old code"}
+    assert emitted().metric("TasksOnKeptVersions") == 1
+
+    stack.clock.advance(timedelta(days=1, seconds=1))
+    batch = sqs_batch(ResumeRequest(TENANT, trial_run, 0))
+    assert moto.call("ResumeRunFunction", second, batch) == {"batchItemFailures": []}
+    assert moto.invoked[1:] == [v1_resume]
+    assert stack.last_event(trial_run).payload["result"] == {"code": "old"}
+    assert emitted().metric("ResumesOnKeptVersions") == 1
+
+    # While the charge run is unsettled, pruning keeps both v1s (it still needs a pass).
+    kept = versions.prune_versions(moto.client, stack.store)
+    assert (kept.deleted, sorted(kept.kept), kept.failed) == (
+        [],
+        sorted([v1_resume, v1_dispatcher, *(second[f][0] for f in second)]),
+        {},
+    )
+    queue = second["StepDispatcherFunction"][1].resume_queue
+    assert isinstance(queue, InMemoryResumeQueue)
+    moto.call("ResumeRunFunction", second, sqs_batch(*queue.sent))  # on v1 again
+    assert stack.last_event(charge_run).payload["result"] == {"charge": {"by": "old code"}}
+    # Every run settled: nothing needs v1 any more.
+    pruned = versions.prune_versions(moto.client, stack.store)
+    assert (pruned.deleted, pruned.failed) == ([v1_resume, v1_dispatcher], {})
+    for name in MotoStack.FUNCTIONS.values():
+        found = moto.client.list_versions_by_function(FunctionName=name)["Versions"]
+        assert [v["Version"] for v in found] == ["$LATEST", "2"]
+    assert stack.registered() == {second[f][0] for f in second}
+
+
+def test_on_moto_a_run_whose_kept_version_was_deleted_fails_loud(moto: MotoStack) -> None:
+    stack = moto.stack
+    first = moto.deploy(OLD_TRIAL)
+    run_id = moto.start(OLD_TRIAL, "kept.trial", "t1")
+    second = moto.deploy(NEW_TRIAL)
+    v1 = first["ResumeRunFunction"][0]
+    moto.client.delete_function(FunctionName="wfr-ResumeRun", Qualifier="1")
+    stack.clock.advance(timedelta(days=1, seconds=1))
+    batch = sqs_batch(ResumeRequest(TENANT, run_id, 0))
+    assert moto.call("ResumeRunFunction", second, batch) == {"batchItemFailures": []}
+    assert moto.invoked == []  # moto answered ResourceNotFoundException
+    assert assert_failed_loud(stack, run_id).endswith(f"; its kept version {v1} is gone.")
+    assert v1 not in stack.registered()

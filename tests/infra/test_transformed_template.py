@@ -246,6 +246,40 @@ def test_a_deploy_keeps_the_versions_runs_may_be_handed_to(resources: dict[str, 
         assert live["FunctionVersion"]["Fn::GetAtt"][1] == "Version"
 
 
+def versions_published(resources: dict[str, Any]) -> dict[str, str]:
+    """function -> the logical ID of the version this deploy publishes of it (SAM names
+    it by a hash of what it covers: a new ID is a new version)."""
+    found = {}
+    for name, r in of_type(resources, "AWS::Lambda::Version").items():
+        found[r["Properties"]["FunctionName"]["Ref"]] = name
+    return found
+
+
+def test_a_deploy_of_workflow_code_alone_publishes_a_version_of_every_function(
+    resources: dict[str, Any], transform_edited: Callable[[str, str], Transformed]
+) -> None:
+    """Workflows (and the engine) are layers. Plain AutoPublishAlias hashes only a
+    function's own code, environment and memory into its version: a deploy that changed
+    only a layer would publish nothing, and `live` would go on serving the old code (and
+    no version would be kept for runs of the definitions it replaced)."""
+    before = versions_published(resources)
+    assert set(before) == set(FUNCTIONS)
+    for layer in ("layers/samples", "layers/engine"):
+        edited = transform_edited(f"ContentUri: {layer}\n", f"ContentUri: {layer}-edited\n")
+        after = versions_published(edited["Resources"])
+        assert all(after[f] != before[f] for f in FUNCTIONS), layer
+        for function in FUNCTIONS:  # the alias moves to the new version; the old stays
+            version = edited["Resources"][after[function]]
+            assert version["DeletionPolicy"] == "Retain", function
+            live = edited["Resources"][f"{function}Aliaslive"]["Properties"]
+            assert live["FunctionVersion"] == {"Fn::GetAtt": [after[function], "Version"]}
+    # A deploy that changes nothing the functions run publishes no version.
+    unchanged = transform_edited(
+        "Description: wfr versions prune - delete", "Description: wfr versions prune deletes"
+    )
+    assert versions_published(unchanged["Resources"]) == before
+
+
 def test_the_pruning_policy_deletes_versions_of_the_keepers_only(
     cfn: Transformed, resources: dict[str, Any]
 ) -> None:

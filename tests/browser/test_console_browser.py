@@ -2,12 +2,12 @@
 open the runs list, filter to failed, open a run and see its graph, cancel a waiting
 run; and, as `wfr console --host` serves it, get in with the link it prints (its
 operator token) and act, while a page that rebinds its name to the console is refused.
-Screenshots go to the test's temporary directory (and, with
-WFR_CONSOLE_SCREENSHOTS=DIR, to DIR too: that is how docs/console/ is made)."""
+Screenshots go to the test's temporary directory and, once a test has passed, to
+build/console-screenshots/: the docs site built after it shows those (never stale), and
+`make screenshots` copies them over the committed ones in docs/console/."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
@@ -92,18 +92,22 @@ def console_url(db_url: str, store: Store) -> Iterator[tuple[str, Any]]:
         app.pool.close()
 
 
-def _shots(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path
-    target = os.environ.get("WFR_CONSOLE_SCREENSHOTS")
-    if target:
-        Path(target).mkdir(parents=True, exist_ok=True)
-        for png in tmp_path.glob("*.png"):
-            shutil.copy(png, Path(target) / png.name)
+FRESH_SHOTS = ROOT / "build" / "console-screenshots"
 
 
 @pytest.fixture
-def shots(tmp_path: Path) -> Iterator[Path]:
-    yield from _shots(tmp_path)
+def shots(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def publish(shots: Path) -> None:
+    """Copy a passed test's screenshots (not those in subfolders, looked at only) to
+    build/console-screenshots/: the docs site's build shows them in place of the
+    committed ones in docs/console/ (docs/hooks/outside_files.py), and `make
+    screenshots` commits them there; a test run leaves the tree as it was."""
+    FRESH_SHOTS.mkdir(parents=True, exist_ok=True)
+    for png in shots.glob("*.png"):
+        shutil.copy(png, FRESH_SHOTS / png.name)
 
 
 def test_an_operator_finds_a_failed_run_and_cancels_a_waiting_one(
@@ -183,12 +187,13 @@ def test_an_operator_finds_a_failed_run_and_cancels_a_waiting_one(
         page.screenshot(path=str(shots / "doctor.png"), full_page=True)
         browser.close()
     assert errors == []
+    publish(shots)
 
 
 def test_an_operator_gets_in_with_the_printed_link_and_a_rebinding_page_does_not(
     db_url: str, store: Store, shots: Path
 ) -> None:
-    checks = shots / "token-flow"  # looked at, not for docs/console/
+    checks = shots / "token-flow"  # looked at, not for the site
     checks.mkdir()
     runs = populate(store)
     run_id = runs.ids["order"]
@@ -244,3 +249,4 @@ def test_an_operator_gets_in_with_the_printed_link_and_a_rebinding_page_does_not
             page.screenshot(path=str(checks / "rebinding-refused.png"), full_page=True)
             browser.close()
     assert errors == []
+    publish(shots)

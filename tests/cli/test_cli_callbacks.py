@@ -1,5 +1,5 @@
 """`wfr callbacks complete | list`: complete a wait_for_callback by hand, with the exit
-codes of the README (0 done, 1 refused with the reason, 2 bad usage or input)."""
+codes of docs/operating/cli.md (0 done, 1 refused with the reason, 2 bad usage or input)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """bench.cost: the measurement drives real runs, the arithmetic is what docs/COST.md
-says it is, and the README quotes the figures of the last `make cost`."""
+says it is, and the docs site quotes the figures of the last `make cost`."""
 
 from __future__ import annotations
 
@@ -93,26 +93,26 @@ def results() -> dict[str, Any]:
     return dict(json.loads((ROOT / "bench" / "cost.json").read_text()))
 
 
-def readme_cost_section() -> str:
-    text = (ROOT / "README.md").read_text()
-    return text[text.index("### Cost\n") : text.index("## Configuration\n")]
+def cost_page() -> str:
+    """The site's cost page (docs/operating/cost.md), which the README links to."""
+    return (ROOT / "docs" / "operating" / "cost.md").read_text()
 
 
 def quoted(label: str) -> tuple[float, float]:
-    """The (variable, fixed) dollars of a README cost table row starting with `label`."""
-    for line in readme_cost_section().splitlines():
+    """The (variable, fixed) dollars of a cost page table row starting with `label`."""
+    for line in cost_page().splitlines():
         if line.startswith(f"| {label}"):
             cells = [c.strip() for c in line.strip("|").split("|")]
             numbers = [float(re.sub(r"[^0-9.]", "", c)) for c in cells[1:3]]
             return numbers[0], numbers[1]
-    raise AssertionError(f"no README cost row {label!r}")
+    raise AssertionError(f"no cost page row {label!r}")
 
 
 def close(quote: float, value: float) -> bool:
     return abs(quote - value) <= max(1.0, 0.05 * value)
 
 
-def test_the_readme_quotes_the_measured_figures(results: dict[str, Any]) -> None:
+def test_the_cost_page_quotes_the_measured_figures(results: dict[str, Any]) -> None:
     rows = {
         "workflow-runner as shipped": (
             results["variable_per_million_total"],
@@ -136,7 +136,7 @@ def test_the_readme_quotes_the_measured_figures(results: dict[str, Any]) -> None
     for label, (variable, fixed) in rows.items():
         got = quoted(label)
         assert close(got[0], variable) and close(got[1], fixed), (label, got, variable, fixed)
-    section = readme_cost_section()
+    section = cost_page()
     ratio = re.search(r"about \*\*(\d+)% of Step Functions Standard\*\*", section)
     assert ratio and int(ratio.group(1)) == round(100 * results["ratio_vs_standard"])
     assert results["ratio_vs_standard"] <= 0.2  # the goal

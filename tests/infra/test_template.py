@@ -52,7 +52,10 @@ def test_globals_runtime_layers_and_environment(template: dict[str, Any]) -> Non
     glob = template["Globals"]["Function"]
     assert glob["Runtime"] == "python3.13" and glob["Architectures"] == ["arm64"]
     assert glob["Tracing"] == {"Ref": "TracingMode"} and glob["AutoPublishAlias"] == "live"
-    assert glob["Layers"] == [{"Ref": "EngineLayer"}, {"Ref": "SamplesLayer"}]
+    assert glob["Layers"] == [
+        {"Ref": "EngineLayer"},
+        {"Fn::If": ["UseSamplesLayer", {"Ref": "SamplesLayer"}, {"Ref": "WorkflowLayerArn"}]},
+    ]
     env = glob["Environment"]["Variables"]
     for name in (
         "DB_SECRET_ARN",
@@ -481,7 +484,7 @@ def test_database_failover_replica_is_an_option(template: dict[str, Any]) -> Non
 
 def test_aurora_cannot_be_told_to_pause(template: dict[str, Any]) -> None:
     """Three one-minute schedules and the warm functions' connections keep the cluster
-    busy, so minimum capacity 0 would only look cheaper (README: "Cost")."""
+    busy, so minimum capacity 0 would only look cheaper (docs/operating/cost.md)."""
     assert template["Parameters"]["AuroraMinCapacity"]["MinValue"] == 0.5
 
 
@@ -540,26 +543,24 @@ def test_connection_alarm_thresholds_are_80_percent(template: dict[str, Any]) ->
     assert set(allowed) == set(template["Mappings"]["AuroraConnections"])
 
 
-# --- the README describes this template -------------------------------------------------------
+# --- the docs site describes this template ---------------------------------------------------
+
+DOCS = ROOT / "docs"
 
 
-def readme_section(title: str) -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"{title}\n")
-    level = title.split(" ")[0]
-    rest = text[start + len(title) + 1 :]
-    ends = [i for i in (rest.find(f"\n{level} "), rest.find("\n## ")) if i >= 0]
-    return rest[: min(ends)] if ends else rest
+def page(*paths: str) -> str:
+    """The text of docs site pages (docs/...), joined."""
+    return "\n".join((DOCS / path).read_text() for path in paths)
 
 
-def test_readme_documents_every_parameter(template: dict[str, Any]) -> None:
-    documented = readme_section("### Parameters")
+def test_docs_document_every_parameter(template: dict[str, Any]) -> None:
+    documented = page("deploying/parameters.md")
     missing = [name for name in template["Parameters"] if f"`{name}`" not in documented]
     assert missing == []
 
 
-def test_readme_documents_every_alarm(template: dict[str, Any]) -> None:
-    documented = readme_section("### Alarms and their runbooks")
+def test_docs_document_every_alarm(template: dict[str, Any]) -> None:
+    documented = page("operating/alarms.md")
     for name, resource in template["Resources"].items():
         if resource["Type"] != "AWS::CloudWatch::Alarm":
             continue
@@ -569,16 +570,16 @@ def test_readme_documents_every_alarm(template: dict[str, Any]) -> None:
         assert f"`{name}`" in documented, name
 
 
-_RUNBOOK = re.compile(r"^\*\*(`[^*]+`)\*\* — ", re.MULTILINE)
+_RUNBOOK = re.compile(r"^### ((?:`[^`]+`(?:, )?)+) — ", re.MULTILINE)
 
 
-def test_readme_has_one_runbook_per_alarm(template: dict[str, Any]) -> None:
-    """Each alarm has exactly one runbook (a paragraph headed by its name in bold); a
-    family runbook (`<Function>ErrorsAlarm`) covers the alarms of that family no other
-    runbook names."""
+def test_docs_have_one_runbook_per_alarm(template: dict[str, Any]) -> None:
+    """Each alarm has exactly one runbook (a section headed by its name); a family
+    runbook (`<Function>ErrorsAlarm`) covers the alarms of that family no other runbook
+    names."""
     alarms = {n for n, r in template["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"}
     named: list[str] = []
-    for heading in _RUNBOOK.findall(readme_section("### Alarms and their runbooks")):
+    for heading in _RUNBOOK.findall(page("operating/alarms.md")):
         named += re.findall(r"`([^`]+)`", heading)
     explicit = [n for n in named if not n.startswith("<Function>")]
     families = [n.removeprefix("<Function>") for n in named if n.startswith("<Function>")]
@@ -589,8 +590,8 @@ def test_readme_has_one_runbook_per_alarm(template: dict[str, Any]) -> None:
         assert any(name.endswith(family) for family in families), f"no runbook for {name}"
 
 
-def test_readme_documents_every_output_queue(template: dict[str, Any]) -> None:
-    documented = readme_section("## Operations")
+def test_docs_document_every_output_queue(template: dict[str, Any]) -> None:
+    documented = page(*(str(p.relative_to(DOCS)) for p in sorted(DOCS.glob("operating/*.md"))))
     for name in template["Outputs"]:
         if name.endswith("DeadLetterQueueUrl") or name.endswith("TopicArn"):
             assert f"`{name}`" in documented or name.replace("Arn", "") in documented, name

@@ -44,7 +44,7 @@ from workflow_runner.store import Store, connect
 from workflow_runner.stream import SETTLED_STATUSES
 
 from tests.interleaving.harness import Interleaving, Run, Schedule
-from tests.support import TENANT_A
+from tests.support import TENANT_A, join_count_problems
 
 T0 = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
 DUE = T0 + timedelta(minutes=1)  # the children's timers are due
@@ -264,8 +264,8 @@ def quiesce(store: Store, now: datetime = LATER) -> None:
 
 
 def assert_joins_whole(store: Store) -> None:
-    """Every settled child is settled and counted in each of its joins that is open, the
-    counters say what the rows say, and the doctor finds nothing wrong."""
+    """Every settled child is settled and counted in each of its joins that is open, every
+    join's counters say what its rows say, and the doctor finds nothing wrong."""
     rows = store.conn.execute(
         """
         SELECT c.join_id::text AS join_id, c.item_index, c.status, c.counted,
@@ -278,21 +278,7 @@ def assert_joins_whole(store: Store) -> None:
     for row in rows:
         if row["open"] and row["child_status"] in SETTLED_STATUSES:
             assert (row["status"], row["counted"]) == (row["child_status"], True), row
-    counters = store.conn.execute(
-        """
-        SELECT j.join_id::text AS join_id, j.running, j.settled,
-               count(*) FILTER (WHERE c.status = 'running' OR NOT c.counted) AS running_rows,
-               count(*) FILTER (WHERE c.counted AND c.status IN ('completed', 'failed',
-                                                                'cancelled')
-                                      AND c.started_at IS NOT NULL) AS settled_rows
-        FROM run_joins j JOIN run_children c
-             ON c.tenant_id = j.tenant_id AND c.join_id = j.join_id
-        WHERE j.closed_at IS NULL
-        GROUP BY j.join_id, j.running, j.settled
-        """
-    ).fetchall()
-    for row in counters:
-        assert (row["running"], row["settled"]) == (row["running_rows"], row["settled_rows"]), row
+    assert join_count_problems(store) == []
     doctor = check_children(store, None, LATER + timedelta(days=1))
     assert doctor.status == "ok", doctor
 

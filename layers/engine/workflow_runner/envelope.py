@@ -1,6 +1,6 @@
 """EventBridge envelopes: validate an incoming event and turn it into a DomainEvent.
 
-Choices made here (documented in the README, "Operations", as well):
+Choices made here (documented in docs/deploying/by-hand.md and docs/reference/limits.md as well):
 
 - ``detail`` must be a JSON object. EventBridge always hands targets an object; a
   string (``"{\\"a\\": 1}"``) means a producer double-encoded its payload, and

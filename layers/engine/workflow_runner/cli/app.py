@@ -32,6 +32,7 @@ from . import (
     dlq,
     local_commands,
     operate,
+    project_commands,
     versions,
 )
 from .context import Context, Handler, UsageError
@@ -275,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8080, help="the console's port (default 8080)")
     dlq.register(commands, command)
     versions.register(commands, command)
+    project_commands.add_commands(commands, command)
     return top
 
 

@@ -39,7 +39,8 @@ def define_workflow(
 
     Args:
         name: unique workflow name (also part of the run id).
-        trigger: `on_event(...)` or `on_cron(...)`.
+        trigger: `on_event(...)`, `on_cron(...)` or `on_call()` (started only by other
+            workflows).
         steps: a function of the step builder returning the step list; it runs once,
             here, so the list's shape never depends on a payload (use resolvers).
         idempotency_key: function of the trigger event, a static string, or None
@@ -51,6 +52,9 @@ def define_workflow(
             them: an ISO-8601 duration ("P90D", at least "PT1H") or "forever"; None
             (default) keeps the deployment's RUN_RETENTION. The latest version's
             setting applies to the runs of every version.
+        description: free text kept on the definition (not part of the fingerprint).
+        register: False returns the definition without adding it to the default
+            registry (hand it to `WorkflowTestEnv(workflows=[...])`, for instance).
         pinning: what a waiting run started on this definition resumes on after a
             deploy changed it: "shape" (default) — a definition of the same workflow
             whose shape agrees with where the run has been and stands (a changed

@@ -9,7 +9,7 @@ dispatch stream (``step.dispatch-attempt-failed``, then ``step.dispatched`` or
 optimistic-concurrency append is what makes an attempt settle once even if two
 dispatchers delivered it after a lease ran out.
 
-Guarantees (README, "Delivery guarantees"):
+Guarantees (docs/workflows/mail-and-webhooks.md):
 - webhooks: at least once, with the request id as Idempotency-Key header, the same on
   every attempt, for the receiver to drop duplicates;
 - mail: at most once. Before a mail is handed to the provider the row is marked

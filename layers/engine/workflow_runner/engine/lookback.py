@@ -4,7 +4,7 @@ When the pending projection creates a waiting-for-event row, it looks into the i
 a matching event stored before the row existed (invariant 5), under the same (tenant,
 type) lock as the wakeup (engine/wakeup.py): whichever of the two runs second sees the
 other's part. Events count from the wait's look-back start on, compared with their
-instant (EventBridge time, else receive time; see interpreter._suspend_for_event).
+instant (EventBridge time, else receive time; see interpreter.waits).
 
 The scan is index-driven: a wait whose match requires an equality atom reads only the
 events offering that key (match.equality_key, match.inbox_keys; rows release 0.1.0

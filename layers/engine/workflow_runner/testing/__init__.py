@@ -11,7 +11,7 @@
         env.complete_callback(env.mails[0].body, {"ok": True})   # an outside system answers
 
 Needs the `testing` extra (embedded PostgreSQL, PyYAML, Powertools) and the SAM
-application's template.yaml with its functions/ (see README, "Test your workflows").
+application's template.yaml with its functions/ (see docs/testing.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Every `wfr …` command the README shows exists and parses: the lines of its code
-blocks and the commands quoted in its text (synopses like `[--tenant T]` included)."""
+"""Every `wfr …` command the README and the docs site show exists and parses: the lines
+of their code blocks and the commands quoted in their text (synopses like `[--tenant T]`
+included), page by page."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 from workflow_runner.cli.app import build_parser
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 # Values for placeholders, by the option they follow (anything else gets "x").
 VALUES = {
     "--status": "failed",
@@ -75,24 +77,36 @@ def _parses(argv: list[str]) -> bool:
     return True
 
 
-COMMANDS = sorted(set(_code_lines(README.read_text())) | set(_quoted(README.read_text())))
+def _commands(page: Path) -> set[str]:
+    text = page.read_text()
+    return set(_code_lines(text)) | set(_quoted(text))
 
 
-def test_the_readme_shows_commands() -> None:
-    assert len(COMMANDS) > 30
-    assert "wfr console --allow-actions" in COMMANDS
+# (page, command) pairs, so a failure names the page that shows the command.
+COMMANDS = sorted(
+    (str(page.relative_to(ROOT)), command) for page in PAGES for command in _commands(page)
+)
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_readme_command_parses(command: str) -> None:
+def test_the_pages_show_commands() -> None:
+    shown = {command for _, command in COMMANDS}
+    assert len(shown) > 30
+    assert "wfr console --allow-actions" in shown
+    assert {"wfr init shop", "wfr export-app build/engine"} <= shown
+    pages = {page for page, _ in COMMANDS}
+    assert {"README.md", "docs/operating/cli.md", "docs/local.md"} <= pages
+
+
+@pytest.mark.parametrize(("page", "command"), COMMANDS)
+def test_a_shown_command_parses(page: str, command: str) -> None:
     if command.endswith("…"):
         # A reference to a command group (`wfr local …`): the group exists.
         argv = _argv(command.removesuffix("…").strip())
-        assert _parses([*argv, "--help"]), command
+        assert _parses([*argv, "--help"]), (page, command)
         return
     argv = _argv(command)
     if _parses(argv):
         return
     # A command named in prose without its arguments (`wfr resume`): the command exists.
     options = [w for w in argv if w.startswith("-") and w != "--json"]
-    assert not options and _parses([*argv, "--help"]), command
+    assert not options and _parses([*argv, "--help"]), (page, command)

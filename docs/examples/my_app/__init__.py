@@ -1,0 +1,1 @@
+"""Stands for your application's own code: the examples' workflows call its clients."""

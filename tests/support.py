@@ -159,6 +159,19 @@ def pending_rows(store: Store, tenant: str = TENANT_A) -> list[dict[str, Any]]:
     return store.pending.for_tenant(tenant)
 
 
+def resume_open(
+    store: Store, registry: WorkflowRegistry, run_id: str, now: datetime, tenant: str = TENANT_A
+) -> ops.ResumeResult:
+    """Resume the run's open suspension now, at whatever step it waits, and project."""
+    state = ops.load_run(store, tenant, run_id)
+    assert state.suspension is not None
+    result = ops.resume_run(
+        store, tenant, run_id, state.suspension.step_index, now, registry=registry
+    )
+    ops.project_pending(store, now)
+    return result
+
+
 def resume_due(
     store: Store, registry: WorkflowRegistry, now: datetime, tenant: str = TENANT_A
 ) -> list[ops.ResumeResult]:

@@ -22,6 +22,7 @@ VALUES = {
     "--max": "5",
     "--step": "1",
     "--version": "1",
+    "--to-version": "2",
     "--port": "8080",
     "--format": "mermaid",
     "--batch": "500",

@@ -13,14 +13,9 @@ invariants checked after each schedule:
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
-import pytest
 from workflow_runner import (
     DomainEvent,
     Event,
@@ -31,7 +26,6 @@ from workflow_runner import (
     on_event,
     run_id_for,
 )
-from workflow_runner.embedded import database_url
 from workflow_runner.engine.cancel import cancel_run
 from workflow_runner.engine.children import start_children
 from workflow_runner.engine.doctor import check_children
@@ -40,10 +34,10 @@ from workflow_runner.engine.joins import count_settled_children
 from workflow_runner.engine.passes import load_run
 from workflow_runner.engine.redrive import redrive_run
 from workflow_runner.engine.resume import resume_run
-from workflow_runner.store import Store, connect
+from workflow_runner.store import Store
 from workflow_runner.stream import SETTLED_STATUSES
 
-from tests.interleaving.harness import Interleaving, Run, Schedule
+from tests.interleaving.harness import Lab, Operation, Run, explore
 from tests.support import TENANT_A, join_count_problems
 
 T0 = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
@@ -117,81 +111,6 @@ def _registry() -> WorkflowRegistry:
 
 
 REGISTRY = _registry()
-
-
-# --- a database per schedule, copied from one prepared state ----------------------------
-
-
-@dataclass
-class Lab:
-    admin_url: str
-    template: str
-
-    def database(self, template: str | None = None) -> str:
-        name = f"wfr_i_{uuid.uuid4().hex[:16]}"
-        with psycopg.connect(self.admin_url, autocommit=True) as admin:
-            admin.execute(
-                f'CREATE DATABASE "{name}" TEMPLATE "{template or self.template}" '
-                "STRATEGY FILE_COPY"
-            )
-        return name
-
-    def drop(self, name: str) -> None:
-        with psycopg.connect(self.admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    def url(self, name: str) -> str:
-        return database_url(self.admin_url, name)
-
-
-@pytest.fixture
-def lab(pg_server_url: str, template_database: str) -> Lab:
-    return Lab(pg_server_url, template_database)
-
-
-Operation = Callable[[Store], Any]
-Check = Callable[[Store, Run], None]
-
-
-def explore(
-    lab: Lab,
-    setup: Callable[[Store], None],
-    first: Operation,
-    second: Operation,
-    check: Check,
-) -> int:
-    """Run `first` and `second` in every split order on copies of the state `setup`
-    makes, and `check` each outcome. Returns the schedules run."""
-    prepared = lab.database()
-    try:
-        store = connect(lab.url(prepared))
-        try:
-            setup(store)
-        finally:
-            store.close()
-        schedules = 0
-        for order in (0, 1):
-            steps = 0
-            while True:
-                name = lab.database(prepared)
-                try:
-                    run = Interleaving(lab.url(name), first, second).run(Schedule(order, steps))
-                    schedules += 1
-                    store = connect(lab.url(name))
-                    try:
-                        check(store, run)
-                    except AssertionError as error:
-                        raise AssertionError(f"{run.describe()}\n{error}") from error
-                    finally:
-                        store.close()
-                finally:
-                    lab.drop(name)
-                if run.ended_first:
-                    break
-                steps += 1
-        return schedules
-    finally:
-        lab.drop(prepared)
 
 
 # --- moving runs -------------------------------------------------------------------------

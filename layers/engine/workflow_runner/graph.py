@@ -52,6 +52,7 @@ from .stream import (
     RunCancelled,
     RunCompleted,
     RunFailed,
+    RunMigrated,
     RunRedriven,
     StepResumed,
     StepWaiting,
@@ -376,6 +377,10 @@ def mark_run(
                 position = (position[0], "failed", "cancelled here")
         elif isinstance(fact, RunRedriven):
             position = None
+        elif isinstance(fact, RunMigrated) and position is not None:
+            key = _key_of(fact.to_path)
+            _visit(chart, key)
+            position = (key, position[1], f"{position[2]} (migrated to v{fact.to_version})")
     for path in failed_deliveries:
         node = chart.node_for(_key_of(path))
         if node is not None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from .durations import parse_instant
 from .errors import InvalidInput
+from .step_paths import describe_path
 from .store import Store, StoredEvent
 from .stream import (
     NEVER,
@@ -28,6 +29,7 @@ from .stream import (
     RunCancelled,
     RunCompleted,
     RunFailed,
+    RunMigrated,
     RunRedriven,
     RunStarted,
     StepEventMatched,
@@ -99,6 +101,12 @@ def describe_event(e: StoredEvent) -> str:
         return str(f.reason or "-")
     if isinstance(f, RunRedriven):
         return f"from step {f.from_step_index} on definition {f.definition_fingerprint[:12]}…"
+    if isinstance(f, RunMigrated):
+        return (
+            f"moved from {describe_path(f.from_path or [{'i': f.from_step_index}])} to "
+            f"{describe_path(f.to_path)} of v{f.to_version} "
+            f"(definition {f.to_fingerprint[:12]}…)"
+        )
     if isinstance(f, OperatorAction):
         text = f"{f.action} by {f.by}"
         if f.step_index is not None:

@@ -35,6 +35,7 @@ from .layout import (
     table,
     when,
 )
+from .migrate import migrate_links
 from .svg import to_svg
 
 
@@ -346,6 +347,9 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
                 class_="run-head",
             ),
             where,
+            migrate_links(view, run.workflow_name, run.tenant_id, run.workflow_version)
+            if status == "waiting"
+            else "",
             _summary(view, run, state),
             el("section", el("h2", "Graph"), _graph(view, run, state), class_="card"),
             el(

@@ -256,15 +256,18 @@ def _decide(
     """What to do with one request, from its run as read: an answer without a pass
     (already-resumed, not-due, on-kept-version, failed because its definition is gone),
     or a claim."""
-    tenant_id, run_id, step_index = item.tenant_id, item.run_id, item.step_index
+    tenant_id, run_id = item.tenant_id, item.run_id
     state = run.state
 
-    base = ResumeResult("already-resumed", tenant_id, run_id, step_index)
+    base = ResumeResult("already-resumed", tenant_id, run_id, item.step_index)
     suspension = state.suspension
     if state.status != "waiting" or suspension is None:
         return base
-    if suspension.step_index != step_index:
+    if not state.waits_at(item.step_index):
         return replace(base, waiting_at=suspension.step_index)
+    # A request for the step a migration moved the suspension from is for this very
+    # suspension (sent before the move): the pass goes on where the run waits now.
+    step_index = suspension.step_index
     matched = state.matched_event_id
     by_work = isinstance(suspension, (TaskScheduled, TasksScheduled, ChildrenWaiting))
     if by_work:
@@ -468,7 +471,8 @@ def _fail_refused_pass(
             if state.status != "waiting" or suspension is None:
                 return base
             text = f"workflow step failed ({type(error).__name__})"
-            if fail_run(store, state, state.version, item.step_index, PASS_NOT_STORABLE, text, now):
+            step = suspension.step_index
+            if fail_run(store, state, state.version, step, PASS_NOT_STORABLE, text, now):
                 return replace(base, outcome="failed", reason=PASS_NOT_STORABLE)
             return base
     except TransientStoreError:

@@ -23,6 +23,7 @@ from .operator import PinnedRunGroup, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
 from .pending import (
     DueRow,
+    MovedRow,
     NewPendingRow,
     PendingRow,
     RowsInFlight,
@@ -53,6 +54,7 @@ __all__ = [
     "KeptModule",
     "Migration",
     "MigrationTimeout",
+    "MovedRow",
     "NewCallback",
     "NewChild",
     "NewDefinition",

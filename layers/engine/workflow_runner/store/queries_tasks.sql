@@ -120,3 +120,12 @@ SELECT tenant_id::text AS tenant_id, task_id::text AS task_id, run_id::text AS r
 FROM task_queue
 WHERE tenant_id = %(tenant_id)s AND task_id = %(task_id)s AND status = 'running'
   AND attempts = %(attempt)s AND leased_until > %(now)s;
+
+-- name: migrate_tasks
+-- An operator migrated the run: the tasks of its open suspension run their step where
+-- it moved to (%(moves)s: a JSON array of {task_id, path}) on definition %(fingerprint)s.
+-- Settled rows are moved too, so the row says where the task's step is.
+UPDATE task_queue t
+SET path = m.path, definition_fingerprint = %(fingerprint)s
+FROM jsonb_to_recordset(%(moves)s) AS m(task_id uuid, path jsonb)
+WHERE t.tenant_id = %(tenant_id)s AND t.run_id = %(run_id)s AND t.task_id = m.task_id;

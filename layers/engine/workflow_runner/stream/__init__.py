@@ -41,6 +41,7 @@ from .names import (
     RUN_CANCELLED,
     RUN_COMPLETED,
     RUN_FAILED,
+    RUN_MIGRATED,
     RUN_REDRIVEN,
     RUN_STARTED,
     RUN_STATUSES,
@@ -62,7 +63,7 @@ from .names import (
     ResumedBy,
     RunStatus,
 )
-from .operator import OperatorAction, OperatorActionName
+from .operator import OperatorAction, OperatorActionName, RunMigrated
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -103,6 +104,7 @@ __all__ = [
     "RUN_CANCELLED",
     "RUN_COMPLETED",
     "RUN_FAILED",
+    "RUN_MIGRATED",
     "RUN_REDRIVEN",
     "RUN_STARTED",
     "RUN_STATUSES",
@@ -141,6 +143,7 @@ __all__ = [
     "RunCancelled",
     "RunCompleted",
     "RunFailed",
+    "RunMigrated",
     "RunRedriven",
     "RunStarted",
     "RunState",

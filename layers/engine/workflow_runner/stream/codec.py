@@ -10,7 +10,7 @@ from ..fast_init import fast_init
 from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenRequested, ChildrenSettled
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
-from .operator import OperatorAction
+from .operator import OperatorAction, RunMigrated
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -67,6 +67,7 @@ Fact: TypeAlias = (
     | Dispatched
     | DispatchFailed
     | OperatorAction
+    | RunMigrated
     | StepWaitingForCallback
     | CallbackCompleted
     | UnknownFact
@@ -104,6 +105,7 @@ _KNOWN: dict[str, Any] = {
         Dispatched,
         DispatchFailed,
         OperatorAction,
+        RunMigrated,
         CallbackCompleted,
     )
 }

@@ -36,7 +36,10 @@ from ..definition.dsl import Task
 from ..definition.hosts import ArchivedDefinitions
 from ..durations import format_instant, parse_duration, parse_instant
 from ..embedded import drop_database
+from ..engine.operator_actions import Operator
 from ..engine.pinning import PinnedDefinition, pinned_definitions
+from ..engine.run_migration import MigrationReport, MigrationRequest, migrate_runs
+from ..engine.step_mapping import parse_mapping
 from ..envelope import MAX_DETAIL_DEPTH, MAX_EVENT_BYTES
 from ..errors import NotConfigured, RunNotFound, WorkflowDefinitionError
 from ..json_input import check_json_value
@@ -441,6 +444,40 @@ class WorkflowTestEnv:
         each says how many of its runs resume on their own definition (`exact`), on one
         whose shape agrees (`by_shape`), stay on kept code (`kept`) or fail."""
         return pinned_definitions(self.store, self.registry, hosts=self._kept)
+
+    def migrate_runs(
+        self,
+        *,
+        workflow: str,
+        to_version: int,
+        mapping: Sequence[str] = (),
+        tenant: str | None = None,
+        dry_run: bool = False,
+    ) -> MigrationReport:
+        """Move the waiting runs of `workflow` onto its registered version `to_version`,
+        as `wfr runs migrate` does after a structural change (a step inserted before
+        where they wait, say), then run what follows.
+
+        Args:
+            workflow: the workflow whose waiting runs to move.
+            to_version: a version of it registered in the environment now.
+            mapping: `FROM=TO` step places (`"0=1"`, `"2.true.0=3.true.0"`); default:
+                every run keeps its own place.
+            tenant: only this tenant's runs.
+            dry_run: only judge them; write nothing.
+
+        Returns:
+            What happened (or would) to each waiting run not on that version yet:
+            `report.complete` is True when every one moved.
+
+        Raises:
+            InvalidInput: an unknown workflow or version, or a malformed mapping.
+        """
+        request = MigrationRequest(workflow, to_version, tenant, parse_mapping(mapping), dry_run)
+        operator = Operator("tests (WorkflowTestEnv)")
+        report = migrate_runs(self.store, self.registry, request, self.now, operator)
+        self.runtime.tick()
+        return report
 
     def redeploy(
         self,

@@ -4,6 +4,7 @@ Public API::
 
     from workflow_runner import define_workflow, on_event, on_cron, on_call, run_id_for, RetryPolicy
     from workflow_runner import Event, Steps, Scope, ref      # references, no lambda needed
+    from workflow_runner import Done, Continue                 # what a condition's check returns
     from workflow_runner.match import eq, in_, all_of, ...     # EventMatch builders
     from workflow_runner.testing import WorkflowTestEnv        # tests of your workflows
 """
@@ -12,7 +13,9 @@ from __future__ import annotations
 
 from .clock import Clock, ManualClock, SystemClock
 from .definition import (
+    Continue,
     DomainEvent,
+    Done,
     RetryPolicy,
     StepContext,
     WorkflowDefinition,
@@ -39,7 +42,9 @@ from .refs import Event, Scope, Steps, ref
 
 __all__ = [
     "Clock",
+    "Continue",
     "DomainEvent",
+    "Done",
     "Event",
     "InvalidInput",
     "ManualClock",

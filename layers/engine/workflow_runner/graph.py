@@ -1,9 +1,13 @@
 """A workflow's step tree as a flowchart (Mermaid), optionally with a run's path on it.
 
 The step tree becomes nodes and edges: a sequence is a chain, a branch a diamond with
-a `true` and a `false` arm that join again, a for_each and a retry a node with a loop
-edge back from the end of their body, waits and wait_for_event rounded and hexagonal
-nodes. With a run, the nodes its recorded paths went through are marked `visited`
+two arms that join again, each edge labelled with when it is taken (the condition: a
+reference's path, a function's name, a lambda's expression; `not` it), a for_each and
+a retry a node with a loop edge back from the end of their body, waits rounded and
+hexagonal nodes; a wait_for_event or wait_for_callback leaves by two edges, one for
+what it waits for (the event and its match) and one for its timeout; a
+wait_for_condition is a hexagon with a loop edge onto itself (check, wait, check
+again). With a run, the nodes its recorded paths went through are marked `visited`
 and the step it is at (waiting) or failed at is marked `current` / `failed`.
 
 A run's stream records paths where something happened: suspensions, resumes,
@@ -14,6 +18,10 @@ no trace, so only its diamond is marked.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
+import types
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,12 +42,13 @@ from .definition.dsl import (
     Task,
     Wait,
     WaitForCallback,
+    WaitForCondition,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
 )
 from .definition.retry import RetryPolicy
-from .durations import format_instant
+from .durations import format_instant, is_duration
 from .match_builders import describe_match
 from .refs import Ref
 from .store import Store, StoredEvent
@@ -57,6 +66,7 @@ from .stream import (
     StepResumed,
     StepWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     TaskFailed,
     TaskScheduled,
@@ -132,12 +142,19 @@ def _label(step: Step) -> tuple[str, str]:
         amount = _static(step.for_) or _static(step.until) or "(computed)"
         return f"wait {amount}", "stadium"
     if isinstance(step, WaitForEvent):
-        timeout = _static(step.timeout) or "(computed)"
-        where = "" if step.match is None else f" where {describe_match(step.match)}"
-        return f"wait for {step.event}{where}, timeout {timeout}", "hexagon"
+        into = f" → {step.result_key}" if step.result_key != step.event else ""
+        return f"wait for {step.event}{into}", "hexagon"
     if isinstance(step, WaitForCallback):
-        timeout = _static(step.timeout) or "(computed)"
-        return f"wait for callback → {step.result_key}, timeout {timeout}", "hexagon"
+        return f"wait for callback → {step.result_key}", "hexagon"
+    if isinstance(step, WaitForCondition):
+        pace = step.every if step.backoff == "fixed" else f"from {step.every} doubling"
+        if step.cap:
+            pace += f" to {step.cap}"
+        limits = [f"≤{step.max_attempts} checks"] if step.max_attempts else []
+        limits += [f"timeout {step.timeout}"] if step.timeout else []
+        tail = f", {', '.join(limits)}" if limits else ""
+        catch = ", catch" if step.catch else ""
+        return f"wait for condition → {step.key}, every {pace}{tail}{catch}", "hexagon"
     if isinstance(step, Return):
         value = step.value
         failed = isinstance(value, dict) and value.get("isSuccess") is False
@@ -163,6 +180,56 @@ def _label(step: Step) -> tuple[str, str]:
         into = f" → {step.result_key}" if step.result_key else ""
         return f"parallel ({len(step.steps)} tasks){into}", "diamond"
     return type(step).__name__, "rect"  # pragma: no cover - every step kind is above
+
+
+def _condition(value: Any) -> str:
+    """When a branch takes its true arm, as text: a reference's path, a named
+    function's call, a lambda's expression (when its source can be read), a value."""
+    if isinstance(value, Ref):
+        return value.text
+    if callable(value):
+        name = getattr(value, "__name__", "")
+        if name and name != "<lambda>":
+            return f"{name}(ctx)"
+        body = _lambda_body(value)
+        return body if body and len(body) <= 60 else "a function of ctx"
+    return repr(value)
+
+
+def _lambda_body(fn: Any) -> str | None:
+    """The expression of a lambda, from its source line (None: not to be found)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)).strip())
+    except (OSError, TypeError, SyntaxError):
+        return None
+    lambdas = [node for node in ast.walk(tree) if isinstance(node, ast.Lambda)]
+    code = getattr(fn, "__code__", None)
+    for node in lambdas:
+        if len(lambdas) == 1 or (code is not None and _same_code(node, code)):
+            return ast.unparse(node.body)
+    return None
+
+
+def _same_code(node: ast.Lambda, code: types.CodeType) -> bool:
+    """Whether a lambda of the source compiles to `code` (several on one line)."""
+    try:
+        compiled = compile(ast.fix_missing_locations(ast.Expression(node)), "<graph>", "eval")
+    except (SyntaxError, ValueError):
+        return False
+    inner = [c for c in compiled.co_consts if isinstance(c, types.CodeType)]
+    return bool(inner) and inner[0].co_code == code.co_code
+
+
+def _wait_exits(step: WaitForEvent | WaitForCallback, node_id: str) -> list[tuple[str, str]]:
+    """A wait's two ways on: what it waits for arrives, or its timeout passes."""
+    timeout = _static(step.timeout)
+    when = "in time"  # a computed timeout
+    if timeout is not None:
+        when = f"in {timeout}" if is_duration(timeout) else f"by {timeout}"
+    if isinstance(step, WaitForCallback):
+        return [(node_id, "answered"), (node_id, f"no answer {when}: timeout")]
+    where = "" if step.match is None else f" where {describe_match(step.match)}"
+    return [(node_id, f"{step.event}{where}"), (node_id, f"no {step.event} {when}: timeout")]
 
 
 def _awaited(result_key: str | None, retry: RetryPolicy | None, catch: bool) -> str:
@@ -206,9 +273,14 @@ class _Builder:
             self.chart.edges.append(Edge(node.id, "finish"))
             return []
         if isinstance(step, Branch):
-            true_exits = self.sequence(step.on_true, (*head, (index, "t")), [(node.id, "true")])
-            false_exits = self.sequence(step.on_false, (*head, (index, "f")), [(node.id, "false")])
+            condition = _condition(step.if_)
+            true_exits = self.sequence(step.on_true, (*head, (index, "t")), [(node.id, condition)])
+            false_exits = self.sequence(
+                step.on_false, (*head, (index, "f")), [(node.id, f"not {condition}")]
+            )
             return true_exits + false_exits
+        if isinstance(step, (WaitForEvent, WaitForCallback)):
+            return _wait_exits(step, node.id)
         if isinstance(step, ForEach):
             body = self.sequence(step.do, (*head, (index, "")), [(node.id, "item")])
             for source, label in body:
@@ -219,6 +291,12 @@ class _Builder:
             for j, task in enumerate(step.steps):
                 joined += self.step(task, (*head, (index, ""), (j, "")), [(node.id, "at once")])
             return joined
+        if isinstance(step, WaitForCondition):
+            # Drawn as a loop: check, wait, check again, until Done (or it gives up).
+            self.chart.edges.append(
+                Edge(node.id, node.id, "not yet: wait, check again", dotted=True)
+            )
+            return [(node.id, "done")]
         if isinstance(step, Retry):
             body = self.sequence(step.do, (*head, (index, "")), [(node.id, "attempt")])
             self.chart.edges.append(
@@ -340,13 +418,16 @@ def mark_run(
                 chart.marks[node.id] = "failed"
                 chart.notes[node.id] = f"task failed: {fact.error_class} ({fact.reason})"
         waits = (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)
-        if isinstance(fact, (*waits, StepWaitingForCallback)):
+        if isinstance(fact, (*waits, StepWaitingForCallback, StepWaitingForCondition)):
             key = _key_of(fact.entry_path)
             _visit(chart, key)
             if isinstance(fact, TaskScheduled):
                 note = f"waiting for {fact.step_kind} {fact.task_key!r}"
             elif isinstance(fact, RetryScheduled):
                 note = f"retry {fact.attempt}/{fact.max_attempts} failed, next at"
+                note += f" {format_instant(fact.wake_at)}"
+            elif isinstance(fact, StepWaitingForCondition):
+                note = f"condition not met on check {fact.attempts}, next check at"
                 note += f" {format_instant(fact.wake_at)}"
             elif isinstance(fact, StepWaiting):
                 note = f"waiting until {format_instant(fact.wake_at)}"

@@ -12,7 +12,7 @@ from typing import Any
 from .durations import parse_instant
 from .errors import InvalidInput
 from .step_paths import describe_path
-from .store import Store, StoredEvent
+from .store import LoggedLine, Store, StoredEvent
 from .stream import (
     NEVER,
     RUN_STREAM,
@@ -36,6 +36,7 @@ from .stream import (
     StepResumed,
     StepWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     SuspensionFact,
     TaskAttemptFailed,
@@ -81,6 +82,13 @@ def describe_event(e: StoredEvent) -> str:
         return (
             f"step {f.step_index}: wait for a callback (result {f.result_key!r}) "
             f"until {instant(f.timeout_at)}"
+        )
+    if isinstance(f, StepWaitingForCondition):
+        limits = f" of {f.max_attempts}" if f.max_attempts else ""
+        deadline = f", gives up at {instant(f.timeout_at)}" if f.timeout_at else ""
+        return (
+            f"step {f.step_index}: condition {f.key!r} not met on check {f.attempts}{limits}, "
+            f"next check at {instant(f.wake_at)}{deadline}"
         )
     if isinstance(f, CallbackCompleted):
         return f"step {f.step_index}: callback completed (payload: event {f.event_id})"
@@ -292,3 +300,15 @@ def activity_rows(store: Store, events: list[StoredEvent]) -> list[list[str]]:
                 ]
             )
     return rows
+
+
+def log_json(line: LoggedLine) -> dict[str, Any]:
+    """A line of the local log (run_log.py) as `--json` shows it."""
+    return {
+        "tenantId": line.tenant_id,
+        "runId": line.run_id,
+        "loggedAt": line.logged_at,
+        "message": line.message,
+        "taskKey": line.task_key,
+        "detail": line.detail,
+    }

@@ -27,6 +27,7 @@ from ..stream import RUN_STREAM, fold_run
 from ..timeline import (
     duration,
     instant,
+    log_json,
     run_timeline,
     shown_payload,
     timeline_entries,
@@ -133,6 +134,7 @@ def cmd_runs_show(ctx: Context) -> int:
     timeline = run_timeline(ctx.store(), tenant, run_id)
     parent = state.started.parent_run_id if state.started else None
     children = ctx.store().children.of_run(tenant, run_id, limit=CHILDREN_SHOWN + 1)
+    local_log = ctx.store().local.log_of_run(tenant, run_id)
     if ctx.output.as_json:
         ctx.output.json(
             {
@@ -160,6 +162,8 @@ def cmd_runs_show(ctx: Context) -> int:
                     }
                     for c in children[:CHILDREN_SHOWN]
                 ],
+                # The local runtime's log of the run (exception text; local databases only).
+                "localLog": [log_json(line) for line in local_log],
             }
         )
         return 0
@@ -197,6 +201,15 @@ def cmd_runs_show(ctx: Context) -> int:
         )
         if len(children) > CHILDREN_SHOWN:
             out.warn(f"only the first {CHILDREN_SHOWN} children are shown")
+    if local_log:
+        out.line("")
+        out.line(
+            out.paint("local log: the text behind the stored errors (this machine only)", "dim")
+        )
+        out.table(
+            ["LOGGED", "MESSAGE", "DETAIL"],
+            [[instant(line.logged_at), line.message, line.detail or ""] for line in local_log],
+        )
     return 0
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
@@ -281,6 +281,24 @@ class Parallel:
 
 
 @dataclass(frozen=True)
+class WaitForCondition:
+    """Check a condition now and then until it holds: `check(ctx, state)` returns
+    Done(value) (the value lands under `key`) or Continue(new_state); between checks
+    the run waits `every` (fixed) or doubling from it (exponential), at most `cap`."""
+
+    key: str
+    check: Callable[[StepContext, Any], Any]
+    initial: Resolver = None
+    every: str = "PT30S"
+    backoff: str = "fixed"
+    cap: str | None = None
+    max_attempts: int | None = None
+    timeout: str | None = None
+    catch: bool = False
+    kind: str = "wait_for_condition"
+
+
+@dataclass(frozen=True)
 class Return:
     value: Resolver
     kind: str = "return"
@@ -301,20 +319,26 @@ Step: TypeAlias = (
     | Parallel
     | Return
     | WaitForCallback
+    | WaitForCondition
 )
+
+
+def walk_steps(steps: Sequence[Step]) -> Iterator[Step]:
+    """Every step of a tree, depth first: branch arms, for_each and retry bodies and a
+    parallel's tasks included."""
+    for step in steps:
+        yield step
+        if isinstance(step, Branch):
+            yield from walk_steps((*step.on_true, *step.on_false))
+        elif isinstance(step, (ForEach, Retry)):
+            yield from walk_steps(step.do)
+        elif isinstance(step, Parallel):
+            yield from walk_steps(step.steps)
 
 
 def has_callback_wait(steps: tuple[Step, ...]) -> bool:
     """Whether a step tree holds a wait_for_callback (its runs get a token secret)."""
-    for step in steps:
-        if isinstance(step, WaitForCallback):
-            return True
-        inner = (*step.on_true, *step.on_false) if isinstance(step, Branch) else ()
-        if isinstance(step, (ForEach, Retry)):
-            inner = step.do
-        if inner and has_callback_wait(inner):
-            return True
-    return False
+    return any(isinstance(step, WaitForCallback) for step in walk_steps(steps))
 
 
 SUSPENDING_KINDS = frozenset(
@@ -327,6 +351,7 @@ SUSPENDING_KINDS = frozenset(
         "map",
         "parallel",
         "wait_for_callback",
+        "wait_for_condition",
     }
 )
 # The longest attempt a task may ask for: it must fit in the worker Lambda's run.
@@ -348,6 +373,7 @@ STEP_TYPES = (
     Parallel,
     Return,
     WaitForCallback,
+    WaitForCondition,
 )
 # The largest `concurrency` of a map (children running at once for one map step).
 MAX_MAP_CONCURRENCY = 10_000
@@ -365,7 +391,7 @@ class WorkflowDefinition:
     version: int
     fingerprint: str = field(default="")
     description: str = ""
-    # How long its settled runs are kept (retention.py): an ISO-8601 duration, a
+    # How long its settled runs are kept (retention.py): a duration, a
     # timedelta or "forever"; None: the deployment's default (RUN_RETENTION). Not part
     # of the fingerprint: changing it must not fail the runs in flight.
     retention: str | timedelta | None = None

@@ -41,7 +41,7 @@ def _describe(value: Any) -> Any:
             if not (f.metadata.get("added_later") and getattr(value, f.name) == f.default)
         }
     if isinstance(value, RetryPolicy):
-        return value.to_json()
+        return value.fingerprint_json()
     if isinstance(value, Ref):
         # Before `callable`: a reference is a resolver, hashed by its path text.
         return {"ref": value.text}

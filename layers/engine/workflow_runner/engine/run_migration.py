@@ -56,6 +56,7 @@ from ..stream import (
     RunMigrated,
     RunState,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     Suspension,
     TaskScheduled,
     TasksScheduled,
@@ -157,7 +158,7 @@ def target_definition(registry: WorkflowRegistry, name: str, version: int) -> Wo
         InvalidInput: no such workflow (with the closest names) or version (with the
             registered ones).
     """
-    check_workflow(name, registry.names(), "is registered")
+    check_workflow(name, registry.names(), "registered")
     versions = {d.version: d for d in registry if d.name == name}
     if version not in versions:
         listed = ", ".join(f"v{v}" for v in sorted(versions))
@@ -310,7 +311,7 @@ def _move(
 def _record(
     store: Store,
     state: RunState,
-    suspension: Suspension | StepWaitingForCallback,
+    suspension: Suspension | StepWaitingForCallback | StepWaitingForCondition,
     move: RunMove,
     target: WorkflowDefinition,
     operator: Operator,
@@ -349,7 +350,9 @@ def _record(
 
 
 def _task_paths(
-    suspension: Suspension | StepWaitingForCallback, target: WorkflowDefinition, to: Path
+    suspension: Suspension | StepWaitingForCallback | StepWaitingForCondition,
+    target: WorkflowDefinition,
+    to: Path,
 ) -> list[tuple[str, Path]]:
     """Where each task of the suspension runs its step on the target."""
     if isinstance(suspension, TaskScheduled):

@@ -249,7 +249,13 @@ def _run_claimed(
     except AttemptFailure as failure:
         outcome, due = record_failure(store, task, task.attempt, failure, policy, now(), rng)
         return _result(task, outcome, due, failure)
-    except NotStorable:
+    except NotStorable as error:
+        # Which key, where inside the value, what type: the text may quote the value's
+        # keys, so it follows the redaction policy like an exception's.
+        log.warning(
+            "task result not storable",
+            extra={**_log_context(task), "detail": exception_for_log(error)},
+        )
         unstorable = AttemptFailure("ResultNotStorable", True, "result_not_storable")
         outcome, due = record_failure(store, task, task.attempt, unstorable, policy, now(), rng)
         return _result(task, outcome, due, unstorable)
@@ -258,6 +264,16 @@ def _run_claimed(
 
 
 Step = Task | MailSend | WebhookSend
+
+
+def _log_context(task: ClaimedTask) -> dict[str, object]:
+    """What a log line about an attempt carries: its tenant, run, task and attempt."""
+    return {
+        "tenant_id": task.tenant_id,
+        "run_id": task.run_id,
+        "task": task.task_key,
+        "attempt": task.attempt,
+    }
 
 
 def _step_of(
@@ -375,11 +391,13 @@ def _attempt(
     if isinstance(step, Task):
         return _run_function(store, task, run, step, timeout, now)
     request = task.request or {}
+    context = _log_context(task)
     try:
         if task.step_kind == "mail.send":
-            message_id = deliver_mail(request, task.task_id, ports.mailer, ports.mail_sender)
+            sender = ports.mail_sender
+            message_id = deliver_mail(request, task.task_id, ports.mailer, sender, context)
             return {"messageId": message_id}
-        reply = deliver_webhook(request, task.task_id, ports.http, ports.guard, timeout)
+        reply = deliver_webhook(request, task.task_id, ports.http, ports.guard, timeout, context)
         return {"status": reply.status, "body": reply.body}
     except DeliveryFailed as failure:
         final = failure.kind != "transient"
@@ -414,13 +432,7 @@ def _run_function(
         raise AttemptFailure("TaskTimeout", False, "attempts_exhausted") from error
     except Exception as error:
         log.warning(
-            "task attempt failed",
-            extra={
-                "run_id": task.run_id,
-                "task": task.task_key,
-                "attempt": task.attempt,
-                "detail": exception_for_log(error),
-            },
+            "task attempt failed", extra={**_log_context(task), "detail": exception_for_log(error)}
         )
         final = not step.retry.retries(error)
         reason = "non_retryable" if final else "attempts_exhausted"

@@ -10,7 +10,7 @@ from .definitions import NewDefinition, StoredDefinition
 from .erasure import Relation
 from .hosts import HostRow
 from .inbox import CandidateEvent, InboxEvent, NewInboxEvent
-from .local import CapturedMail, KeptModule, QueuedMessage
+from .local import CapturedMail, KeptModule, LoggedLine, QueuedMessage
 from .migrate import (
     Migration,
     MigrationTimeout,
@@ -52,6 +52,7 @@ __all__ = [
     "InboxPageRow",
     "JoinCount",
     "KeptModule",
+    "LoggedLine",
     "Migration",
     "MigrationTimeout",
     "MovedRow",

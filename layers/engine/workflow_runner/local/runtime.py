@@ -22,13 +22,13 @@ import os
 import sys
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from .. import ports
 from ..aws.inprocess import FakeLambdaContext, InMemoryResumeQueue, RecordingNudger
@@ -38,6 +38,7 @@ from ..callback_tokens import checked_base_url
 from ..clock import ManualClock, SystemClock
 from ..cron import CronSchedule
 from ..definition import CronTrigger, WorkflowRegistry
+from ..definition.hosts import ArchivedDefinitions, DefinitionHosts
 from ..durations import format_instant
 from ..engine.callbacks import (
     CallbackCompletion,
@@ -50,55 +51,19 @@ from ..engine.callbacks import (
 from ..envelope import MAX_DETAIL_DEPTH, MAX_EVENT_BYTES
 from ..errors import DidNotSettle
 from ..json_input import parse_json
-from ..ports import HttpResponse, HttpSender, Runtime, set_runtime
+from ..ports import HttpSender, Runtime, set_runtime
 from ..settings import Settings
 from ..store import CapturedMail, LoggedLine, Store, StoredEvent
-from ..webhook_guard import WebhookGuard, system_resolver
+from ..webhook_guard import WebhookGuard
 from . import routes as r
 from .application import find_template, no_template_message
+from .redirects import RedirectingHttpSender, parse_redirects, redirecting_resolver
 from .run_log import keeping_run_log
 from .state import CapturedMailer, LocalResumeQueue, as_request
 
 # A runaway loop guard for settle(): far more rounds than any workflow needs.
 MAX_SETTLE_ROUNDS = 1000
 DEFAULT_MAIL_SENDER = "workflows@localhost"
-
-
-class RedirectingHttpSender:
-    """Sends webhooks for real, but for the listed hosts to a local URL instead
-    (e.g. the samples' hooks.example.com to a sink on 127.0.0.1)."""
-
-    def __init__(self, inner: HttpSender, redirects: Mapping[str, str]) -> None:
-        self._inner = inner
-        self._redirects = {host.lower(): base.rstrip("/") for host, base in redirects.items()}
-
-    def rewrite(self, url: str) -> str:
-        parts = urlsplit(url)
-        base = self._redirects.get((parts.hostname or "").lower())
-        if base is None:
-            return url
-        target = urlsplit(base)
-        return urlunsplit((target.scheme, target.netloc, parts.path, parts.query, ""))
-
-    def send(
-        self, method: str, url: str, headers: dict[str, str], body: bytes, timeout: float
-    ) -> HttpResponse:
-        return self._inner.send(method, self.rewrite(url), headers, body, timeout)
-
-
-def parse_redirects(text: str | None) -> dict[str, str]:
-    """`host=http://127.0.0.1:8080,other=...` (WFR_WEBHOOK_REDIRECTS) as a mapping.
-
-    Raises:
-        RoutingError: an item is not host=URL.
-    """
-    redirects: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in (text or "").split(","))):
-        host, sep, url = item.partition("=")
-        if not sep or not host or urlsplit(url).scheme not in ("http", "https"):
-            raise r.RoutingError(f"WFR_WEBHOOK_REDIRECTS: expected host=http://..., got {item!r}")
-        redirects[host.strip().lower()] = url.strip()
-    return redirects
 
 
 @dataclass
@@ -161,6 +126,9 @@ class LocalRuntime:
         guard: the dispatcher's SSRF guard (default: WEBHOOK_ALLOW_HOSTS from environ).
         start: business time when this database has no local clock yet (default: now).
         environ: WEBHOOK_ALLOW_HOSTS, WFR_WEBHOOK_REDIRECTS, MAIL_SENDER, CALLBACK_BASE_URL.
+        kept: where definitions gone from `registry` still run, loaded in this process
+            (definition/hosts.py: the test kit's archive, `wfr local`'s kept modules; default:
+            nothing is kept).
     """
 
     def __init__(
@@ -172,10 +140,12 @@ class LocalRuntime:
         guard: WebhookGuard | None = None,
         start: datetime | None = None,
         environ: Mapping[str, str] | None = None,
+        kept: DefinitionHosts | None = None,
     ) -> None:
         env = dict(os.environ if environ is None else environ)
         self.store = store
         self.registry = registry
+        self.kept = kept if kept is not None else ArchivedDefinitions()
         self.routing = r.load_routes(template)
         # The functions of the application the template names (see local/application).
         application = self.routing.application
@@ -191,7 +161,7 @@ class LocalRuntime:
         # Redirected hosts are explicitly pointed at a local target: allow them, and it.
         allow |= set(redirects) | {urlsplit(u).hostname or "" for u in redirects.values()}
         allow.discard("")
-        self.guard = guard or WebhookGuard(allow, _redirecting_resolver(redirects))
+        self.guard = guard or WebhookGuard(allow, redirecting_resolver(redirects))
         sender: HttpSender = http or PinnedHttpSender(self.guard)
         self.http = RedirectingHttpSender(sender, redirects) if redirects else sender
         self.settings = Settings(
@@ -224,6 +194,7 @@ class LocalRuntime:
                 settings=self.settings,
                 registry=self.registry,
                 webhook_guard=self.guard,
+                definition_hosts=self.kept,
             )
         )
         try:
@@ -408,6 +379,7 @@ def catch_up_local(
     registry: WorkflowRegistry,
     environ: Mapping[str, str] | None = None,
     template: Path | None = None,
+    kept: DefinitionHosts | None = None,
 ) -> Activity | None:
     """After an operator's action on a local database (one with a local clock), run
     the nudges the functions would have sent (see LocalRuntime.catch_up).
@@ -422,7 +394,7 @@ def catch_up_local(
     found = template or find_template()
     if found is None:
         raise r.RoutingError(no_template_message())
-    return LocalRuntime(store, registry, found, environ=environ).catch_up()
+    return LocalRuntime(store, registry, found, environ=environ, kept=kept).catch_up()
 
 
 def next_cron_instant(registry: WorkflowRegistry, after: datetime) -> datetime | None:
@@ -433,18 +405,6 @@ def next_cron_instant(registry: WorkflowRegistry, after: datetime) -> datetime |
         if isinstance(wf.trigger, CronTrigger)
     ]
     return min(instants, default=None)
-
-
-def _redirecting_resolver(redirects: Mapping[str, str]) -> Callable[[str, int], Sequence[str]]:
-    """The guard resolves redirected hosts to where they are redirected."""
-
-    def resolve(host: str, port: int) -> Sequence[str]:
-        base = redirects.get(host.lower())
-        if base is not None:
-            return [urlsplit(base).hostname or "127.0.0.1"]
-        return system_resolver(host, port)
-
-    return resolve
 
 
 def to_eventbridge_event(entry: Mapping[str, Any], now: datetime) -> dict[str, Any]:

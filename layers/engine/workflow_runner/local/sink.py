@@ -61,12 +61,14 @@ def parse_answers(items: list[str] | None) -> dict[str, list[int]]:
             codes = [int(code) for code in statuses.split(",")]
         except ValueError:
             codes = []
-        if not sep or not path.startswith("/") or not codes or not all(
-            100 <= code <= 599 for code in codes
+        if (
+            not sep
+            or not path.startswith("/")
+            or not codes
+            or not all(100 <= code <= 599 for code in codes)
         ):
             raise InvalidInput(
-                f"--answer: expected PATH=STATUS[,STATUS...] such as /exports=503,200, "
-                f"got {item!r}"
+                f"--answer: expected PATH=STATUS[,STATUS...] such as /exports=503,200, got {item!r}"
             )
         answers.setdefault(path, []).extend(codes)
     return answers

@@ -16,12 +16,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..callback_tokens import is_token, tokens_in
 from ..definition import (
     StepContext,
     WorkflowDefinition,
     run_id_for,
 )
+from ..definition.hosts import ArchivedDefinitions
 from ..definition.registry import unknown_workflow_message
 from ..durations import format_instant, parse_duration, parse_instant
 from ..embedded import drop_database
@@ -40,11 +40,11 @@ from ..errors import (
 from ..json_input import check_json_value
 from ..local.application import find_template, no_template_message
 from ..local.runtime import LocalRuntime
-from ..storable import DEFAULT_MAX_RESULT_BYTES
 from ..store import Store, connect
 from ..stream import RunStarted
 from ..suggest import did_you_mean, listing
 from ..webhook_guard import WebhookGuard
+from .callbacks import CallbackAnswers
 from .records import RunSnapshot, SentMail, SentWebhook, StubbedHttp, snapshot
 from .server import fresh_database, server_url
 from .workflows import registry_of, with_stubbed_task
@@ -59,17 +59,7 @@ def _public_resolver(host: str, port: int) -> list[str]:
     return [_PUBLIC_ADDRESS]
 
 
-def _one_token(text: str, where: str) -> str:
-    """The token in `text` (a token, or a mail body or link holding exactly one)."""
-    found = [text] if is_token(text) else tokens_in(text)
-    if len(found) != 1:
-        raise ValueError(
-            f"{where}: expected one callback token (wfrcb_...), found {len(found)} in {text[:80]!r}"
-        )
-    return found[0]
-
-
-class WorkflowTestEnv:
+class WorkflowTestEnv(CallbackAnswers):
     """A test environment: your workflows, the engine's handlers, a database of its own.
 
     Use it as a context manager; everything happens at business time `now`, which only
@@ -126,6 +116,9 @@ class WorkflowTestEnv:
         self._runtime: LocalRuntime | None = None
         self._database: tuple[str, str] | None = None  # (admin URL, name)
         self._http = StubbedHttp(self._clock_now)
+        # The definitions of earlier deploys, kept loaded as AWS keeps their versions.
+        self._kept = ArchivedDefinitions()
+        self._deploys = 0
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -145,6 +138,7 @@ class WorkflowTestEnv:
                 ),
                 start=self._start,
                 environ=self._environ,
+                kept=self._kept,
             )
         except BaseException:
             self.close()
@@ -320,9 +314,7 @@ class WorkflowTestEnv:
             raise self._not_found(tenant, workflow, key, run_id)
         return snapshot(self.store, tenant, run_id, events)
 
-    def _not_found(
-        self, tenant: str, workflow: str, key: str | None, found: str
-    ) -> RunNotFound:
+    def _not_found(self, tenant: str, workflow: str, key: str | None, found: str) -> RunNotFound:
         """What env.run could not find, with the keys the tenant's runs of it have."""
         runs = self.store.runs.for_tenant(tenant, workflow_name=workflow, limit=50)
         if not runs:
@@ -364,52 +356,6 @@ class WorkflowTestEnv:
         """Webhook delivery attempts so far, oldest first (nothing leaves the process)."""
         return list(self._http.sent)
 
-    def complete_callback(self, token: str, payload: Any) -> None:
-        """Complete a callback as an outside system would through the callback endpoint,
-        and run what follows at once (the resumed pass, its mail, webhooks).
-
-        Args:
-            token: the token, or the text that carried it to the outside system (a mail
-                body, a link, a webhook body) holding exactly one.
-            payload: the JSON the outside system sends (None: no payload); it lands
-                under the wait's result key.
-
-        Raises:
-            ValueError: `token` holds no token, or several.
-            CallbackRefused: unknown token, answered before, expired, or the run moved on.
-            InvalidInput: the payload is not JSON, too large (256 KB) or nested too
-                deeply (100 levels).
-        """
-        check_json_value(
-            payload, "complete_callback(payload=...)", max_bytes=DEFAULT_MAX_RESULT_BYTES
-        )
-        self.runtime.complete_callback(_one_token(token, "complete_callback"), payload, "tests")
-
-    def fail_callback(self, token: str, *, error: str, message: str | None = None) -> None:
-        """Report that a callback's work failed, as an outside system would through the
-        callback endpoint (`…/fail`), and run what follows at once: the wait fails its
-        run (reason callback_failed), or with catch=True finds `{"failed": True,
-        "error": error}` under its key. `message` is only logged, never stored.
-
-        Raises:
-            ValueError: `token` holds no token, or several.
-            CallbackRefused: unknown token, answered before, expired, or the run moved on.
-            InvalidInput: `error` is not 1 to 64 letters, digits and `_.:-`, or `message`
-                is over 2000 characters or holds control characters.
-        """
-        self.runtime.fail_callback(_one_token(token, "fail_callback"), error, message, "tests")
-
-    def heartbeat_callback(self, token: str) -> None:
-        """Send a callback's heartbeat, as an outside system would (`…/heartbeat`): its
-        step's heartbeat interval starts again from now.
-
-        Raises:
-            ValueError: `token` holds no token, or several.
-            CallbackRefused: unknown token, answered before, expired, the run moved on,
-                or its step names no heartbeat interval.
-        """
-        self.runtime.heartbeat_callback(_one_token(token, "heartbeat_callback"))
-
     def stub_webhook(self, url: str, *statuses: int | None) -> None:
         """Answer webhooks to `url` with `statuses` in turn, the last one repeating
         (default for every URL: 200). None: the connection fails. A trailing `*` in
@@ -436,8 +382,10 @@ class WorkflowTestEnv:
 
     def pinned_definitions(self) -> list[PinnedDefinition]:
         """The definitions waiting runs are pinned to, judged against the registered
-        workflows (what `wfr doctor` checks)."""
-        return pinned_definitions(self.store, self.registry)
+        workflows and the code kept from earlier deploys (what `wfr doctor` checks):
+        each says how many of its runs resume on their own definition (`exact`), on one
+        whose shape agrees (`by_shape`), stay on kept code (`kept`) or fail."""
+        return pinned_definitions(self.store, self.registry, hosts=self._kept)
 
     def migrate_runs(
         self,
@@ -474,16 +422,35 @@ class WorkflowTestEnv:
         return report
 
     def redeploy(
-        self, modules: Sequence[str] = (), workflows: Sequence[WorkflowDefinition] = ()
+        self,
+        modules: Sequence[str] = (),
+        workflows: Sequence[WorkflowDefinition] = (),
+        *,
+        keep_previous: bool = True,
     ) -> list[PinnedDefinition]:
         """Replace the registered workflows, as a deploy of new code would, and return
         the definitions whose waiting runs will now fail (empty: the change is safe for
         the runs in this database). The environment goes on with the new workflows.
 
+        As in AWS, where every deploy publishes a function version and older ones are
+        kept, the definitions registered until now stay loaded: a waiting run whose
+        definition the new code lacks, and whose shape no longer agrees, goes on on its
+        old code (its entry's `kept` count) instead of failing.
+
+        Args:
+            keep_previous: False: the code before this deploy is gone, with that of every
+                earlier one (as if their versions were deleted): such runs fail loud
+                with workflow_definition_changed.
+
         Raises:
             WorkflowDefinitionError: a module cannot be imported or defines no workflow.
         """
         registry = registry_of(modules, workflows)
+        self._deploys += 1
+        if keep_previous:
+            self._kept.keep(self.registry, f"the code before redeploy {self._deploys}")
+        else:
+            self._kept.clear()
         self.registry = registry
         self.runtime.registry = registry
-        return [p for p in pinned_definitions(self.store, registry) if p.fails]
+        return [p for p in self.pinned_definitions() if p.fails]

@@ -113,7 +113,6 @@ def with_stubbed_task(
         )
         where = f"workflow {workflow!r} has no" if workflow else "no registered workflow has a"
         raise ValueError(
-            f"stub_task: {where} task {key!r}{did_you_mean(key, keys)} "
-            f"(task keys: {listing(keys)})"
+            f"stub_task: {where} task {key!r}{did_you_mean(key, keys)} (task keys: {listing(keys)})"
         )
     return stubbed

@@ -31,9 +31,9 @@ def on_files(files: Files, config: Any, **_: Any) -> Files:
         files.append(File.generated(config, path, abs_src_path=str(ROOT / path)))
     for file in files:
         fresh = FRESH_SCREENSHOTS / Path(file.src_uri).name
-        if file.src_uri.startswith("console/") and file.src_uri.endswith(".png"):
-            if fresh.is_file():
-                file.abs_src_path = str(fresh)
+        is_screenshot = file.src_uri.startswith("console/") and file.src_uri.endswith(".png")
+        if is_screenshot and fresh.is_file():
+            file.abs_src_path = str(fresh)
     return files
 
 

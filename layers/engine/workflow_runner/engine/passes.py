@@ -26,6 +26,7 @@ from ..step_paths import step_at
 from ..store import InboxEvent, Store, StoredEvent, StoredResults
 from ..stream import (
     ChildrenWaiting,
+    FlowHeld,
     RunStarted,
     RunState,
     StepWaitingForCallback,
@@ -142,6 +143,8 @@ def trigger_event(store: Store, run: LoadedRun) -> DomainEvent | None:
     if state.trigger_event_id is None:
         return None
     row = run.trigger_row
+    if state.trigger_override is not None:  # a debounce's last trigger
+        row = store.inbox.get(state.tenant_id, state.trigger_override)
     if row is None or row.detail is None:
         return None
     return domain_event_of(row)
@@ -374,7 +377,7 @@ def continue_run(
         reentry=redo.reentry if redo is not None else None,
         callback_secret=state.started.callback_secret if state.started else None,
         parent_run_id=state.started.parent_run_id if state.started else None,
-    ).run(path)
+    ).run(None if isinstance(suspension, FlowHeld) else path)  # held: not started yet
     return persist_pass(
         store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now, writes
     )

@@ -29,6 +29,7 @@ from ..stream import (
     TERMINAL_TYPES,
     CallbackCompleted,
     ChildrenSettled,
+    FlowHeld,
     RetryScheduled,
     StepEventMatched,
     StepResumed,
@@ -95,7 +96,7 @@ class _PendingDeletes:
 
 def _pending_row(
     e: StoredEvent,
-    fact: Suspension | StepWaitingForCallback,
+    fact: Suspension | StepWaitingForCallback | FlowHeld,
     lookback_after: Cursor | None = None,
 ) -> NewPendingRow:
     wait = fact if isinstance(fact, StepWaitingForEvent) else None
@@ -157,7 +158,13 @@ _READS_PAYLOAD = frozenset(
 )
 _DROPS_ROW = frozenset({StepResumed.TYPE, *TERMINAL_TYPES})
 # The suspensions with a time of their own (what `horizon_seconds` returns when due soon).
-_TIMED_SUSPENSIONS = (StepWaiting, StepWaitingForEvent, RetryScheduled, StepWaitingForCallback)
+_TIMED_SUSPENSIONS = (
+    StepWaiting,
+    StepWaitingForEvent,
+    RetryScheduled,
+    StepWaitingForCallback,
+    FlowHeld,  # a run held for its throttle turn or its debounce's quiet period
+)
 _TIMED = frozenset(cls.TYPE for cls in _TIMED_SUSPENSIONS)
 
 

@@ -36,6 +36,7 @@ from ..definition import (
     WorkflowInfo,
     WorkflowRegistry,
 )
+from ..flow.tasks import claim_within_limits, release_task_slots
 from ..pass_result import WorkflowStepError
 from ..ports import HttpSender, Mailer
 from ..redaction import exception_for_log
@@ -160,13 +161,19 @@ def run_task(
     left_ms = int((seconds_left() - LEASE_MARGIN_SECONDS) * 1000)
     if left_ms < 1000:
         return None
-    with store.transaction():
-        task = store.tasks.claim(now(), left_ms, DELIVERY_TIMEOUT_MS, LEASE_MARGIN_SECONDS)
+    # One transaction leases the task and whatever its limits say (flow/tasks.py).
+    task = claim_within_limits(
+        store,
+        lambda: store.tasks.claim(now(), left_ms, DELIVERY_TIMEOUT_MS, LEASE_MARGIN_SECONDS),
+        now,
+    )
     if task is None:
         return None
     run = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True)
     if not run.state.waits_for_task(task.task_id):
-        store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now())
+        with store.transaction():
+            store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now())
+            release_task_slots(store, task)
         return _result(task, "dropped", False)
     step = _step_of(store, ports, task)
     policy = _policy_of(step)
@@ -335,6 +342,7 @@ def _record_success(
         )
 
     with store.transaction():
+        release_task_slots(store, task)
         appended = _append(store, task, completed, now)
         if appended is None:
             store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
@@ -391,6 +399,8 @@ def _record_failure(
         )
 
     with store.transaction():
+        if not attempt_running:
+            release_task_slots(store, task)
         appended = _append(store, task, fact, now)
         if appended is None:
             store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..flow.wake import wake_after_commit
 from ..ports import ResumeQueue, ResumeRequest
 from ..store import Store
 from .children import start_children
@@ -82,6 +83,10 @@ def work(
             break
     while (attempt := run_task(store, ports, now, seconds_left, rng)) is not None:
         result.tasks.append(attempt)
+        # Slots the attempt gave back wake held work (flow control): resumes go out now.
+        woken = wake_after_commit(store, now()) if store.flow.wakes else []
+        if woken:
+            enqueue_due(store, resume_queue, woken, now())
         if attempt.run_due:
             due = _Due(attempt.tenant_id, attempt.run_id, attempt.step_index)
             sent, _ = enqueue_due(store, resume_queue, [due], now())

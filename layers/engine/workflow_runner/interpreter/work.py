@@ -10,6 +10,7 @@ from typing import Any
 from ..definition.dsl import CallWorkflow, MailSend, Map, Parallel, Step, Task, WebhookSend
 from ..definition.retry import RetryPolicy
 from ..durations import parse_duration
+from ..flow.keys import task_limits
 from ..pass_result import DispatchRequest, Suspension, TaskWait
 from ..step_requests import DISPATCH_NAMESPACE, child_join, delivery_request, task_id_for, task_key
 from ..stream import NEVER, Path
@@ -84,6 +85,13 @@ class WorkSteps(PassState):
             catch=step.catch,
             scope=scope_copy,
             request=request,
+            limits=task_limits(
+                self.definition,
+                step,
+                task_key(step),
+                self._ctx(path, scope),
+                lambda v: self._call(v, path, scope),
+            ),
         )
 
     def _request_of(self, step: Step, path: Path, scope: dict[str, Any]) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ class NewTask:
     request: dict[str, Any] | None
     max_attempts: int
     timeout_ms: int | None
+    limits: list[dict[str, Any]] | None = None  # flow control (flow/store.py LimitSpec)
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class ClaimedTask:
     timeout_ms: int | None
     leased_until: datetime
     lost_attempt: bool
+    limits: list[dict[str, Any]] | None = None  # flow control (flow/store.py LimitSpec)
+    flow_ticket: datetime | None = None  # the throttle turn its attempt reserved
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ class TaskStore:
             path=Jsonb(task.path),
             scope=Jsonb(task.scope),
             request=None if task.request is None else Jsonb(task.request),
+            limits=None if task.limits is None else Jsonb(task.limits),
             now=now,
         )
         self._sql.run("insert_task", params)
@@ -117,6 +121,8 @@ class TaskStore:
             timeout_ms=row["timeout_ms"],
             leased_until=row["leased_until"],
             lost_attempt=row["was"] == "running",
+            limits=row["flow"],
+            flow_ticket=row["flow_ticket"],
         )
 
     def retry(self, task: ClaimedTask, next_attempt_at: datetime, error: str) -> None:

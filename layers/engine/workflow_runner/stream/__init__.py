@@ -24,6 +24,7 @@ from .callbacks import (
 from .children import ChildrenRequested, ChildrenSettled
 from .codec import SUSPENDING_FACTS, Fact, UnknownFact, decode, type_of
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
+from .flow import FLOW_HELD, FlowHeld
 from .fold import RecordedFact, RunState, fold_run
 from .names import (
     CHILDREN_REQUESTED,
@@ -96,6 +97,7 @@ __all__ = [
     "DISPATCH_FAILED",
     "DISPATCH_REQUESTED",
     "DISPATCH_STREAM",
+    "FLOW_HELD",
     "NEVER",
     "OPERATOR_ACTION",
     "RETRY_SCHEDULED",
@@ -130,6 +132,7 @@ __all__ = [
     "DispatchRequested",
     "Dispatched",
     "Fact",
+    "FlowHeld",
     "Frame",
     "OperatorAction",
     "OperatorActionName",

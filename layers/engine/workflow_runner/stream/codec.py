@@ -10,6 +10,7 @@ from ..fast_init import fast_init
 from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenRequested, ChildrenSettled
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
+from .flow import FlowHeld
 from .operator import OperatorAction
 from .run import (
     RunCancelled,
@@ -69,6 +70,7 @@ Fact: TypeAlias = (
     | OperatorAction
     | StepWaitingForCallback
     | CallbackCompleted
+    | FlowHeld
     | UnknownFact
 )
 
@@ -81,6 +83,7 @@ SUSPENDING_FACTS = (
     TasksScheduled,
     ChildrenWaiting,
     StepWaitingForCallback,
+    FlowHeld,
 )
 
 _KNOWN: dict[str, Any] = {

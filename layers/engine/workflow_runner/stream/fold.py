@@ -11,6 +11,7 @@ from ..fast_init import fast_init
 from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenSettled
 from .codec import SUSPENDING_FACTS, Fact
+from .flow import FlowHeld
 from .names import SETTLED_STATUSES, RunStatus
 from .run import (
     RunCancelled,
@@ -51,7 +52,7 @@ class RunState:
     started_at: datetime | None = None
     status: RunStatus | Literal["missing"] = "missing"
     fingerprint: str = ""
-    suspension: Suspension | StepWaitingForCallback | None = None  # the open suspension
+    suspension: Suspension | StepWaitingForCallback | FlowHeld | None = None  # the open one
     suspension_version: int = 0
     # The first event that matched the open wait (a callback's payload event included).
     matched_event_id: str | None = None
@@ -61,6 +62,9 @@ class RunState:
     outcome_recorded_at: datetime | None = None
     last_failure: RunFailed | None = None
     cancel_reason: str | None = None  # why it was cancelled, if it was
+    # The trigger event the run started with when it is not RunStarted's (a debounce
+    # starts with the last trigger of its key: flow control's FlowHeld names it).
+    trigger_override: str | None = None
 
     @property
     def workflow_name(self) -> str:
@@ -134,6 +138,8 @@ class RunState:
             self.task_outcomes = {}
             self.children_settled = None
             self.fingerprint = fact.definition_fingerprint or self.fingerprint
+            if isinstance(fact, FlowHeld) and fact.event_id is not None:
+                self.trigger_override = fact.event_id
         elif isinstance(fact, StepEventMatched):
             if self.matched_event_id is None:
                 self.matched_event_id = fact.event_id

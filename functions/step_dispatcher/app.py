@@ -18,6 +18,7 @@ from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
 from workflow_runner.aws.observability import heartbeat
+from workflow_runner.clock import SystemClock
 from workflow_runner.engine.tasks import TaskPorts
 from workflow_runner.engine.worker import work
 from workflow_runner.webhook_guard import WebhookGuard
@@ -56,6 +57,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             seconds_left,
             max_attempts=cfg.dispatch_max_attempts,
             webhook_timeout=cfg.webhook_timeout_seconds,
+            # A throttled task's next turn within the budget is waited for (deployed:
+            # real time; the local runtime's clock moves only when told).
+            wait=time.sleep if isinstance(rt.clock, SystemClock) else None,
         )
     )
     answer = support.report_work(result)

@@ -120,6 +120,11 @@ SET status = 'pending', attempts = attempts - 1, leased_until = NULL,
 WHERE tenant_id = %(tenant_id)s AND task_id = %(task_id)s AND status = 'running'
   AND attempts = %(attempt)s;
 
+-- name: flow_next_turn
+-- The earliest throttle turn a pending task attempt holds (the worker waits for it).
+SELECT min(next_attempt_at) AS turn FROM task_queue
+WHERE status = 'pending' AND flow_ticket IS NOT NULL AND next_attempt_at > %(now)s;
+
 -- name: flow_use_ticket
 -- A claimed attempt whose throttle turn has come uses it up.
 UPDATE task_queue SET flow_ticket = NULL

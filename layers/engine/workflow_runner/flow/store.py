@@ -262,6 +262,11 @@ class FlowStore:
             },
         )
 
+    def next_turn(self, now: datetime) -> datetime | None:
+        """The earliest throttle turn a waiting task attempt holds, after `now`."""
+        row = self._sql.one("flow_next_turn", {"now": now})
+        return None if row is None else row["turn"]
+
     def use_ticket(self, tenant_id: str, task_id: str) -> None:
         """A task's reserved throttle turn is used by the attempt claimed now."""
         self._sql.run("flow_use_ticket", {"tenant_id": tenant_id, "task_id": task_id})

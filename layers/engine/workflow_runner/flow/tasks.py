@@ -143,3 +143,22 @@ def release_task_slots(store: Store, task: ClaimedTask) -> None:
     for key, queued in store.flow.release_slots(holder_of(task)):
         if queued and key in limits:
             store.flow.wakes[key] = limits[key]
+
+
+def wait_for_turn(
+    store: Store,
+    now: Callable[[], datetime],
+    seconds_left: Callable[[], float],
+    wait: Callable[[float], None],
+) -> bool:
+    """Wait for the next throttle turn of a task attempt if it comes within the time
+    left (a deployed worker: nothing else would run the attempt before the next
+    invocation); False when there is none that soon."""
+    turn = store.flow.next_turn(now())
+    if turn is None:
+        return False
+    pause = (turn - now()).total_seconds()
+    if not 0 < pause < seconds_left():
+        return False
+    wait(pause)
+    return True

@@ -15,6 +15,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
+from workflow_runner.aws.flow_metrics import report_limit_waits
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
 from workflow_runner.aws.observability import heartbeat
@@ -63,5 +64,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         )
     )
     answer = support.report_work(result)
+    support.with_store(report_limit_waits)  # attempts that waited for a limit
     heartbeat("StepDispatcher")
     return answer

@@ -33,6 +33,7 @@ from ..timeline import (
     wake_text,
 )
 from .context import Context, UsageError, parse_duration_arg, parse_now, parse_since
+from .limits import cmd_runs_skipped, show_limit_waits
 
 
 def cmd_migrate(ctx: Context) -> int:
@@ -69,6 +70,8 @@ def cmd_runs_list(ctx: Context) -> int:
     args = ctx.args
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
+    if args.skipped:
+        return cmd_runs_skipped(ctx)
     if args.version is not None and not args.workflow:
         raise UsageError("--version needs --workflow")
     now = ctx.now() if (args.since or args.until) else None
@@ -133,7 +136,10 @@ def cmd_runs_show(ctx: Context) -> int:
     timeline = run_timeline(ctx.store(), tenant, run_id)
     parent = state.started.parent_run_id if state.started else None
     children = ctx.store().children.of_run(tenant, run_id, limit=CHILDREN_SHOWN + 1)
+    out = ctx.output
     if ctx.output.as_json:
+        # Present only while flow control holds the run (or one of its tasks) back.
+        waits = show_limit_waits(out, ctx.store(), state, ctx.now())
         ctx.output.json(
             {
                 "runId": run_id,
@@ -149,6 +155,7 @@ def cmd_runs_show(ctx: Context) -> int:
                     if e.stream_type != RUN_STREAM
                 ],
                 "parentRunId": parent,
+                **({"limitWaits": waits} if waits else {}),
                 "children": [
                     {
                         "runId": c.child_run_id,
@@ -163,13 +170,13 @@ def cmd_runs_show(ctx: Context) -> int:
             }
         )
         return 0
-    out = ctx.output
     out.heading(f"run {run_id}  {state.workflow_name}  {out.status(state.status)}")
     out.line(f"tenant {tenant}")
     if parent:
         out.line(f"child of run {parent}  (wfr runs show {parent})")
     if state.suspension is not None:
         out.line(f"waiting at step {state.suspension.step_index}")
+    show_limit_waits(out, ctx.store(), state, ctx.now())
     out.table(
         ["V", "RECORDED", "AFTER", "EVENT", "DETAIL"],
         [

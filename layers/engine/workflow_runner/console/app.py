@@ -41,7 +41,7 @@ from ..definition import WorkflowRegistry
 from ..engine.run_lookup import AmbiguousRunId, resolve_run
 from ..errors import InvalidInput, RunNotFound, StoreError
 from ..store import RunSummary, Store, connect
-from . import access, actions, deliveries, run_view, views
+from . import access, actions, deliveries, limits_page, run_view, views
 from .layout import View, error_page
 
 log = logging.getLogger("workflow_runner")
@@ -311,6 +311,8 @@ class ConsoleApp:
             return _html(*views.doctor_page(view))
         if path == "/deliveries":
             return _html(*deliveries.deliveries_page(view, request.query))
+        if path == "/limits":
+            return _html(*limits_page.limits_page(view, request.query))
         redelivery = _REDELIVER_PATH.match(path)
         if redelivery is not None:
             if not view.allow_actions:

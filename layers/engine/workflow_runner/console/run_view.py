@@ -35,6 +35,7 @@ from .layout import (
     table,
     when,
 )
+from .limits_page import limit_waits_block
 from .svg import to_svg
 
 
@@ -346,6 +347,7 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
                 class_="run-head",
             ),
             where,
+            limit_waits_block(view, state),
             _summary(view, run, state),
             el("section", el("h2", "Graph"), _graph(view, run, state), class_="card"),
             el(

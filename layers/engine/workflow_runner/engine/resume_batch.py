@@ -22,7 +22,7 @@ from ..definition import WorkflowRegistry
 from ..errors import RunNotFound
 from ..ports import Nudger, ResumeQueue, ResumeRequest
 from ..store import Store
-from .enqueue import MAX_DELAY_SECONDS
+from .enqueue import MAX_DELAY_SECONDS, enqueue_due
 from .resume import ResumeRequestItem, ResumeResult, resume_runs
 
 
@@ -78,6 +78,9 @@ def resume_batch(
             sends nothing.
     """
     results = resume_runs(store, requests, now, registry)
+    woken, store.flow.woken = store.flow.woken, []
+    if woken:  # held work a freed slot woke (flow control): to the queue at once
+        enqueue_due(store, queue, woken, now)
     if hold is not None and hold.seconds > 0:
         now = _resume_held(store, requests, results, now, registry, hold)
     report = ResumeBatchReport(results)

@@ -287,6 +287,13 @@ FROM flow_waiters q
 WHERE q.tenant_id = %(tenant_id)s AND q.run_id = %(run_id)s
 ORDER BY q.seq;
 
+-- name: flow_run_turns
+-- A run's task attempts waiting for their throttle turn.
+SELECT task_key, flow_ticket FROM task_queue
+WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s AND status = 'pending'
+  AND flow_ticket > %(now)s
+ORDER BY flow_ticket;
+
 -- name: flow_queued_by_workflow
 -- Work held for a slot per workflow, and how long the oldest has waited (LimitQueued).
 SELECT workflow_name, count(*) AS queued, min(queued_at) AS oldest

@@ -449,6 +449,13 @@ class FlowStore:
             for r in rows
         ]
 
+    def run_turns(self, tenant_id: str, run_id: str, now: datetime) -> list[tuple[str, datetime]]:
+        """(task key, its throttle turn) of a run's attempts waiting for their turn."""
+        rows = self._sql.all(
+            "flow_run_turns", {"tenant_id": tenant_id, "run_id": run_id, "now": now}
+        )
+        return [(r["task_key"], r["flow_ticket"]) for r in rows]
+
     def queued_by_workflow(self) -> list[tuple[str, int, datetime]]:
         """(workflow, work held for a slot, since when the oldest waits)."""
         rows = self._sql.all("flow_queued_by_workflow", {})

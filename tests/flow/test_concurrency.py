@@ -205,7 +205,16 @@ def test_a_pass_holds_its_slot_only_while_its_transaction_lives(db_url: str, sto
 
     thread = threading.Thread(target=resume_it)
     thread.start()
-    time.sleep(1.0)
+    with psycopg.connect(db_url, autocommit=True) as watcher:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the look waits for the other pass
+            waiting = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            ).fetchone()
+            if waiting and waiting[0]:
+                break
+            time.sleep(0.05)
 
     # Then: its pass was held at once (SKIP LOCKED), and the look after its commit waits
     # for the other pass to end rather than miss the slot it frees

@@ -29,6 +29,7 @@ from ..stream import NEVER
 from .keys import event_context, run_slots
 from .limits import LimitSpec
 from .store import Waiter
+from .wake import queue_on_one
 
 
 @dataclass(frozen=True)
@@ -138,12 +139,13 @@ def admit_passes(
                     # Its slot frees at the commit, with held work waiting for it.
                     store.flow.wakes[spec.flow_key] = spec.limit
     if held and queue_held:
-        waiters = [works[i].waiter(spec) for i in sorted(held) for spec in lacking[i]]
-        store.flow.queue(waiters, now)
+        limits = {key: spec.limit for key, spec in specs.items()}
+        for i in sorted(held):
+            waiters = [works[i].waiter(spec) for spec in works[i].slots]
+            blocked = [works[i].waiter(spec) for spec in lacking[i]]
+            queue_on_one(store, waiters, blocked, limits, now)
         store.flow.park_pending(
             [(works[i].tenant_id, works[i].run_id, works[i].step_index) for i in sorted(held)],
             NEVER,
         )
-        for waiter in waiters:
-            store.flow.wakes[waiter.flow_key] = specs[waiter.flow_key].limit
     return held

@@ -29,7 +29,7 @@ from ..store import ClaimedTask, Store
 from ..stream import NEVER
 from .limits import LimitSpec
 from .store import Waiter
-from .wake import wake_after_commit
+from .wake import queue_on_one, wake_after_commit
 
 # Attempts a claim may hold back in one transaction before it commits and goes on.
 HOLDS_PER_TRANSACTION = 200
@@ -117,12 +117,9 @@ def _take_slots(
         if blocked:
             store.flow.release_slots(holder)
     if blocked:
-        store.flow.queue(blocked, now)
+        queue_on_one(store, waiters, blocked, {s.flow_key: s.limit for s in slots}, now)
         # Its turn (if it reserved one) stays with it for when a slot wakes it.
         store.flow.park_task(task.tenant_id, task.task_id, task.attempt, NEVER, ticket)
-        limits_of = {s.flow_key: s.limit for s in slots}
-        for waiter in blocked:
-            store.flow.wakes[waiter.flow_key] = limits_of[waiter.flow_key]
         return False
     queued_here = [w for w, (_, mine) in zip(waiters, state, strict=True) if mine is not None]
     if queued_here:

@@ -14,9 +14,11 @@ before it took its slot cannot leave the queue asleep.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from ..store import DueRow, Store
+from .store import Waiter
 
 # The longest the oldest held work of a key sleeps without a look at its key.
 SAFETY_SECONDS = 60.0
@@ -56,3 +58,24 @@ def wake_key(store: Store, key: str, limit: int, now: datetime) -> list[DueRow]:
             else:
                 store.flow.due_tasks([head], at)
     return due
+
+
+def queue_on_one(
+    store: Store,
+    waiters: Sequence[Waiter],
+    blocked: Sequence[Waiter],
+    limits: dict[str, int],
+    now: datetime,
+) -> None:
+    """Held work that needs several keys waits in one queue only: the first key (in key
+    order) it could not have. It leaves the other keys' queues, so it never keeps a slot
+    of one key promised (woken) while it waits for another, which would let two keys'
+    waiters wait for each other for good. Each key it touched is looked at after the
+    commit (a slot promised to it is free for the next)."""
+    wait_on = min(blocked, key=lambda w: w.flow_key)
+    others = [w for w in waiters if w.flow_key != wait_on.flow_key]
+    if others:
+        store.flow.admitted(others)  # leaves those queues
+    store.flow.queue([wait_on], now)
+    for waiter in waiters:
+        store.flow.wakes[waiter.flow_key] = limits[waiter.flow_key]

@@ -3,8 +3,6 @@
 -- task_queue columns only: the previous release neither reads nor writes them, so old and
 -- new code run side by side during a deploy (old code claims a task without looking at
 -- its limits; the tasks it schedules carry none).
---
--- Another branch may bring its own 0013: whichever lands second renumbers its file.
 
 -- One row per limit key (flow/keys.py names them): what operators see in `wfr limits`,
 -- and the state a throttle (its next turn), a rate limit (its recent admissions), a

@@ -1,0 +1,3 @@
+-- migrate: reserved
+-- Holds this number for the branch that brings this migration (the lead's numbering);
+-- the real file replaces this one when that branch lands.

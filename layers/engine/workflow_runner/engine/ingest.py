@@ -28,6 +28,7 @@ from ..definition import (
 from ..definition.dsl import has_callback_wait
 from ..durations import format_instant
 from ..errors import StoreError, TransientStoreError
+from ..flow.cancels import cancel_matching, register_cancel_keys
 from ..flow.starts import hold_or_start, judge_trigger
 from ..interpreter import Interpreter
 from ..match import inbox_keys
@@ -153,6 +154,8 @@ def _first_pass(
     definition, event, started = start.definition, start.event, start.started
     tenant = event.tenant_id
     if definition.flow is not None:
+        if definition.flow.cancel_on:
+            register_cancel_keys(store, definition, event, start.run_id, now)
         add = None if writes is None else (lambda write: writes.add(write, now))
         held = hold_or_start(store, definition, event, start.run_id, started, start.held, now, add)
         if held is not None:
@@ -331,6 +334,8 @@ def _ingest_in_transaction(
     savepoint and a refusal fails only that run. Of two starts of one run id in a batch
     the first (in event order) starts it; the other is skipped, as a redelivery."""
     claimed = _store_and_claim(store, events, now)
+    for n in sorted(claimed):  # cancel_on: before the runs the event starts
+        cancel_matching(store, registry, events[n], now)
     planned: list[list[tuple[WorkflowDefinition, RunOutcome | _Start | None]] | None] = []
     for n, event in enumerate(events):
         if n not in claimed:
@@ -400,6 +405,7 @@ def ingest_domain_event(
     with store.transaction():
         if not _store_and_claim(store, [event], now):
             return IngestResult(event.id, stored=False)
+        cancel_matching(store, registry, event, now)
         return _ingested(event, [(definition, _refused(store, definition, event, now, refusal))])
 
 

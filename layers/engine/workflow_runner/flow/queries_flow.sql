@@ -300,3 +300,25 @@ SELECT workflow_name, count(*) AS queued, min(queued_at) AS oldest
 FROM flow_waiters
 GROUP BY workflow_name
 ORDER BY workflow_name;
+
+-- name: flow_add_cancel_keys
+-- What may cancel a run that starts now (cancel_on), one row per CancelOn.
+INSERT INTO flow_cancel_keys (tenant_id, event_type, match_value, workflow_name, run_id,
+                              started_at)
+SELECT %(tenant_id)s::uuid, k.event_type, k.match_value, %(workflow)s, %(run_id)s::uuid,
+       %(now)s
+FROM unnest(%(types)s::text[], %(values)s::text[]) AS k(event_type, match_value)
+ON CONFLICT DO NOTHING;
+
+-- name: flow_take_cancel_keys
+-- The runs an arriving event names (their rows go: a run is cancelled once); those
+-- started before `since` are too old to cancel (their rows go too: they only age).
+WITH taken AS (
+    DELETE FROM flow_cancel_keys
+    WHERE tenant_id = %(tenant_id)s::uuid AND event_type = %(event_type)s
+      AND match_value = %(value)s AND workflow_name = %(workflow)s
+    RETURNING run_id, started_at
+)
+SELECT run_id::text AS run_id FROM taken
+WHERE %(since)s::timestamptz IS NULL OR started_at >= %(since)s::timestamptz
+ORDER BY run_id;

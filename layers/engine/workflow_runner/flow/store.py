@@ -387,6 +387,51 @@ class FlowStore:
             },
         )
 
+    # --- cancel_on ---------------------------------------------------------------------------
+
+    def add_cancel_keys(
+        self,
+        tenant_id: str,
+        workflow: str,
+        run_id: str,
+        keys: Sequence[tuple[str, str]],
+        now: datetime,
+    ) -> None:
+        """What may cancel a run starting now: (event type, match value) pairs."""
+        self._sql.run(
+            "flow_add_cancel_keys",
+            {
+                "tenant_id": tenant_id,
+                "workflow": workflow,
+                "run_id": run_id,
+                "types": [t for t, _ in keys],
+                "values": [v for _, v in keys],
+                "now": now,
+            },
+        )
+
+    def take_cancel_keys(
+        self,
+        tenant_id: str,
+        event_type: str,
+        value: str,
+        workflow: str,
+        since: datetime | None,
+    ) -> list[str]:
+        """The runs of `workflow` an `event_type` event with `value` names (started at
+        or after `since`), their rows deleted."""
+        rows = self._sql.all(
+            "flow_take_cancel_keys",
+            {
+                "tenant_id": tenant_id,
+                "event_type": event_type,
+                "value": value,
+                "workflow": workflow,
+                "since": since,
+            },
+        )
+        return [r["run_id"] for r in rows]
+
     # --- what operators see ------------------------------------------------------------------
 
     def skipped(

@@ -408,3 +408,16 @@ CREATE TABLE flow_skipped (
     PRIMARY KEY (tenant_id, event_id, workflow_name)
 );
 CREATE INDEX flow_skipped_recent_idx ON flow_skipped (skipped_at, tenant_id);
+
+-- cancel_on: what cancels a run of a workflow with CancelOn(...), written when the run
+-- starts (the cancelling event's type and the [path, value] pairs its payload must carry).
+CREATE TABLE flow_cancel_keys (
+    tenant_id      uuid        NOT NULL,
+    event_type     text        NOT NULL,
+    match_value    text        NOT NULL,
+    workflow_name  text        NOT NULL,
+    run_id         uuid        NOT NULL,
+    started_at     timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, event_type, match_value, workflow_name, run_id)
+);
+CREATE INDEX flow_cancel_keys_run_idx ON flow_cancel_keys (tenant_id, run_id);

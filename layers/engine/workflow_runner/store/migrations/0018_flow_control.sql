@@ -72,3 +72,18 @@ CREATE INDEX IF NOT EXISTS flow_skipped_recent_idx ON flow_skipped (skipped_at, 
 -- NULL: none), and the throttle turn its next attempt reserved.
 ALTER TABLE task_queue ADD COLUMN IF NOT EXISTS flow jsonb;
 ALTER TABLE task_queue ADD COLUMN IF NOT EXISTS flow_ticket timestamptz;
+
+-- cancel_on: what cancels a run of a workflow with CancelOn(...), written when the run
+-- starts: the cancelling event's type and the values its payload must carry (a JSON
+-- list of [path, value] pairs). An arriving event of that type takes the rows of its
+-- values and cancels their runs; the purge deletes the rows of purged runs.
+CREATE TABLE IF NOT EXISTS flow_cancel_keys (
+    tenant_id      uuid        NOT NULL,
+    event_type     text        NOT NULL,
+    match_value    text        NOT NULL,
+    workflow_name  text        NOT NULL,
+    run_id         uuid        NOT NULL,
+    started_at     timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, event_type, match_value, workflow_name, run_id)
+);
+CREATE INDEX IF NOT EXISTS flow_cancel_keys_run_idx ON flow_cancel_keys (tenant_id, run_id);

@@ -75,6 +75,18 @@ def _registry() -> WorkflowRegistry:
             ],
             register=False,
         ),
+        # One call at a time per account; a run's priority= from its trigger event.
+        define_workflow(
+            name="prio-call",
+            trigger=on_event("prio-call.go"),
+            idempotency_key=Event.payload["n"],
+            priority=Event.payload["prio"],
+            steps=lambda s: [
+                s.task("call", _echo, concurrency=Concurrency(1, key=Event.payload["account"])),
+                s.return_({"n": Steps["call"]}),
+            ],
+            register=False,
+        ),
         # Ten starts a minute per account.
         define_workflow(
             name="throttled",

@@ -298,7 +298,16 @@ def flow_control(
         priority=priority,
         cancel_on=_cancel_on(where, cancel_on),
     )
-    if found == FlowControl():
+    given = (
+        limits,
+        found.throttle,
+        found.rate_limit,
+        found.debounce,
+        found.singleton,
+        found.batch,
+        found.cancel_on,
+    )
+    if priority is None and not any(given):  # never ==: a reference refuses comparison
         return None
     if priority is not None:
         _priority(where, priority)

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from ..definition.dsl import DomainEvent, StepContext, WorkflowDefinition, WorkflowInfo, resolve
 from ..durations import parse_duration
 from ..redaction import exception_for_log
-from .constructs import Concurrency, FlowControl, Throttle
+from .constructs import MAX_PRIORITY, Concurrency, FlowControl, Throttle
 from .limits import LimitSpec
 
 log = logging.getLogger("workflow_runner.flow")
@@ -87,6 +87,7 @@ def _spec(
     workflow: str,
     step: str | None,
     value: str,
+    priority: int = 0,
 ) -> LimitSpec:
     kind: Literal["concurrency", "throttle"] = (
         "throttle" if isinstance(construct, Throttle) else "concurrency"
@@ -102,7 +103,25 @@ def _spec(
         key_value=value,
         period_ms=int(parse_duration(throttle.period).total_seconds() * 1000) if throttle else 0,
         burst=throttle.burst if throttle else 1,
+        priority=priority,
     )
+
+
+def priority_of(flow: FlowControl | None, ctx: StepContext) -> int:
+    """A run's priority= resolved against its trigger event: seconds of head start in
+    the queues of its limits, clamped to -600..600 (0: none, or one that cannot be read
+    as an integer)."""
+    if flow is None or flow.priority is None:
+        return 0
+    try:
+        value = resolve(flow.priority, ctx)
+        number = int(value) if not isinstance(value, bool) else 0
+    except Exception as error:
+        log.warning(
+            "a priority could not be resolved", extra={"detail": exception_for_log(error)}
+        )
+        return 0
+    return max(-MAX_PRIORITY, min(MAX_PRIORITY, number))
 
 
 def run_slots(
@@ -110,8 +129,9 @@ def run_slots(
 ) -> list[LimitSpec]:
     """The concurrency limits a run's passes and tasks count against."""
     tenant = ctx.event.tenant_id
+    priority = priority_of(flow, ctx)
     return [
-        _spec(c, tenant, definition.name, None, key_value(c.key, in_context(ctx)))
+        _spec(c, tenant, definition.name, None, key_value(c.key, in_context(ctx)), priority)
         for c in flow.concurrency
     ]
 
@@ -133,15 +153,16 @@ def step_specs(
     workflow: str,
     step: str,
     resolve_key: Callable[[Any], Any],
+    priority: int = 0,
 ) -> list[LimitSpec]:
     """The limits of one task, mail or webhook step, keys resolved by the pass."""
     found = [
-        _spec(c, tenant_id, workflow, step, key_value(c.key, resolve_key)) for c in concurrency
+        _spec(c, tenant_id, workflow, step, key_value(c.key, resolve_key), priority)
+        for c in concurrency
     ]
     if throttle is not None:
-        found.append(
-            _spec(throttle, tenant_id, workflow, step, key_value(throttle.key, resolve_key))
-        )
+        value = key_value(throttle.key, resolve_key)
+        found.append(_spec(throttle, tenant_id, workflow, step, value, priority))
     return found
 
 
@@ -161,7 +182,10 @@ def task_limits(
     if not concurrency and throttle is None and (flow is None or not flow.concurrency):
         return None
     tenant = ctx.event.tenant_id
-    found = step_specs(concurrency, throttle, tenant, definition.name, step_key, resolve_key)
+    priority = priority_of(flow, ctx)
+    found = step_specs(
+        concurrency, throttle, tenant, definition.name, step_key, resolve_key, priority
+    )
     if flow is not None:
         found += run_slots(flow, definition, ctx)
     return [spec.to_json() for spec in found] or None

@@ -25,6 +25,7 @@ class LimitSpec:
     key_value: str = ""
     period_ms: int = 0  # throttle: the period of `limit` tokens
     burst: int = 1
+    priority: int = 0  # seconds of head start in the key's queue (priority=)
 
     @property
     def interval(self) -> timedelta:
@@ -43,7 +44,7 @@ class LimitSpec:
         return f"{what} of {owner}{key} ({shared})"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "k": self.flow_key,
             "kind": self.kind,
             "limit": self.limit,
@@ -54,6 +55,9 @@ class LimitSpec:
             "periodMs": self.period_ms,
             "burst": self.burst,
         }
+        if self.priority:
+            found["priority"] = self.priority
+        return found
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LimitSpec:
@@ -67,4 +71,5 @@ class LimitSpec:
             key_value=str(data.get("key") or ""),
             period_ms=int(data.get("periodMs") or 0),
             burst=int(data.get("burst") or 1),
+            priority=int(data.get("priority") or 0),
         )

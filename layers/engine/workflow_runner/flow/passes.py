@@ -44,7 +44,13 @@ class PassWork:
 
     def waiter(self, spec: LimitSpec) -> Waiter:
         return Waiter(
-            spec.flow_key, self.tenant_id, self.run_id, self.step_index, "pass", self.workflow_name
+            spec.flow_key,
+            self.tenant_id,
+            self.run_id,
+            self.step_index,
+            "pass",
+            self.workflow_name,
+            spec.priority,
         )
 
 

@@ -88,10 +88,10 @@ FROM unnest(%(keys)s::text[], %(tenant_ids)s::uuid[], %(run_ids)s::uuid[], %(wor
 -- Put held work at the end of its key's queue, or back to its place when it was woken
 -- but found no slot.
 INSERT INTO flow_waiters (flow_key, tenant_id, work, run_id, step_index, workflow_name,
-                          queued_at)
+                          queued_at, rank_at)
 SELECT * FROM unnest(%(keys)s::text[], %(tenant_ids)s::uuid[], %(works)s::text[],
                      %(run_ids)s::uuid[], %(step_indexes)s::int[], %(workflows)s::text[],
-                     %(queued_at)s::timestamptz[])
+                     %(queued_at)s::timestamptz[], %(ranks)s::timestamptz[])
 ORDER BY 1
 ON CONFLICT (flow_key, tenant_id, run_id, work) DO UPDATE SET woken_at = NULL;
 
@@ -159,7 +159,8 @@ WHERE q.flow_key = %(key)s AND q.seq = h.seq
       END;
 
 -- name: flow_wake_heads
--- Wake the oldest held work of a key, as much as there are free slots not yet promised
+-- Wake the first held work of a key (by rank: queued time less its priority's head
+-- start, then arrival), as much as there are free slots not yet promised
 -- to woken work; returns what was woken.
 WITH promised AS (
     SELECT count(*) AS n FROM flow_waiters
@@ -167,7 +168,7 @@ WITH promised AS (
 ), heads AS (
     SELECT seq FROM flow_waiters
     WHERE flow_key = %(key)s AND woken_at IS NULL
-    ORDER BY seq
+    ORDER BY rank_at, seq
     LIMIT greatest(0, %(free)s - (SELECT n FROM promised))
     FOR UPDATE SKIP LOCKED
 )
@@ -178,11 +179,11 @@ RETURNING q.tenant_id::text AS tenant_id, q.run_id::text AS run_id, q.step_index
           q.workflow_name, q.queued_at;
 
 -- name: flow_next_head
--- The oldest held work of a key not woken (its safety timer is set).
+-- The first held work of a key not woken, by rank (its safety timer is set).
 SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, step_index, work, workflow_name
 FROM flow_waiters
 WHERE flow_key = %(key)s AND woken_at IS NULL
-ORDER BY seq
+ORDER BY rank_at, seq
 LIMIT 1;
 
 -- name: flow_due_pending
@@ -282,7 +283,7 @@ LIMIT %(limit)s;
 -- What holds one run back now: its queued resume or task attempts, by limit.
 SELECT q.flow_key, q.work, q.step_index, q.queued_at, q.woken_at,
        (SELECT count(*) FROM flow_waiters a
-        WHERE a.flow_key = q.flow_key AND a.seq < q.seq) AS ahead
+        WHERE a.flow_key = q.flow_key AND (a.rank_at, a.seq) < (q.rank_at, q.seq)) AS ahead
 FROM flow_waiters q
 WHERE q.tenant_id = %(tenant_id)s AND q.run_id = %(run_id)s
 ORDER BY q.seq;

@@ -29,6 +29,7 @@ class Waiter:
     step_index: int
     work: str
     workflow_name: str = ""
+    priority: int = 0  # seconds of head start in the queue (priority=)
 
     @property
     def task_id(self) -> str | None:
@@ -215,6 +216,7 @@ class FlowStore:
                 "step_indexes": [w.step_index for w in items],
                 "workflows": [w.workflow_name for w in items],
                 "queued_at": [now] * len(items),
+                "ranks": [now - timedelta(seconds=w.priority) for w in items],
             },
         )
 

@@ -100,6 +100,7 @@ def _take_slots(
             int(task.path[0]["i"]),
             f"task:{task.task_id}",
             task.workflow_name,
+            s.priority,
         )
         for s in slots
     ]

@@ -389,11 +389,13 @@ CREATE TABLE flow_waiters (
     step_index     integer     NOT NULL,
     workflow_name  text        NOT NULL,
     queued_at      timestamptz NOT NULL,
+    rank_at        timestamptz NOT NULL,  -- queued_at less its priority's head start
     woken_at       timestamptz,
     PRIMARY KEY (flow_key, seq),
     CONSTRAINT flow_waiters_work_key UNIQUE (flow_key, tenant_id, run_id, work)
 );
 CREATE INDEX flow_waiters_run_idx ON flow_waiters (tenant_id, run_id);
+CREATE INDEX flow_waiters_rank_idx ON flow_waiters (flow_key, rank_at, seq);
 
 -- Trigger events a rate limit or a singleton let start nothing, with the reason.
 CREATE TABLE flow_skipped (

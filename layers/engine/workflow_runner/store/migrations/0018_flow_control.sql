@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS flow_slots (
     PRIMARY KEY (flow_key, slot)
 );
 
--- Work a concurrency limit holds back, first in first out per key: a run's resume (its
+-- Work a concurrency limit holds back, in order of rank per key (queued time less the
+-- head start of its run's priority=, then arrival): a run's resume (its
 -- pending row waits with no wake time) or a task's attempt (its row waits likewise). A
 -- slot that frees wakes the oldest (`woken_at`); the woken work takes the slot.
 CREATE TABLE IF NOT EXISTS flow_waiters (
@@ -48,11 +49,13 @@ CREATE TABLE IF NOT EXISTS flow_waiters (
     step_index     integer     NOT NULL,
     workflow_name  text        NOT NULL,
     queued_at      timestamptz NOT NULL,
+    rank_at        timestamptz NOT NULL,  -- queued_at less its priority's head start
     woken_at       timestamptz,
     PRIMARY KEY (flow_key, seq),
     CONSTRAINT flow_waiters_work_key UNIQUE (flow_key, tenant_id, run_id, work)
 );
 CREATE INDEX IF NOT EXISTS flow_waiters_run_idx ON flow_waiters (tenant_id, run_id);
+CREATE INDEX IF NOT EXISTS flow_waiters_rank_idx ON flow_waiters (flow_key, rank_at, seq);
 
 -- Trigger events a rate limit or a singleton let start nothing, with the reason.
 CREATE TABLE IF NOT EXISTS flow_skipped (

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from workflow_runner import (
+    Batch,
     Concurrency,
     Debounce,
     DomainEvent,
@@ -39,6 +40,10 @@ T0 = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
 
 def _echo(ctx: Any) -> Any:
     return ctx.event.payload["n"]
+
+
+def _batch_ns(ctx: Any) -> Any:
+    return [e.payload["n"] for e in ctx.events]
 
 
 def _registry() -> WorkflowRegistry:
@@ -84,6 +89,18 @@ def _registry() -> WorkflowRegistry:
             steps=lambda s: [
                 s.task("call", _echo, concurrency=Concurrency(1, key=Event.payload["account"])),
                 s.return_({"n": Steps["call"]}),
+            ],
+            register=False,
+        ),
+        # Up to three triggers per account in one run, or what came within a minute.
+        define_workflow(
+            name="batched",
+            trigger=on_event("batched.go"),
+            batch=Batch(3, "PT1M", key=Event.payload["account"]),
+            steps=lambda s: [
+                s.compute("ns", _batch_ns),
+                s.task("seen", _batch_ns),
+                s.return_({"ns": Steps["ns"], "task": Steps["seen"]}),
             ],
             register=False,
         ),

@@ -71,6 +71,13 @@ class StepContext:
     workflow: WorkflowInfo
     now: datetime
     callback: Callback = NO_CALLBACK
+    batch_events: tuple[DomainEvent, ...] = ()  # a Batch's trigger events (see `events`)
+
+    @property
+    def events(self) -> list[DomainEvent]:
+        """The run's trigger events: a batch's (`Batch`), in arrival order; otherwise
+        the one trigger event (`[ctx.event]`)."""
+        return list(self.batch_events) if self.batch_events else [self.event]
 
 
 Resolver: TypeAlias = Any  # a value, or a callable taking StepContext

@@ -150,6 +150,25 @@ def trigger_event(store: Store, run: LoadedRun) -> DomainEvent | None:
     return domain_event_of(row)
 
 
+def batch_events(
+    store: Store, state: RunState, batched: bool
+) -> tuple[DomainEvent, ...] | None:
+    """A batch run's trigger events in arrival order (`batched`: its workflow has a
+    Batch; () for another run; None when one is no longer stored). The held facts that
+    name them may precede the tail a resume reads: the whole stream is read for them."""
+    if not batched:
+        return ()
+    events, _ = store.streams.load_run(state.tenant_id, state.run_id)
+    ids = fold_run(state.run_id, state.tenant_id, [e.recorded for e in events]).batch_event_ids
+    found = []
+    for event_id in ids:
+        row = store.inbox.get(state.tenant_id, event_id)
+        if row is None or row.detail is None:
+            return None
+        found.append(domain_event_of(row))
+    return tuple(found)
+
+
 @fast_init
 @dataclass(frozen=True)
 class Restored:
@@ -336,7 +355,10 @@ def continue_run(
         )
 
     trigger = trigger_event(store, run)
-    if trigger is None:
+    batch = batch_events(
+        store, state, definition.flow is not None and definition.flow.batch is not None
+    )
+    if trigger is None or batch is None:
         return fail(
             "trigger_event_unavailable", f"the trigger event of run {run_id} is no longer stored"
         )
@@ -377,6 +399,7 @@ def continue_run(
         reentry=redo.reentry if redo is not None else None,
         callback_secret=state.started.callback_secret if state.started else None,
         parent_run_id=state.started.parent_run_id if state.started else None,
+        batch_events=batch,
     ).run(None if isinstance(suspension, FlowHeld) else path)  # held: not started yet
     return persist_pass(
         store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now, writes

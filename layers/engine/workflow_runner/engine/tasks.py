@@ -36,6 +36,7 @@ from ..definition import (
     WorkflowInfo,
     WorkflowRegistry,
 )
+from ..errors import WorkflowRunnerError
 from ..flow.tasks import claim_within_limits, release_task_slots
 from ..pass_result import WorkflowStepError
 from ..ports import HttpSender, Mailer
@@ -46,7 +47,7 @@ from ..store import ClaimedTask, Store
 from ..stream import RUN_STREAM, RecordedFact, TaskAttemptFailed, TaskCompleted, TaskFailed
 from ..webhook_guard import WebhookGuard
 from .delivery import DeliveryFailed, deliver_mail, deliver_webhook
-from .passes import LoadedRun, load_run_for_pass, trigger_event
+from .passes import LoadedRun, batch_events, load_run_for_pass, trigger_event
 from .pinning import serving_definition
 from .projection import TASK_OUTCOME
 
@@ -248,7 +249,7 @@ def _attempt(
     timeout = (task.timeout_ms or DELIVERY_TIMEOUT_MS) / 1000
     timeout = max(0.001, min(timeout, seconds_left() - LEASE_MARGIN_SECONDS))
     if isinstance(step, Task):
-        return _run_function(store, task, run, step, timeout, now)
+        return _run_function(store, task, run, step, timeout, now, _batched(ports, task))
     request = task.request or {}
     try:
         if task.step_kind == "mail.send":
@@ -262,11 +263,27 @@ def _attempt(
         raise _Failure(failure.error_class, final, reason, failure.status) from failure
 
 
+def _batched(ports: TaskPorts, task: ClaimedTask) -> bool:
+    """Whether the task's workflow gathers its triggers in batches (ctx.events)."""
+    try:
+        flow = ports.registry.latest(task.workflow_name).flow
+    except WorkflowRunnerError:
+        return False
+    return flow is not None and flow.batch is not None
+
+
 def _run_function(
-    store: Store, task: ClaimedTask, run: LoadedRun, step: Task, timeout: float, now: datetime
+    store: Store,
+    task: ClaimedTask,
+    run: LoadedRun,
+    step: Task,
+    timeout: float,
+    now: datetime,
+    batched: bool = False,
 ) -> Any:
     trigger = trigger_event(store, run)
-    if trigger is None:
+    batch = batch_events(store, run.state, batched)
+    if trigger is None or batch is None:
         raise _Failure("TriggerEventUnavailable", True, "trigger_event_unavailable")
     stored = store.results.of_run(task.tenant_id, task.run_id)
     ctx = StepContext(
@@ -282,6 +299,7 @@ def _run_function(
             task_key=task.task_id,
         ),
         now=now,
+        batch_events=batch,
     )
     try:
         return call_with_timeout(lambda: step.fn(ctx), timeout)

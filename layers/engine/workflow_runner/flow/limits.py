@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
-LimitKind = Literal["concurrency", "throttle", "rate_limit", "singleton", "debounce"]
+LimitKind = Literal["concurrency", "throttle", "rate_limit", "singleton", "debounce", "batch"]
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from .limits import LimitSpec
 from .passes import admit_passes, pass_work
 from .store import SkippedTrigger
 
-Verdict = Literal["start", "skip", "debounced"]
+Verdict = Literal["start", "skip", "debounced", "batched"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,8 @@ def judge_trigger(
         store.flow.set_state(spec, [], run_id, now)
     if flow.debounce is not None:
         return _debounce(store, definition, event, flow, resolve, now)
+    if flow.batch is not None:
+        return _batch(store, definition, event, flow, resolve, now)
     throttle = start_throttle(flow, definition, event_context(definition, event, run_id, now))
     if throttle is not None:
         turn = store.flow.reserve_turn(throttle, now)
@@ -231,6 +233,48 @@ def _debounce(
     run_id = run_id_for(definition.name, f"debounce:{value}:{event.id}")
     store.flow.set_state(spec, [], run_id, now)
     held = _held(definition, event, now + period, "debounce", label, event.id, now)
+    return Judged("start", run_id, held)
+
+
+def _batch(
+    store: Store,
+    definition: WorkflowDefinition,
+    event: DomainEvent,
+    flow: FlowControl,
+    resolve: object,
+    now: datetime,
+) -> Judged:
+    """Add the trigger to the key's open batch (a newer held fact naming it; due now
+    once the batch is full, and the key's next trigger opens a new one), or open a new
+    batch: a run held until `timeout` from now, its first event this one. A batch whose
+    run was claimed a moment ago loses the append: a new batch opens."""
+    batch = flow.batch
+    assert batch is not None
+    value = key_value(batch.key, resolve)  # type: ignore[arg-type]
+    spec = _spec(definition, event, "batch", value, batch.max_size, batch.timeout)
+    locked = store.flow.lock_limit(spec, "batch", now)
+    label = f"batch of {batch.max_size} or {batch.timeout} of {definition.name}" + (
+        f" key {value!r}" if value else ""
+    )
+    if locked.run_id is not None and locked.run_status == "waiting":
+        events, _ = store.streams.load_run(event.tenant_id, locked.run_id)
+        state = fold_run(locked.run_id, event.tenant_id, [e.recorded for e in events])
+        held = state.suspension
+        if isinstance(held, FlowHeld) and held.reason == "batch":
+            full = len(state.batch_event_ids) + 1 >= batch.max_size
+            until = now if full else held.wake_at
+            newer = _held(definition, event, until, "batch", label, event.id, held.first_at)
+            if store.streams.append(
+                event.tenant_id, locked.run_id, RUN_STREAM, state.version, [newer], now
+            ):
+                if full:
+                    store.flow.set_state(spec, [], None, now)
+                return Judged("batched", locked.run_id)
+    run_id = run_id_for(definition.name, f"batch:{value}:{event.id}")
+    full = batch.max_size == 1
+    store.flow.set_state(spec, [], None if full else run_id, now)
+    until = now if full else now + parse_duration(batch.timeout)
+    held = _held(definition, event, until, "batch", label, event.id, now)
     return Judged("start", run_id, held)
 
 

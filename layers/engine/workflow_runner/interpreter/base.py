@@ -81,6 +81,7 @@ class PassState:
         max_result_bytes: the largest result a step may store.
         callback_secret: the run's key for callback tokens (None: random tokens).
         parent_run_id: the run that started this one (`ctx.workflow.parent_run_id`).
+        batch_events: a batch's trigger events (`ctx.events`; Batch).
     """
 
     def __init__(
@@ -101,6 +102,7 @@ class PassState:
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         callback_secret: str | None = None,
         parent_run_id: str | None = None,
+        batch_events: Sequence[DomainEvent] = (),
     ) -> None:
         self.definition = definition
         self.event = event
@@ -117,6 +119,7 @@ class PassState:
         self.reentry = reentry
         self.max_result_bytes = max_result_bytes
         self.parent_run_id = parent_run_id
+        self.batch_events = tuple(batch_events)
         self.dispatches: list[DispatchRequest] = []
         self.starts: list[ChildJoin] = []
         self._attempts: list[int] = []
@@ -184,6 +187,7 @@ class PassState:
             ),
             now=self.now,
             callback=self.callback,
+            batch_events=self.batch_events,
         )
 
     def _reentered(self, path: Path) -> Reentry | None:

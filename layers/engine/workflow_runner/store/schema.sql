@@ -350,12 +350,13 @@ CREATE TABLE workflow_definitions (
 );
 
 -- Flow control (workflow_runner.flow): one row per limit key, with the state a throttle
--- (its next turn), a rate limit (its recent admissions), a singleton or a debounce (the
--- key's latest run) keeps between triggers.
+-- (its next turn), a rate limit (its recent admissions), a singleton, a debounce or a batch
+-- (the key's latest run) keeps between triggers.
 CREATE TABLE flow_limits (
     flow_key       text        PRIMARY KEY,
     kind           text        NOT NULL
-        CHECK (kind IN ('concurrency', 'throttle', 'rate_limit', 'singleton', 'debounce')),
+        CHECK (kind IN ('concurrency', 'throttle', 'rate_limit', 'singleton', 'debounce',
+                        'batch')),
     tenant_id      uuid,                  -- NULL: shared by every tenant
     workflow_name  text        NOT NULL,
     step_key       text,                  -- a step's limit: its task key

@@ -65,6 +65,8 @@ class RunState:
     # The trigger event the run started with when it is not RunStarted's (a debounce
     # starts with the last trigger of its key: flow control's FlowHeld names it).
     trigger_override: str | None = None
+    # A batch's trigger events (flow control's Batch), in arrival order; () otherwise.
+    batch_event_ids: tuple[str, ...] = ()
 
     @property
     def workflow_name(self) -> str:
@@ -139,7 +141,11 @@ class RunState:
             self.children_settled = None
             self.fingerprint = fact.definition_fingerprint or self.fingerprint
             if isinstance(fact, FlowHeld) and fact.event_id is not None:
-                self.trigger_override = fact.event_id
+                if fact.reason == "batch":
+                    if fact.event_id not in self.batch_event_ids:
+                        self.batch_event_ids = (*self.batch_event_ids, fact.event_id)
+                else:
+                    self.trigger_override = fact.event_id
         elif isinstance(fact, StepEventMatched):
             if self.matched_event_id is None:
                 self.matched_event_id = fact.event_id

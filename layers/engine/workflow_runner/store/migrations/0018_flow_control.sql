@@ -6,11 +6,12 @@
 
 -- One row per limit key (flow/keys.py names them): what operators see in `wfr limits`,
 -- and the state a throttle (its next turn), a rate limit (its recent admissions), a
--- singleton or a debounce (the key's current run) keeps between triggers.
+-- singleton, a debounce or a batch (the key's current run) keeps between triggers.
 CREATE TABLE IF NOT EXISTS flow_limits (
     flow_key       text        PRIMARY KEY,
     kind           text        NOT NULL
-        CHECK (kind IN ('concurrency', 'throttle', 'rate_limit', 'singleton', 'debounce')),
+        CHECK (kind IN ('concurrency', 'throttle', 'rate_limit', 'singleton', 'debounce',
+                        'batch')),
     tenant_id      uuid,                  -- NULL: shared by every tenant
     workflow_name  text        NOT NULL,
     step_key       text,                  -- a step's limit: its task key

@@ -40,6 +40,7 @@ from workflow_runner import (
 )
 from workflow_runner.engine import ingest_domain_events
 from workflow_runner.engine.tasks import TaskPorts, run_task
+from workflow_runner.errors import TransientStoreError
 from workflow_runner.flow.wake import wake_after_commit
 from workflow_runner.store import connect
 from workflow_runner.webhook_guard import WebhookGuard
@@ -128,6 +129,14 @@ class _NoQueue:
         return []
 
 
+def _open_tasks(store: Any) -> int:
+    """Task attempts still to run (a claimer stops only when there are none)."""
+    row = store.conn.execute(
+        "SELECT count(*) AS n FROM task_queue WHERE status IN ('pending', 'running')"
+    ).fetchone()
+    return int(row["n"]) if row else 0
+
+
 def _claimer(url: str, threads: int, start: Any, out: Any) -> None:
     registry = flow_registry()
     ports = TaskPorts(registry, mailer=None, http=None, guard=WebhookGuard([]))  # type: ignore[arg-type]
@@ -141,12 +150,21 @@ def _claimer(url: str, threads: int, start: Any, out: Any) -> None:
         n = 0
         try:
             while idle < 50:
-                attempt = run_task(store, ports, clock.now, lambda: 600.0, rng)
-                if store.flow.wakes:
-                    wake_after_commit(store, clock.now())
+                try:
+                    attempt = run_task(store, ports, clock.now, lambda: 600.0, rng)
+                    if store.flow.wakes:
+                        wake_after_commit(store, clock.now())
+                except TransientStoreError:
+                    # As the Lambda wrapper does: the transaction rolled back, try again
+                    # (two claimers creating a key's slots at once may deadlock); the
+                    # keys still to be looked at stay asked for.
+                    continue
                 if attempt is None:
                     idle += 1
                     time.sleep(0.02)
+                    if idle >= 50 and _open_tasks(store):
+                        idle = 0  # held work not woken yet: its timer brings it
+                        time.sleep(0.5)
                     continue
                 idle = 0
                 n += 1

@@ -203,6 +203,7 @@ def test_a_pass_holds_its_slot_only_while_its_transaction_lives(db_url: str, sto
         done["result"] = resume(store, r3, 0, at(61))
         done["at"] = time.monotonic()
 
+    resumer_pid = store.conn.info.backend_pid
     thread = threading.Thread(target=resume_it)
     thread.start()
     with psycopg.connect(db_url, autocommit=True) as watcher:
@@ -210,7 +211,8 @@ def test_a_pass_holds_its_slot_only_while_its_transaction_lives(db_url: str, sto
         while time.monotonic() < deadline:  # until the look waits for the other pass
             waiting = watcher.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND datname = current_database()"
+                "AND pid = %s AND query LIKE %s",
+                (resumer_pid, "%FOR UPDATE%"),
             ).fetchone()
             if waiting and waiting[0]:
                 break
@@ -218,8 +220,12 @@ def test_a_pass_holds_its_slot_only_while_its_transaction_lives(db_url: str, sto
 
     # Then: its pass was held at once (SKIP LOCKED), and the look after its commit waits
     # for the other pass to end rather than miss the slot it frees
-    held_row = pending_row(store, r3)
-    assert held_row is not None and held_row["wake_at"] == NEVER
+    # (read on a connection of its own: the resume's is busy in the other thread)
+    with psycopg.connect(db_url, autocommit=True) as reader:
+        held_row = reader.execute(
+            "SELECT wake_at FROM workflow_run_pending WHERE run_id = %s", (r3,)
+        ).fetchone()
+    assert held_row is not None and held_row[0] == NEVER
     assert thread.is_alive()
 
     # When: the other connection dies mid-pass (a Lambda killed)

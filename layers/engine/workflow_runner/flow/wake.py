@@ -30,8 +30,17 @@ def wake_after_commit(store: Store, now: datetime) -> list[DueRow]:
     a caller that sends them on)."""
     keys, store.flow.wakes = store.flow.wakes, {}
     woken: list[DueRow] = []
-    for key in sorted(keys):
-        woken += wake_key(store, key, keys[key], now)
+    ordered = sorted(keys)
+    for n, key in enumerate(ordered):
+        try:
+            woken += wake_key(store, key, keys[key], now)
+        except BaseException:
+            # A look that failed (a transient error) and those after it stay asked for,
+            # so the caller's next try looks at them (the safety timer is the backstop).
+            for left in ordered[n:]:
+                store.flow.wakes.setdefault(left, keys[left])
+            store.flow.woken.extend(woken)
+            raise
     store.flow.woken.extend(woken)
     return woken
 

@@ -106,6 +106,19 @@ def pending_rows(store: Store, tenant: str = TENANT_A) -> list[dict[str, Any]]:
     return store.pending.for_tenant(tenant)
 
 
+def resume_open(
+    store: Store, registry: WorkflowRegistry, run_id: str, now: datetime, tenant: str = TENANT_A
+) -> ops.ResumeResult:
+    """Resume the run's open suspension now, at whatever step it waits, and project."""
+    state = ops.load_run(store, tenant, run_id)
+    assert state.suspension is not None
+    result = ops.resume_run(
+        store, tenant, run_id, state.suspension.step_index, now, registry=registry
+    )
+    ops.project_pending(store, now)
+    return result
+
+
 def resume_due(
     store: Store, registry: WorkflowRegistry, now: datetime, tenant: str = TENANT_A
 ) -> list[ops.ResumeResult]:
@@ -117,6 +130,39 @@ def resume_due(
     ]
     ops.project_pending(store, now)
     return results
+
+
+def join_count_problems(store: Store) -> list[str]:
+    """Where joins and their children disagree, at rest (empty: nowhere): a row still
+    running behind a settled child run, a settled row not counted into its join, or a
+    join whose counters (running, settled) differ from what its rows say."""
+    conn = store.conn
+    problems = [
+        f"row not counted: {r}"
+        for r in conn.execute(
+            "SELECT c.join_id::text AS join_id, c.item_index, c.status, c.counted, "
+            "       r.status AS run_status "
+            "FROM run_children c JOIN workflow_runs r "
+            "  ON r.tenant_id = c.tenant_id AND r.run_id = c.child_run_id "
+            "WHERE (c.status = 'running' AND r.status IN ('completed', 'failed', 'cancelled'))"
+            "   OR NOT c.counted"
+        ).fetchall()
+    ]
+    problems += [
+        f"the join's counters differ from its rows: {r}"
+        for r in conn.execute(
+            "SELECT * FROM (SELECT j.join_id::text AS join_id, j.running, j.settled, "
+            "  count(*) FILTER (WHERE c.status = 'running' OR NOT c.counted) AS running_rows, "
+            "  count(*) FILTER (WHERE c.counted AND c.started_at IS NOT NULL "
+            "                   AND c.status IN ('completed', 'failed', 'cancelled')) "
+            "    AS settled_rows "
+            "  FROM run_joins j JOIN run_children c "
+            "    ON c.tenant_id = j.tenant_id AND c.join_id = j.join_id "
+            "  GROUP BY j.tenant_id, j.join_id) x "
+            "WHERE (running, settled) <> (running_rows, settled_rows)"
+        ).fetchall()
+    ]
+    return problems
 
 
 def refuse_pass_writes(monkeypatch: Any, run_id: str | None = None) -> None:
@@ -214,3 +260,16 @@ def serving_console(
         lines.append(err)
         assert process.returncode == 0, err
         assert "console stopped" in rest
+
+
+def run_as_user(
+    argv: list[str], folder: Path, timeout: float = 600, **environ: str
+) -> subprocess.CompletedProcess[str]:
+    """Run a command in `folder` as a user's shell would: this process's environment
+    without the test session's DATABASE_URL, WORKFLOW_MODULES and PYTHONPATH, plus
+    `environ`; output captured as text."""
+    skip = ("DATABASE_URL", "WORKFLOW_MODULES", "PYTHONPATH")
+    env = {k: v for k, v in os.environ.items() if k not in skip}
+    return subprocess.run(
+        argv, cwd=folder, env={**env, **environ}, capture_output=True, text=True, timeout=timeout
+    )

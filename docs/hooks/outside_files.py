@@ -31,8 +31,8 @@ def on_files(files: Files, config: Any, **_: Any) -> Files:
         files.append(File.generated(config, path, abs_src_path=str(ROOT / path)))
     for file in files:
         fresh = FRESH_SCREENSHOTS / Path(file.src_uri).name
-        is_screenshot = file.src_uri.startswith("console/") and file.src_uri.endswith(".png")
-        if is_screenshot and fresh.is_file():
+        shot = file.src_uri.startswith("console/") and file.src_uri.endswith(".png")
+        if shot and fresh.is_file():
             file.abs_src_path = str(fresh)
     return files
 

@@ -1,7 +1,8 @@
 """The console in a real headless Chromium (Debian's `chromium`, driven by Playwright):
 open the runs list, filter to failed, open a run and see its graph, cancel a waiting
 run; and, as `wfr console --host` serves it, get in with the link it prints (its
-operator token) and act, while a page that rebinds its name to the console is refused.
+operator token) and act, while a page that rebinds its name to the console is refused;
+and migrate waiting runs after seeing, on the dry run, what would move.
 Screenshots go to the test's temporary directory and, once a test has passed, to
 build/console-screenshots/: the docs site built after it shows those (never stale), and
 `make screenshots` copies them over the committed ones in docs/console/."""
@@ -13,19 +14,23 @@ import shutil
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from workflow_runner import DomainEvent, run_id_for
 from workflow_runner.console import ConsoleConfig, make_console_server
 from workflow_runner.definition import default_registry
+from workflow_runner.engine import ingest_domain_event, project_pending
 from workflow_runner.local.demo import webhook_sink
 from workflow_runner.local.runtime import catch_up_local
 from workflow_runner.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "console"))
 from console_support import ROOT, populate, send
+from test_console_migrate import V1, V2, registry
 
 from tests.support import TENANT_A, TENANT_B, network_address, serving_console
 
@@ -80,11 +85,18 @@ def console_url(db_url: str, store: Store) -> Iterator[tuple[str, Any]]:
         template=ROOT / "template.yaml",
         database_label="workflow_runner on 127.0.0.1",
     )
+    with _serving(config) as base:
+        yield base, runs
+
+
+@contextmanager
+def _serving(config: ConsoleConfig) -> Iterator[str]:
+    """Serve the console in a thread on a free port of 127.0.0.1; yields its address."""
     server, app = make_console_server(config, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", runs
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
@@ -249,4 +261,45 @@ def test_an_operator_gets_in_with_the_printed_link_and_a_rebinding_page_does_not
             page.screenshot(path=str(checks / "rebinding-refused.png"), full_page=True)
             browser.close()
     assert errors == []
+    publish(shots)
+
+
+def test_an_operator_migrates_waiting_runs_after_seeing_what_would_move(
+    db_url: str, store: Store, shots: Path
+) -> None:
+    now = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    for key in ("r-1", "r-2"):
+        event = DomainEvent(f"e-{key}", "refund.asked", {"id": key}, TENANT_A, now, "tests")
+        ingest_domain_event(store, event, now, registry(V1))
+    project_pending(store, now)
+    config = ConsoleConfig(
+        database_url=db_url,
+        registry=registry(V2),  # v1 is gone from the code: its waiting runs need moving
+        allow_actions=True,
+        template=ROOT / "template.yaml",
+        database_label="workflow_runner on 127.0.0.1",
+    )
+    with _serving(config) as base, playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page(viewport={"width": 1360, "height": 900})
+        page.goto(base + "/?workflow=refund&status=waiting")
+        page.get_by_role("link", name="Migrate waiting runs to v2").click()
+        page.wait_for_url("**/workflows/refund/migrate?to=2**")
+        # Without a mapping each run's own step 0 is the inserted compute: refused.
+        assert page.locator("table#migration .status-failed").count() == 2
+        assert page.locator("#confirm").count() == 0
+        page.get_by_label("Mapping").fill("0=1")
+        page.get_by_role("button", name="Show what would move").click()
+        page.wait_for_url("**map=0%3D1**")
+        assert page.locator("table#migration .status-running").count() == 2  # would move
+        page.get_by_label("Reason").fill("a check was added before the approval")
+        page.screenshot(path=str(shots / "migrate-confirm.png"), full_page=True)
+        page.locator("#confirm").click()
+        page.wait_for_load_state()
+        assert page.get_by_text("refund → v2: 2 moved, 0 already on v2").is_visible()
+        page.screenshot(path=str(shots / "migrate-done.png"), full_page=True)
+        browser.close()
+    for key in ("r-1", "r-2"):
+        types = [e.type for e in store.streams.load(TENANT_A, run_id_for("refund", key))]
+        assert types[-2:] == ["workflow.operator-action", "workflow.run-migrated"]
     publish(shots)

@@ -64,6 +64,7 @@ def test_demo_on_a_given_database_plays_the_story(db_url: str) -> None:
     assert "/crm-onboarding" in out and "/fulfilment" in out and "/inventory-synced" in out
     assert "/invoices" in out and "Approve the invoice run of batch b-1?" in out
     assert "\033[" not in out  # no colour into a pipe
+    assert '"_aws"' not in out  # no EMF metric record from the handlers (heartbeats included)
     with psycopg.connect(db_url) as conn:
         statuses = dict(
             conn.execute("SELECT status, count(*) FROM workflow_runs GROUP BY status").fetchall()

@@ -22,6 +22,7 @@ VALUES = {
     "--max": "5",
     "--step": "1",
     "--version": "1",
+    "--to-version": "2",
     "--port": "8080",
     "--format": "mermaid",
     "--batch": "500",
@@ -92,6 +93,7 @@ def test_the_pages_show_commands() -> None:
     shown = {command for _, command in COMMANDS}
     assert len(shown) > 30
     assert "wfr console --allow-actions" in shown
+    assert {"wfr init shop", "wfr export-app build/engine"} <= shown
     pages = {page for page, _ in COMMANDS}
     assert {"README.md", "docs/operating/cli.md", "docs/local.md"} <= pages
 

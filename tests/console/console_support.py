@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 import sample_workflows  # noqa: F401  (registers the samples in the default registry)
 from workflow_runner.console import ConsoleApp, ConsoleConfig, allowed_hosts
-from workflow_runner.definition import default_registry
+from workflow_runner.definition import WorkflowRegistry, default_registry
 from workflow_runner.definition.dsl import DomainEvent
 from workflow_runner.engine import ingest_domain_event, project_pending, resume_run
 from workflow_runner.engine.cancel import cancel_run
@@ -90,10 +90,12 @@ class Client:
         return self.request("POST", path, form=form, **kw)
 
 
-def console(db_url: str, allow_actions: bool = False) -> Client:
+def console(
+    db_url: str, allow_actions: bool = False, registry: WorkflowRegistry | None = None
+) -> Client:
     config = ConsoleConfig(
         database_url=db_url,
-        registry=default_registry(),
+        registry=registry or default_registry(),
         allow_actions=allow_actions,
         template=ROOT / "template.yaml",
         allowed_hosts=allowed_hosts("127.0.0.1", 8080),

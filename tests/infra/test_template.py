@@ -52,7 +52,10 @@ def test_globals_runtime_layers_and_environment(template: dict[str, Any]) -> Non
     glob = template["Globals"]["Function"]
     assert glob["Runtime"] == "python3.13" and glob["Architectures"] == ["arm64"]
     assert glob["Tracing"] == {"Ref": "TracingMode"} and glob["AutoPublishAlias"] == "live"
-    assert glob["Layers"] == [{"Ref": "EngineLayer"}, {"Ref": "SamplesLayer"}]
+    assert glob["Layers"] == [
+        {"Ref": "EngineLayer"},
+        {"Fn::If": ["UseSamplesLayer", {"Ref": "SamplesLayer"}, {"Ref": "WorkflowLayerArn"}]},
+    ]
     env = glob["Environment"]["Variables"]
     for name in (
         "DB_SECRET_ARN",

@@ -359,6 +359,29 @@ def test_functions_run_python313_on_arm64_with_json_logs(resources: dict[str, An
         assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
 
 
+def test_every_function_takes_the_workflows_from_the_samples_or_the_given_layer(
+    resources: dict[str, Any], cfn: Transformed
+) -> None:
+    """WorkflowLayerArn empty: the samples layer this template builds; set (a project
+    nesting the application, see `wfr init`): that layer, and no samples layer at all."""
+    layers = of_type(resources, "AWS::Lambda::LayerVersion")
+    [engine] = [n for n in layers if n.startswith("EngineLayer")]
+    [samples] = [n for n in layers if n.startswith("SamplesLayer")]
+    assert "Condition" not in layers[engine]
+    assert layers[samples]["Condition"] == "UseSamplesLayer"
+    assert cfn["Conditions"]["UseSamplesLayer"] == {"Fn::Equals": [{"Ref": "WorkflowLayerArn"}, ""]}
+    for name in FUNCTIONS:
+        assert resources[name]["Properties"]["Layers"] == [
+            {"Ref": engine},
+            {"Fn::If": ["UseSamplesLayer", {"Ref": samples}, {"Ref": "WorkflowLayerArn"}]},
+        ], name
+    pattern = re.compile(cfn["Parameters"]["WorkflowLayerArn"]["AllowedPattern"])
+    assert pattern.fullmatch("") and pattern.fullmatch(
+        "arn:aws:lambda:eu-central-1:123456789012:layer:shop-dev-workflows:3"
+    )
+    assert not pattern.fullmatch("arn:aws:lambda:eu-central-1:123456789012:function:f")
+
+
 def test_database_functions_wait_for_the_migration(resources: dict[str, Any]) -> None:
     for name in DATABASE_FUNCTIONS:
         assert "SchemaMigration" in as_list(resources[name].get("DependsOn", [])), name

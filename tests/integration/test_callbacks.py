@@ -32,7 +32,7 @@ from workflow_runner.engine.redrive import redrive_run
 from workflow_runner.errors import InvalidInput
 from workflow_runner.store import Store, connect
 
-from tests.support import TENANT_A, TENANT_B, event, register, stream, stream_types
+from tests.support import TENANT_A, TENANT_B, event, register, resume_open, stream, stream_types
 
 BASE = "https://callbacks.example.com/"
 APPROVAL = "approval"
@@ -95,18 +95,6 @@ def _mail_tokens(store: Store, run_id: str, tenant: str = TENANT_A) -> list[str]
         (tenant, run_id),
     ).fetchall()
     return [token for row in rows for token in tokens_in(row["request"]["body"])]
-
-
-def _resume_open(
-    store: Store, registry: WorkflowRegistry, run_id: str, now: datetime, tenant: str = TENANT_A
-) -> ops.ResumeResult:
-    state = ops.load_run(store, tenant, run_id)
-    assert state.suspension is not None
-    result = ops.resume_run(
-        store, tenant, run_id, state.suspension.step_index, now, registry=registry
-    )
-    ops.project_pending(store, now)
-    return result
 
 
 def _count(store: Store, sql: str, *params: Any) -> int:
@@ -247,7 +235,7 @@ def test_the_token_of_a_completed_wait_cannot_complete_the_next_one(
     run_id = _start(store, two_waits, clock.now(), type="two.go")
     (first,) = _mail_tokens(store, run_id)
     complete_callback(store, first, "one", clock.now())
-    _resume_open(store, two_waits, run_id, clock.now())
+    resume_open(store, two_waits, run_id, clock.now())
     assert ops.load_run(store, TENANT_A, run_id).suspension.step_index == 3  # type: ignore[union-attr]
     before = stream_types(store, run_id)
 
@@ -257,7 +245,7 @@ def test_the_token_of_a_completed_wait_cannot_complete_the_next_one(
     assert stream_types(store, run_id) == before
     _, second = _mail_tokens(store, run_id)
     complete_callback(store, second, "two", clock.now())
-    _resume_open(store, two_waits, run_id, clock.now())
+    resume_open(store, two_waits, run_id, clock.now())
     assert stream(store, run_id)[-1].fact.result == ["one", "two"]
 
 
@@ -330,7 +318,7 @@ def test_ten_racing_completions_of_one_token_record_exactly_one(
     assert (len(won), len(lost)) == (1, 9), results
     assert stream_types(store, run_id).count(ev.CALLBACK_COMPLETED) == 1
     assert _callback_events(store) == 1
-    _resume_open(store, flows, run_id, clock.now())
+    resume_open(store, flows, run_id, clock.now())
     assert stream(store, run_id)[-1].fact.result == {"racer": results.index(won[0])}
 
 
@@ -345,7 +333,7 @@ def test_a_completion_from_the_timeout_on_is_refused_and_the_run_goes_on_without
         complete_callback(store, token, {"late": True}, clock.now())
     assert [c.status for c in run_callbacks(store, TENANT_A, run_id, clock.now())] == ["expired"]
 
-    result = _resume_open(store, flows, run_id, clock.now())
+    result = resume_open(store, flows, run_id, clock.now())
     assert result.outcome == "completed"
     events = stream(store, run_id)
     assert events[-2].fact.resumed_by == "timeout"
@@ -486,7 +474,7 @@ def test_a_completion_before_the_projection_caught_up_still_wakes_the_run(
     (row,) = store.pending.for_tenant(TENANT_A)
     assert (row.awaited_event_id, row.wake_at) == (completion.event_id, clock.now())
     assert [(r.run_id, r.step_index) for r in queue.receive()] == [(run_id, 1)]
-    assert _resume_open(store, flows, run_id, clock.now()).outcome == "completed"
+    assert resume_open(store, flows, run_id, clock.now()).outcome == "completed"
 
 
 def test_a_cancelled_run_takes_no_completion(
@@ -579,21 +567,21 @@ def test_callbacks_inside_for_each_branch_and_retry_resume_where_they_wait(
 
     (ann,) = _mail_tokens(store, run_id)
     complete_callback(store, ann, "again", clock.now())
-    _resume_open(store, registry, run_id, clock.now())  # the attempt fails: retry scheduled
+    resume_open(store, registry, run_id, clock.now())  # the attempt fails: retry scheduled
     clock.advance(timedelta(seconds=1))
-    _resume_open(store, registry, run_id, clock.now())  # attempt 2 asks ann again
+    resume_open(store, registry, run_id, clock.now())  # attempt 2 asks ann again
     _, ann_again = _mail_tokens(store, run_id)
     with pytest.raises(CallbackAlreadyCompleted):
         complete_callback(store, ann, "ann", clock.now())
     complete_callback(store, ann_again, "ann", clock.now())
-    _resume_open(store, registry, run_id, clock.now())
+    resume_open(store, registry, run_id, clock.now())
 
     state = ops.load_run(store, TENANT_A, run_id)
     assert state.suspension is not None
     assert state.suspension.path[0] == {"i": 0, "item": 2}
     *_, bo = _mail_tokens(store, run_id)
     complete_callback(store, bo, "bo", clock.now())
-    _resume_open(store, registry, run_id, clock.now())
+    resume_open(store, registry, run_id, clock.now())
     assert stream(store, run_id)[-1].fact.result == ["ann", "bo"]
 
 
@@ -636,7 +624,7 @@ def test_a_redrive_repeats_the_failed_pass_with_the_token_its_mail_already_carri
     assert isinstance(waiting, ev.StepWaitingForCallback)
     assert waiting.token_hash == token_hash(token)
     complete_callback(store, token, {"ok": True}, clock.now())
-    _resume_open(store, registry, run_id, clock.now())
+    resume_open(store, registry, run_id, clock.now())
     assert stream(store, run_id)[-1].fact.result == {"ok": True}
 
 
@@ -661,7 +649,7 @@ def test_erasing_a_payload_a_run_took_erases_its_copies(
     run_id = _start(store, flows, clock.now())
     (token,) = _mail_tokens(store, run_id)
     completion = complete_callback(store, token, {"iban": "DE00 1234"}, clock.now())
-    _resume_open(store, flows, run_id, clock.now())
+    resume_open(store, flows, run_id, clock.now())
     assert stream(store, run_id)[-1].fact.result == {"iban": "DE00 1234"}
 
     erased = erase_event(store, TENANT_A, completion.event_id, clock.now())

@@ -14,12 +14,16 @@ and lets the other one go on, so the order the locks impose is the order that ru
 Two operations that both wait on each other are a deadlock, which PostgreSQL breaks
 (deadlock_timeout is set low on their sessions): the victim's error is what the
 operation raises, and a test that says "no deadlock" checks for it.
+
+`explore` runs every schedule of two operations, each on its own copy of a prepared
+database (`Lab`), and checks each outcome.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +32,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+from workflow_runner.embedded import database_url
 from workflow_runner.store import Store, connect
 from workflow_runner.store.queries import queries
 
@@ -258,3 +263,74 @@ class Interleaving:
         trace.append(f"{actor.name}:{passed[-1] if passed else 'start'}")
         if actor.done:
             trace.append(f"{actor.name}:end")
+
+
+# --- a database per schedule, copied from one prepared state ----------------------------
+
+
+@dataclass
+class Lab:
+    """Databases copied from a template on one server (the session's migrated one)."""
+
+    admin_url: str
+    template: str
+
+    def database(self, template: str | None = None) -> str:
+        name = f"wfr_i_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(self.admin_url, autocommit=True) as admin:
+            admin.execute(
+                f'CREATE DATABASE "{name}" TEMPLATE "{template or self.template}" '
+                "STRATEGY FILE_COPY"
+            )
+        return name
+
+    def drop(self, name: str) -> None:
+        with psycopg.connect(self.admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def url(self, name: str) -> str:
+        return database_url(self.admin_url, name)
+
+
+Check = Callable[[Store, Run], None]
+
+
+def explore(
+    lab: Lab,
+    setup: Callable[[Store], None],
+    first: Operation,
+    second: Operation,
+    check: Check,
+) -> int:
+    """Run `first` and `second` in every split order on copies of the state `setup`
+    makes, and `check` each outcome. Returns the schedules run."""
+    prepared = lab.database()
+    try:
+        store = connect(lab.url(prepared))
+        try:
+            setup(store)
+        finally:
+            store.close()
+        schedules = 0
+        for order in (0, 1):
+            steps = 0
+            while True:
+                name = lab.database(prepared)
+                try:
+                    run = Interleaving(lab.url(name), first, second).run(Schedule(order, steps))
+                    schedules += 1
+                    store = connect(lab.url(name))
+                    try:
+                        check(store, run)
+                    except AssertionError as error:
+                        raise AssertionError(f"{run.describe()}\n{error}") from error
+                    finally:
+                        store.close()
+                finally:
+                    lab.drop(name)
+                if run.ended_first:
+                    break
+                steps += 1
+        return schedules
+    finally:
+        lab.drop(prepared)

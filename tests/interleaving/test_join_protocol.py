@@ -13,14 +13,9 @@ invariants checked after each schedule:
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
-import pytest
 from workflow_runner import (
     DomainEvent,
     Event,
@@ -31,7 +26,6 @@ from workflow_runner import (
     on_event,
     run_id_for,
 )
-from workflow_runner.embedded import database_url
 from workflow_runner.engine.cancel import cancel_run
 from workflow_runner.engine.children import start_children
 from workflow_runner.engine.doctor import check_children
@@ -40,11 +34,11 @@ from workflow_runner.engine.joins import count_settled_children
 from workflow_runner.engine.passes import load_run
 from workflow_runner.engine.redrive import redrive_run
 from workflow_runner.engine.resume import resume_run
-from workflow_runner.store import Store, connect
+from workflow_runner.store import Store
 from workflow_runner.stream import SETTLED_STATUSES
 
-from tests.interleaving.harness import Interleaving, Run, Schedule
-from tests.support import TENANT_A
+from tests.interleaving.harness import Lab, Operation, Run, explore
+from tests.support import TENANT_A, join_count_problems
 
 T0 = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
 DUE = T0 + timedelta(minutes=1)  # the children's timers are due
@@ -119,81 +113,6 @@ def _registry() -> WorkflowRegistry:
 REGISTRY = _registry()
 
 
-# --- a database per schedule, copied from one prepared state ----------------------------
-
-
-@dataclass
-class Lab:
-    admin_url: str
-    template: str
-
-    def database(self, template: str | None = None) -> str:
-        name = f"wfr_i_{uuid.uuid4().hex[:16]}"
-        with psycopg.connect(self.admin_url, autocommit=True) as admin:
-            admin.execute(
-                f'CREATE DATABASE "{name}" TEMPLATE "{template or self.template}" '
-                "STRATEGY FILE_COPY"
-            )
-        return name
-
-    def drop(self, name: str) -> None:
-        with psycopg.connect(self.admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    def url(self, name: str) -> str:
-        return database_url(self.admin_url, name)
-
-
-@pytest.fixture
-def lab(pg_server_url: str, template_database: str) -> Lab:
-    return Lab(pg_server_url, template_database)
-
-
-Operation = Callable[[Store], Any]
-Check = Callable[[Store, Run], None]
-
-
-def explore(
-    lab: Lab,
-    setup: Callable[[Store], None],
-    first: Operation,
-    second: Operation,
-    check: Check,
-) -> int:
-    """Run `first` and `second` in every split order on copies of the state `setup`
-    makes, and `check` each outcome. Returns the schedules run."""
-    prepared = lab.database()
-    try:
-        store = connect(lab.url(prepared))
-        try:
-            setup(store)
-        finally:
-            store.close()
-        schedules = 0
-        for order in (0, 1):
-            steps = 0
-            while True:
-                name = lab.database(prepared)
-                try:
-                    run = Interleaving(lab.url(name), first, second).run(Schedule(order, steps))
-                    schedules += 1
-                    store = connect(lab.url(name))
-                    try:
-                        check(store, run)
-                    except AssertionError as error:
-                        raise AssertionError(f"{run.describe()}\n{error}") from error
-                    finally:
-                        store.close()
-                finally:
-                    lab.drop(name)
-                if run.ended_first:
-                    break
-                steps += 1
-        return schedules
-    finally:
-        lab.drop(prepared)
-
-
 # --- moving runs -------------------------------------------------------------------------
 
 
@@ -264,8 +183,8 @@ def quiesce(store: Store, now: datetime = LATER) -> None:
 
 
 def assert_joins_whole(store: Store) -> None:
-    """Every settled child is settled and counted in each of its joins that is open, the
-    counters say what the rows say, and the doctor finds nothing wrong."""
+    """Every settled child is settled and counted in each of its joins that is open, every
+    join's counters say what its rows say, and the doctor finds nothing wrong."""
     rows = store.conn.execute(
         """
         SELECT c.join_id::text AS join_id, c.item_index, c.status, c.counted,
@@ -278,21 +197,7 @@ def assert_joins_whole(store: Store) -> None:
     for row in rows:
         if row["open"] and row["child_status"] in SETTLED_STATUSES:
             assert (row["status"], row["counted"]) == (row["child_status"], True), row
-    counters = store.conn.execute(
-        """
-        SELECT j.join_id::text AS join_id, j.running, j.settled,
-               count(*) FILTER (WHERE c.status = 'running' OR NOT c.counted) AS running_rows,
-               count(*) FILTER (WHERE c.counted AND c.status IN ('completed', 'failed',
-                                                                'cancelled')
-                                      AND c.started_at IS NOT NULL) AS settled_rows
-        FROM run_joins j JOIN run_children c
-             ON c.tenant_id = j.tenant_id AND c.join_id = j.join_id
-        WHERE j.closed_at IS NULL
-        GROUP BY j.join_id, j.running, j.settled
-        """
-    ).fetchall()
-    for row in counters:
-        assert (row["running"], row["settled"]) == (row["running_rows"], row["settled_rows"]), row
+    assert join_count_problems(store) == []
     doctor = check_children(store, None, LATER + timedelta(days=1))
     assert doctor.status == "ok", doctor
 

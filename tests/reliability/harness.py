@@ -1,10 +1,11 @@
 """The reliability suite's test bench: fault injection, a driver that plays AWS around
 the real Lambda handlers, history normalisation, invariant checks and the figures file.
 
-Faults are injected at *boundaries*: before and after every SQL statement a Store runs
-(every store method ends in one call of its `Sql`: all / one / run) and every port call
-(resume queue, mailer, HTTP, nudger). An injected crash is a BaseException so no
-engine code can swallow it, the way a killed process cannot be caught.
+Faults are injected at *boundaries*: before and after every round trip a Store makes
+(every store method ends in one call of its `Sql`; a pipeline of statements is one
+round trip) and every port call (resume queue, mailer, HTTP, nudger). An injected
+crash is a BaseException so no engine code can swallow it, the way a killed process
+cannot be caught.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,8 +32,9 @@ from workflow_runner.errors import TransientStoreError
 from workflow_runner.ports import HttpResponse, ResumeRequest, Runtime, set_runtime
 from workflow_runner.settings import Settings
 from workflow_runner.store import Sql, Store, connect
+from workflow_runner.store.queries import queries
 
-from tests.support import TENANT_A, TENANT_B, eventbridge
+from tests.support import TENANT_A, TENANT_B, eventbridge, join_count_problems
 
 __all__ = ["TENANT_A", "TENANT_B", "eventbridge"]
 
@@ -93,8 +96,16 @@ class FaultPlan:
             raise InjectedCrash(self.fired)
 
 
+@cache
+def _query_names() -> dict[str, str]:
+    return {text: name for name, text in queries().items()}
+
+
 def faulty_sql(plan: FaultPlan) -> type[Sql]:
-    """An Sql whose every statement is a fault boundary of `plan`."""
+    """An Sql whose every round trip is a fault boundary of `plan`: a statement sent
+    alone (all / one / run), or the statements `send`, `batch` and `deferred` send
+    together in one pipeline (labelled with their names joined by "+"). A statement
+    `deferred` holds back is no boundary of its own: it goes out with the next one."""
 
     class FaultySql(Sql):
         def _around(self, name: str, run: Callable[[], Any]) -> Any:
@@ -104,13 +115,25 @@ def faulty_sql(plan: FaultPlan) -> type[Sql]:
             return result
 
         def all(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+            if self._queue:  # goes out with what is held back, through _send
+                return Sql.all(self, name, params)
             return self._around(name, lambda: Sql.all(self, name, params))  # type: ignore[no-any-return]
 
         def one(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+            if self._queue:
+                return Sql.one(self, name, params)
             return self._around(name, lambda: Sql.one(self, name, params))  # type: ignore[no-any-return]
 
         def run(self, name: str, params: dict[str, Any]) -> int:
+            if self._queue is not None:  # held back: no round trip yet
+                return Sql.run(self, name, params)
             return self._around(name, lambda: Sql.run(self, name, params))  # type: ignore[no-any-return]
+
+        def _send(self, statements: Sequence[Any]) -> None:
+            if not statements:
+                return
+            names = "+".join(_query_names().get(s.sql, "?") for s in statements)
+            self._around(names, lambda: Sql._send(self, statements))
 
     return FaultySql
 
@@ -404,7 +427,7 @@ class Driver:
 # --- histories and invariants ----------------------------------------------------------
 
 # Instants that depend on when a pass ran (a crash delays it), not on what it did.
-_TIME_KEYS = frozenset({"wakeAt", "timeoutAt", "lookbackFrom", "retryAt"})
+_TIME_KEYS = frozenset({"wakeAt", "timeoutAt", "lookbackFrom", "retryAt", "firstCheckAt"})
 # A crash costs a delivery an attempt (its lease runs out): which attempt delivered a
 # request depends on the crashes, not on what was delivered.
 _DISPATCH_CRASH_KEYS = _TIME_KEYS | {"attempt"}
@@ -489,6 +512,95 @@ def check_invariants(store: Store, registry: WorkflowRegistry) -> list[str]:
         (ev.DISPATCH_REQUESTED,),
     ).fetchall():
         problems.append(f"dispatch requested without an outbox row: {r}")
+    return problems
+
+
+# What check_joins reports, by invariant (the report's "must never happen" rows).
+STARTED_TWICE = "child started twice"
+NOT_COUNTED = "settled child not counted by a join"
+WAITS_ON_SETTLED = "parent waits on a settled child"
+CANCELLED_OWNED = "run cancelled while another owner waited"
+
+
+def check_joins(store: Store, registry: WorkflowRegistry, now: datetime) -> list[str]:
+    """The join protocol's invariants on a database at rest; returns the problems found,
+    each starting with the invariant it breaks (empty: all hold).
+
+    - no child run is started twice: one `run-started` per stream, and every run a
+      parent started is one some join names;
+    - every settled child is counted exactly once by each of its joins: no row left
+      running behind a settled run or settled and not counted, and each join's
+      counters say what its rows say;
+    - no parent waits on a settled child: an open call or map join whose children
+      all settled (or one failed, not caught) has told its parent;
+    - no run another owner waited for is cancelled by a parent's end: no waiting parent
+      was told of a child cancelled that way, and a run an event or a start_workflow
+      started is never cancelled that way;
+    - `wfr doctor`'s checks (engine.doctor.run_doctor) are all ok, but for the template's
+      routes, which the driver stands in for.
+    """
+    from workflow_runner.engine.doctor import run_doctor
+    from workflow_runner.engine.joins import PARENT_ENDED
+
+    conn = store.conn
+    problems: list[str] = []
+    for r in conn.execute(
+        "SELECT stream_id::text AS run, count(*) AS n FROM wf_events WHERE type = %s "
+        "GROUP BY tenant_id, stream_id HAVING count(*) > 1",
+        (ev.RUN_STARTED,),
+    ).fetchall():
+        problems.append(f"{STARTED_TWICE}: {r}")
+    for r in conn.execute(
+        "SELECT e.stream_id::text AS run, e.payload->>'workflowName' AS workflow "
+        "FROM wf_events e WHERE e.type = %s AND e.payload ? 'parentRunId' AND NOT EXISTS "
+        "(SELECT 1 FROM run_children c WHERE c.tenant_id = e.tenant_id "
+        " AND c.child_run_id = e.stream_id)",
+        (ev.RUN_STARTED,),
+    ).fetchall():
+        problems.append(f"{STARTED_TWICE}: a child run no join names: {r}")
+    problems += [f"{NOT_COUNTED}: {p}" for p in join_count_problems(store)]
+    for r in conn.execute(
+        "SELECT j.join_id::text AS join_id, j.parent_run_id::text AS parent, j.settled, "
+        "       j.failed, j.total "
+        "FROM run_joins j JOIN workflow_runs p "
+        "  ON p.tenant_id = j.tenant_id AND p.run_id = j.parent_run_id "
+        "WHERE j.kind <> 'start' AND j.closed_at IS NULL AND j.notified_at IS NULL "
+        "  AND p.status NOT IN ('completed', 'failed', 'cancelled') "
+        "  AND (j.settled >= j.total OR (j.failed > 0 AND NOT j.catch))"
+    ).fetchall():
+        problems.append(f"{WAITS_ON_SETTLED}: {r}")
+    cancelled = (
+        "SELECT tenant_id, stream_id, recorded_at FROM wf_events "
+        "WHERE type = %(cancelled)s AND payload->>'reason' = %(ended)s"
+    )
+    params = {"cancelled": ev.RUN_CANCELLED, "ended": PARENT_ENDED, "settled": ev.CHILDREN_SETTLED}
+    for r in conn.execute(
+        f"WITH x AS ({cancelled}) "
+        "SELECT e.stream_id::text AS parent, e.payload->>'childRunId' AS child "
+        "FROM wf_events e JOIN x ON x.tenant_id = e.tenant_id "
+        "  AND x.stream_id::text = e.payload->>'childRunId' "
+        "JOIN run_joins j ON j.tenant_id = e.tenant_id "
+        "  AND j.join_id::text = e.payload->>'joinId' "
+        "WHERE e.type = %(settled)s AND e.payload->>'reason' = 'cancelled' "
+        "  AND j.created_at <= x.recorded_at",
+        params,
+    ).fetchall():
+        problems.append(f"{CANCELLED_OWNED}: its parent was told: {r}")
+    for r in conn.execute(
+        f"WITH x AS ({cancelled}) "
+        "SELECT x.stream_id::text AS run FROM x JOIN wf_events s "
+        "  ON s.tenant_id = x.tenant_id AND s.stream_id = x.stream_id "
+        "  AND s.type = %(started)s "
+        "WHERE NOT s.payload ? 'parentRunId' OR EXISTS (SELECT 1 FROM run_children c "
+        "  JOIN run_joins j ON j.tenant_id = c.tenant_id AND j.join_id = c.join_id "
+        "  WHERE c.tenant_id = x.tenant_id AND c.child_run_id = x.stream_id "
+        "  AND j.kind = 'start')",
+        {**params, "started": ev.RUN_STARTED},
+    ).fetchall():
+        problems.append(f"{CANCELLED_OWNED}: an event or a start_workflow owned it: {r}")
+    for check in run_doctor(store, registry, now=now).checks:
+        if check.status != "ok" and not check.name.startswith("template routes"):
+            problems.append(f"doctor: {check.name}: {check.summary}: {check.items[:5]}")
     return problems
 
 

@@ -106,11 +106,8 @@ def test_a_changed_duration_keeps_the_running_wait_and_times_the_next_one(
 # --- insert a step before / after the run's position --------------------------------------
 
 
-def test_a_step_inserted_before_the_runs_position_fails_it_loud_at_that_step(
-    make_env: MakeEnv,
-) -> None:
-    env = start(make_env, mail_after_a_day("Trial ends"))
-    inserted = flow(
+def plan_inserted_before_the_wait() -> WorkflowDefinition:
+    return flow(
         lambda s: [
             s.compute("plan", lambda ctx: "pro"),
             s.wait(for_="P1D"),
@@ -118,11 +115,39 @@ def test_a_step_inserted_before_the_runs_position_fails_it_loud_at_that_step(
             s.return_({"isSuccess": True}),
         ]
     )
+
+
+def test_a_step_inserted_before_the_runs_position_fails_it_loud_at_that_step(
+    make_env: MakeEnv,
+) -> None:
+    env = start(make_env, mail_after_a_day("Trial ends"))
+    inserted = plan_inserted_before_the_wait()
     [failing] = env.redeploy(workflows=[inserted])
     assert failing.differences == {"step 0 (wait)": "v1: step 0 (wait): wait → compute"}
     env.advance("P1D")
     assert_fails_loud(env, "step 0 (wait): wait → compute")
     assert env.mails == []  # nothing ran at a wrong place
+
+
+def test_runs_a_step_inserted_before_their_position_would_fail_complete_once_migrated(
+    make_env: MakeEnv,
+) -> None:
+    env = start(make_env, mail_after_a_day("Trial ends"), runs=2)
+    inserted = plan_inserted_before_the_wait()
+    [failing] = env.redeploy(workflows=[inserted])
+    assert failing.failing == 2  # without the migration both would fail
+    dry = env.migrate_runs(workflow="trial", to_version=1, mapping=["0=1"], dry_run=True)
+    assert [m.outcome for m in dry.moves] == ["would-move", "would-move"]
+    assert env.pinned_definitions()[0].failing == 2  # a dry run writes nothing
+    report = env.migrate_runs(workflow="trial", to_version=1, mapping=["0=1"])
+    assert report.complete and [m.outcome for m in report.moves] == ["moved", "moved"]
+    assert [p.fails for p in env.pinned_definitions()] == [False]
+    env.advance("P1D")
+    runs = env.runs(tenant=TENANT_A, workflow="trial")
+    assert [r.result for r in runs] == [{"isSuccess": True}] * 2
+    # They went on after the wait: the step inserted before it never ran for them.
+    assert ["plan" in r.steps for r in runs] == [False, False]
+    assert len(env.mails) == 2
 
 
 def test_a_step_inserted_after_the_runs_position_runs_for_it(make_env: MakeEnv) -> None:

@@ -6,12 +6,14 @@ would start it."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
+
+from workflow_runner.sam_application import copy_application
+
+from tests.support import run_as_user
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples"
@@ -42,15 +44,15 @@ def test_every_example_module_has_a_test_file() -> None:
 def test_the_examples_pass_in_a_pytest_of_their_own(tmp_path: Path) -> None:
     project = tmp_path / "project"
     shutil.copytree(EXAMPLES, project, ignore=shutil.ignore_patterns("__pycache__"))
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "WORKFLOW_MODULES")}
-    env["PYTHONPATH"] = str(project)
-    result = subprocess.run(
+    # The SAM application (template.yaml and functions/) in the folder the tests run
+    # from, as in a project of the reader's own; an engine installed from its wheel
+    # would bring its own. Nothing falls back to this checkout.
+    copy_application(ROOT, project)
+    result = run_as_user(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:warnings"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
+        project,
         timeout=900,
+        PYTHONPATH=str(project),
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     declared = sum(

@@ -5,6 +5,7 @@ Public API::
     from workflow_runner import define_workflow, on_event, on_cron, on_call, run_id_for, RetryPolicy
     from workflow_runner import Event, Steps, Scope, ref      # references, no lambda needed
     from workflow_runner import Concurrency, Throttle, RateLimit, Singleton, Debounce  # limits
+    from workflow_runner import Done, Continue                 # what a condition's check returns
     from workflow_runner.match import eq, in_, all_of, ...     # EventMatch builders
     from workflow_runner.testing import WorkflowTestEnv        # tests of your workflows
 """
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 from .clock import Clock, ManualClock, SystemClock
 from .definition import (
+    Continue,
     DomainEvent,
+    Done,
     RetryPolicy,
     StepContext,
     WorkflowDefinition,
@@ -44,8 +47,10 @@ __all__ = [
     "CancelOn",
     "Clock",
     "Concurrency",
+    "Continue",
     "Debounce",
     "DomainEvent",
+    "Done",
     "Event",
     "InvalidInput",
     "ManualClock",

@@ -11,6 +11,7 @@ from typing import Any
 
 from .durations import parse_instant
 from .errors import InvalidInput
+from .step_paths import describe_path
 from .store import Store, StoredEvent
 from .stream import (
     NEVER,
@@ -28,12 +29,14 @@ from .stream import (
     RunCancelled,
     RunCompleted,
     RunFailed,
+    RunMigrated,
     RunRedriven,
     RunStarted,
     StepEventMatched,
     StepResumed,
     StepWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     SuspensionFact,
     TaskAttemptFailed,
@@ -80,6 +83,13 @@ def describe_event(e: StoredEvent) -> str:
             f"step {f.step_index}: wait for a callback (result {f.result_key!r}) "
             f"until {instant(f.timeout_at)}"
         )
+    if isinstance(f, StepWaitingForCondition):
+        limits = f" of {f.max_attempts}" if f.max_attempts else ""
+        deadline = f", gives up at {instant(f.timeout_at)}" if f.timeout_at else ""
+        return (
+            f"step {f.step_index}: condition {f.key!r} not met on check {f.attempts}{limits}, "
+            f"next check at {instant(f.wake_at)}{deadline}"
+        )
     if isinstance(f, CallbackCompleted):
         return f"step {f.step_index}: callback completed (payload: event {f.event_id})"
     if isinstance(f, RetryScheduled):
@@ -99,6 +109,12 @@ def describe_event(e: StoredEvent) -> str:
         return str(f.reason or "-")
     if isinstance(f, RunRedriven):
         return f"from step {f.from_step_index} on definition {f.definition_fingerprint[:12]}…"
+    if isinstance(f, RunMigrated):
+        return (
+            f"moved from {describe_path(f.from_path or [{'i': f.from_step_index}])} to "
+            f"{describe_path(f.to_path)} of v{f.to_version} "
+            f"(definition {f.to_fingerprint[:12]}…)"
+        )
     if isinstance(f, OperatorAction):
         text = f"{f.action} by {f.by}"
         if f.step_index is not None:

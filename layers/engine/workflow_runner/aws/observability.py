@@ -5,6 +5,7 @@ searchable (``annotation.tenant_id = "..." AND annotation.run_id = "..."``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -25,8 +26,12 @@ def heartbeat(function: str) -> None:
     so a function that raises, times out or stops being invoked pages.
 
     Emitted as its own EMF record, so the extra dimension never changes the dimensions of
-    the function's other metrics (their alarms match on ``service`` alone).
+    the function's other metrics (their alarms match on ``service`` alone). Not emitted
+    when POWERTOOLS_METRICS_DISABLED is true: single_metric, unlike Metrics, ignores it,
+    and the local runtime sets it so that no EMF record reaches the developer's terminal.
     """
+    if os.environ.get("POWERTOOLS_METRICS_DISABLED", "").strip().lower() == "true":
+        return
     with single_metric(
         name="Heartbeat",
         unit=MetricUnit.Count,

@@ -22,7 +22,7 @@ from .context import Context
 from .local_commands import print_activity
 
 
-def _catch_up(ctx: Context) -> None:
+def catch_up(ctx: Context) -> None:
     """Let the local runtime act on what the action appended (only on a local database)."""
     try:
         activity = catch_up_local(ctx.store(), ctx.registry(), ctx.environ)
@@ -78,7 +78,7 @@ def cmd_resume(ctx: Context) -> int:
             elif result.reason:
                 text += f": {result.reason}"
             ctx.output.line(text)
-        _catch_up(ctx)
+        catch_up(ctx)
         if result.outcome == "failed":
             why = f" ({result.reason})" if result.reason else ""
             return _fail(
@@ -122,7 +122,7 @@ def cmd_cancel(ctx: Context) -> int:
     if not ctx.output.as_json:
         ctx.output.line(f"{ctx.output.status(result.outcome)}  run {run_id}")
     if action.happened:
-        _catch_up(ctx)
+        catch_up(ctx)
     return 0
 
 
@@ -159,7 +159,7 @@ def cmd_redrive(ctx: Context) -> int:
         elif result.reason:
             text += f" ({result.reason})"
         ctx.output.line(text)
-    _catch_up(ctx)
+    catch_up(ctx)
     if result.outcome == "failed":
         why = f" ({result.reason})" if result.reason else ""
         return _fail(ctx, f"run {run_id} failed again{why}; see `wfr show {run_id}`")

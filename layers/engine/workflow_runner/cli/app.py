@@ -24,7 +24,18 @@ from ..errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
-from . import actions, callbacks, console_command, dispatches, dlq, limits, local_commands, operate
+from . import (
+    actions,
+    callbacks,
+    console_command,
+    dispatches,
+    dlq,
+    limits,
+    local_commands,
+    operate,
+    project_commands,
+    runs_migrate,
+)
 from .context import Context, Handler, UsageError
 from .render import Output
 
@@ -98,6 +109,28 @@ def build_parser() -> argparse.ArgumentParser:
     _runs_list_options(p, argparse.SUPPRESS)
     p = command(runs_sub, "show", operate.cmd_runs_show, "show one run's timeline")
     _run_argument(p)
+    p = command(
+        runs_sub,
+        "migrate",
+        runs_migrate.cmd_runs_migrate,
+        "move a workflow's waiting runs onto another registered version, where the step "
+        "they wait at exists there with the same kind (--dry-run: only say what would move)",
+    )
+    p.add_argument("--workflow", required=True, metavar="W", help="the workflow")
+    p.add_argument(
+        "--to-version", type=int, required=True, metavar="N", help="a registered version of W"
+    )
+    p.add_argument("--tenant", metavar="T", help="only this tenant's runs (default: all)")
+    p.add_argument(
+        "--map",
+        action="append",
+        metavar="FROM=TO",
+        help="move runs waiting at (or inside) step place FROM to TO, e.g. 2=3 or "
+        "4.true.1=5.true.1 (repeatable; default: every run keeps its own place)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="judge and list; write nothing")
+    p.add_argument("--reason", metavar="TEXT", help="recorded on each run's stream")
+    p.add_argument("--now", metavar="ISO", help="business time")
     p = command(commands, "show", operate.cmd_runs_show, "show one run's timeline (= runs show)")
     _run_argument(p)
 
@@ -267,6 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--port", type=int, default=8080, help="the console's port (default 8080)")
     dlq.register(commands, command)
+    project_commands.add_commands(commands, command)
     return top
 
 

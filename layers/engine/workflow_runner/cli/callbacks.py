@@ -17,7 +17,8 @@ from ..engine.callbacks import (
 )
 from ..errors import InvalidInput
 from ..json_input import parse_json
-from ..local.routes import RoutingError, find_template
+from ..local.application import find_template, no_template_message
+from ..local.routes import RoutingError
 from ..local.runtime import LocalRuntime
 from ..storable import DEFAULT_MAX_RESULT_BYTES
 from ..timeline import instant
@@ -102,7 +103,7 @@ def cmd_complete(ctx: Context) -> int:
         if local:
             template = Path(ctx.args.template) if ctx.args.template else find_template()
             if template is None:
-                raise UsageError("no template.yaml found in this directory or above (--template)")
+                raise UsageError(no_template_message() + " (--template FILE)")
             runtime = LocalRuntime(store, ctx.registry(), template, environ=ctx.environ)
             if ctx.args.now:
                 target = parse_now(ctx.args.now, "--now")

@@ -24,7 +24,7 @@ from ..console.access import (
 )
 from ..definition import WorkflowRegistry
 from ..errors import InvalidInput
-from ..local.routes import find_template
+from ..local.application import find_template
 from .context import Context, UsageError
 
 ALLOW_HOSTS_ENV = "WFR_CONSOLE_ALLOW_HOSTS"

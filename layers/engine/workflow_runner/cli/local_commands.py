@@ -15,6 +15,7 @@ from ..envelope import parse_envelope, to_domain_event
 from ..errors import InvalidInput
 from ..json_input import MAX_DEPTH, parse_json
 from ..local import routes as r
+from ..local.application import find_template, no_template_message, packaged_template
 from ..local.demo import run_demo
 from ..local.runtime import Activity, LocalRuntime, to_eventbridge_event
 from ..settings import Settings
@@ -32,9 +33,15 @@ def _template(ctx: Context) -> Path:
         if not path.is_file():
             raise UsageError(f"--template {given}: no such file")
         return path
-    found = r.find_template()
+    found = find_template()
     if found is None:
-        raise UsageError("no template.yaml found: run from the project root or pass --template")
+        raise UsageError(no_template_message() + " (--template FILE)")
+    if found == packaged_template():
+        print(
+            f"wfr: note: no template.yaml here or above: the application packaged with the "
+            f"engine ({found})",
+            file=ctx.output.err,
+        )
     return found
 
 

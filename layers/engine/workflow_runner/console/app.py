@@ -41,7 +41,7 @@ from ..definition import WorkflowRegistry
 from ..engine.run_lookup import AmbiguousRunId, resolve_run
 from ..errors import InvalidInput, RunNotFound, StoreError
 from ..store import RunSummary, Store, connect
-from . import access, actions, deliveries, limits_page, run_view, views
+from . import access, actions, deliveries, limits_page, migrate, run_view, views
 from .layout import View, error_page
 
 log = logging.getLogger("workflow_runner")
@@ -54,6 +54,7 @@ STATIC = {
 }
 _RUN_PATH = re.compile(r"^/runs/([0-9A-Fa-f-]{4,36})(?:/(cancel|resume|redrive))?$")
 _REDELIVER_PATH = re.compile(r"^/deliveries/([0-9A-Fa-f-]{36})/redeliver$")
+_MIGRATE_PATH = re.compile(r"^/workflows/([^/]+)/migrate$")
 _HEADERS = [
     (
         "Content-Security-Policy",
@@ -313,6 +314,9 @@ class ConsoleApp:
             return _html(*deliveries.deliveries_page(view, request.query))
         if path == "/limits":
             return _html(*limits_page.limits_page(view, request.query))
+        migration = _MIGRATE_PATH.match(path)
+        if migration is not None:  # the dry run, and with actions the form that does it
+            return _html(*migrate.confirm_page(view, migration.group(1), request.query))
         redelivery = _REDELIVER_PATH.match(path)
         if redelivery is not None:
             if not view.allow_actions:
@@ -338,7 +342,8 @@ class ConsoleApp:
     def _post(self, request: Request, view: View, path: str) -> Response:
         found = _RUN_PATH.match(path)
         redelivery = _REDELIVER_PATH.match(path)
-        if (found is None or found.group(2) is None) and redelivery is None:
+        migration = _MIGRATE_PATH.match(path)
+        if (found is None or found.group(2) is None) and redelivery is None and migration is None:
             return _html(
                 405, error_page(view, "405 Method Not Allowed", "Only actions are posted.")
             )
@@ -363,6 +368,8 @@ class ConsoleApp:
                     "and try again.",
                 ),
             )
+        if migration is not None:
+            return _html(*migrate.perform(view, migration.group(1), request.form))
         if redelivery is not None:
             code, location, text = deliveries.redeliver_now(view, redelivery.group(1), request.form)
         else:

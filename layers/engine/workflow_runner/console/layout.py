@@ -4,6 +4,7 @@ every page shares: status badges, instants, short ids, JSON values."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..definition import WorkflowRegistry
+from ..errors import InvalidInput
 from ..store import Store
 from ..stream import NEVER
 from ..timeline import duration, instant
@@ -150,3 +152,17 @@ def error_page(view: View | None, status: str, message: str, detail: str = "") -
         ]
     )
     return page(view, status, body)
+
+
+def tenant_param(raw: str | None) -> str | None:
+    """A tenant filter as given (None: any tenant).
+
+    Raises:
+        InvalidInput: not a UUID.
+    """
+    if not raw:
+        return None
+    try:
+        return str(uuid.UUID(raw.strip()))
+    except ValueError:
+        raise InvalidInput(f"tenant must be a UUID, got {raw!r}") from None

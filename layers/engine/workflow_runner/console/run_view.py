@@ -17,6 +17,7 @@ from ..stream import (
     RunStarted,
     RunState,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     SuspensionFact,
     TaskScheduled,
     TasksScheduled,
@@ -36,6 +37,7 @@ from .layout import (
     when,
 )
 from .limits_page import limit_waits_block
+from .migrate import migrate_links
 from .svg import to_svg
 
 
@@ -322,6 +324,22 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
             f"{waits.child_workflow}",
             class_="where",
         )
+    elif isinstance(state.suspension, StepWaitingForCondition):
+        condition = state.suspension
+        where = el(
+            "p",
+            f"Waiting at step {condition.step_index} for condition {condition.key!r}: "
+            f"not met on check {condition.attempts}"
+            + (f" of {condition.max_attempts}" if condition.max_attempts else "")
+            + ", next check ",
+            when(condition.due_at, view.now),
+            *(
+                [", gives up ", when(condition.timeout_at, view.now)]
+                if condition.timeout_at is not None
+                else []
+            ),
+            class_="where",
+        )
     elif isinstance(state.suspension, StepWaitingForCallback):
         where = el(
             "p",
@@ -348,6 +366,9 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
             ),
             where,
             limit_waits_block(view, state),
+            migrate_links(view, run.workflow_name, run.tenant_id, run.workflow_version)
+            if status == "waiting"
+            else "",
             _summary(view, run, state),
             el("section", el("h2", "Graph"), _graph(view, run, state), class_="card"),
             el(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
@@ -23,7 +22,18 @@ from ..store import PendingKey, PendingRow
 from ..stream import NEVER, RUN_STATUSES
 from ..timeline import duration, instant
 from .html import Markup, el, join, url
-from .layout import View, notice, page, run_link, short_id, status_badge, table, when
+from .layout import (
+    View,
+    notice,
+    page,
+    run_link,
+    short_id,
+    status_badge,
+    table,
+    tenant_param,
+    when,
+)
+from .migrate import migrate_links
 
 PAGE_SIZE = 50
 _AGO = re.compile(r"^(\d+)([smhdw])$")
@@ -52,15 +62,6 @@ def parse_when(raw: str, field: str, now: datetime) -> datetime:
         ) from None
 
 
-def _tenant(raw: str | None) -> str | None:
-    if not raw:
-        return None
-    try:
-        return str(uuid.UUID(raw.strip()))
-    except ValueError:
-        raise InvalidInput(f"tenant must be a UUID, got {raw!r}") from None
-
-
 def run_filter(query: Mapping[str, str], now: datetime) -> RunFilter:
     """The runs list's filters from its query string.
 
@@ -77,7 +78,7 @@ def run_filter(query: Mapping[str, str], now: datetime) -> RunFilter:
         status=status,
         workflow=query.get("workflow") or None,
         workflow_version=int(version) if version else None,
-        tenant_id=_tenant(query.get("tenant")),
+        tenant_id=tenant_param(query.get("tenant")),
         key=query.get("key") or None,
         since=parse_when(query["since"], "since", now) if query.get("since") else None,
         until=parse_when(query["until"], "until", now) if query.get("until") else None,
@@ -198,6 +199,7 @@ def runs_page(view: View, query: Mapping[str, str]) -> tuple[int, str]:
         [
             el("h1", "Runs", el("span", shown, class_="count")),
             _filters(view, query),
+            migrate_links(view, flt.workflow, flt.tenant_id) if flt.workflow else "",
             table(
                 ["Run", "Tenant", "Workflow", "Status", "Started", "Last change"],
                 rows,
@@ -258,7 +260,7 @@ def pending_page(view: View, query: Mapping[str, str]) -> tuple[int, str]:
     """Pending and due runs across tenants, soonest first."""
     due_only = query.get("due") == "1"
     try:
-        tenant = _tenant(query.get("tenant"))
+        tenant = tenant_param(query.get("tenant"))
         after = None
         if query.get("after"):
             key = decode_cursor(query["after"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .builder import StepBuilder
+from .conditions import Continue, Done
 from .define import define_workflow
 from .dsl import (
     Branch,
@@ -25,6 +26,7 @@ from .dsl import (
     Trigger,
     Wait,
     WaitForCallback,
+    WaitForCondition,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -50,8 +52,10 @@ __all__ = [
     "CallTrigger",
     "CallWorkflow",
     "Compute",
+    "Continue",
     "CronTrigger",
     "DomainEvent",
+    "Done",
     "EventTrigger",
     "ForEach",
     "MailSend",
@@ -68,6 +72,7 @@ __all__ = [
     "Trigger",
     "Wait",
     "WaitForCallback",
+    "WaitForCondition",
     "WaitForEvent",
     "WebhookSend",
     "WorkflowDefinition",

@@ -44,6 +44,7 @@ from .dsl import (
     Task,
     Wait,
     WaitForCallback,
+    WaitForCondition,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -343,6 +344,7 @@ def _arguments(step: Step) -> list[tuple[str, Any]]:
         Map: ("over", "key"),
         Return: ("value",),
         WaitForCallback: ("timeout",),
+        WaitForCondition: ("initial",),
     }
     return [(name, getattr(step, name)) for name in names.get(type(step), ())]
 
@@ -358,7 +360,7 @@ def _address(value: Any) -> bool:
 
 
 def _written_keys(step: Step) -> list[str]:
-    if isinstance(step, (Compute, Task)):
+    if isinstance(step, (Compute, Task, WaitForCondition)):
         return [step.key]
     if isinstance(step, (WaitForEvent, WaitForCallback)):
         return [step.result_key]

@@ -298,6 +298,24 @@ class Parallel:
 
 
 @dataclass(frozen=True)
+class WaitForCondition:
+    """Check a condition now and then until it holds: `check(ctx, state)` returns
+    Done(value) (the value lands under `key`) or Continue(new_state); between checks
+    the run waits `every` (fixed) or doubling from it (exponential), at most `cap`."""
+
+    key: str
+    check: Callable[[StepContext, Any], Any]
+    initial: Resolver = None
+    every: str = "PT30S"
+    backoff: str = "fixed"
+    cap: str | None = None
+    max_attempts: int | None = None
+    timeout: str | None = None
+    catch: bool = False
+    kind: str = "wait_for_condition"
+
+
+@dataclass(frozen=True)
 class Return:
     value: Resolver
     kind: str = "return"
@@ -318,6 +336,7 @@ Step: TypeAlias = (
     | Parallel
     | Return
     | WaitForCallback
+    | WaitForCondition
 )
 
 
@@ -344,6 +363,7 @@ SUSPENDING_KINDS = frozenset(
         "map",
         "parallel",
         "wait_for_callback",
+        "wait_for_condition",
     }
 )
 # The longest attempt a task may ask for: it must fit in the worker Lambda's run.
@@ -365,6 +385,7 @@ STEP_TYPES = (
     Parallel,
     Return,
     WaitForCallback,
+    WaitForCondition,
 )
 # The largest `concurrency` of a map (children running at once for one map step).
 MAX_MAP_CONCURRENCY = 10_000

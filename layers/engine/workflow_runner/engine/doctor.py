@@ -188,6 +188,7 @@ class TemplateRoutes:
     template: Path | None  # None: no template was found
     missing: list[str] = field(default_factory=list)  # types that reach no function
     error: str | None = None  # the template could not be read
+    described: str | None = None  # the template, and the engine application it nests
 
 
 def check_template(routes: TemplateRoutes | None, registry: WorkflowRegistry) -> Check:
@@ -198,8 +199,9 @@ def check_template(routes: TemplateRoutes | None, registry: WorkflowRegistry) ->
         return Check(
             name,
             "warning",
-            "no template.yaml found; routing not checked",
-            "run from the project root or pass --template FILE",
+            "no template.yaml found (none here or above, none packaged with the engine); "
+            "routing not checked",
+            "run from your project's folder (`wfr init DIR` starts one) or pass --template FILE",
         )
     if routes.error is not None:
         return Check(name, "problem", routes.error, "fix the template")
@@ -216,7 +218,7 @@ def check_template(routes: TemplateRoutes | None, registry: WorkflowRegistry) ->
         name,
         "ok",
         f"{len(registry.trigger_types())} trigger and {len(registry.awaited_types())} awaited "
-        f"type(s) routed by {routes.template}",
+        f"type(s) routed by {routes.described or routes.template}",
     )
 
 

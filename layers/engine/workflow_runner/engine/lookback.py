@@ -63,6 +63,7 @@ class AwaitedWait:
     match: dict[str, Any] | None
     key: str | None  # the equality key its match requires (match.equality_key)
     consumed_event_ids: Sequence[str]
+    match_after: int | None = None  # the stream version its match follows (a migration)
 
     @classmethod
     def of(cls, row: UnfinishedLookBack) -> AwaitedWait:
@@ -75,6 +76,7 @@ class AwaitedWait:
             row.match_expr,
             row.match_key,
             row.consumed_event_ids,
+            row.match_after,
         )
 
 
@@ -119,6 +121,7 @@ def take(store: Store, wait: AwaitedWait, event_id: str, now: datetime) -> Woken
         event_id,
         wait.event_type,
         now,
+        wait.match_after,
     ):
         return WokenRun(wait.tenant_id, wait.run_id, wait.step_index, event_id, now)
     return None

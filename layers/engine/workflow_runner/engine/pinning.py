@@ -27,9 +27,11 @@ from ..stream import (
     RETRY_SCHEDULED,
     STEP_WAITING,
     STEP_WAITING_FOR_CALLBACK,
+    STEP_WAITING_FOR_CONDITION,
     STEP_WAITING_FOR_EVENT,
     TASK_SCHEDULED,
     Path,
+    RunMigrated,
     RunRedriven,
     RunStarted,
 )
@@ -132,6 +134,7 @@ _WAIT_KINDS = {
     RETRY_SCHEDULED: "retry",
     TASK_SCHEDULED: "task",
     STEP_WAITING_FOR_CALLBACK: "wait_for_callback",
+    STEP_WAITING_FOR_CONDITION: "wait_for_condition",
 }
 
 
@@ -179,7 +182,8 @@ class PinnedDefinition:
 
 
 def _started_version(store: Store, tenant_id: str, run_id: str, fingerprint: str) -> int | None:
-    """The workflow version a run was started (or last redriven) on, from its stream."""
+    """The workflow version a run was started (or last redriven or migrated) on, from its
+    stream."""
     version: int | None = None
     for event in store.streams.load(tenant_id, run_id):
         fact = event.fact
@@ -187,6 +191,8 @@ def _started_version(store: Store, tenant_id: str, run_id: str, fingerprint: str
             version = fact.workflow_version
         elif isinstance(fact, RunRedriven) and fact.definition_fingerprint == fingerprint:
             version = fact.definition_version or version
+        elif isinstance(fact, RunMigrated) and fact.to_fingerprint == fingerprint:
+            version = fact.to_version
     return version
 
 

@@ -4,8 +4,8 @@ PendingProjection calls `project_pending` after a nudge and on a schedule. It re
 `wf_events` in commit order (see read_events_after in store/queries.sql) and, in the
 same transaction as its writes, advances its checkpoint, so every event is applied
 exactly once: a suspension upserts the run's row, a match marks it due, a resume or a
-terminal event deletes it. Because it is a projection, the table can be dropped and
-rebuilt from the streams at any time (invariant 1).
+terminal event deletes it, a migration moves it. Because it is a projection, the table
+can be dropped and rebuilt from the streams at any time (invariant 1).
 
 When it creates a waiting-for-event row it looks back into the inbox for an event that
 arrived before the row existed (invariant 5, engine/lookback.py), under the same lock as
@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from ..match import equality_key
 from ..store import DueRow, NewPendingRow, ProjectionLag, Store, StoredEvent
@@ -31,10 +31,12 @@ from ..stream import (
     ChildrenSettled,
     FlowHeld,
     RetryScheduled,
+    RunMigrated,
     StepEventMatched,
     StepResumed,
     StepWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     Suspension,
     TaskCompleted,
@@ -96,7 +98,7 @@ class _PendingDeletes:
 
 def _pending_row(
     e: StoredEvent,
-    fact: Suspension | StepWaitingForCallback | FlowHeld,
+    fact: Suspension | StepWaitingForCallback | StepWaitingForCondition | FlowHeld,
     lookback_after: Cursor | None = None,
 ) -> NewPendingRow:
     wait = fact if isinstance(fact, StepWaitingForEvent) else None
@@ -141,6 +143,44 @@ def _new_wait(
     return take(store, wait, found.event_id, now) if found is not None else None
 
 
+# Where the look-back of a wait that recorded no start (release 0.1.0) begins.
+_ANY_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _migrated(
+    store: Store, e: StoredEvent, fact: RunMigrated, now: datetime, budget: LookBackBudget
+) -> WokenRun | None:
+    """Move a migrated run's row with its suspension. An unmatched wait looks back
+    again: a matching event whose wakeup lost its append to the migration (the stream
+    had moved past the suspension) is taken now, under the wakeup's lock as a new
+    wait's look-back is; the ones that come later are appended after this event."""
+    moved = store.pending.migrate(
+        e.tenant_id,
+        e.stream_id,
+        fact.suspension_version,
+        fact.to_step_index,
+        fact.to_fingerprint,
+        e.version,
+    )
+    if moved is None or moved.matched or moved.wait_event_type is None:
+        return None
+    wait = AwaitedWait(
+        e.tenant_id,
+        e.stream_id,
+        moved.step_index,
+        moved.suspension_version,
+        moved.wait_event_type,
+        moved.match_expr,
+        moved.match_key,
+        moved.consumed_event_ids,
+        e.version,
+    )
+    store.inbox.lock_type(e.tenant_id, wait.event_type)
+    found, cursor = scan(store, wait, (moved.lookback_from or _ANY_TIME, 0), budget)
+    store.pending.set_lookback(e.tenant_id, e.stream_id, moved.suspension_version, cursor)
+    return take(store, wait, found.event_id, now) if found is not None else None
+
+
 # The event types whose payload the projection reads: the suspensions and what marks a
 # row due. A resume and a run's end drop the row by type alone, and the other events
 # (run starts, dispatches, task attempts) leave it as it is. Not decoding them took a
@@ -154,6 +194,7 @@ _READS_PAYLOAD = frozenset(
         TaskCompleted,
         TaskFailed,
         ChildrenSettled,
+        RunMigrated,
     )
 )
 _DROPS_ROW = frozenset({StepResumed.TYPE, *TERMINAL_TYPES})
@@ -163,6 +204,7 @@ _TIMED_SUSPENSIONS = (
     StepWaitingForEvent,
     RetryScheduled,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     FlowHeld,  # a run held for its throttle turn or its debounce's quiet period
 )
 _TIMED = frozenset(cls.TYPE for cls in _TIMED_SUSPENSIONS)
@@ -229,6 +271,9 @@ def _apply(
             e.recorded_at,
         )
         return WokenRun(e.tenant_id, e.stream_id, fact.step_index, fact.join_id, e.recorded_at)
+    elif isinstance(fact, RunMigrated):
+        deletes.before_write(e.tenant_id, e.stream_id)
+        return _migrated(store, e, fact, now, budget)
     return None
 
 

@@ -44,6 +44,7 @@ from ..stream import (
     RunCancelled,
     RunCompleted,
     RunFailed,
+    RunMigrated,
     RunRedriven,
     RunState,
     StepResumed,
@@ -139,6 +140,12 @@ def _find_failed_pass(run_id: str, tenant_id: str, events: list[StoredEvent]) ->
         fact = e.fact
         if e.version in suspensions:
             open_ = (suspensions[e.version], e.version)
+        elif isinstance(fact, RunMigrated) and fact.suspension_version in suspensions:
+            # An operator moved the suspension: it is re-entered where it was moved to.
+            moved = fact.moved(suspensions[fact.suspension_version])
+            suspensions[fact.suspension_version] = moved
+            if open_ is not None and open_[1] == fact.suspension_version:
+                open_ = (moved, open_[1])
         elif isinstance(fact, StepResumed) and open_ is not None:
             entry = at(*open_, f"{tenant_id}|{e.version + 1}", open_[0].entry_path)
             open_ = None

@@ -30,6 +30,7 @@ from ..stream import (
     StepResumed,
     StepWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     TaskScheduled,
     TasksScheduled,
@@ -208,12 +209,13 @@ def _within_limits(
 
 
 def _reads_nothing_more(claim: _Claim) -> bool:
-    """A claim whose pass needs nothing beyond what the batch read: a timer's or a
-    retry's suspension (no awaited payload, no outcome of work) of release 0.2 on (a 0.1
-    suspension's results are read again)."""
+    """A claim whose pass needs nothing beyond what the batch read: a timer's, a
+    retry's or a condition's suspension (no awaited payload, no outcome of work; a
+    condition's state is on its fact) of release 0.2 on (a 0.1 suspension's results
+    are read again)."""
     suspension = claim.run.state.suspension
     return (
-        isinstance(suspension, (StepWaiting, RetryScheduled))
+        isinstance(suspension, (StepWaiting, RetryScheduled, StepWaitingForCondition))
         and not suspension.full_results
         and claim.run.state.matched_event_id is None
         and claim.run.results is not None
@@ -273,15 +275,18 @@ def _decide(
 ) -> ResumeResult | _Claim:
     """What to do with one request, from its run as read: an answer without a pass
     (already-resumed, not-due, failed because its definition is gone), or a claim."""
-    tenant_id, run_id, step_index = item.tenant_id, item.run_id, item.step_index
+    tenant_id, run_id = item.tenant_id, item.run_id
     state = run.state
 
-    base = ResumeResult("already-resumed", tenant_id, run_id, step_index)
+    base = ResumeResult("already-resumed", tenant_id, run_id, item.step_index)
     suspension = state.suspension
     if state.status != "waiting" or suspension is None:
         return base
-    if suspension.step_index != step_index:
+    if not state.waits_at(item.step_index):
         return replace(base, waiting_at=suspension.step_index)
+    # A request for the step a migration moved the suspension from is for this very
+    # suspension (sent before the move): the pass goes on where the run waits now.
+    step_index = suspension.step_index
     matched = state.matched_event_id
     by_work = isinstance(suspension, (TaskScheduled, TasksScheduled, ChildrenWaiting))
     if by_work:
@@ -476,7 +481,8 @@ def _fail_refused_pass(
             if state.status != "waiting" or suspension is None:
                 return base
             text = f"workflow step failed ({type(error).__name__})"
-            if fail_run(store, state, state.version, item.step_index, PASS_NOT_STORABLE, text, now):
+            step = suspension.step_index
+            if fail_run(store, state, state.version, step, PASS_NOT_STORABLE, text, now):
                 return replace(base, outcome="failed", reason=PASS_NOT_STORABLE)
             return base
     except TransientStoreError:

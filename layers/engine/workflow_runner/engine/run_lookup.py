@@ -136,15 +136,19 @@ def workflow_names(store: Store, registry: WorkflowRegistry) -> list[str]:
     return sorted(set(registry.names()) | set(store.console.workflow_names()))
 
 
-def _check_workflow(name: str, known: Sequence[str]) -> None:
+def check_workflow(
+    name: str, known: Sequence[str], what: str = "is registered or has runs"
+) -> None:
+    """Raises InvalidInput, with the closest of the `known` names, unless `name` is one.
+
+    `what` says what makes a name known (the message reads "no workflow named X <what>").
+    """
     if name in known:
         return
     close = difflib.get_close_matches(name, known, n=3)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     listing = ", ".join(known) if known else "none"
-    raise InvalidInput(
-        f"no workflow named {name!r} is registered or has runs{hint} (known: {listing})"
-    )
+    raise InvalidInput(f"no workflow named {name!r} {what}{hint} (known: {listing})")
 
 
 def version_fingerprints(registry: WorkflowRegistry, name: str, version: int) -> list[str]:
@@ -183,7 +187,7 @@ def list_runs(
     if flt.workflow is not None or flt.key is not None:
         names = workflow_names(store, registry)
     if flt.workflow is not None:
-        _check_workflow(flt.workflow, names)
+        check_workflow(flt.workflow, names)
     run_ids = None
     if flt.key is not None:
         candidates = [flt.workflow] if flt.workflow else names

@@ -81,18 +81,19 @@ def record_match(
     event_id: str,
     event_type: str,
     now: datetime,
+    match_after: int | None = None,
 ) -> bool:
     """Record the first matching event of an open wait on the run stream (OCC on the
-    suspension's version: a second match, or a run that moved on, appends nothing)."""
+    suspension's version, or `match_after` when a migration moved the run since: a
+    second match, or a run that moved on, appends nothing)."""
     matched = StepEventMatched(
         step_index=step_index,
         event_id=event_id,
         event_type=event_type,
         suspension_version=suspension_version,
     )
-    appended = store.streams.append(
-        tenant_id, run_id, RUN_STREAM, suspension_version, [matched], now
-    )
+    after = suspension_version if match_after is None else match_after
+    appended = store.streams.append(tenant_id, run_id, RUN_STREAM, after, [matched], now)
     if appended:
         store.pending.mark_matched(tenant_id, run_id, suspension_version, event_type, event_id, now)
     return appended
@@ -108,7 +109,7 @@ def _record_matches(
         [
             (
                 w.run_id,
-                w.suspension_version,
+                w.match_after,
                 StepEventMatched(
                     step_index=w.step_index,
                     event_id=event.id,

@@ -38,6 +38,7 @@ from ..store import Store, connect
 from ..stream import NEVER
 from ..timeline import activity_rows, describe_event
 from . import routes as r
+from .application import find_template, no_template_message
 from .runtime import Activity, LocalRuntime
 
 START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
@@ -441,9 +442,9 @@ def run_demo(
             applied = store.migrate()
             if applied:
                 out.line(out.paint(f"migrated: {', '.join(m.name for m in applied)}", "dim"))
-            template = r.find_template()
+            template = find_template()
             if template is None:
-                out.line("wfr: error: template.yaml not found: run the demo from the project root")
+                out.line(f"wfr: error: {no_template_message()}")
                 return 1
             registry = load_workflow_modules({"WORKFLOW_MODULES": "sample_workflows"})
             with webhook_sink(SINK_ANSWERS) as sink:

@@ -15,6 +15,7 @@ from typing import Any
 from ..definition import WorkflowRegistry
 from ..engine.doctor import TemplateRoutes
 from ..errors import InvalidInput
+from .application import Application, ApplicationError, find_template, resolve_application
 
 # Functions by the folder of their CodeUri (functions/<name>/): independent of how the
 # template names their logical ids.
@@ -36,9 +37,10 @@ class RoutingError(InvalidInput):
 class Routing:
     """The template's EventBridge rules and which function folder each one targets."""
 
-    template: Path
+    template: Path  # as given: the project's template
     routes: list[Any]  # workflow_runner.aws.template.Route
     folders: dict[str, str] = field(default_factory=dict)  # logical id -> folder name
+    application: Application | None = None  # what `template` names (None: built by hand)
 
     def targets(self, event: Mapping[str, Any]) -> list[str]:
         """Folders of the functions whose rules accept the event (template order, once)."""
@@ -58,30 +60,26 @@ class Routing:
         return found
 
 
-def find_template(start: Path | None = None) -> Path | None:
-    """template.yaml in the current directory or a parent of it, else the project's own."""
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / "template.yaml"
-        if candidate.is_file():
-            return candidate
-    project = Path(__file__).resolve().parents[4] / "template.yaml"
-    return project if project.is_file() else None
-
-
 def load_routes(path: Path) -> Routing:
-    """Read the template's EventBridge rules.
+    """Read the EventBridge rules of the application a template names (its own, or the
+    engine application it nests, with the Parameters it passes: see local/application).
 
     Raises:
         RoutingError: the file is missing or not a readable SAM template.
+        ApplicationError: the template names no engine application to run.
     """
     try:
         from ..aws.template import event_routes, functions, load_template
-    except ImportError as error:  # PyYAML missing: a dev dependency
-        raise RoutingError(f"reading {path} needs PyYAML: pip install -e '.[dev]'") from error
+    except ImportError as error:  # PyYAML missing: part of the testing extra
+        raise RoutingError(
+            f"reading {path} needs PyYAML: pip install 'workflow-runner[testing]'"
+        ) from error
     try:
-        template = load_template(path)
-        routes = event_routes(template)
+        application = resolve_application(path)
+        template = load_template(application.template)
+        routes = event_routes(template, application.parameters)
+    except ApplicationError:
+        raise
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise RoutingError(f"cannot read the routes of {path}: {error}") from error
     except Exception as error:  # yaml.YAMLError has no common base we can import lazily
@@ -90,7 +88,7 @@ def load_routes(path: Path) -> Routing:
     for name, resource in functions(template).items():
         code_uri = str((resource.get("Properties") or {}).get("CodeUri") or name)
         folders[name] = Path(code_uri.rstrip("/")).name
-    return Routing(path, routes, folders)
+    return Routing(path, routes, folders, application)
 
 
 def synthetic_event(detail_type: str) -> dict[str, Any]:
@@ -138,12 +136,14 @@ def unrouted_types(routing: Routing, registry: WorkflowRegistry) -> list[str]:
 
 
 def template_routes(path: Path | None, registry: WorkflowRegistry) -> TemplateRoutes:
-    """What a SAM template routes, for `wfr doctor` (path None: ./template.yaml or the
-    project's own)."""
+    """What a SAM template routes, for `wfr doctor` (path None: as find_template finds
+    it)."""
     template = path or find_template()
     if template is None:
         return TemplateRoutes(None)
     try:
-        return TemplateRoutes(template, unrouted_types(load_routes(template), registry))
-    except (RoutingError, ValueError) as error:
+        routing = load_routes(template)
+    except (InvalidInput, ValueError) as error:
         return TemplateRoutes(template, error=str(error))
+    described = routing.application.describe() if routing.application else str(template)
+    return TemplateRoutes(template, unrouted_types(routing, registry), described=described)

@@ -47,6 +47,7 @@ from ..settings import Settings
 from ..store import CapturedMail, Store, StoredEvent
 from ..webhook_guard import WebhookGuard, system_resolver
 from . import routes as r
+from .application import find_template, no_template_message
 from .state import CapturedMailer, LocalResumeQueue, as_request
 
 # A runaway loop guard for settle(): far more rounds than any workflow needs.
@@ -162,7 +163,9 @@ class LocalRuntime:
         self.store = store
         self.registry = registry
         self.routing = r.load_routes(template)
-        by_name = load_handlers(template)
+        # The functions of the application the template names (see local/application).
+        application = self.routing.application
+        by_name = load_handlers(application.template if application else template)
         self.handlers = {self.routing.folders[name]: h for name, h in by_name.items()}
         self._context = FakeLambdaContext
         self.clock = ManualClock(store.local.clock() or start or SystemClock().now())
@@ -358,9 +361,9 @@ def catch_up_local(
     """
     if store.local.clock() is None:
         return None
-    found = template or r.find_template()
+    found = template or find_template()
     if found is None:
-        raise r.RoutingError("no template.yaml found in this directory or above")
+        raise r.RoutingError(no_template_message())
     return LocalRuntime(store, registry, found, environ=environ).catch_up()
 
 

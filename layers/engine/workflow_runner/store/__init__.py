@@ -22,6 +22,7 @@ from .operator import PinnedRunGroup, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
 from .pending import (
     DueRow,
+    MovedRow,
     NewPendingRow,
     PendingRow,
     RowsInFlight,
@@ -50,6 +51,7 @@ __all__ = [
     "JoinCount",
     "Migration",
     "MigrationTimeout",
+    "MovedRow",
     "NewCallback",
     "NewChild",
     "NewDefinition",

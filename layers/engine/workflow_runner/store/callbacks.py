@@ -86,6 +86,27 @@ class CallbackStore:
         )
         return touched == 1
 
+    def move(
+        self,
+        tenant_id: str,
+        run_id: str,
+        suspension_version: int,
+        step_index: int,
+        path: list[dict[str, Any]],
+    ) -> None:
+        """Point the tokens of a migrated run's open suspension at the step it moved to
+        (locks their rows until the transaction ends)."""
+        self._sql.run(
+            "migrate_callbacks",
+            {
+                "tenant_id": tenant_id,
+                "run_id": run_id,
+                "suspension_version": suspension_version,
+                "step_index": step_index,
+                "path": Jsonb(path),
+            },
+        )
+
     def of_run(self, tenant_id: str, run_id: str) -> list[CallbackRow]:
         """The tokens a run handed out, newest first."""
         rows = self._sql.all("run_callbacks", {"tenant_id": tenant_id, "run_id": run_id})

@@ -58,6 +58,7 @@ class UnfinishedLookBack:
     match_key: str | None
     consumed_event_ids: list[str]
     after: tuple[datetime, int]
+    match_after: int  # the stream version its match is appended after
 
 
 @fast_init
@@ -107,6 +108,22 @@ class WaitingRow:
     step_index: int
     match_expr: dict[str, Any] | None
     suspension_version: int
+    match_after: int  # the stream version its match is appended after (a migration moves it)
+
+
+@dataclass(frozen=True)
+class MovedRow:
+    """A row a migration moved, with what a look-back of its wait needs (`wait_event_type`
+    None: not a wait for an event)."""
+
+    step_index: int
+    suspension_version: int
+    wait_event_type: str | None
+    match_expr: dict[str, Any] | None
+    match_key: str | None
+    consumed_event_ids: list[str]
+    lookback_from: datetime | None
+    matched: bool
 
 
 class PendingStore:
@@ -159,9 +176,44 @@ class PendingStore:
                 match_key=r["match_key"],
                 consumed_event_ids=list(r["consumed_event_ids"] or []),
                 after=(r["lookback_after_instant"], r["lookback_after_position"]),
+                match_after=r["match_after"],
             )
             for r in rows
         ]
+
+    def migrate(
+        self,
+        tenant_id: str,
+        run_id: str,
+        suspension_version: int,
+        step_index: int,
+        fingerprint: str,
+        match_after: int,
+    ) -> MovedRow | None:
+        """Move a migrated run's row with its suspension (None: no row of it)."""
+        row = self._sql.one(
+            "migrate_pending",
+            {
+                "tenant_id": tenant_id,
+                "run_id": run_id,
+                "suspension_version": suspension_version,
+                "step_index": step_index,
+                "fingerprint": fingerprint,
+                "match_after": match_after,
+            },
+        )
+        if row is None:
+            return None
+        return MovedRow(
+            step_index=row["step_index"],
+            suspension_version=row["suspension_version"],
+            wait_event_type=row["wait_event_type"],
+            match_expr=row["match_expr"],
+            match_key=row["match_key"],
+            consumed_event_ids=list(row["consumed_event_ids"] or []),
+            lookback_from=row["lookback_from"],
+            matched=row["awaited_event_id"] is not None,
+        )
 
     def delete_runs(self, runs: Sequence[tuple[str, str]]) -> None:
         """Drop the rows of many (tenant_id, run_id) pairs in one statement."""
@@ -221,7 +273,13 @@ class PendingStore:
             },
         )
         return [
-            WaitingRow(r["run_id"], r["step_index"], r["match_expr"], r["suspension_version"])
+            WaitingRow(
+                r["run_id"],
+                r["step_index"],
+                r["match_expr"],
+                r["suspension_version"],
+                r["match_after"],
+            )
             for r in rows
         ]
 

@@ -343,6 +343,15 @@ SET status = excluded.status, version = excluded.version, updated_at = excluded.
     definition_fingerprint = excluded.definition_fingerprint,
     workflow_version = COALESCE(excluded.workflow_version, workflow_runs.workflow_version);
 
+-- name: migrate_run_summary
+-- An operator migrated the waiting run onto another definition. Its version stays: it
+-- is where a resume starts reading the stream (load_run_tail), which must include the
+-- open suspension the migration moved.
+UPDATE workflow_runs
+SET definition_fingerprint = %(definition_fingerprint)s, workflow_version = %(workflow_version)s,
+    updated_at = %(now)s
+WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s;
+
 -- name: get_run
 -- One run summary.
 SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, workflow_name, status, version,
@@ -382,8 +391,22 @@ SET workflow_name = excluded.workflow_name, suspension_event_type = excluded.sus
     lookback_after_instant = excluded.lookback_after_instant,
     lookback_after_position = excluded.lookback_after_position,
     lookback_version = excluded.lookback_version,
-    trigger_event_type = NULL, trigger_payload = NULL, awaited_event_id = NULL, leased_until = NULL
+    trigger_event_type = NULL, trigger_payload = NULL, awaited_event_id = NULL, leased_until = NULL,
+    match_after_version = NULL
 WHERE workflow_run_pending.suspension_version <= excluded.suspension_version;
+
+-- name: migrate_pending
+-- An operator migrated the run (`workflow.run-migrated`): its row moves with its
+-- suspension (step, definition), and a matching event is appended only after the
+-- migration's events (%(match_after)s). The rest stays: a match, a lease, a look-back.
+-- Returns what a new look-back of an unmatched wait needs.
+UPDATE workflow_run_pending
+SET step_index = %(step_index)s, definition_fingerprint = %(fingerprint)s,
+    match_after_version = %(match_after)s
+WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s
+  AND suspension_version = %(suspension_version)s
+RETURNING step_index, suspension_version, wait_event_type, match_expr, match_key,
+          consumed_event_ids, lookback_from, awaited_event_id;
 
 -- name: set_pending_lookback
 -- Move (or, with NULLs, end) the look-back of one suspension's row.
@@ -399,7 +422,7 @@ WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s
 -- suspension: a row an older release rewrote has a stale lookback_version).
 SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, step_index, suspension_version,
        wait_event_type, match_expr, match_key, consumed_event_ids, lookback_after_instant,
-       lookback_after_position
+       lookback_after_position, coalesce(match_after_version, suspension_version) AS match_after
 FROM workflow_run_pending
 WHERE lookback_after_position IS NOT NULL AND lookback_version = suspension_version
   AND awaited_event_id IS NULL AND wait_event_type IS NOT NULL
@@ -431,7 +454,9 @@ WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s AND suspension_version =
 -- offers (all of them when %(keys)s is NULL); not those whose run consumed the event
 -- with an earlier wait (a retried wakeup must not hand it to such a run again):
 -- run_consumed_events, or the list a 0.1 suspension carried (consumed_event_ids).
-SELECT p.run_id::text AS run_id, p.step_index, p.match_expr, p.suspension_version
+-- `match_after`: the stream version its match is appended after.
+SELECT p.run_id::text AS run_id, p.step_index, p.match_expr, p.suspension_version,
+       coalesce(p.match_after_version, p.suspension_version) AS match_after
 FROM workflow_run_pending p
 WHERE p.tenant_id = %(tenant_id)s AND p.wait_event_type = %(type)s
   AND p.awaited_event_id IS NULL

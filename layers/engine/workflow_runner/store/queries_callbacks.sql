@@ -32,3 +32,12 @@ SELECT token_hash, tenant_id::text AS tenant_id, run_id::text AS run_id, workflo
 FROM callbacks
 WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s
 ORDER BY suspension_version DESC;
+
+-- name: migrate_callbacks
+-- An operator migrated the run: the tokens of its open suspension name the step it
+-- moved to (a completion enqueues the run's resume for it). The migration takes these
+-- rows before it appends to the run stream, in the order a completion takes them.
+UPDATE callbacks
+SET step_index = %(step_index)s, path = %(path)s
+WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s
+  AND suspension_version = %(suspension_version)s;

@@ -69,14 +69,22 @@ SELECT
 -- name: doctor_pinned_definitions
 -- Suspended runs per workflow, the definition fingerprint their suspension recorded and
 -- the place they wait at (step and path, from the suspension event: one index read per
--- run), with the tenants of the fingerprint and one example run.
+-- run; or from the last migration that moved it, which the pending row says happened),
+-- with the tenants of the fingerprint and one example run.
 WITH suspended AS (
     SELECT p.tenant_id, p.run_id, p.workflow_name, p.step_index, p.suspension_event_type,
            coalesce(p.definition_fingerprint, '') AS definition_fingerprint,
-           coalesce(e.payload -> 'path', '[]'::jsonb) AS path
+           coalesce(m.payload -> 'toPath', e.payload -> 'path', '[]'::jsonb) AS path
     FROM workflow_run_pending p
     LEFT JOIN wf_events e ON e.tenant_id = p.tenant_id AND e.stream_id = p.run_id
                          AND e.version = p.suspension_version
+    LEFT JOIN LATERAL (
+        SELECT w.payload FROM wf_events w
+        WHERE p.match_after_version IS NOT NULL AND w.tenant_id = p.tenant_id
+          AND w.stream_id = p.run_id AND w.version > p.suspension_version
+          AND w.version <= p.match_after_version AND w.type = 'workflow.run-migrated'
+        ORDER BY w.version DESC LIMIT 1
+    ) m ON true
     WHERE (%(tenant_id)s::uuid IS NULL OR p.tenant_id = %(tenant_id)s::uuid)
 ), tenants AS (
     SELECT workflow_name, definition_fingerprint, count(DISTINCT tenant_id) AS tenants

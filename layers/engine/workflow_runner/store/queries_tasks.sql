@@ -111,3 +111,12 @@ WHERE (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
       END
 ORDER BY created_at DESC, task_id DESC
 LIMIT %(limit)s;
+
+-- name: migrate_tasks
+-- An operator migrated the run: the tasks of its open suspension run their step where
+-- it moved to (%(moves)s: a JSON array of {task_id, path}) on definition %(fingerprint)s.
+-- Settled rows are moved too, so the row says where the task's step is.
+UPDATE task_queue t
+SET path = m.path, definition_fingerprint = %(fingerprint)s
+FROM jsonb_to_recordset(%(moves)s) AS m(task_id uuid, path jsonb)
+WHERE t.tenant_id = %(tenant_id)s AND t.run_id = %(run_id)s AND t.task_id = m.task_id;

@@ -78,6 +78,27 @@ class RunStore:
             },
         )
 
+    def move(
+        self,
+        tenant_id: str,
+        run_id: str,
+        definition_fingerprint: str,
+        workflow_version: int,
+        now: datetime,
+    ) -> None:
+        """Record that a migration moved the waiting run onto another definition (its
+        version stays where the resume reads its stream from)."""
+        self._sql.run(
+            "migrate_run_summary",
+            {
+                "tenant_id": tenant_id,
+                "run_id": run_id,
+                "definition_fingerprint": definition_fingerprint,
+                "workflow_version": workflow_version,
+                "now": now,
+            },
+        )
+
     def get(self, tenant_id: str, run_id: str) -> RunSummary | None:
         row = self._sql.one("get_run", {"tenant_id": tenant_id, "run_id": run_id})
         return None if row is None else RunSummary.from_row(row)

@@ -118,6 +118,9 @@ CREATE TABLE workflow_run_pending (
     lookback_version        integer,
     -- Events a 0.1 suspension says its run took (since 0.2: run_consumed_events).
     consumed_event_ids      text[],
+    -- The stream version a matching event is appended after when it is not the
+    -- suspension's own: a migration moved the run since (NULL: suspension_version).
+    match_after_version     integer,
     CONSTRAINT workflow_run_pending_pkey PRIMARY KEY (tenant_id, run_id, step_index)
 );
 CREATE INDEX workflow_run_pending_tenant_wake_at_idx ON workflow_run_pending (tenant_id, wake_at);

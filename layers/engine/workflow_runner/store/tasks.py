@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
@@ -167,6 +168,27 @@ class TaskStore:
                 "task_id": task.task_id,
                 "attempt": task.attempt,
                 "now": now,
+            },
+        )
+
+    def move(
+        self,
+        tenant_id: str,
+        run_id: str,
+        paths: Sequence[tuple[str, list[dict[str, Any]]]],
+        fingerprint: str,
+    ) -> None:
+        """Point a migrated run's tasks, (task_id, path) each, at their step's place on
+        definition `fingerprint`."""
+        if not paths:
+            return
+        self._sql.run(
+            "migrate_tasks",
+            {
+                "tenant_id": tenant_id,
+                "run_id": run_id,
+                "moves": Jsonb([{"task_id": task_id, "path": path} for task_id, path in paths]),
+                "fingerprint": fingerprint,
             },
         )
 

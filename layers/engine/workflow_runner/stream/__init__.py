@@ -23,6 +23,7 @@ from .callbacks import (
 )
 from .children import ChildrenRequested, ChildrenSettled
 from .codec import SUSPENDING_FACTS, Fact, UnknownFact, decode, type_of
+from .conditions import STEP_WAITING_FOR_CONDITION, StepWaitingForCondition
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .flow import FLOW_HELD, FlowHeld
 from .fold import RecordedFact, RunState, fold_run
@@ -42,6 +43,7 @@ from .names import (
     RUN_CANCELLED,
     RUN_COMPLETED,
     RUN_FAILED,
+    RUN_MIGRATED,
     RUN_REDRIVEN,
     RUN_STARTED,
     RUN_STATUSES,
@@ -63,7 +65,7 @@ from .names import (
     ResumedBy,
     RunStatus,
 )
-from .operator import OperatorAction, OperatorActionName
+from .operator import OperatorAction, OperatorActionName, RunMigrated
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -105,6 +107,7 @@ __all__ = [
     "RUN_CANCELLED",
     "RUN_COMPLETED",
     "RUN_FAILED",
+    "RUN_MIGRATED",
     "RUN_REDRIVEN",
     "RUN_STARTED",
     "RUN_STATUSES",
@@ -114,6 +117,7 @@ __all__ = [
     "STEP_RESUMED",
     "STEP_WAITING",
     "STEP_WAITING_FOR_CALLBACK",
+    "STEP_WAITING_FOR_CONDITION",
     "STEP_WAITING_FOR_EVENT",
     "SUSPENDING_FACTS",
     "SUSPENSION_TYPES",
@@ -144,6 +148,7 @@ __all__ = [
     "RunCancelled",
     "RunCompleted",
     "RunFailed",
+    "RunMigrated",
     "RunRedriven",
     "RunStarted",
     "RunState",
@@ -152,6 +157,7 @@ __all__ = [
     "StepResumed",
     "StepWaiting",
     "StepWaitingForCallback",
+    "StepWaitingForCondition",
     "StepWaitingForEvent",
     "Suspension",
     "SuspensionFact",

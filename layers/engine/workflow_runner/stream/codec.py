@@ -9,9 +9,10 @@ from typing import Any, TypeAlias
 from ..fast_init import fast_init
 from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenRequested, ChildrenSettled
+from .conditions import StepWaitingForCondition
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .flow import FlowHeld
-from .operator import OperatorAction
+from .operator import OperatorAction, RunMigrated
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -68,7 +69,9 @@ Fact: TypeAlias = (
     | Dispatched
     | DispatchFailed
     | OperatorAction
+    | RunMigrated
     | StepWaitingForCallback
+    | StepWaitingForCondition
     | CallbackCompleted
     | FlowHeld
     | UnknownFact
@@ -84,6 +87,7 @@ SUSPENDING_FACTS = (
     ChildrenWaiting,
     StepWaitingForCallback,
     FlowHeld,
+    StepWaitingForCondition,
 )
 
 _KNOWN: dict[str, Any] = {
@@ -107,6 +111,7 @@ _KNOWN: dict[str, Any] = {
         Dispatched,
         DispatchFailed,
         OperatorAction,
+        RunMigrated,
         CallbackCompleted,
     )
 }

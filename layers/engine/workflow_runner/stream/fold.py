@@ -11,8 +11,10 @@ from ..fast_init import fast_init
 from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenSettled
 from .codec import SUSPENDING_FACTS, Fact
+from .conditions import StepWaitingForCondition
 from .flow import FlowHeld
 from .names import SETTLED_STATUSES, RunStatus
+from .operator import RunMigrated
 from .run import (
     RunCancelled,
     RunCompleted,
@@ -52,8 +54,14 @@ class RunState:
     started_at: datetime | None = None
     status: RunStatus | Literal["missing"] = "missing"
     fingerprint: str = ""
-    suspension: Suspension | StepWaitingForCallback | FlowHeld | None = None  # the open one
+    # the open suspension
+    suspension: Suspension | StepWaitingForCallback | StepWaitingForCondition | FlowHeld | None = (
+        None
+    )
     suspension_version: int = 0
+    # The step indexes the open suspension had before a migration moved it (a resume
+    # request sent for one of them is for this very suspension).
+    moved_from: tuple[int, ...] = ()
     # The first event that matched the open wait (a callback's payload event included).
     matched_event_id: str | None = None
     # The recorded outcomes of the open suspension's task(s), by task id.
@@ -136,6 +144,7 @@ class RunState:
             self.status = "waiting"
             self.suspension = fact
             self.suspension_version = recorded.version
+            self.moved_from = ()
             self.matched_event_id = None
             self.task_outcomes = {}
             self.children_settled = None
@@ -189,6 +198,20 @@ class RunState:
         elif isinstance(fact, RunRedriven):
             self.status = "running"
             self.fingerprint = fact.definition_fingerprint or self.fingerprint
+        elif isinstance(fact, RunMigrated):
+            open_ = self.suspension
+            if open_ is not None and fact.suspension_version == self.suspension_version:
+                self.suspension = fact.moved(open_)
+                self.moved_from += (open_.step_index,)
+                self.fingerprint = fact.to_fingerprint
+
+    def waits_at(self, step_index: int) -> bool:
+        """Whether the open suspension is at `step_index`, or was before a migration
+        moved it (the same suspension: a request for its old step is for it)."""
+        open_ = self.suspension
+        return open_ is not None and (
+            open_.step_index == step_index or step_index in self.moved_from
+        )
 
 
 def fold_run(run_id: str, tenant_id: str, facts: Sequence[RecordedFact]) -> RunState:

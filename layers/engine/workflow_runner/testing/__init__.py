@@ -9,6 +9,7 @@
         run.status, run.steps, run.events
         env.mails, env.webhooks        # what would have been sent
         env.complete_callback(env.mails[0].body, {"ok": True})   # an outside system answers
+        env.migrate_runs(workflow="order-approval", to_version=2, mapping=["0=1"])
 
 Needs the `testing` extra (embedded PostgreSQL, PyYAML, Powertools) and the SAM
 application's template.yaml with its functions/ (see docs/testing.md).
@@ -18,11 +19,13 @@ from __future__ import annotations
 
 from ..engine.callbacks import CallbackRefused
 from ..engine.pinning import PinnedDefinition
+from ..engine.run_migration import MigrationReport
 from .env import WorkflowTestEnv, registry_of
 from .records import RunEvent, RunSnapshot, SentMail, SentWebhook
 
 __all__ = [
     "CallbackRefused",
+    "MigrationReport",
     "PinnedDefinition",
     "RunEvent",
     "RunSnapshot",

@@ -35,11 +35,14 @@ from ..definition import (
 from ..definition.dsl import Task
 from ..durations import format_instant, parse_duration, parse_instant
 from ..embedded import drop_database
+from ..engine.operator_actions import Operator
 from ..engine.pinning import PinnedDefinition, pinned_definitions
+from ..engine.run_migration import MigrationReport, MigrationRequest, migrate_runs
+from ..engine.step_mapping import parse_mapping
 from ..envelope import MAX_DETAIL_DEPTH, MAX_EVENT_BYTES
 from ..errors import NotConfigured, RunNotFound, WorkflowDefinitionError
 from ..json_input import check_json_value
-from ..local.routes import find_template
+from ..local.application import find_template, no_template_message
 from ..local.runtime import LocalRuntime
 from ..storable import DEFAULT_MAX_RESULT_BYTES
 from ..store import Store, connect
@@ -129,8 +132,10 @@ class WorkflowTestEnv:
         modules: modules whose import registers the workflows (as in WORKFLOW_MODULES).
         now: business time at the start, an ISO-8601 instant (or an aware datetime).
         workflows: further definitions (e.g. `define_workflow(..., register=False)`).
-        template: the SAM template (default: template.yaml in the current directory or
-            a parent, as `wfr local` finds it); its folder must hold `functions/`.
+        template: the SAM template (default: as `wfr local` finds it: the project's
+            template.yaml in the current folder or a parent, which defines the engine's
+            functions or nests the engine application; else the application packaged
+            in the installed engine).
         database_url: a PostgreSQL server the kit may create databases on (default:
             DATABASE_URL, else an embedded server shared by the process).
         environ: settings of the functions (MAIL_SENDER, WEBHOOK_ALLOW_HOSTS, ...);
@@ -138,7 +143,9 @@ class WorkflowTestEnv:
 
     Raises:
         WorkflowDefinitionError: a module cannot be imported or defines no workflow.
-        NotConfigured: no template.yaml was found.
+        NotConfigured: no template.yaml was found (the message says what to do).
+        ApplicationError: on entering, the template names no engine application to run
+            (e.g. a nested one not exported yet; the message says what to do).
     """
 
     def __init__(
@@ -156,11 +163,10 @@ class WorkflowTestEnv:
         self.registry = registry_of(modules, workflows)
         self._start = parse_instant(now) if isinstance(now, str) else now
         found = Path(template) if template is not None else find_template()
-        if found is None or not found.is_file():
-            raise NotConfigured(
-                "WorkflowTestEnv needs the SAM application's template.yaml (with its "
-                "functions/ folder): run the tests from the project or pass template=PATH"
-            )
+        if found is None:
+            raise NotConfigured(f"WorkflowTestEnv: {no_template_message()} (template=PATH)")
+        if not found.is_file():
+            raise NotConfigured(f"WorkflowTestEnv: template={found}: no such file")
         self._template = found
         self._database_url = database_url
         self._environ = dict(environ or {})
@@ -431,6 +437,40 @@ class WorkflowTestEnv:
         """The definitions waiting runs are pinned to, judged against the registered
         workflows (what `wfr doctor` checks)."""
         return pinned_definitions(self.store, self.registry)
+
+    def migrate_runs(
+        self,
+        *,
+        workflow: str,
+        to_version: int,
+        mapping: Sequence[str] = (),
+        tenant: str | None = None,
+        dry_run: bool = False,
+    ) -> MigrationReport:
+        """Move the waiting runs of `workflow` onto its registered version `to_version`,
+        as `wfr runs migrate` does after a structural change (a step inserted before
+        where they wait, say), then run what follows.
+
+        Args:
+            workflow: the workflow whose waiting runs to move.
+            to_version: a version of it registered in the environment now.
+            mapping: `FROM=TO` step places (`"0=1"`, `"2.true.0=3.true.0"`); default:
+                every run keeps its own place.
+            tenant: only this tenant's runs.
+            dry_run: only judge them; write nothing.
+
+        Returns:
+            What happened (or would) to each waiting run not on that version yet:
+            `report.complete` is True when every one moved.
+
+        Raises:
+            InvalidInput: an unknown workflow or version, or a malformed mapping.
+        """
+        request = MigrationRequest(workflow, to_version, tenant, parse_mapping(mapping), dry_run)
+        operator = Operator("tests (WorkflowTestEnv)")
+        report = migrate_runs(self.store, self.registry, request, self.now, operator)
+        self.runtime.tick()
+        return report
 
     def redeploy(
         self, modules: Sequence[str] = (), workflows: Sequence[WorkflowDefinition] = ()

@@ -190,7 +190,10 @@ class Demo:
         )
         self.rt.set_now(START)
 
-        self.scene("Monday 08:00 — two sign-ups, two orders, an inventory change, two exports")
+        self.scene(
+            "Monday 08:00 — two sign-ups, two orders, an inventory change, two exports, "
+            "three edits of an account"
+        )
         self.put("ada", "user.signed-up", {"userId": "active-ada", "email": "ada@example.com"})
         self.put("bob", "user.signed-up", {"userId": "bob", "email": "bob@example.com"})
         self.put(
@@ -218,6 +221,13 @@ class Demo:
             "data.processed",
             {"webhookUrl": REFUSED_EXPORT, "data": {"rows": 3}},
         )
+
+        for revision in (1, 2, 3):  # a burst of edits: one sync, two minutes after the last
+            self.put(
+                f"account a-7 edit {revision}",
+                "account.updated",
+                {"accountId": "a-7", "revision": revision},
+            )
 
         self.scene("A batch of 8 orders fans out: one fulfil-order run per order, 5 at a time")
         self.put("batch b-1", "batch.submitted", {"batchId": "b-1", "orders": BATCH_ORDERS})
@@ -322,6 +332,7 @@ class Demo:
             "export": "completed",
             "export to a private address": "failed",
             "batch b-1": "completed",
+            "account a-7 edit 1": "completed",  # one debounced run, revision 3
         }
         wrong = {
             label: status

@@ -178,3 +178,40 @@ def test_a_debounce_starts_at_its_timeout_however_often_it_is_triggered(store: S
     events, _ = store.streams.load_run(TENANT_A, run_id)
     assert events[-1].fact.result == {"n": 5}  # type: ignore[union-attr]
     assert _held(store, run_id)[-1].wake_at == at(1200)
+
+
+def test_runs_migrate_refuses_a_run_held_before_its_first_step(store: Store) -> None:
+    # Given: a throttled run held for its turn (it has run no step)
+    from workflow_runner import Event, Throttle, WorkflowRegistry, define_workflow, on_event
+    from workflow_runner.engine.operator_actions import Operator
+    from workflow_runner.engine.run_migration import MigrationRequest, migrate_runs
+    from workflow_runner.engine.step_mapping import parse_mapping
+
+    from tests.flow.flows import REGISTRY
+
+    put(store, "throttled", 0)
+    put(store, "throttled", 1)
+    held = run_of("throttled", 1)
+    assert status(store, held) == "waiting" and _held(store, held)
+    v2 = define_workflow(
+        name="throttled",
+        version=2,
+        trigger=on_event("throttled.go"),
+        idempotency_key=Event.payload["n"],
+        throttle=Throttle(10, "PT1M", key=Event.payload["account"]),
+        steps=lambda s: [s.wait(for_="PT1M"), s.return_({"n": Event.payload["n"]})],
+        register=False,
+    )
+    registry = WorkflowRegistry()
+    registry.register(REGISTRY.latest("throttled"))
+    registry.register(v2)
+
+    # When: an operator migrates the workflow's waiting runs to version 2
+    request = MigrationRequest("throttled", 2, mapping=parse_mapping([]))
+    report = migrate_runs(store, registry, request, at(1), Operator("tests", "v2"))
+
+    # Then: the held run is refused, untouched, with why
+    (move,) = report.moves
+    assert move.run_id == held and move.outcome == "refused"
+    assert move.why is not None and "flow control" in move.why
+    assert len(_held(store, held)) == 1

@@ -180,3 +180,17 @@ def test_a_callback_base_url_that_cannot_carry_a_token_exits_2_and_writes_nothin
     assert result.code == 2
     assert f"CALLBACK_BASE_URL: {base!r} is not an http(s) URL" in result.err
     assert table_count(store, "wf_events") == 0
+
+
+def test_local_mail_shows_bodies_so_the_callback_link_is_at_hand(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """The token a callback mail carried needed --json to be seen."""
+    link = _filed_locally(cli, tmp_path)
+    shown = cli("local", "mail", env=ENV)
+    assert shown.code == 0
+    assert "Subject: Approve expense?" in shown.out and "To: boss@example.com" in shown.out
+    assert f"Approve or reject: {link}" in shown.out
+    latest = cli("local", "mail", "--to", "boss@example.com", "--last", "1", env=ENV)
+    assert link in latest.out
+    assert "no mail" in cli("local", "mail", "--to", "nobody@example.com", env=ENV).out

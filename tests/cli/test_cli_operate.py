@@ -99,7 +99,9 @@ def test_runs_show_json_has_the_contract_shape(cli: Cli, store: Store) -> None:
         "deliveries",
         "parentRunId",
         "children",
+        "localLog",  # added by issue 31: empty off the local runtime
     }
+    assert body["localLog"] == []
     assert body["workflowVersion"] == 1
     assert (body["runId"], body["tenantId"]) == (run_id, TENANT)
     assert (body["workflowName"], body["status"]) == ("user-onboarding", "waiting")

@@ -73,3 +73,16 @@ def test_labels_are_escaped_and_long_words_wrap_at_slashes() -> None:
     assert "<script>" not in svg and "&lt;script&gt;alert(1)&lt;/script&gt;" in svg
     spans = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", svg)
     assert "https://hooks.example.com/a/very/" in spans
+
+
+def test_a_waits_two_edges_to_the_same_step_are_one_route_naming_both() -> None:
+    waiting = define_workflow(
+        name="svg-wait",
+        trigger=on_event("svg.go"),
+        awaits={"ok": "svg.ok"},
+        register=False,
+        steps=lambda s: [s.wait_for_event("ok", timeout="P1D"), s.return_()],
+    )
+    plan = layout(flowchart(waiting))
+    [route] = [r for r in plan.routes if r.boxes[0] == "s0"]
+    assert route.label == "svg.ok / no svg.ok in P1D: timeout"

@@ -30,6 +30,16 @@ class WorkflowDefinitionError(WorkflowRunnerError):
     """A workflow definition is malformed (raised when it is defined)."""
 
 
+class DefinitionArgumentError(WorkflowDefinitionError):
+    """An argument of `where` (a step method, RetryPolicy) has a value it cannot take:
+    `argument` names it, `detail` says what is wrong with the value."""
+
+    def __init__(self, where: str, argument: str, detail: str) -> None:
+        super().__init__(f"{where}: {argument}: {detail}")
+        self.argument = argument
+        self.detail = detail
+
+
 class UnknownWorkflow(WorkflowRunnerError):
     """No registered workflow has this name (or this definition fingerprint)."""
 
@@ -63,9 +73,10 @@ class DidNotSettle(WorkflowRunnerError):
 
 
 class RunNotFound(WorkflowRunnerError):
-    """No run with this id exists for this tenant."""
+    """No run with this id exists for this tenant (`message`: what the caller looked
+    for, when it said more than the id)."""
 
-    def __init__(self, tenant_id: str, run_id: str) -> None:
-        super().__init__(f"run {run_id} not found for tenant {tenant_id}")
+    def __init__(self, tenant_id: str, run_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"run {run_id} not found for tenant {tenant_id}")
         self.tenant_id = tenant_id
         self.run_id = run_id

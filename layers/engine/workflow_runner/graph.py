@@ -1,9 +1,12 @@
 """A workflow's step tree as a flowchart (Mermaid), optionally with a run's path on it.
 
 The step tree becomes nodes and edges: a sequence is a chain, a branch a diamond with
-a `true` and a `false` arm that join again, a for_each and a retry a node with a loop
-edge back from the end of their body, waits and wait_for_event rounded and hexagonal
-nodes, a wait_for_condition a hexagon with a loop edge onto itself (check, wait, check
+two arms that join again, each edge labelled with when it is taken (the condition: a
+reference's path, a function's name, a lambda's expression; `not` it), a for_each and
+a retry a node with a loop edge back from the end of their body, waits rounded and
+hexagonal nodes; a wait_for_event or wait_for_callback leaves by two edges, one for
+what it waits for (the event and its match) and one for its timeout; a
+wait_for_condition is a hexagon with a loop edge onto itself (check, wait, check
 again). With a run, the nodes its recorded paths went through are marked `visited`
 and the step it is at (waiting) or failed at is marked `current` / `failed`.
 
@@ -15,6 +18,10 @@ no trace, so only its diamond is marked.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
+import types
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +48,7 @@ from .definition.dsl import (
     WorkflowDefinition,
 )
 from .definition.retry import RetryPolicy
-from .durations import format_instant
+from .durations import format_instant, is_duration
 from .match_builders import describe_match
 from .refs import Ref
 from .store import Store, StoredEvent
@@ -135,12 +142,10 @@ def _label(step: Step) -> tuple[str, str]:
         amount = _static(step.for_) or _static(step.until) or "(computed)"
         return f"wait {amount}", "stadium"
     if isinstance(step, WaitForEvent):
-        timeout = _static(step.timeout) or "(computed)"
-        where = "" if step.match is None else f" where {describe_match(step.match)}"
-        return f"wait for {step.event}{where}, timeout {timeout}", "hexagon"
+        into = f" → {step.result_key}" if step.result_key != step.event else ""
+        return f"wait for {step.event}{into}", "hexagon"
     if isinstance(step, WaitForCallback):
-        timeout = _static(step.timeout) or "(computed)"
-        return f"wait for callback → {step.result_key}, timeout {timeout}", "hexagon"
+        return f"wait for callback → {step.result_key}", "hexagon"
     if isinstance(step, WaitForCondition):
         pace = step.every if step.backoff == "fixed" else f"from {step.every} doubling"
         if step.cap:
@@ -175,6 +180,56 @@ def _label(step: Step) -> tuple[str, str]:
         into = f" → {step.result_key}" if step.result_key else ""
         return f"parallel ({len(step.steps)} tasks){into}", "diamond"
     return type(step).__name__, "rect"  # pragma: no cover - every step kind is above
+
+
+def _condition(value: Any) -> str:
+    """When a branch takes its true arm, as text: a reference's path, a named
+    function's call, a lambda's expression (when its source can be read), a value."""
+    if isinstance(value, Ref):
+        return value.text
+    if callable(value):
+        name = getattr(value, "__name__", "")
+        if name and name != "<lambda>":
+            return f"{name}(ctx)"
+        body = _lambda_body(value)
+        return body if body and len(body) <= 60 else "a function of ctx"
+    return repr(value)
+
+
+def _lambda_body(fn: Any) -> str | None:
+    """The expression of a lambda, from its source line (None: not to be found)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)).strip())
+    except (OSError, TypeError, SyntaxError):
+        return None
+    lambdas = [node for node in ast.walk(tree) if isinstance(node, ast.Lambda)]
+    code = getattr(fn, "__code__", None)
+    for node in lambdas:
+        if len(lambdas) == 1 or (code is not None and _same_code(node, code)):
+            return ast.unparse(node.body)
+    return None
+
+
+def _same_code(node: ast.Lambda, code: types.CodeType) -> bool:
+    """Whether a lambda of the source compiles to `code` (several on one line)."""
+    try:
+        compiled = compile(ast.fix_missing_locations(ast.Expression(node)), "<graph>", "eval")
+    except (SyntaxError, ValueError):
+        return False
+    inner = [c for c in compiled.co_consts if isinstance(c, types.CodeType)]
+    return bool(inner) and inner[0].co_code == code.co_code
+
+
+def _wait_exits(step: WaitForEvent | WaitForCallback, node_id: str) -> list[tuple[str, str]]:
+    """A wait's two ways on: what it waits for arrives, or its timeout passes."""
+    timeout = _static(step.timeout)
+    when = "in time"  # a computed timeout
+    if timeout is not None:
+        when = f"in {timeout}" if is_duration(timeout) else f"by {timeout}"
+    if isinstance(step, WaitForCallback):
+        return [(node_id, "answered"), (node_id, f"no answer {when}: timeout")]
+    where = "" if step.match is None else f" where {describe_match(step.match)}"
+    return [(node_id, f"{step.event}{where}"), (node_id, f"no {step.event} {when}: timeout")]
 
 
 def _awaited(result_key: str | None, retry: RetryPolicy | None, catch: bool) -> str:
@@ -218,9 +273,14 @@ class _Builder:
             self.chart.edges.append(Edge(node.id, "finish"))
             return []
         if isinstance(step, Branch):
-            true_exits = self.sequence(step.on_true, (*head, (index, "t")), [(node.id, "true")])
-            false_exits = self.sequence(step.on_false, (*head, (index, "f")), [(node.id, "false")])
+            condition = _condition(step.if_)
+            true_exits = self.sequence(step.on_true, (*head, (index, "t")), [(node.id, condition)])
+            false_exits = self.sequence(
+                step.on_false, (*head, (index, "f")), [(node.id, f"not {condition}")]
+            )
             return true_exits + false_exits
+        if isinstance(step, (WaitForEvent, WaitForCallback)):
+            return _wait_exits(step, node.id)
         if isinstance(step, ForEach):
             body = self.sequence(step.do, (*head, (index, "")), [(node.id, "item")])
             for source, label in body:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from .errors import WorkflowRunnerError
 from .fast_init import fast_init
+from .storable import NotStorable
 from .stream import Path
 
 
@@ -16,15 +17,21 @@ class WorkflowStepError(WorkflowRunnerError):
     """A step produced something the engine cannot accept (bad wait time, result not JSON)."""
 
 
+TASK_FAILED_REASON = "task_failed"
+
+
 class TaskFailedError(WorkflowStepError):
     """A task failed for good and the workflow does not catch it; carries the class name
-    the worker recorded (the task's own exception is long gone)."""
+    the worker recorded (the task's own exception is long gone). The run fails with
+    `reason: task_failed`, or `result_not_storable` when the task's result was what
+    could not be kept (as a compute's is)."""
 
-    reason = "task_failed"
-
-    def __init__(self, error_class: str, task_key: str) -> None:
+    def __init__(self, error_class: str, task_key: str, task_reason: str | None = None) -> None:
         super().__init__(f"task {task_key!r} failed ({error_class})")
         self.error_class = error_class
+        self.reason = (
+            NotStorable.reason if task_reason == NotStorable.reason else TASK_FAILED_REASON
+        )
 
 
 class ChildFailedError(WorkflowStepError):

@@ -38,6 +38,11 @@ def configure(full_text: bool | None) -> None:
     _full_text = full_text
 
 
+def configured() -> bool | None:
+    """The policy `configure` set (None: it follows the environment)."""
+    return _full_text
+
+
 def full_text_enabled() -> bool:
     """Whether the operator opted in to full exception text in log lines."""
     if _full_text is not None:

@@ -12,7 +12,7 @@ from typing import Any
 from .durations import parse_instant
 from .errors import InvalidInput
 from .step_paths import describe_path
-from .store import Store, StoredEvent
+from .store import LoggedLine, Store, StoredEvent
 from .stream import (
     NEVER,
     RUN_STREAM,
@@ -300,3 +300,15 @@ def activity_rows(store: Store, events: list[StoredEvent]) -> list[list[str]]:
                 ]
             )
     return rows
+
+
+def log_json(line: LoggedLine) -> dict[str, Any]:
+    """A line of the local log (run_log.py) as `--json` shows it."""
+    return {
+        "tenantId": line.tenant_id,
+        "runId": line.run_id,
+        "loggedAt": line.logged_at,
+        "message": line.message,
+        "taskKey": line.task_key,
+        "detail": line.detail,
+    }

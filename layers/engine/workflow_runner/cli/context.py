@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
-import re
 import socket
 import sys
 import uuid
@@ -16,7 +15,7 @@ from datetime import datetime, timedelta
 
 from ..clock import SystemClock
 from ..definition import WorkflowRegistry, default_registry, load_workflow_modules
-from ..durations import parse_duration, parse_instant
+from ..durations import is_duration, parse_duration, parse_instant
 from ..engine.operator_actions import Operator
 from ..engine.run_lookup import resolve_run
 from ..errors import InvalidInput
@@ -115,25 +114,16 @@ def parse_uuid(raw: str, what: str) -> str:
         raise UsageError(f"{what} must be a UUID, got {raw!r}") from None
 
 
-_AGO = re.compile(r"^(\d+)([smhdw])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
 def parse_duration_arg(raw: str, what: str) -> timedelta:
-    """A duration argument: 90m, 12h, 30d, 1w or ISO-8601 (P90D).
+    """A duration argument (durations.py): 90s, 30m, 12h, 30d, 1w or ISO-8601 (P90D).
 
     Raises:
         UsageError: not a duration.
     """
-    short = _AGO.match(raw.strip())
-    if short:
-        return timedelta(**{_UNITS[short.group(2)]: int(short.group(1))})
     try:
         return parse_duration(raw.strip())
-    except InvalidInput:
-        raise UsageError(
-            f"{what}: expected a duration (90m, 12h, 30d, P90D), got {raw!r}"
-        ) from None
+    except InvalidInput as error:
+        raise UsageError(f"{what}: {error}") from None
 
 
 def parse_since(raw: str, what: str, now: datetime) -> datetime:
@@ -142,14 +132,8 @@ def parse_since(raw: str, what: str, now: datetime) -> datetime:
     Raises:
         UsageError: neither.
     """
-    short = _AGO.match(raw.strip())
-    if short:
-        return now - timedelta(**{_UNITS[short.group(2)]: int(short.group(1))})
-    if raw.strip().startswith("P"):
-        try:
-            return now - parse_duration(raw.strip())
-        except InvalidInput as error:
-            raise UsageError(f"{what}: {error}") from None
+    if is_duration(raw.strip()):
+        return now - parse_duration_arg(raw, what)
     try:
         return parse_instant(raw)
     except InvalidInput:

@@ -27,6 +27,7 @@ from ..stream import RUN_STREAM, fold_run
 from ..timeline import (
     duration,
     instant,
+    log_json,
     run_timeline,
     shown_payload,
     timeline_entries,
@@ -137,6 +138,7 @@ def cmd_runs_show(ctx: Context) -> int:
     parent = state.started.parent_run_id if state.started else None
     children = ctx.store().children.of_run(tenant, run_id, limit=CHILDREN_SHOWN + 1)
     out = ctx.output
+    local_log = ctx.store().local.log_of_run(tenant, run_id)
     if ctx.output.as_json:
         # Present only while flow control holds the run (or one of its tasks) back.
         waits = show_limit_waits(out, ctx.store(), state, ctx.now())
@@ -167,6 +169,8 @@ def cmd_runs_show(ctx: Context) -> int:
                     }
                     for c in children[:CHILDREN_SHOWN]
                 ],
+                # The local runtime's log of the run (exception text; local databases only).
+                "localLog": [log_json(line) for line in local_log],
             }
         )
         return 0
@@ -204,6 +208,15 @@ def cmd_runs_show(ctx: Context) -> int:
         )
         if len(children) > CHILDREN_SHOWN:
             out.warn(f"only the first {CHILDREN_SHOWN} children are shown")
+    if local_log:
+        out.line("")
+        out.line(
+            out.paint("local log: the text behind the stored errors (this machine only)", "dim")
+        )
+        out.table(
+            ["LOGGED", "MESSAGE", "DETAIL"],
+            [[instant(line.logged_at), line.message, line.detail or ""] for line in local_log],
+        )
     return 0
 
 

@@ -7,11 +7,12 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from ..durations import parse_duration
-from ..errors import WorkflowDefinitionError
+from ..durations import canonical_duration, is_duration, parse_duration
+from ..errors import DefinitionArgumentError, WorkflowDefinitionError
 from ..flow.constructs import step_limits
 from ..match import validate_event_match
 from ..refs import contains_refs
+from ..suggest import did_you_mean, listing
 from .checks import Unbuilt
 from .conditions import ConditionBackoff, condition_step
 from .dsl import (
@@ -62,6 +63,23 @@ class StepBuilder:
     def __init__(self, awaits: Mapping[str, str]) -> None:
         self._awaits = dict(awaits)
 
+    def _undeclared(self, event: object) -> str:
+        """What to say about a wait for an event the workflow does not declare."""
+        if not self._awaits:
+            return (
+                f"{event!r} is not declared in awaits, and the workflow declares none: add "
+                f"awaits={{'name': 'event.type'}} to define_workflow"
+            )
+        names = sorted(self._awaits)
+        types = sorted(set(self._awaits.values()))
+        hint = ""
+        if isinstance(event, str):  # the names first: they are what the workflow calls them
+            hint = did_you_mean(event, names) or did_you_mean(event, types)
+        return (
+            f"{event!r} is not declared in awaits{hint} (names: {listing(names)}; or an "
+            f"event type: {listing(types)})" + ("" if hint else "; add it to awaits={...}")
+        )
+
     def compute(self, key: str, fn: Callable[[StepContext], Any]) -> Compute:
         """Run `fn(ctx)` and store its (JSON-serialisable) result under `key`."""
         if not isinstance(key, str) or not key:
@@ -90,12 +108,10 @@ class StepBuilder:
         return ForEach(over=over, as_=as_, do=as_steps(do, "for_each.do"))
 
     def wait(self, for_: Resolver = None, until: Resolver = None) -> Wait:
-        """Suspend for a duration (`for_`, ISO-8601) or until an instant (`until`)."""
+        """Suspend for a duration (`for_`: "PT10M", "10m") or until an instant (`until`)."""
         if (for_ is None) == (until is None):
             raise WorkflowDefinitionError("wait: give exactly one of for_= or until=")
-        if isinstance(for_, str):
-            parse_duration(for_)
-        return Wait(for_=for_, until=until)
+        return Wait(for_=_duration(for_), until=until)
 
     def wait_for_event(
         self,
@@ -109,28 +125,21 @@ class StepBuilder:
 
         `event` is an event type named in the workflow's `awaits` (or one of its keys).
         `lookback`: None (default) also accepts matching events stored since the run
-        started; an ISO-8601 duration accepts those stored that long before the wait
-        step was reached ("PT0S": only events after it).
+        started; a duration accepts those stored that long before the wait step was
+        reached ("PT0S": only events after it).
         The matched event's payload (None on timeout) is stored under `result_key`
         (default: the event type).
         """
         event_type = self._awaits.get(event, event)
         if event_type not in self._awaits.values():
-            raise WorkflowDefinitionError(
-                f"wait_for_event: {event!r} is not declared in awaits "
-                f"(declared: {sorted(self._awaits.values())}); add it to awaits={{...}}"
-            )
-        if isinstance(timeout, str) and timeout.startswith("P"):
-            parse_duration(timeout)
-        if isinstance(lookback, str):
-            parse_duration(lookback)
+            raise DefinitionArgumentError("wait_for_event", "event", self._undeclared(event))
         if isinstance(match, Mapping) and not contains_refs(match):
             validate_event_match(match)
         return WaitForEvent(
             event=event_type,
             match=match,
-            timeout=timeout,
-            lookback=lookback,
+            timeout=_duration_or_instant(timeout),
+            lookback=_duration(lookback),
             result_key=result_key or event_type,
         )
 
@@ -147,9 +156,7 @@ class StepBuilder:
             raise WorkflowDefinitionError(
                 "wait_for_callback: result_key must be a non-empty string"
             )
-        if isinstance(timeout, str) and timeout.startswith("P"):
-            parse_duration(timeout)
-        return WaitForCallback(result_key=result_key, timeout=timeout)
+        return WaitForCallback(result_key=result_key, timeout=_duration_or_instant(timeout))
 
     def wait_for_condition(
         self,
@@ -219,8 +226,8 @@ class StepBuilder:
         return Retry(
             times=times,
             backoff=backoff,
-            base=base,
-            cap=cap,
+            base=canonical_duration(base),
+            cap=canonical_duration(cap),
             jitter=jitter,
             do=as_steps(do, "retry.do"),
         )
@@ -335,10 +342,11 @@ class StepBuilder:
             key: the result key (unique in the workflow).
             fn: a function of ctx; what it returns must be JSON (at most 256 KB).
             retry: attempts and backoff (default RetryPolicy(): 3 attempts, exponential
-                from 1 s, full jitter); `non_retryable` classes fail at once.
-            timeout: ISO-8601 duration bounding one attempt (at most PT14M).
+                from 1 s, capped at 5 min, no jitter); `non_retryable` classes fail at once.
+            timeout: the duration bounding one attempt ("PT30S", "30s"; at most 14 min).
             catch: on final failure go on with `{"failed": true, "error": "<Class>",
-                "attempts": n}` under `key` instead of failing the run (reason task_failed).
+                "attempts": n}` under `key` instead of failing the run (reason task_failed;
+                result_not_storable when its result is not JSON or over 256 KB).
             concurrency: `Concurrency(limit, key=..., scope=...)` (or a list of up to two:
                 per tenant and global): at most `limit` attempts in flight at once per
                 key; the others wait, woken as a slot frees.
@@ -352,7 +360,7 @@ class StepBuilder:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise WorkflowDefinitionError(f"task({key!r}): retry must be a RetryPolicy")
         if not isinstance(timeout, str):
-            raise WorkflowDefinitionError(f"task({key!r}): timeout must be an ISO-8601 duration")
+            raise WorkflowDefinitionError(f"task({key!r}): timeout must be a duration string")
         limit = parse_duration(timeout)
         if not timedelta(0) < limit <= MAX_TASK_TIMEOUT:
             raise WorkflowDefinitionError(
@@ -365,7 +373,7 @@ class StepBuilder:
             key=key,
             fn=fn,
             retry=retry or RetryPolicy(),
-            timeout=timeout,
+            timeout=canonical_duration(timeout),
             catch=catch,
             concurrency=limits,
             throttle=rate,
@@ -479,6 +487,21 @@ def _limits(where: str, result_key: object, concurrency: object, throttle: objec
             "delivery is not a task)"
         )
     return step_limits(where, concurrency, throttle)
+
+
+def _duration(value: Resolver) -> Resolver:
+    """A static duration as the definition stores it (ISO-8601, see canonical_duration);
+    anything else (a resolver, None, a timedelta) as given.
+
+    Raises:
+        InvalidDuration: a string that is not a duration.
+    """
+    return canonical_duration(value) if isinstance(value, str) else value
+
+
+def _duration_or_instant(value: Resolver) -> Resolver:
+    """A static timeout: a duration as the definition stores it, an instant as given."""
+    return _duration(value) if isinstance(value, str) and is_duration(value) else value
 
 
 def _check_child(where: str, name: object, result_key: object, catch: object) -> None:

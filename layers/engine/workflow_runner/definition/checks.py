@@ -4,7 +4,7 @@
 the builder refuses becomes an `Unbuilt` placeholder instead of an exception, so that
 once the whole tree is built, one walk can say where each problem sits:
 
-    order-approval › step 1 (wait_for_event) › timeout: "3 days" is not an ISO-8601 …
+    order-approval › step 1 (wait_for_event) › timeout: "3 days" is neither a duration …
 
 Steps are numbered from 0 within their list, as `stepIndex` is on run streams. The walk
 checks static values only; what a lambda or a reference produces is checked when the
@@ -17,13 +17,16 @@ import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from ..cron import CronSchedule
-from ..durations import parse_duration, parse_instant
-from ..errors import InvalidEventMatch, InvalidInput, WorkflowDefinitionError
+from ..errors import (
+    DefinitionArgumentError,
+    InvalidEventMatch,
+    InvalidInput,
+    WorkflowDefinitionError,
+)
 from ..match import validate_event_match
 from ..refs import Ref, refs_in
 from ..retention import parse_retention
@@ -49,6 +52,7 @@ from .dsl import (
     WebhookSend,
     WorkflowDefinition,
 )
+from .time_arguments import check_duration, check_duration_or_instant, check_instant, shown
 
 _BUILDER_PREFIX = re.compile(r"^\w+(\(.*?\))?: ")
 _KIND_NAMES = {"mail.send": "mail_send", "webhook.send": "webhook_send", "return_": "return"}
@@ -95,6 +99,8 @@ class PlacingBuilder:
         def build(*args: Any, **kwargs: Any) -> Any:
             try:
                 return method(*args, **kwargs)
+            except DefinitionArgumentError as error:
+                return Unbuilt(name, error.detail, error.argument)
             except (WorkflowDefinitionError, InvalidInput) as error:
                 message = _BUILDER_PREFIX.sub("", str(error), count=1)
                 return Unbuilt(name, message, _argument_of(method, args, kwargs, error, message))
@@ -128,11 +134,6 @@ class DefinitionProblems(WorkflowDefinitionError):
             name = self.problems[0].workflow
             text = f"workflow {name!r} has {len(self.problems)} problems:\n{lines}"
         super().__init__(text)
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _placeholder(value: Any) -> Any:
@@ -235,11 +236,14 @@ class _Walk:
         elif isinstance(step, WaitForEvent):
             self.wait_for_event(place, step)
         elif isinstance(step, WaitForCallback) and _static(step.timeout):
-            self.check(place, "timeout", lambda: _duration_or_instant(step.timeout))
+            self.check(place, "timeout", lambda: check_duration_or_instant(step.timeout))
         elif isinstance(step, MailSend):
             self.mail(place, step)
         elif isinstance(step, WebhookSend):
             self.webhook(place, step)
+        if isinstance(step, (Task, MailSend, WebhookSend)) and step.retry is not None:
+            for argument, message in step.retry.problems:
+                self.problem(place, f"retry › {argument}", message)
         elif isinstance(step, Return) and _static(step.value):
             self.check(place, "value", lambda: _storable(step.value, "the return value"))
         for key in _written_keys(step):
@@ -251,26 +255,26 @@ class _Walk:
         if _static(over) and (
             isinstance(over, (str, bytes, Mapping)) or not isinstance(over, Sequence)
         ):
-            self.problem(place, "over", f"{_shown(over)} is not a list (or a function of ctx)")
+            self.problem(place, "over", f"{shown(over)} is not a list (or a function of ctx)")
 
     def wait(self, place: str, step: Wait) -> None:
         if _static(step.for_):
-            self.check(place, "for_", lambda: _duration(step.for_, "for_", "until="))
+            self.check(place, "for_", lambda: check_duration(step.for_, "for_", "until="))
         if _static(step.until):
-            self.check(place, "until", lambda: _instant(step.until))
+            self.check(place, "until", lambda: check_instant(step.until))
 
     def wait_for_event(self, place: str, step: WaitForEvent) -> None:
         if _static(step.timeout):
-            self.check(place, "timeout", lambda: _duration_or_instant(step.timeout))
+            self.check(place, "timeout", lambda: check_duration_or_instant(step.timeout))
         if _static(step.lookback):
-            self.check(place, "lookback", lambda: _duration(step.lookback, "lookback", None))
+            self.check(place, "lookback", lambda: check_duration(step.lookback, "lookback", None))
         match = step.match
         if _static(match):
             if not isinstance(match, Mapping):
                 self.problem(
                     place,
                     "match",
-                    f"{_shown(match)} is not an EventMatch: build one with eq(), in_(), "
+                    f"{shown(match)} is not an EventMatch: build one with eq(), in_(), "
                     "all_of(), ... (workflow_runner.match) or give a function of ctx",
                 )
             else:
@@ -280,16 +284,16 @@ class _Walk:
         if _static(step.to):
             to = [step.to] if isinstance(step.to, str) else step.to
             if not isinstance(to, (list, tuple)) or not to or not all(_address(a) for a in to):
-                self.problem(place, "to", f"{_shown(step.to)} is not an address or a list of them")
+                self.problem(place, "to", f"{shown(step.to)} is not an address or a list of them")
         if _static(step.from_) and not _address(step.from_):
-            self.problem(place, "from_", f"{_shown(step.from_)} is not an address")
+            self.problem(place, "from_", f"{shown(step.from_)} is not an address")
 
     def webhook(self, place: str, step: WebhookSend) -> None:
         if _static(step.url):
             self.check(place, "url", lambda: _webhook_url(step.url))
         headers = step.headers
         if _static(headers) and not _string_map(headers):
-            self.problem(place, "headers", f"{_shown(headers)} must map strings to strings")
+            self.problem(place, "headers", f"{shown(headers)} must map strings to strings")
         if _static(step.body):
             self.check(place, "body", lambda: _storable(step.body, "the body"))
         auth = step.auth
@@ -377,65 +381,6 @@ def _exclusive(a: tuple[tuple[str, str], ...], b: tuple[tuple[str, str], ...]) -
     return any(place in arms and arms[place] != arm for place, arm in b)
 
 
-def _duration(value: Any, argument: str, instead: str | None) -> None:
-    if isinstance(value, timedelta) and instead:  # a wait takes one; a lookback only text
-        return
-    if isinstance(value, str) and not value.startswith("P") and instead:
-        try:
-            parse_instant(value)
-        except InvalidInput:
-            pass
-        else:
-            raise ValueError(
-                f"{value!r} is an instant; {argument} takes a duration, {instead} an instant"
-            )
-    if not isinstance(value, str):
-        raise ValueError(f"{_shown(value)} is not an ISO-8601 duration such as 'PT10M' or 'P3D'")
-    try:
-        parse_duration(value)
-    except InvalidInput:
-        raise ValueError(
-            f"{value!r} is not an ISO-8601 duration such as 'PT10M' or 'P3D'"
-        ) from None
-
-
-def _instant(value: Any) -> None:
-    if isinstance(value, datetime):
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError(f"{value!r} has no time zone")
-        return
-    if isinstance(value, str) and value.startswith("P"):
-        raise ValueError(f"{value!r} is a duration; until takes an instant, for_= a duration")
-    if not isinstance(value, str):
-        raise ValueError(
-            f"{_shown(value)} is not an ISO-8601 instant such as '2030-01-31T09:00:00Z'"
-        )
-    try:
-        parse_instant(value)
-    except InvalidInput:
-        raise ValueError(
-            f"{value!r} is not an ISO-8601 instant with an offset such as '2030-01-31T09:00:00Z'"
-        ) from None
-
-
-def _duration_or_instant(value: Any) -> None:
-    if isinstance(value, datetime):
-        _instant(value)
-        return
-    if isinstance(value, timedelta):
-        return
-    if isinstance(value, str):
-        try:
-            (parse_duration if value.startswith("P") else parse_instant)(value)
-            return
-        except InvalidInput:
-            pass
-    raise ValueError(
-        f"{_shown(value)} is neither an ISO-8601 duration such as 'P3D' or 'PT12H' nor an "
-        "instant such as '2030-01-31T09:00:00Z'"
-    )
-
-
 def _storable(value: Any, what: str) -> None:
     try:
         check_storable(_placeholder(value), what)
@@ -445,7 +390,7 @@ def _storable(value: Any, what: str) -> None:
 
 def _webhook_url(url: Any) -> None:
     if not isinstance(url, str):
-        raise ValueError(f"{_shown(url)} is not a URL")
+        raise ValueError(f"{shown(url)} is not a URL")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises for a malformed port

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
@@ -340,17 +340,22 @@ Step: TypeAlias = (
 )
 
 
+def walk_steps(steps: Sequence[Step]) -> Iterator[Step]:
+    """Every step of a tree, depth first: branch arms, for_each and retry bodies and a
+    parallel's tasks included."""
+    for step in steps:
+        yield step
+        if isinstance(step, Branch):
+            yield from walk_steps((*step.on_true, *step.on_false))
+        elif isinstance(step, (ForEach, Retry)):
+            yield from walk_steps(step.do)
+        elif isinstance(step, Parallel):
+            yield from walk_steps(step.steps)
+
+
 def has_callback_wait(steps: tuple[Step, ...]) -> bool:
     """Whether a step tree holds a wait_for_callback (its runs get a token secret)."""
-    for step in steps:
-        if isinstance(step, WaitForCallback):
-            return True
-        inner = (*step.on_true, *step.on_false) if isinstance(step, Branch) else ()
-        if isinstance(step, (ForEach, Retry)):
-            inner = step.do
-        if inner and has_callback_wait(inner):
-            return True
-    return False
+    return any(isinstance(step, WaitForCallback) for step in walk_steps(steps))
 
 
 SUSPENDING_KINDS = frozenset(
@@ -403,7 +408,7 @@ class WorkflowDefinition:
     version: int
     fingerprint: str = field(default="")
     description: str = ""
-    # How long its settled runs are kept (retention.py): an ISO-8601 duration, a
+    # How long its settled runs are kept (retention.py): a duration, a
     # timedelta or "forever"; None: the deployment's default (RUN_RETENTION). Not part
     # of the fingerprint: changing it must not fail the runs in flight.
     retention: str | timedelta | None = None

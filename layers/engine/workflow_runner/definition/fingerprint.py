@@ -154,7 +154,7 @@ def _describe(value: Any) -> Any:
             and not f.metadata.get("limits")
         }
     if isinstance(value, RetryPolicy):
-        return value.to_json()
+        return value.fingerprint_json()
     if isinstance(value, Ref):
         # Before `callable`: a reference is a resolver, hashed by its path text.
         return {"ref": value.text}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from ..errors import UnknownWorkflow, WorkflowDefinitionError
 from ..retention import Retention, parse_retention
+from ..suggest import did_you_mean, listing
 from .dsl import CronTrigger, EventTrigger, WorkflowDefinition
 
 DEFAULT_WORKFLOW_MODULES = "sample_workflows"
@@ -57,7 +58,7 @@ class WorkflowRegistry:
         """
         versions = self._by_name.get(name)
         if not versions:
-            raise UnknownWorkflow(f'Workflow "{name}" is not registered')
+            raise UnknownWorkflow(unknown_workflow_message(name, self.names(), "registered"))
         return versions[max(versions)]
 
     def find(self, name: str, fingerprint: str) -> WorkflowDefinition | None:
@@ -153,3 +154,11 @@ def load_workflow_modules(
                 f"importing {module!r} (WORKFLOW_MODULES) failed: {type(error).__name__}: {error}"
             ) from error
     return registry or default_registry()
+
+
+def unknown_workflow_message(name: str, known: Sequence[str], where: str) -> str:
+    """`no workflow named 'x' is <where>; did you mean 'y'? (known: ...)`."""
+    return (
+        f"no workflow named {name!r} is {where}{did_you_mean(name, known)} "
+        f"(known: {listing(known)})"
+    )

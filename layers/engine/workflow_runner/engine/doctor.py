@@ -273,7 +273,8 @@ def check_tasks(store: Store, tenant: str | None, now: datetime) -> Check:
             name,
             "warning",
             f"{len(failed)} task(s) failed for good in the last day",
-            "their runs failed (reason task_failed) unless they catch it: fix the cause, "
+            "their runs failed (reason task_failed, or result_not_storable for a result "
+            "that is not JSON) unless they catch it: fix the cause, "
             "then `wfr redrive RUN_ID --tenant T`",
             [f"{t.tenant_id} run {t.run_id} task {t.task_key}: {t.last_error}" for t in failed],
         )

@@ -286,12 +286,12 @@ def work_failure(
     if isinstance(suspension, TaskScheduled):
         outcome = outcomes.get(suspension.task_id)
         if outcome is not None and not isinstance(outcome, TaskCompleted) and not suspension.catch:
-            return TaskFailedError(outcome.error_class, suspension.task_key)
+            return TaskFailedError(outcome.error_class, suspension.task_key, outcome.reason)
     elif isinstance(suspension, TasksScheduled):
         for task in suspension.tasks:
             outcome = outcomes.get(task.task_id)
             if outcome is not None and not isinstance(outcome, TaskCompleted) and not task.catch:
-                return TaskFailedError(outcome.error_class, task.task_key)
+                return TaskFailedError(outcome.error_class, task.task_key, outcome.reason)
     elif isinstance(suspension, ChildrenWaiting) and not suspension.catch:
         settled = work.children_settled
         if settled is not None and settled.failed:

@@ -159,7 +159,7 @@ def target_definition(registry: WorkflowRegistry, name: str, version: int) -> Wo
         InvalidInput: no such workflow (with the closest names) or version (with the
             registered ones).
     """
-    check_workflow(name, registry.names(), "is registered")
+    check_workflow(name, registry.names(), "registered")
     versions = {d.version: d for d in registry if d.name == name}
     if version not in versions:
         listed = ", ".join(f"v{v}" for v in sorted(versions))

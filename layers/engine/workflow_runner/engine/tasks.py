@@ -192,12 +192,28 @@ def run_task(
     except _Failure as failure:
         outcome, due = _record_failure(store, task, task.attempt, failure, policy, now(), rng)
         return _result(task, outcome, due, failure)
-    except NotStorable:
+    except NotStorable as error:
+        # Which key, where inside the value, what type: the text may quote the value's
+        # keys, so it follows the redaction policy like an exception's.
+        log.warning(
+            "task result not storable",
+            extra={**_log_context(task), "detail": exception_for_log(error)},
+        )
         unstorable = _Failure("ResultNotStorable", True, "result_not_storable")
         outcome, due = _record_failure(store, task, task.attempt, unstorable, policy, now(), rng)
         return _result(task, outcome, due, unstorable)
     success, due = _record_success(store, task, value, now())
     return _result(task, success, due)
+
+
+def _log_context(task: ClaimedTask) -> dict[str, object]:
+    """What a log line about an attempt carries: its tenant, run, task and attempt."""
+    return {
+        "tenant_id": task.tenant_id,
+        "run_id": task.run_id,
+        "task": task.task_key,
+        "attempt": task.attempt,
+    }
 
 
 def _step_of(
@@ -251,11 +267,13 @@ def _attempt(
     if isinstance(step, Task):
         return _run_function(store, task, run, step, timeout, now, _batched(ports, task))
     request = task.request or {}
+    context = _log_context(task)
     try:
         if task.step_kind == "mail.send":
-            message_id = deliver_mail(request, task.task_id, ports.mailer, ports.mail_sender)
+            sender = ports.mail_sender
+            message_id = deliver_mail(request, task.task_id, ports.mailer, sender, context)
             return {"messageId": message_id}
-        reply = deliver_webhook(request, task.task_id, ports.http, ports.guard, timeout)
+        reply = deliver_webhook(request, task.task_id, ports.http, ports.guard, timeout, context)
         return {"status": reply.status, "body": reply.body}
     except DeliveryFailed as failure:
         final = failure.kind != "transient"
@@ -307,13 +325,7 @@ def _run_function(
         raise _Failure("TaskTimeout", False, "attempts_exhausted") from error
     except Exception as error:
         log.warning(
-            "task attempt failed",
-            extra={
-                "run_id": task.run_id,
-                "task": task.task_key,
-                "attempt": task.attempt,
-                "detail": exception_for_log(error),
-            },
+            "task attempt failed", extra={**_log_context(task), "detail": exception_for_log(error)}
         )
         final = not step.retry.retries(error)
         reason = "non_retryable" if final else "attempts_exhausted"

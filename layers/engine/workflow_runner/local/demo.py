@@ -18,14 +18,10 @@ it returns.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ..callback_tokens import tokens_in
@@ -40,6 +36,7 @@ from ..timeline import activity_rows, describe_event
 from . import routes as r
 from .application import find_template, no_template_message
 from .runtime import Activity, LocalRuntime
+from .sink import WebhookSink, webhook_sink
 
 START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
 # The export partner is down for the first call: the webhook task retries after 10 s.
@@ -50,78 +47,6 @@ BATCH_ORDERS = [
     {"orderId": f"o-{n}", "email": f"customer{n}@example.com", "outOfStock": n == 4}
     for n in range(1, 9)
 ]
-
-
-@dataclass
-class ReceivedRequest:
-    method: str
-    path: str
-    idempotency_key: str
-    body: Any
-
-
-@dataclass
-class WebhookSink:
-    """A local HTTP server that remembers what it received and answers 200 with a JSON
-    body, or, for a path given in `answers`, the statuses scripted there first."""
-
-    server: ThreadingHTTPServer
-    thread: threading.Thread
-    received: list[ReceivedRequest] = field(default_factory=list)
-    answers: dict[str, list[int]] = field(default_factory=dict)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-
-@contextmanager
-def webhook_sink(answers: Mapping[str, list[int]] | None = None) -> Iterator[WebhookSink]:
-    """Run a WebhookSink on 127.0.0.1 (a free port) for the duration of the block.
-
-    Args:
-        answers: path -> statuses to answer there, in order, before answering 200.
-    """
-    received: list[ReceivedRequest] = []
-    scripted = {path: list(statuses) for path, statuses in (answers or {}).items()}
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _record(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body: Any = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode(errors="replace")
-            key = self.headers.get("idempotency-key", "")
-            with lock:
-                received.append(ReceivedRequest(self.command, self.path, key, body))
-                queue = scripted.get(self.path) or []
-                status = queue.pop(0) if queue else 200
-            answer = json.dumps({"accepted": status < 300, "request": key[:8]}).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-        do_POST = do_PUT = do_PATCH = _record
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Silence the default access log (the demo prints what arrived)."""
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, name="wfr-demo-sink", daemon=True)
-    thread.start()
-    sink = WebhookSink(server, thread, received, scripted)
-    try:
-        yield sink
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def _entry(detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import sys
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -36,7 +36,8 @@ from ..aws.ports import PinnedHttpSender
 from ..aws.template import load_handlers
 from ..callback_tokens import checked_base_url
 from ..clock import ManualClock, SystemClock
-from ..definition import WorkflowRegistry
+from ..cron import CronSchedule
+from ..definition import CronTrigger, WorkflowRegistry
 from ..durations import format_instant
 from ..engine.callbacks import CallbackCompletion, complete_callback, enqueue_resume
 from ..envelope import MAX_DETAIL_DEPTH, MAX_EVENT_BYTES
@@ -44,10 +45,11 @@ from ..errors import DidNotSettle
 from ..json_input import parse_json
 from ..ports import HttpResponse, HttpSender, Runtime, set_runtime
 from ..settings import Settings
-from ..store import CapturedMail, Store, StoredEvent
+from ..store import CapturedMail, LoggedLine, Store, StoredEvent
 from ..webhook_guard import WebhookGuard, system_resolver
 from . import routes as r
 from .application import find_template, no_template_message
+from .run_log import keeping_run_log
 from .state import CapturedMailer, LocalResumeQueue, as_request
 
 # A runaway loop guard for settle(): far more rounds than any workflow needs.
@@ -94,20 +96,25 @@ def parse_redirects(text: str | None) -> dict[str, str]:
 
 @dataclass
 class Activity:
-    """What one step of the local runtime did: handler answers and new stream events."""
+    """What one step of the local runtime did: handler answers, new stream events, the
+    mail captured and the lines of the local log about runs (run_log.py)."""
 
     now: datetime
     answers: list[tuple[str, Any]] = field(default_factory=list)
     events: list[StoredEvent] = field(default_factory=list)
     mail: list[CapturedMail] = field(default_factory=list)
+    log: list[LoggedLine] = field(default_factory=list)
 
 
 @contextmanager
 def quiet_powertools() -> Iterator[None]:
-    """Keep the handlers' Powertools output off stdout while they run locally: logs at
-    WARNING and above go to stderr, EMF metrics are neither printed nor kept, and the
-    warning Metrics gives when a flush has nothing to publish is not shown (it is about
-    CloudWatch, which a local run has none of)."""
+    """Keep the handlers' output off stdout while they run locally, where stdout carries
+    only what a `wfr` command answers (its `--json` document): logs at WARNING and above
+    go to stderr, EMF metrics are neither printed nor kept (in Lambda they are stdout
+    lines by design: that is how CloudWatch receives them), anything else printed (a
+    workflow's own `print`) goes to stderr, and the warning Metrics gives when a flush
+    has nothing to publish is not shown (it is about CloudWatch, which a local run has
+    none of)."""
     from ..aws import lambda_support  # imports Powertools: only when handlers run here
 
     saved_env = os.environ.get("POWERTOOLS_METRICS_DISABLED")
@@ -120,7 +127,7 @@ def quiet_powertools() -> Iterator[None]:
     if isinstance(handler, logging.StreamHandler):
         handler.setStream(sys.stderr)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), redirect_stdout(sys.stderr):
             warnings.filterwarnings("ignore", message="No application metrics to publish")
             yield
     finally:
@@ -184,8 +191,9 @@ class LocalRuntime:
             database_url=store.dsn or "postgresql:///local",
             mail_sender=env.get("MAIL_SENDER") or DEFAULT_MAIL_SENDER,
             webhook_allow_hosts=frozenset(allow),
-            # The same redaction policy as in AWS: exception text only when opted in.
-            log_exception_text=(env.get("LOG_EXCEPTION_TEXT") or "false").strip().lower()
+            # Locally, exception text is what a developer needs (run_log.py): in full
+            # unless LOG_EXCEPTION_TEXT says otherwise. Stored events stay as in AWS.
+            log_exception_text=(env.get("LOG_EXCEPTION_TEXT") or "true").strip().lower()
             in ("1", "true", "yes", "on"),
             callback_base_url=checked_base_url(env.get("CALLBACK_BASE_URL")),
         )
@@ -222,7 +230,7 @@ class LocalRuntime:
         handler = self.handlers.get(folder)
         if handler is None:
             raise r.RoutingError(f"template.yaml has no function with CodeUri functions/{folder}")
-        with self.installed():
+        with self.installed(), keeping_run_log(self.store, self.clock.now):
             return handler(event, self._context(function_name=f"local-{folder}"))
 
     # --- time -----------------------------------------------------------------
@@ -237,20 +245,27 @@ class LocalRuntime:
 
     def next_due_after(self, moment: datetime) -> datetime | None:
         """The first instant after `moment` at which something becomes due: a pending
-        row, a delayed resume message or a dispatch retry (None: nothing scheduled)."""
-        return self.store.local.next_due(moment)
+        row, a delayed resume message, a dispatch or task retry, or a cron instant of a
+        registered workflow (None: nothing scheduled)."""
+        due = [self.store.local.next_due(moment), next_cron_instant(self.registry, moment)]
+        return min((d for d in due if d is not None), default=None)
 
-    def travel(self, until: datetime, every: timedelta) -> Iterator[Activity]:
-        """Run cycles up to `until`: at most `every` apart, and also exactly when
-        something falls due in between, so timers fire on time however coarse `every`.
+    def travel(self, until: datetime, every: timedelta | None = None) -> Iterator[Activity]:
+        """Run cycles up to `until`: one at once (the minutely schedules would have run
+        one since the last command: it starts the cron clock of a tenant seen since),
+        then at most `every` apart (None: only when something falls due), and exactly
+        when something falls due in between — a timer, a retry, a cron instant — so
+        everything fires at its own instant however coarse `every` (`wfr local tick
+        --until`, the test kit's `advance`).
 
         Raises:
             ValueError: `every` is not positive.
         """
-        if every <= timedelta(0):
+        if every is not None and every <= timedelta(0):
             raise ValueError("every must be positive")
+        yield self.tick()
         while self.now() < until:
-            step = min(self.now() + every, until)
+            step = until if every is None else min(self.now() + every, until)
             due = self.next_due_after(self.now())
             if due is not None and due < step:
                 step = due
@@ -337,12 +352,13 @@ class LocalRuntime:
                 return
         raise DidNotSettle(f"the local runtime did not settle in {MAX_SETTLE_ROUNDS} rounds")
 
-    def _mark(self) -> tuple[int, int]:
+    def _mark(self) -> tuple[int, int, int]:
         return self.store.local.activity_mark()
 
-    def _collect(self, activity: Activity, mark: tuple[int, int]) -> None:
+    def _collect(self, activity: Activity, mark: tuple[int, int, int]) -> None:
         activity.events = self.store.local.events_since(mark[0])
         activity.mail = self.store.local.mail(mark[1])
+        activity.log = self.store.local.log_since(mark[2])
 
 
 def catch_up_local(
@@ -365,6 +381,16 @@ def catch_up_local(
     if found is None:
         raise r.RoutingError(no_template_message())
     return LocalRuntime(store, registry, found, environ=environ).catch_up()
+
+
+def next_cron_instant(registry: WorkflowRegistry, after: datetime) -> datetime | None:
+    """The first instant after `after` at which a registered cron workflow is due."""
+    instants = [
+        CronSchedule.parse(wf.trigger.schedule).next_after(after)
+        for wf in registry.cron_workflows()
+        if isinstance(wf.trigger, CronTrigger)
+    ]
+    return min(instants, default=None)
 
 
 def _redirecting_resolver(redirects: Mapping[str, str]) -> Callable[[str, int], Sequence[str]]:

@@ -9,7 +9,7 @@ from .database import Store, connect
 from .definitions import NewDefinition, StoredDefinition
 from .erasure import Relation
 from .inbox import CandidateEvent, InboxEvent, NewInboxEvent
-from .local import CapturedMail, QueuedMessage
+from .local import CapturedMail, LoggedLine, QueuedMessage
 from .migrate import (
     Migration,
     MigrationTimeout,
@@ -49,6 +49,7 @@ __all__ = [
     "InboxEvent",
     "InboxPageRow",
     "JoinCount",
+    "LoggedLine",
     "Migration",
     "MigrationTimeout",
     "MovedRow",

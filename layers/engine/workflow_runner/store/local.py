@@ -1,6 +1,7 @@
-"""The local runtime's state (`wfr local`, `wfr demo`): clock, resume queue, mailbox.
+"""The local runtime's state (`wfr local`, `wfr demo`, the test kit): clock, resume
+queue, mailbox, and its log of what went wrong in runs.
 
-Tables of migration 0002_local_runtime; unused in AWS.
+Tables of migrations 0002_local_runtime and 0012_local_run_log; unused in AWS.
 """
 
 from __future__ import annotations
@@ -41,6 +42,26 @@ class CapturedMail:
     subject: str
     body: str
     sent_at: datetime
+
+
+@dataclass(frozen=True)
+class LoggedLine:
+    """One line of the local runtime's log about a run: the engine's warning (`message`,
+    with the task it concerns) and the exception text behind it (`detail`), which stored
+    events never carry. Business time."""
+
+    position: int
+    tenant_id: str
+    run_id: str
+    logged_at: datetime
+    message: str
+    task_key: str | None
+    detail: str | None
+
+    @property
+    def text(self) -> str:
+        """`message: detail`, as one line."""
+        return f"{self.message}: {self.detail}" if self.detail else self.message
 
 
 class LocalStore:
@@ -129,11 +150,36 @@ class LocalStore:
             for r in self._sql.all("local_mail_list", {"after": after})
         ]
 
-    def activity_mark(self) -> tuple[int, int]:
-        """(newest stream event position, newest mailbox position)."""
+    def log(self, lines: Sequence[LoggedLine]) -> None:
+        """Keep lines of the local log (their positions are assigned here)."""
+        for line in lines:
+            self._sql.run(
+                "local_log_append",
+                {
+                    "tenant_id": line.tenant_id,
+                    "run_id": line.run_id,
+                    "logged_at": line.logged_at,
+                    "message": line.message,
+                    "task_key": line.task_key,
+                    "detail": line.detail,
+                },
+            )
+
+    def log_since(self, after: int) -> list[LoggedLine]:
+        """Lines of the local log after position `after`, oldest first."""
+        return [LoggedLine(**r) for r in self._sql.all("local_log_since", {"after": after})]
+
+    def log_of_run(self, tenant_id: str, run_id: str) -> list[LoggedLine]:
+        """A run's lines of the local log, oldest first (none on a database that never
+        ran the local runtime)."""
+        rows = self._sql.all("local_log_of_run", {"tenant_id": tenant_id, "run_id": run_id})
+        return [LoggedLine(**r) for r in rows]
+
+    def activity_mark(self) -> tuple[int, int, int]:
+        """(newest stream event, mailbox and local log positions)."""
         row = self._sql.one("local_activity_mark", {})
         assert row is not None
-        return int(row["events"]), int(row["mail"])
+        return int(row["events"]), int(row["mail"]), int(row["log"])
 
     def events_since(self, after_position: int) -> list[StoredEvent]:
         """Stream events appended after a position, in order."""

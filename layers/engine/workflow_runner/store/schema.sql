@@ -271,6 +271,20 @@ CREATE TABLE local_mailbox (
     sent_at     timestamptz NOT NULL
 );
 
+-- The local runtime's log of what went wrong in a run, with the exception's text that
+-- stored events never carry (invariant 8): read by `wfr local`, `wfr runs show` on a
+-- local database and the test kit. Unused in AWS.
+CREATE TABLE local_run_log (
+    position   bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id  uuid        NOT NULL,
+    run_id     uuid        NOT NULL,
+    logged_at  timestamptz NOT NULL,
+    message    text        NOT NULL,
+    task_key   text,
+    detail     text
+);
+CREATE INDEX local_run_log_run_idx ON local_run_log (tenant_id, run_id, position);
+
 -- A join: the child runs one step of a parent asked for. The worker starts them, at
 -- most `concurrency` running at once; each child's terminal transaction marks its own
 -- row settled (uncounted), and the worker counts settled rows into the join and, when

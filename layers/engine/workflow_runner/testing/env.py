@@ -8,9 +8,8 @@ PostgreSQL database, with captured mail and stubbable webhooks.
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,37 +17,37 @@ from types import TracebackType
 from typing import Any
 
 from ..callback_tokens import is_token, tokens_in
-from ..cron import CronSchedule
 from ..definition import (
-    Branch,
-    CronTrigger,
-    ForEach,
-    Parallel,
-    Retry,
-    Step,
     StepContext,
     WorkflowDefinition,
-    WorkflowRegistry,
-    default_registry,
     run_id_for,
 )
-from ..definition.dsl import Task
+from ..definition.registry import unknown_workflow_message
 from ..durations import format_instant, parse_duration, parse_instant
 from ..embedded import drop_database
 from ..engine.operator_actions import Operator
 from ..engine.pinning import PinnedDefinition, pinned_definitions
+from ..engine.run_lookup import workflow_names
 from ..engine.run_migration import MigrationReport, MigrationRequest, migrate_runs
 from ..engine.step_mapping import parse_mapping
 from ..envelope import MAX_DETAIL_DEPTH, MAX_EVENT_BYTES
-from ..errors import NotConfigured, RunNotFound, WorkflowDefinitionError
+from ..errors import (
+    InvalidInput,
+    NotConfigured,
+    RunNotFound,
+    UnknownWorkflow,
+)
 from ..json_input import check_json_value
 from ..local.application import find_template, no_template_message
 from ..local.runtime import LocalRuntime
 from ..storable import DEFAULT_MAX_RESULT_BYTES
 from ..store import Store, connect
+from ..stream import RunStarted
+from ..suggest import did_you_mean, listing
 from ..webhook_guard import WebhookGuard
 from .records import RunSnapshot, SentMail, SentWebhook, StubbedHttp, snapshot
 from .server import fresh_database, server_url
+from .workflows import registry_of, with_stubbed_task
 
 DEFAULT_NOW = "2030-01-01T09:00:00Z"
 # Webhook hosts resolve here in tests: a public address, so the SSRF guard judges URLs
@@ -58,63 +57,6 @@ _PUBLIC_ADDRESS = "93.184.216.34"
 
 def _public_resolver(host: str, port: int) -> list[str]:
     return [_PUBLIC_ADDRESS]
-
-
-def registry_of(
-    modules: Sequence[str] = (), workflows: Sequence[WorkflowDefinition] = ()
-) -> WorkflowRegistry:
-    """The workflows the modules register when imported (as WORKFLOW_MODULES would load
-    them), plus `workflows`.
-
-    Raises:
-        WorkflowDefinitionError: a module cannot be imported, or registers no workflow.
-    """
-    registry = WorkflowRegistry()
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise WorkflowDefinitionError(
-                f"module {module!r} cannot be imported: {error}"
-            ) from error
-        found = default_registry().defined_in(module)
-        if not found:
-            raise WorkflowDefinitionError(
-                f"module {module!r} registers no workflow (define_workflow(...) at import)"
-            )
-        for definition in found:
-            registry.register(definition)
-    for definition in workflows:
-        registry.register(definition)
-    return registry
-
-
-def _with_task_fn(
-    steps: tuple[Step, ...], key: str, fn: Callable[[StepContext], Any]
-) -> tuple[tuple[Step, ...], int]:
-    """`steps` with the function of every task `key` (nested ones too) replaced, and how
-    many were."""
-    replaced = 0
-    out: list[Step] = []
-    for step in steps:
-        if isinstance(step, Task) and step.key == key:
-            step = dataclasses.replace(step, fn=fn)
-            replaced += 1
-        elif isinstance(step, Branch):
-            on_true, in_true = _with_task_fn(step.on_true, key, fn)
-            on_false, in_false = _with_task_fn(step.on_false, key, fn)
-            step = dataclasses.replace(step, on_true=on_true, on_false=on_false)
-            replaced += in_true + in_false
-        elif isinstance(step, (ForEach, Retry)):
-            do, inside = _with_task_fn(step.do, key, fn)
-            step = dataclasses.replace(step, do=do)
-            replaced += inside
-        elif isinstance(step, Parallel):
-            tasks, inside = _with_task_fn(step.steps, key, fn)
-            step = dataclasses.replace(step, steps=tasks)
-            replaced += inside
-        out.append(step)
-    return tuple(out), replaced
 
 
 class WorkflowTestEnv:
@@ -261,10 +203,32 @@ class WorkflowTestEnv:
         Returns:
             The event id.
 
+        Warns:
+            UserWarning: no registered workflow starts on or waits for `type` (the event
+                is put all the same, and ignored), with the closest types.
+
         Raises:
-            InvalidInput: `payload` is nested deeper than an event's detail may be (99
-                levels) or larger than an event (256 KB).
+            InvalidInput: `tenant` is not a UUID, `payload` is not a JSON object, nested
+                deeper than an event's detail may be (99 levels) or larger than an event
+                (256 KB).
         """
+        if not isinstance(payload, dict):
+            raise InvalidInput(
+                f"put_event: payload must be a JSON object (a dict: the event's detail), "
+                f"got {payload.__class__.__name__}"
+            )
+        try:
+            tenant = str(uuid.UUID(tenant))
+        except (TypeError, ValueError, AttributeError):
+            raise InvalidInput(f"put_event: tenant must be a UUID, got {tenant!r}") from None
+        known = self.registry.trigger_types() | self.registry.awaited_types()
+        if type not in known:
+            warnings.warn(
+                f"put_event: no registered workflow starts on or waits for {type!r}; it is "
+                f"ignored{did_you_mean(type, sorted(known))}",
+                UserWarning,
+                stacklevel=2,
+            )
         check_json_value(
             payload,
             "put_event(payload=...)",
@@ -289,13 +253,13 @@ class WorkflowTestEnv:
         return event_id
 
     def advance(self, duration: str | timedelta) -> None:
-        """Move business time forward by `duration` (ISO-8601, e.g. "PT1H", or a
+        """Move business time forward by `duration` ("PT1H", "1h", "3d": durations.py; or a
         timedelta) and run everything that becomes due on the way, each at its instant:
         timers, timeouts, retries, cron starts, webhook redeliveries. `advance("PT0S")`
         runs one scheduled cycle without moving the clock.
 
         Raises:
-            InvalidDuration: `duration` is not an ISO-8601 duration.
+            InvalidDuration: `duration` is not a duration.
         """
         delta = parse_duration(duration) if isinstance(duration, str) else duration
         if delta < timedelta(0):
@@ -307,21 +271,10 @@ class WorkflowTestEnv:
         until = parse_instant(moment) if isinstance(moment, str) else moment
         if until < self.now:
             raise ValueError(f"advance_to: {format_instant(until)} is in the past")
-        # A cycle now first, as the minutely schedules would have run one since the last
-        # event: it starts the cron clocks of tenants seen for the first time.
-        self.runtime.tick()
-        while self.now < until:
-            stops = [until, self.runtime.next_due_after(self.now), self._next_cron(self.now)]
-            self.runtime.set_now(min(s for s in stops if s is not None))
-            self.runtime.tick()
-
-    def _next_cron(self, after: datetime) -> datetime | None:
-        instants = [
-            CronSchedule.parse(wf.trigger.schedule).next_after(after)
-            for wf in self.registry.cron_workflows()
-            if isinstance(wf.trigger, CronTrigger)
-        ]
-        return min(instants) if instants else None
+        # The same time travel as `wfr local tick --until`: a cycle now, then one at
+        # each instant something falls due (timers, retries, cron instants).
+        for _ in self.runtime.travel(until):
+            pass
 
     # --- what happened -----------------------------------------------------------------
 
@@ -337,19 +290,47 @@ class WorkflowTestEnv:
         tenant's only run of that workflow), as its stream records it now.
 
         Raises:
-            RunNotFound: there is no such run for this tenant (or several, without a key).
+            UnknownWorkflow: no workflow of that name is registered or has runs (the
+                message offers the closest names).
+            RunNotFound: there is no such run for this tenant (or several, without a
+                key); the message lists the keys of the workflow's runs there.
         """
+        known = workflow_names(self.store, self.registry)
+        if workflow not in known:
+            raise UnknownWorkflow(unknown_workflow_message(workflow, known, "registered"))
         if run_id is None and key is not None:
             run_id = run_id_for(workflow, key)
         if run_id is None:
             runs = self.store.runs.for_tenant(tenant, workflow_name=workflow, limit=2)
             if len(runs) != 1:
-                raise RunNotFound(tenant, f"<{len(runs)} runs of {workflow}: pass key=>")
+                raise self._not_found(tenant, workflow, None, f"{len(runs)} runs")
             run_id = runs[0].run_id
         events = self.store.streams.load(tenant, run_id)
         if not events:
-            raise RunNotFound(tenant, run_id)
+            raise self._not_found(tenant, workflow, key, run_id)
         return snapshot(self.store, tenant, run_id, events)
+
+    def _not_found(
+        self, tenant: str, workflow: str, key: str | None, found: str
+    ) -> RunNotFound:
+        """What env.run could not find, with the keys the tenant's runs of it have."""
+        runs = self.store.runs.for_tenant(tenant, workflow_name=workflow, limit=50)
+        if not runs:
+            return RunNotFound(tenant, found, f"tenant {tenant} has no runs of {workflow!r}")
+        keys = []
+        for run in runs:
+            first = self.store.streams.load(tenant, run.run_id)[:1]
+            started = first[0].fact if first else None
+            if isinstance(started, RunStarted) and started.idempotency_key is not None:
+                keys.append(started.idempotency_key)
+        wanted = f"with key {key!r}" if key is not None else "(pass key=)"
+        hint = did_you_mean(key, keys) if key is not None else ""
+        return RunNotFound(
+            tenant,
+            found,
+            f"no run of {workflow!r} {wanted} for tenant {tenant}{hint} "
+            f"(its {len(runs)} run(s) there have the keys: {listing(keys)})",
+        )
 
     def runs(self, *, tenant: str, workflow: str | None = None) -> list[RunSnapshot]:
         """Every run of a tenant (of one workflow), most recently updated first."""
@@ -415,19 +396,10 @@ class WorkflowTestEnv:
         or raises. The definition keeps its fingerprint: runs stay pinned to it.
 
         Raises:
-            ValueError: no registered workflow has a task with this key.
+            ValueError: no registered workflow has a task with this key (the message
+                offers the closest task keys).
         """
-        registry = WorkflowRegistry()
-        replaced = 0
-        for definition in self.registry:
-            if workflow is None or definition.name == workflow:
-                steps, count = _with_task_fn(definition.steps, key, fn)
-                definition = dataclasses.replace(definition, steps=steps)
-                replaced += count
-            registry.register(definition)
-        if not replaced:
-            where = f"workflow {workflow!r}" if workflow else "any registered workflow"
-            raise ValueError(f"stub_task: {where} has no task {key!r}")
+        registry = with_stubbed_task(self.registry, key, fn, workflow)
         self.registry = registry
         self.runtime.registry = registry
 

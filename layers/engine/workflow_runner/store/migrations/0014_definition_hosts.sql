@@ -1,3 +1,2 @@
 -- migrate: reserved
--- Holds this number for the branch that brings this migration (the lead's numbering);
--- the real file replaces this one when that branch lands.
+-- number 14: the lambda-versions branch's migration (definition_hosts); it replaces this file when the branches meet.

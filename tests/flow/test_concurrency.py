@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 from workflow_runner import Concurrency, Event, Steps, define_workflow, on_event
-from workflow_runner.engine.tasks import _record_success
+from workflow_runner.engine.task_outcomes import record_success as _record_success
 from workflow_runner.flow.keys import flow_key
 from workflow_runner.store import Sql, Store, connect
 from workflow_runner.stream import NEVER

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from workflow_runner import Concurrency, Event, Steps, define_workflow, on_event
-from workflow_runner.engine.tasks import _record_success
+from workflow_runner.engine.task_outcomes import record_success as _record_success
 from workflow_runner.errors import WorkflowDefinitionError
 from workflow_runner.store import Store
 from workflow_runner.testing import WorkflowTestEnv

@@ -3,6 +3,7 @@ aws-sam-cli environment (.venv-sam, whose pinned pydantic clashes with ours)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -24,15 +25,16 @@ def sam_python() -> Path:
 
 
 @cache
-def _transform(overrides: tuple[tuple[str, str], ...]) -> Transformed:
+def _transform(overrides: tuple[tuple[str, str], ...], template: Path | None = None) -> Transformed:
     python = sam_python()
     if not python.exists():
         pytest.fail(
             f"{python} is missing: `make .venv-sam/.installed` (make test does it) or set "
             "WFR_SAM_PYTHON to a Python with aws-sam-cli installed"
         )
+    template = template or ROOT / "template.yaml"
     done = subprocess.run(
-        [str(python), str(SCRIPT), str(ROOT / "template.yaml"), json.dumps(dict(overrides))],
+        [str(python), str(SCRIPT), str(template), json.dumps(dict(overrides))],
         capture_output=True,
         text=True,
         timeout=300,
@@ -49,5 +51,22 @@ def transform() -> Callable[..., Transformed]:
 
     def run(**parameters: str) -> Transformed:
         return _transform(tuple(sorted(parameters.items())))
+
+    return run
+
+
+@pytest.fixture
+def transform_edited(tmp_path: Path) -> Callable[[str, str], Transformed]:
+    """transform_edited(old, new) -> template.yaml with `old` replaced by `new` (which
+    must occur once), transformed with the default parameters: a later deploy."""
+
+    def run(old: str, new: str) -> Transformed:
+        text = (ROOT / "template.yaml").read_text()
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+        # One file per content: _transform caches by path.
+        edited = tmp_path / f"template-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+        edited.write_text(text)
+        return _transform((), edited)
 
     return run

@@ -86,13 +86,24 @@ def role_of(resources: dict[str, Any], function: str) -> dict[str, Any]:
 
 
 def role_statements(resources: dict[str, Any], function: str) -> list[dict[str, Any]]:
+    """Every statement a function's role carries: inline, managed, and standalone
+    policies attached to it."""
     role = role_of(resources, function)
+    name = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
     found = [
         s for p in role["Properties"].get("Policies", []) for s in p["PolicyDocument"]["Statement"]
     ]
     for arn in role["Properties"].get("ManagedPolicyArns", []):
         found += resources[arn["Ref"]]["Properties"]["PolicyDocument"]["Statement"]
+    for policy in of_type(resources, "AWS::IAM::Policy").values():
+        if {"Ref": name} in policy["Properties"]["Roles"]:
+            found += policy["Properties"]["PolicyDocument"]["Statement"]
     return found
+
+
+def own_versions(function: str) -> dict[str, str]:
+    """Every version (and alias) of one of our functions: `${Function.Arn}:*`."""
+    return {"Fn::Sub": f"${{{function}.Arn}}:*"}
 
 
 def alias(function: str) -> dict[str, str]:
@@ -181,24 +192,121 @@ def test_sqs_permissions_name_exact_queues(resources: dict[str, Any]) -> None:
 
 
 def test_invoke_permissions_name_exact_aliases(resources: dict[str, Any]) -> None:
+    """Nudges go to exact aliases; ResumeRun and StepDispatcher may also invoke their own
+    kept versions (a run whose definition only an older version has), nothing else's."""
     nudged = [alias("PendingProjectionFunction"), alias("StepDispatcherFunction")]
     invokers = set()
     for function in FUNCTIONS:
         for s in role_statements(resources, function):
             if "lambda:InvokeFunction" in as_list(s["Action"]):
-                assert all(r in nudged for r in as_list(s["Resource"])), function
+                allowed = [*nudged, own_versions(function)]
+                assert all(r in allowed for r in as_list(s["Resource"])), function
                 invokers.add(function)
     assert invokers == {
         "TriggerProjectionFunction",
         "EventWakeupFunction",
         "DueScanFunction",
         "ResumeRunFunction",
+        "StepDispatcherFunction",
     }
     # And the functions nudge exactly those aliases.
     for function in ("TriggerProjectionFunction", "DueScanFunction", "ResumeRunFunction"):
         env = resources[function]["Properties"]["Environment"]["Variables"]
         assert env["PENDING_PROJECTION_FUNCTION"] == alias("PendingProjectionFunction")
         assert env["STEP_DISPATCHER_FUNCTION"] == alias("StepDispatcherFunction")
+
+
+def test_only_the_functions_that_run_user_code_invoke_their_kept_versions(
+    resources: dict[str, Any],
+) -> None:
+    keepers = {}
+    for function in FUNCTIONS:
+        for s in role_statements(resources, function):
+            if own_versions(function) in as_list(s["Resource"]):
+                assert as_list(s["Action"]) == ["lambda:InvokeFunction"], function
+                keepers[function] = s
+    assert set(keepers) == {"ResumeRunFunction", "StepDispatcherFunction"}
+    for function in FUNCTIONS:  # the stack itself never deletes a function or version
+        for s in role_statements(resources, function):
+            assert "lambda:DeleteFunction" not in as_list(s["Action"]), function
+
+
+def test_a_deploy_keeps_the_versions_runs_may_be_handed_to(resources: dict[str, Any]) -> None:
+    """The premise of kept code: a deploy publishes a version of each function and leaves
+    the previous ones in place (only `wfr versions prune` deletes them)."""
+    for function in ("ResumeRunFunction", "StepDispatcherFunction"):
+        published = [
+            r
+            for r in of_type(resources, "AWS::Lambda::Version").values()
+            if r["Properties"]["FunctionName"] == {"Ref": function}
+        ]
+        assert len(published) == 1, function
+        assert published[0]["DeletionPolicy"] == "Retain", function
+        live = resources[f"{function}Aliaslive"]["Properties"]
+        assert live["FunctionVersion"]["Fn::GetAtt"][1] == "Version"
+
+
+def versions_published(resources: dict[str, Any]) -> dict[str, str]:
+    """function -> the logical ID of the version this deploy publishes of it (SAM names
+    it by a hash of what it covers: a new ID is a new version)."""
+    found = {}
+    for name, r in of_type(resources, "AWS::Lambda::Version").items():
+        found[r["Properties"]["FunctionName"]["Ref"]] = name
+    return found
+
+
+def test_a_deploy_of_the_engine_layer_alone_publishes_a_version_of_every_function(
+    resources: dict[str, Any], transform_edited: Callable[[str, str], Transformed]
+) -> None:
+    """The engine is a layer. Plain AutoPublishAlias hashes only a function's own code,
+    environment and memory into its version: a deploy that changed only the layer would
+    publish nothing, and `live` would go on serving the old code (and no version would
+    be kept for runs of the definitions it replaced). (The workflows layer, picked by an
+    Fn::If, is not seen by SAM's hash: not covered yet.)"""
+    before = versions_published(resources)
+    assert set(before) == set(FUNCTIONS)
+    edited = transform_edited("ContentUri: layers/engine\n", "ContentUri: layers/engine-edited\n")
+    after = versions_published(edited["Resources"])
+    assert all(after[f] != before[f] for f in FUNCTIONS)
+    for function in FUNCTIONS:  # the alias moves to the new version; the old stays
+        version = edited["Resources"][after[function]]
+        assert version["DeletionPolicy"] == "Retain", function
+        live = edited["Resources"][f"{function}Aliaslive"]["Properties"]
+        assert live["FunctionVersion"] == {"Fn::GetAtt": [after[function], "Version"]}
+    # So does a change of a function's properties (a timeout here).
+    longer = transform_edited(
+        "Description: Resumes suspended runs (SQS resume queue batches or a direct invoke)\n",
+        "Description: Resumes suspended runs (SQS resume queue batches or a direct invoke)\n"
+        "      Timeout: 29\n",
+    )
+    assert (
+        versions_published(longer["Resources"])["ResumeRunFunction"] != before["ResumeRunFunction"]
+    )
+    # A deploy that changes nothing the functions run publishes no version.
+    unchanged = transform_edited(
+        "Description: wfr versions prune - delete", "Description: wfr versions prune deletes"
+    )
+    assert versions_published(unchanged["Resources"]) == before
+
+
+def test_the_pruning_policy_deletes_versions_of_the_keepers_only(
+    cfn: Transformed, resources: dict[str, Any]
+) -> None:
+    policy = resources["VersionPruningPolicy"]
+    assert policy["Type"] == "AWS::IAM::ManagedPolicy"
+    assert not {"Roles", "Users", "Groups"} & set(policy["Properties"])  # attached by you
+    read, delete = policy["Properties"]["PolicyDocument"]["Statement"]
+    keepers = ("ResumeRunFunction", "StepDispatcherFunction")
+    assert set(read["Action"]) == {"lambda:ListVersionsByFunction", "lambda:GetAlias"}
+    assert read["Resource"] == [
+        r for f in keepers for r in ({"Fn::GetAtt": [f, "Arn"]}, own_versions(f))
+    ]
+    # Versions only: DeleteFunction on an unqualified ARN would delete the function.
+    assert (delete["Action"], delete["Resource"]) == (
+        "lambda:DeleteFunction",
+        [own_versions(f) for f in keepers],
+    )
+    assert cfn["Outputs"]["VersionPruningPolicyArn"]["Value"] == {"Ref": "VersionPruningPolicy"}
 
 
 def test_resource_policies_admit_only_their_own_rules(resources: dict[str, Any]) -> None:

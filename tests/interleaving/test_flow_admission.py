@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from workflow_runner.engine.tasks import _record_success
+from workflow_runner.engine.task_outcomes import record_success as _record_success
 from workflow_runner.flow.wake import wake_after_commit
 from workflow_runner.store import ClaimedTask, Store
 from workflow_runner.stream import FlowHeld

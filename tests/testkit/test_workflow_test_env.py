@@ -208,14 +208,14 @@ def test_redeploying_a_copy_edit_keeps_the_waiting_runs_going_on_the_new_text(
     assert [m.subject for m in env.mails] == ["Thank you", "Thank you"]
 
 
-def test_redeploying_a_structural_edit_names_the_waiting_runs_it_would_fail(
+def test_redeploying_a_structural_edit_without_the_old_code_names_the_runs_it_would_fail(
     make_env: MakeEnv,
 ) -> None:
     env = make_env(workflows=[_approval()], now=T0)
     for key in ("a", "b"):
         env.put_event(tenant=TENANT_A, type="kit.order", payload={"id": key})
 
-    [failing] = env.redeploy(workflows=[_approval(wait_first=False)])
+    [failing] = env.redeploy(workflows=[_approval(wait_first=False)], keep_previous=False)
 
     assert (failing.workflow_name, failing.version, failing.runs) == ("kit-approval", 1, 2)
     assert failing.steps == {"step 0 (wait)": 2}

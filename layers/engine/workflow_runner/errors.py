@@ -80,3 +80,17 @@ class RunNotFound(WorkflowRunnerError):
         super().__init__(message or f"run {run_id} not found for tenant {tenant_id}")
         self.tenant_id = tenant_id
         self.run_id = run_id
+
+
+class HostGone(WorkflowRunnerError):
+    """The kept function version a run's work was handed to no longer exists (it was
+    deleted): the run's definition runs nowhere any more (definition/hosts.py)."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(f"the kept version {host} is gone")
+        self.host = host
+
+
+class ForwardFailed(WorkflowRunnerError):
+    """A kept function version did not answer (throttled, timed out, or it raised): the
+    work is tried again later (a resume by its queue, a task when its lease ends)."""

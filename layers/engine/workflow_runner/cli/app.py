@@ -35,6 +35,7 @@ from . import (
     operate,
     project_commands,
     runs_migrate,
+    versions,
 )
 from .context import Context, Handler, UsageError
 from .render import Output
@@ -321,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--port", type=int, default=8080, help="the console's port (default 8080)")
     dlq.register(commands, command)
+    versions.register(commands, command)
     project_commands.add_commands(commands, command)
     return top
 

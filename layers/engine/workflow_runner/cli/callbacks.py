@@ -104,7 +104,9 @@ def cmd_complete(ctx: Context) -> int:
             template = Path(ctx.args.template) if ctx.args.template else find_template()
             if template is None:
                 raise UsageError(no_template_message() + " (--template FILE)")
-            runtime = LocalRuntime(store, ctx.registry(), template, environ=ctx.environ)
+            runtime = LocalRuntime(
+                store, ctx.registry(), template, environ=ctx.environ, kept=ctx.kept_code(True)
+            )
             if ctx.args.now:
                 target = parse_now(ctx.args.now, "--now")
                 if target < runtime.now():

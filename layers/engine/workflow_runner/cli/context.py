@@ -15,10 +15,12 @@ from datetime import datetime, timedelta
 
 from ..clock import SystemClock
 from ..definition import WorkflowRegistry, default_registry, load_workflow_modules
+from ..definition.hosts import DefinitionHosts
 from ..durations import is_duration, parse_duration, parse_instant
 from ..engine.operator_actions import Operator
 from ..engine.run_lookup import resolve_run
 from ..errors import InvalidInput
+from ..local.kept import keep_local_code, kept_code_of
 from ..store import RunSummary, Store, connect
 from .render import Output
 
@@ -38,6 +40,7 @@ class Context:
     environ: dict[str, str]
     _store: Store | None = field(default=None, repr=False)
     _registry: WorkflowRegistry | None = field(default=None, repr=False)
+    _kept: DefinitionHosts | None = field(default=None, repr=False)
 
     @property
     def database_url(self) -> str:
@@ -61,6 +64,19 @@ class Context:
                 sys.path.insert(0, here)
             self._registry = load_workflow_modules(self.environ, default_registry())
         return self._registry
+
+    def kept_code(self, local: bool | None = None) -> DefinitionHosts:
+        """Where definitions gone from WORKFLOW_MODULES still run (definition/hosts.py): on a
+        local database (`local`, or one with a local clock) the module sources `wfr local`
+        kept — a `wfr local` command (`local=True`) keeps the current ones first —, on any
+        other the function versions registered in it (AWS)."""
+        if self._kept is None:
+            store = self.store()
+            if local:
+                self._kept = keep_local_code(store, self.registry(), self.now())
+            else:
+                self._kept = kept_code_of(store)
+        return self._kept
 
     def run(self, attribute: str = "run_id", what: str = "RUN_ID") -> RunSummary:
         """The run the argument names: a full run id or a unique prefix of at least four

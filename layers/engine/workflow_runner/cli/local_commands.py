@@ -225,7 +225,12 @@ def cmd_put_events(ctx: Context) -> int:
     for warning in unused_types(events, ctx.registry()):
         ctx.output.warn(warning)
     runtime = LocalRuntime(
-        store, ctx.registry(), template, start=target or current, environ=ctx.environ
+        store,
+        ctx.registry(),
+        template,
+        start=target or current,
+        environ=ctx.environ,
+        kept=ctx.kept_code(local=True),
     )
     if target is not None:
         runtime.set_now(target)
@@ -286,7 +291,9 @@ def cmd_tick(ctx: Context) -> int:
     assert every is None or until is not None
     if until is not None and every is not None and (until - start) / every > 100_000:
         raise UsageError("--until/--every would run more than 100000 cycles; use a longer --every")
-    runtime = LocalRuntime(store, ctx.registry(), template, start=start, environ=ctx.environ)
+    runtime = LocalRuntime(
+        store, ctx.registry(), template, start=start, environ=ctx.environ, kept=ctx.kept_code(True)
+    )
     runtime.set_now(start)
     out = ctx.output
     if until is None or every is None:

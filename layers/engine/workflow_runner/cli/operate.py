@@ -413,7 +413,9 @@ def cmd_doctor(ctx: Context) -> int:
         told = tell_untold_children(ctx.store(), tenant, ctx.now())
         if not ctx.output.as_json:
             ctx.output.line(f"repaired: told {told} settled child run(s) to their joins")
-    report = run_doctor(ctx.store(), ctx.registry(), tenant, routes, ctx.now())
+    report = run_doctor(
+        ctx.store(), ctx.registry(), tenant, routes, ctx.now(), hosts=ctx.kept_code()
+    )
     if ctx.output.as_json:
         ctx.output.json(report.to_json())
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from ..errors import UnknownWorkflow, WorkflowDefinitionError
 from ..retention import Retention, parse_retention
@@ -42,6 +43,10 @@ class WorkflowRegistry:
             if name == module or name.startswith(f"{module}.")
             for definition in definitions
         ]
+
+    def modules(self) -> dict[str, list[WorkflowDefinition]]:
+        """Module -> the definitions it registered here (those `define_workflow` made)."""
+        return {module: list(found) for module, found in self._by_module.items()}
 
     def unregister(self, name: str, version: int | None = None) -> None:
         """Remove one version of a workflow, or all of them."""
@@ -127,6 +132,18 @@ _DEFAULT = WorkflowRegistry()
 def default_registry() -> WorkflowRegistry:
     """The process-wide registry that `define_workflow` fills."""
     return _DEFAULT
+
+
+@contextmanager
+def registering_into(registry: WorkflowRegistry) -> Iterator[None]:
+    """`define_workflow` registers into `registry` inside the block instead of the
+    process-wide registry (loading kept code beside the current code: local/kept.py)."""
+    global _DEFAULT
+    saved, _DEFAULT = _DEFAULT, registry
+    try:
+        yield
+    finally:
+        _DEFAULT = saved
 
 
 def load_workflow_modules(

@@ -38,6 +38,7 @@ from ..callback_tokens import checked_base_url
 from ..clock import ManualClock, SystemClock
 from ..cron import CronSchedule
 from ..definition import CronTrigger, WorkflowRegistry
+from ..definition.hosts import ArchivedDefinitions, DefinitionHosts
 from ..durations import format_instant
 from ..engine.callbacks import CallbackCompletion, complete_callback, enqueue_resume
 from ..envelope import MAX_DETAIL_DEPTH, MAX_EVENT_BYTES
@@ -154,6 +155,9 @@ class LocalRuntime:
         guard: the dispatcher's SSRF guard (default: WEBHOOK_ALLOW_HOSTS from environ).
         start: business time when this database has no local clock yet (default: now).
         environ: WEBHOOK_ALLOW_HOSTS, WFR_WEBHOOK_REDIRECTS, MAIL_SENDER, CALLBACK_BASE_URL.
+        kept: where definitions gone from `registry` still run, loaded in this process
+            (definition/hosts.py: the test kit's archive, `wfr local`'s kept modules; default:
+            nothing is kept).
     """
 
     def __init__(
@@ -165,10 +169,12 @@ class LocalRuntime:
         guard: WebhookGuard | None = None,
         start: datetime | None = None,
         environ: Mapping[str, str] | None = None,
+        kept: DefinitionHosts | None = None,
     ) -> None:
         env = dict(os.environ if environ is None else environ)
         self.store = store
         self.registry = registry
+        self.kept = kept if kept is not None else ArchivedDefinitions()
         self.routing = r.load_routes(template)
         # The functions of the application the template names (see local/application).
         application = self.routing.application
@@ -217,6 +223,7 @@ class LocalRuntime:
                 settings=self.settings,
                 registry=self.registry,
                 webhook_guard=self.guard,
+                definition_hosts=self.kept,
             )
         )
         try:
@@ -366,6 +373,7 @@ def catch_up_local(
     registry: WorkflowRegistry,
     environ: Mapping[str, str] | None = None,
     template: Path | None = None,
+    kept: DefinitionHosts | None = None,
 ) -> Activity | None:
     """After an operator's action on a local database (one with a local clock), run
     the nudges the functions would have sent (see LocalRuntime.catch_up).
@@ -380,7 +388,7 @@ def catch_up_local(
     found = template or find_template()
     if found is None:
         raise r.RoutingError(no_template_message())
-    return LocalRuntime(store, registry, found, environ=environ).catch_up()
+    return LocalRuntime(store, registry, found, environ=environ, kept=kept).catch_up()
 
 
 def next_cron_instant(registry: WorkflowRegistry, after: datetime) -> datetime | None:

@@ -8,8 +8,9 @@ from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
 from .definitions import NewDefinition, StoredDefinition
 from .erasure import Relation
+from .hosts import HostRow
 from .inbox import CandidateEvent, InboxEvent, NewInboxEvent
-from .local import CapturedMail, LoggedLine, QueuedMessage
+from .local import CapturedMail, KeptModule, LoggedLine, QueuedMessage
 from .migrate import (
     Migration,
     MigrationTimeout,
@@ -46,9 +47,11 @@ __all__ = [
     "ClaimedTask",
     "DispatchStatus",
     "DueRow",
+    "HostRow",
     "InboxEvent",
     "InboxPageRow",
     "JoinCount",
+    "KeptModule",
     "LoggedLine",
     "Migration",
     "MigrationTimeout",

@@ -32,6 +32,16 @@ class QueuedMessage:
 
 
 @dataclass(frozen=True)
+class KeptModule:
+    """The source of a workflow module as an earlier `wfr local` command ran it."""
+
+    module: str
+    source_sha: str
+    source: str
+    kept_at: datetime
+
+
+@dataclass(frozen=True)
 class CapturedMail:
     """A mail the local dispatcher captured instead of sending."""
 
@@ -185,6 +195,36 @@ class LocalStore:
         """Stream events appended after a position, in order."""
         rows = self._sql.all("local_activity_since", {"after": after_position})
         return [StoredEvent.from_row({**r, "metadata": {}}) for r in rows]
+
+    def keep_module(
+        self,
+        module: str,
+        source_sha: str,
+        source: str,
+        definitions: Sequence[tuple[str, str]],
+        now: datetime,
+    ) -> None:
+        """Keep a module's source and the (workflow, fingerprint) definitions it made
+        (once per content)."""
+        self._sql.run(
+            "local_keep_module",
+            {
+                "module": module,
+                "source_sha": source_sha,
+                "source": source,
+                "definitions": Jsonb(
+                    [{"workflow_name": n, "fingerprint": f} for n, f in definitions]
+                ),
+                "now": now,
+            },
+        )
+
+    def kept_modules_with(self, workflow_name: str, fingerprint: str) -> list[KeptModule]:
+        """The kept module sources that made this definition, newest first."""
+        rows = self._sql.all(
+            "local_kept_modules_with", {"workflow_name": workflow_name, "fingerprint": fingerprint}
+        )
+        return [KeptModule(**r) for r in rows]
 
     def next_due(self, now: datetime) -> datetime | None:
         """The first instant after `now` at which a row, a queued resume or a dispatch

@@ -101,3 +101,17 @@ SELECT least(
     (SELECT min(next_attempt_at) FROM task_queue
      WHERE status IN ('pending', 'running') AND next_attempt_at > %(now)s)
 ) AS next_due;
+
+-- name: local_keep_module
+-- Keep the source of a module that defined workflows (once per content).
+INSERT INTO local_kept_modules (module, source_sha, source, definitions, kept_at)
+VALUES (%(module)s, %(source_sha)s, %(source)s, %(definitions)s, %(now)s)
+ON CONFLICT (module, source_sha) DO NOTHING;
+
+-- name: local_kept_modules_with
+-- The kept module sources that defined one definition, newest first.
+SELECT module, source_sha, source, kept_at
+FROM local_kept_modules
+WHERE definitions @> jsonb_build_array(jsonb_build_object(
+          'workflow_name', %(workflow_name)s::text, 'fingerprint', %(fingerprint)s::text))
+ORDER BY kept_at DESC, module, source_sha;

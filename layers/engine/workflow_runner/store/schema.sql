@@ -441,3 +441,27 @@ CREATE TABLE flow_cancel_keys (
     PRIMARY KEY (tenant_id, event_type, match_value, workflow_name, run_id)
 );
 CREATE INDEX flow_cancel_keys_run_idx ON flow_cancel_keys (tenant_id, run_id);
+
+-- Which function version has which definition's code (registered by ResumeRun and
+-- StepDispatcher at a container's start): a waiting run whose definition the current
+-- code lacks, and whose shape no longer agrees, is handed to a version that has it.
+CREATE TABLE workflow_definition_hosts (
+    workflow_name  text        NOT NULL,
+    fingerprint    text        NOT NULL,
+    function_role  text        NOT NULL CHECK (function_role IN ('resume-run', 'step-dispatcher')),
+    function_arn   text        NOT NULL,
+    registered_at  timestamptz NOT NULL,
+    PRIMARY KEY (workflow_name, fingerprint, function_role, function_arn)
+);
+CREATE INDEX workflow_definition_hosts_arn_idx ON workflow_definition_hosts (function_arn);
+
+-- `wfr local`: the source of each module that defined workflows, by its hash, so a later
+-- command whose code changed still runs the runs that started on the old code.
+CREATE TABLE local_kept_modules (
+    module       text        NOT NULL,
+    source_sha   text        NOT NULL,
+    source       text        NOT NULL,
+    definitions  jsonb       NOT NULL,
+    kept_at      timestamptz NOT NULL,
+    PRIMARY KEY (module, source_sha)
+);

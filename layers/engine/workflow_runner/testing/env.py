@@ -22,6 +22,7 @@ from ..definition import (
     WorkflowDefinition,
     run_id_for,
 )
+from ..definition.hosts import ArchivedDefinitions
 from ..definition.registry import unknown_workflow_message
 from ..durations import format_instant, parse_duration, parse_instant
 from ..embedded import drop_database
@@ -116,6 +117,9 @@ class WorkflowTestEnv:
         self._runtime: LocalRuntime | None = None
         self._database: tuple[str, str] | None = None  # (admin URL, name)
         self._http = StubbedHttp(self._clock_now)
+        # The definitions of earlier deploys, kept loaded as AWS keeps their versions.
+        self._kept = ArchivedDefinitions()
+        self._deploys = 0
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -135,6 +139,7 @@ class WorkflowTestEnv:
                 ),
                 start=self._start,
                 environ=self._environ,
+                kept=self._kept,
             )
         except BaseException:
             self.close()
@@ -407,8 +412,10 @@ class WorkflowTestEnv:
 
     def pinned_definitions(self) -> list[PinnedDefinition]:
         """The definitions waiting runs are pinned to, judged against the registered
-        workflows (what `wfr doctor` checks)."""
-        return pinned_definitions(self.store, self.registry)
+        workflows and the code kept from earlier deploys (what `wfr doctor` checks):
+        each says how many of its runs resume on their own definition (`exact`), on one
+        whose shape agrees (`by_shape`), stay on kept code (`kept`) or fail."""
+        return pinned_definitions(self.store, self.registry, hosts=self._kept)
 
     def migrate_runs(
         self,
@@ -445,16 +452,35 @@ class WorkflowTestEnv:
         return report
 
     def redeploy(
-        self, modules: Sequence[str] = (), workflows: Sequence[WorkflowDefinition] = ()
+        self,
+        modules: Sequence[str] = (),
+        workflows: Sequence[WorkflowDefinition] = (),
+        *,
+        keep_previous: bool = True,
     ) -> list[PinnedDefinition]:
         """Replace the registered workflows, as a deploy of new code would, and return
         the definitions whose waiting runs will now fail (empty: the change is safe for
         the runs in this database). The environment goes on with the new workflows.
 
+        As in AWS, where every deploy publishes a function version and older ones are
+        kept, the definitions registered until now stay loaded: a waiting run whose
+        definition the new code lacks, and whose shape no longer agrees, goes on on its
+        old code (its entry's `kept` count) instead of failing.
+
+        Args:
+            keep_previous: False: the code before this deploy is gone, with that of every
+                earlier one (as if their versions were deleted): such runs fail loud
+                with workflow_definition_changed.
+
         Raises:
             WorkflowDefinitionError: a module cannot be imported or defines no workflow.
         """
         registry = registry_of(modules, workflows)
+        self._deploys += 1
+        if keep_previous:
+            self._kept.keep(self.registry, f"the code before redeploy {self._deploys}")
+        else:
+            self._kept.clear()
         self.registry = registry
         self.runtime.registry = registry
-        return [p for p in pinned_definitions(self.store, registry) if p.fails]
+        return [p for p in self.pinned_definitions() if p.fails]

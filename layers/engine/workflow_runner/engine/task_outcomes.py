@@ -1,0 +1,153 @@
+"""Recording a task attempt's outcome on the run stream (the task worker's writes).
+
+The outcome is appended at the stream's current version after checking, in the same
+transaction, that the run still waits at this task without an outcome: the append is
+what makes an attempt count once when two workers ran it (a lease that ran out). A
+final outcome also marks the run's pending row due; the caller enqueues the resume.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from ..definition import RetryPolicy
+from ..flow.tasks import release_task_slots
+from ..store import ClaimedTask, Store
+from ..stream import RUN_STREAM, RecordedFact, TaskAttemptFailed, TaskCompleted, TaskFailed
+from .passes import load_run_for_pass
+from .projection import TASK_OUTCOME
+
+_APPEND_TRIES = 5
+
+
+class AttemptFailure(Exception):
+    """An attempt failed: `final` when no attempt may follow."""
+
+    def __init__(
+        self, error_class: str, final: bool, reason: str, status: int | None = None
+    ) -> None:
+        super().__init__(error_class)
+        self.error_class = error_class
+        self.final = final
+        self.reason = reason
+        self.status = status
+
+
+TaskFact = TaskAttemptFailed | TaskCompleted | TaskFailed
+
+
+def _append(
+    store: Store, task: ClaimedTask, build: Callable[[int], TaskFact], now: datetime
+) -> tuple[int, bool] | None:
+    """Append a task fact at the run stream's current version, in the caller's
+    transaction, while the run still waits at this task without an outcome. Returns
+    the suspension's version and whether the run is now due (every task of a parallel
+    settled, or one failed uncaught), or None when the run moved on (cancelled, or
+    another worker recorded the outcome first). `build` makes the fact for a version."""
+    for _ in range(_APPEND_TRIES):
+        state = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True).state
+        if not state.waits_for_task(task.task_id):
+            return None
+        fact = build(state.suspension_version)
+        state.apply(RecordedFact(state.version + 1, now, fact))
+        due = state.outcome_ready
+        if isinstance(fact, (TaskCompleted, TaskFailed)) and not due:
+            fact = replace(fact, run_due=False)  # the projection marks the row due or not
+        if store.streams.append(
+            task.tenant_id, task.run_id, RUN_STREAM, state.version - 1, [fact], now
+        ):
+            return state.suspension_version, due
+    return None
+
+
+def record_success(
+    store: Store, task: ClaimedTask, value: Any, now: datetime
+) -> tuple[Literal["completed", "dropped"], bool]:
+    def completed(version: int) -> TaskCompleted:
+        return TaskCompleted(
+            task_key=task.task_key,
+            task_id=task.task_id,
+            suspension_version=version,
+            attempt=task.attempt,
+            result=value,
+        )
+
+    with store.transaction():
+        release_task_slots(store, task)  # flow control: its slots, with its outcome
+        appended = _append(store, task, completed, now)
+        if appended is None:
+            store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
+            return "dropped", False
+        version, due = appended
+        store.tasks.settle(task.tenant_id, task.task_id, "completed", now)
+        if due:
+            store.pending.mark_matched(
+                task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
+            )
+    return "completed", due
+
+
+def record_failure(
+    store: Store,
+    task: ClaimedTask,
+    attempt: int,
+    failure: AttemptFailure,
+    policy: RetryPolicy,
+    now: datetime,
+    rng: random.Random,
+    attempt_running: bool = False,
+) -> tuple[Literal["failed", "retry", "dropped"], bool]:
+    """Record a failed attempt: a TaskAttemptFailed and when the next attempt runs, or
+    the TaskFailed that ends the task. `attempt_running`: the next attempt has already
+    been claimed (a lost attempt found by a claim), so none is scheduled."""
+    final = failure.final or attempt >= task.max_attempts
+    error = f"workflow step failed ({failure.error_class})"
+    retry_at = (
+        now if attempt_running else now + timedelta(seconds=policy.delay(attempt, rng.random))
+    )
+
+    def fact(version: int) -> TaskFact:
+        if final:
+            return TaskFailed(
+                task_key=task.task_key,
+                task_id=task.task_id,
+                suspension_version=version,
+                attempts=attempt,
+                error=error,
+                error_class=failure.error_class,
+                reason=failure.reason if failure.final else "attempts_exhausted",
+                status=failure.status,
+            )
+        return TaskAttemptFailed(
+            task_key=task.task_key,
+            task_id=task.task_id,
+            suspension_version=version,
+            attempt=attempt,
+            error=error,
+            error_class=failure.error_class,
+            retry_at=retry_at,
+            status=failure.status,
+        )
+
+    with store.transaction():
+        if not attempt_running:
+            release_task_slots(store, task)  # flow control: its slots, with its outcome
+        appended = _append(store, task, fact, now)
+        if appended is None:
+            store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
+            return "dropped", False
+        version, due = appended
+        if final:
+            store.tasks.settle(task.tenant_id, task.task_id, "failed", now, error)
+            if due:
+                store.pending.mark_matched(
+                    task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
+                )
+            return "failed", due
+        if not attempt_running:
+            store.tasks.retry(task, retry_at, error)
+    return "retry", False

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .flow_report import flow_section
+
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
@@ -436,6 +438,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         )
     out += _hardening(results.get("hardening"))
     out += _noisy_neighbor_section(results.get("noisy_neighbor"))
+    out += flow_section(results.get("flow"))
     out += ["", "## What limits the figures", "", *_FINDINGS, "", "## Reproduce", ""]
     out += _REPRODUCE
     path.write_text("\n".join(out) + "\n")
@@ -1055,7 +1058,7 @@ _REPRODUCE = [
     "threads; `python -m bench.run --only console` (`long_run`, `fan_out`) runs workload",
     "7 (8, 9) alone and updates its part of `bench/results.json` and this file;",
     "`python -m bench.hardening [--lookback-events N] [--broadcast-runs N]` does the same",
-    "for workload 11, and `--only noisy_neighbor` for workload 12.",
+    "for workload 11, `--only noisy_neighbor` for workload 12 and `--only flow` for 13.",
     "To profile a workload:",
     "`.venv-bench/bin/py-spy record -o prof.svg --",
     "  .venv-bench/bin/python -m bench.run --quick`.",

@@ -32,6 +32,7 @@ from . import (
     console_list,
     due_scan_cost,
     fan_out,
+    flow_control,
     hardening,
     latency,
     long_run,
@@ -98,6 +99,10 @@ TARGETS = {
     "long_run.bytes_per_suspension_ratio_1000_vs_10": ("<=", 1.1),
     "cold_start.import_s_max": ("<=", 0.6),
     "noisy_neighbor.p99_s": ("<=", 2.0),
+    "flow.concurrency_violations": ("<=", 0),
+    "flow.throttle_rate_error": ("<=", 0.05),
+    "flow.overhead_ratio": ("<=", 1.1),
+    "flow.hot_key_p99_s": ("<=", 2.0),
 }
 
 
@@ -291,6 +296,7 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     results["hardening"] = hardening.run(admin_url, sizes.lookback_events, sizes.broadcast_runs)
     log(f"  {results['hardening']}")
     results["noisy_neighbor"] = run_noisy_neighbor(sizes, workers, admin_url)
+    results["flow"] = flow_control.run(admin_url, sizes is QUICK, workers, log)
     return results
 
 
@@ -381,7 +387,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="worker threads (connections)")
     parser.add_argument(
         "--only",
-        choices=["console", "long_run", "fan_out", "noisy_neighbor"],
+        choices=["console", "long_run", "fan_out", "noisy_neighbor", "flow"],
         help="run this workload alone and update its part of the existing results",
     )
     args = parser.parse_args()
@@ -430,6 +436,8 @@ def only(sizes: Sizes, workload: str) -> None:
             measured = run_fan_out(sizes, 4, admin_url)
         elif workload == "noisy_neighbor":
             measured = run_noisy_neighbor(sizes, 4, admin_url)
+        elif workload == "flow":
+            measured = flow_control.run(admin_url, sizes is QUICK, 4, log)
         else:
             measured = run_long(admin_url)
         measured["generated_at"] = datetime.now(UTC).isoformat(timespec="seconds")

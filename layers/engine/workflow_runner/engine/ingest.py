@@ -28,13 +28,15 @@ from ..definition import (
 from ..definition.dsl import has_callback_wait
 from ..durations import format_instant
 from ..errors import StoreError, TransientStoreError
+from ..flow.cancels import cancel_matching, register_cancel_keys
+from ..flow.starts import hold_or_start, judge_trigger
 from ..interpreter import Interpreter
 from ..match import inbox_keys
 from ..pass_result import describe_step_error
 from ..redaction import exception_for_log
 from ..refs import UnresolvedReference
 from ..store import NewInboxEvent, Store
-from ..stream import RUN_STREAM, RunFailed, RunStarted
+from ..stream import RUN_STREAM, FlowHeld, RunFailed, RunStarted
 from .passes import cron_event
 from .persist import PassWrites, RunOutcome, persist_pass
 
@@ -143,6 +145,7 @@ class _Start:
     event: DomainEvent
     run_id: str
     started: RunStarted
+    held: FlowHeld | None = None  # flow control holds it before its first pass
 
 
 def _run_started(
@@ -174,6 +177,13 @@ def _first_pass(
     """A started run's first pass, persisted (`writes`: see persist_pass)."""
     definition, event, started = start.definition, start.event, start.started
     tenant = event.tenant_id
+    if definition.flow is not None:
+        if definition.flow.cancel_on:
+            register_cancel_keys(store, definition, event, start.run_id, now)
+        add = None if writes is None else (lambda write: writes.add(write, now))
+        held = hold_or_start(store, definition, event, start.run_id, started, start.held, now, add)
+        if held is not None:
+            return RunOutcome(tenant, start.run_id, definition.name, "suspended", 0, held.wake_at)
     result = Interpreter(
         definition,
         event,
@@ -263,8 +273,15 @@ def _prepare_start(
             store, definition, event, fallback_id, now, error, f"{IDEMPOTENCY_KEY_FAILED}{where}"
         )
     run_id = run_id_for(definition.name, key) if key is not None else fallback_id
+    flow = definition.flow
+    judged = (
+        judge_trigger(store, definition, event, run_id, now) if flow and flow.gates_start else None
+    )
+    if judged is not None and judged.verdict != "start":
+        return None  # skipped (recorded, with the reason) or folded into a debounce
+    run_id = judged.run_id if judged is not None else run_id
     started = _run_started(definition, event, idempotency_key=key, trigger_event_id=event.id)
-    return _Start(definition, event, run_id, started)
+    return _Start(definition, event, run_id, started, judged.held if judged else None)
 
 
 def _start_triggered(
@@ -351,6 +368,8 @@ def _ingest_in_transaction(
     savepoint and a refusal fails only that run. Of two starts of one run id in a batch
     the first (in event order) starts it; the other is skipped, as a redelivery."""
     claimed = _store_and_claim(store, events, now)
+    for n in sorted(claimed):  # cancel_on: before the runs the event starts
+        cancel_matching(store, registry, events[n], now)
     planned: list[list[tuple[WorkflowDefinition, _Planned]] | None] = []
     for n, event in enumerate(events):
         if n not in claimed:
@@ -420,6 +439,7 @@ def ingest_domain_event(
     with store.transaction():
         if not _store_and_claim(store, [event], now):
             return IngestResult(event.id, stored=False)
+        cancel_matching(store, registry, event, now)
         return _ingested(event, [(definition, _refused(store, definition, event, now, refusal))])
 
 

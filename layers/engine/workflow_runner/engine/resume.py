@@ -22,10 +22,13 @@ from ..definition import WorkflowDefinition, WorkflowRegistry, default_registry
 from ..definition.hosts import REGISTERED_HOSTS, RESUME_RUN, DefinitionHosts
 from ..errors import RunNotFound, StoreError, StreamConflict, TransientStoreError
 from ..fast_init import fast_init
+from ..flow.passes import admit_passes, pass_work
+from ..flow.wake import wake_after_commit
 from ..redaction import exception_for_log
 from ..store import Store
 from ..stream import (
     ChildrenWaiting,
+    FlowHeld,
     ResumedBy,
     RetryScheduled,
     StepResumed,
@@ -36,7 +39,13 @@ from ..stream import (
     TaskScheduled,
     TasksScheduled,
 )
-from .passes import LoadedRun, continue_run, load_run_for_pass, load_runs_for_resume
+from .passes import (
+    LoadedRun,
+    continue_run,
+    load_run_for_pass,
+    load_runs_for_resume,
+    trigger_event,
+)
 from .persist import PassWrites, fail_run
 from .pinning import serving_definition
 
@@ -168,6 +177,8 @@ def _resume_all(
             if isinstance(decision, _Claim):
                 claimed.add(key)
             decided.append(decision)
+    if any(isinstance(d, _Claim) and d.definition.flow is not None for d in decided):
+        decided = _within_limits(store, decided, now)
     claims = [d for d in decided if isinstance(d, _Claim)]
     claims_last = claims_last and bool(claims) and all(map(_reads_nothing_more, claims))
     sent = store.statements_sent
@@ -187,6 +198,36 @@ def _resume_all(
         writes.flush(store)
     writes.finish(store)
     return results
+
+
+def _within_limits(
+    store: Store, decided: list[ResumeResult | RunNotFound | _Claim], now: datetime
+) -> list[ResumeResult | RunNotFound | _Claim]:
+    """The claims whose passes their workflow's concurrency admits now (flow/passes.py);
+    one held back answers `not-due` (reason held_by_limit): it waits, queued, until a
+    slot that frees wakes it."""
+    works = []
+    for at, claim in enumerate(decided):
+        if isinstance(claim, _Claim) and claim.definition.flow is not None:
+            event = trigger_event(store, claim.run)
+            base = claim.base
+            work = event and pass_work(claim.definition, event, base.run_id, base.step_index, now)
+            if work:
+                works.append((at, work))
+    held = admit_passes(store, [work for _, work in works], now)
+    decided = list(decided)
+    for n in held:
+        at = works[n][0]
+        claim = decided[at]
+        assert isinstance(claim, _Claim)
+        decided[at] = replace(claim.base, outcome="not-due", reason="held_by_limit")
+    for claim in decided:
+        state = claim.run.state if isinstance(claim, _Claim) else None
+        if state is not None and isinstance(state.suspension, FlowHeld) and state.started_at:
+            # A run held before its first step starts now (metric LimitWaitSeconds).
+            waited = (now - state.started_at).total_seconds()
+            store.flow.waits.append((state.workflow_name, waited))
+    return decided
 
 
 def _reads_nothing_more(claim: _Claim) -> bool:
@@ -392,7 +433,12 @@ def resume_run(
     """
     item = ResumeRequestItem(tenant_id, run_id, step_index, force)
     with store.transaction():
-        return _resume_in_transaction(store, item, now, registry or default_registry(), hosts)
+        result = _resume_in_transaction(
+            store, item, now, registry or default_registry(), hosts
+        )
+    if store.flow.wakes:
+        wake_after_commit(store, now)
+    return result
 
 
 def resume_runs(
@@ -420,7 +466,12 @@ def resume_runs(
     for claims_last in (True, False):
         try:
             with store.transaction():
-                return list(_resume_all(store, requests, now, registry, hosts, claims_last))
+                done: list[ResumeResult | Exception] = list(
+                    _resume_all(store, requests, now, registry, hosts, claims_last)
+                )
+            if store.flow.wakes:  # held back, or freed a slot held work waits for
+                wake_after_commit(store, now)
+            return done
         except TransientStoreError:
             raise
         except (_Rerun, StreamConflict) as error:
@@ -448,6 +499,8 @@ def resume_runs(
             isolated.append(_fail_refused_pass(store, item, now, error))
         except Exception as error:  # one bad item must not sink the others
             isolated.append(error)
+    if store.flow.wakes:
+        wake_after_commit(store, now)
     return isolated
 
 

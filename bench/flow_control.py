@@ -152,13 +152,18 @@ def _claimer(url: str, threads: int, start: Any, out: Any) -> None:
             while idle < 50:
                 try:
                     attempt = run_task(store, ports, clock.now, lambda: 600.0, rng)
-                    if store.flow.wakes:
-                        wake_after_commit(store, clock.now())
                 except TransientStoreError:
                     # As the Lambda wrapper does: the transaction rolled back, try again
                     # (two claimers creating a key's slots at once may deadlock); the
                     # keys still to be looked at stay asked for.
                     continue
+                try:
+                    if store.flow.wakes:
+                        wake_after_commit(store, clock.now())
+                except TransientStoreError:
+                    # The attempt's outcome is committed (counted below); the keys not
+                    # looked at stay asked for, the next turn of the loop looks again.
+                    pass
                 if attempt is None:
                     idle += 1
                     time.sleep(0.02)

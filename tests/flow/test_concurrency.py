@@ -85,6 +85,43 @@ def test_a_resume_beyond_the_limit_waits_queued_and_a_freed_slot_wakes_it(store:
     assert {r1, r2} <= {r["run_id"] for r in task_rows(store)}
 
 
+def test_a_woken_resume_takes_its_slot_while_another_workers_look_counts_the_slots(
+    db_url: str, store: Store
+) -> None:
+    # Given: account a-1 full (two tasks running), a third run held, then woken by the
+    # end of one task
+    _started_and_at_task(store, 1, 2)
+    first, second = claim(store, at(61)), claim(store, at(61))
+    assert first is not None and second is not None
+    put(store, "per-account", 3)
+    r3 = run_of("per-account", 3)
+    project(store, at(61))
+    assert resume(store, r3, 0, at(61)).reason == "held_by_limit"
+    _record_success(store, first, 1, at(62))
+    assert [w.run_id for w in look(store, at(62))] == [r3]
+
+    # And: another worker's look at the key in progress (every slot of the key locked)
+    other = connect(db_url)
+    other.conn.execute("BEGIN")
+    other.conn.execute(
+        "SELECT slot FROM flow_slots WHERE flow_key = %s ORDER BY slot FOR UPDATE", (KEY_A1,)
+    ).fetchall()
+
+    # When: the woken run's resume runs meanwhile
+    done: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: done.update(result=resume(store, r3, 0, at(62))))
+    thread.start()
+    thread.join(timeout=0.5)
+    other.conn.execute("COMMIT")  # the look ends
+    thread.join(timeout=30)
+    other.close()
+
+    # Then: the resume waited for the look and took the slot promised to it (not held
+    # again, to be woken by yet another look)
+    assert done["result"].outcome == "suspended"
+    assert waiters(store) == []
+
+
 def test_another_account_is_not_held_by_a_full_one(store: Store) -> None:
     # Given: account a-1 at its limit, with a run waiting for a slot
     _started_and_at_task(store, 1, 2)
@@ -150,6 +187,50 @@ def test_a_step_limit_per_account_and_a_global_one_hold_attempts_in_arrival_orde
     following = [claim(store, at(4)), claim(store, at(4))]
     assert [c.run_id if c else None for c in following] == [run_of("one-call", 2), None]
     assert [w["run_id"] for w in waiters(store)] == [run_of("one-call", 3)]
+
+
+def test_a_woken_attempt_takes_its_slot_while_another_workers_look_counts_the_slots(
+    db_url: str, store: Store
+) -> None:
+    # Given: account a-1's second call woken by the first's end (its one slot free)
+    put(store, "one-call", 1, now=at(0.1))
+    put(store, "one-call", 2, now=at(0.2))
+    first = claim(store, at(1))
+    assert first is not None and claim(store, at(1)) is None
+    _record_success(store, first, 1, at(2))
+    look(store, at(2))
+    [woken] = waiters(store)
+    assert woken["run_id"] == run_of("one-call", 2) and woken["woken_at"] is not None
+
+    # And: another worker's look at the key in progress (it locks every slot of the key
+    # while it counts the free ones)
+    other = connect(db_url)
+    other.conn.execute("BEGIN")
+    other.conn.execute(
+        "SELECT slot FROM flow_slots WHERE flow_key = %s ORDER BY slot FOR UPDATE",
+        (woken["flow_key"],),
+    ).fetchall()
+
+    # When: a worker claims the woken call meanwhile
+    done: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: done.update(task=claim(store, at(2))))
+    thread.start()
+    thread.join(timeout=0.5)
+    other.conn.execute("COMMIT")  # the look ends
+    thread.join(timeout=30)
+    other.close()
+
+    # Then: the call waited for the look and took the slot promised to it, instead of
+    # going back to the queue to be woken again by yet another look (which would lock
+    # the slots again: with many workers, a wake feeding on itself)
+    claimed = done["task"]
+    assert claimed is not None and claimed.run_id == run_of("one-call", 2)
+    assert waiters(store) == []
+    leased = store.conn.execute(
+        "SELECT holder FROM flow_slots WHERE flow_key = %s AND holder IS NOT NULL",
+        (woken["flow_key"],),
+    ).fetchall()
+    assert [r["holder"] for r in leased] == [f"{TENANT_A}/{claimed.task_id}/1"]
 
 
 def test_a_worker_that_dies_mid_task_frees_its_slot_when_its_lease_ends(store: Store) -> None:

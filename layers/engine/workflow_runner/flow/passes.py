@@ -15,6 +15,11 @@ oldest held work as soon as a slot is free — never a busy loop, and no wakeup 
 - a pass that took its slot while held work waited looks at the key after its commit;
 - a task attempt's slot is given back in its outcome's transaction, which looks at
   the key after its commit when held work waits (flow/tasks.py).
+
+Woken passes that got no slot at all wait for the slots' locks instead: a look (this
+worker's or another's) locks every slot of the key while it counts, and skipping them
+would hold back again the pass promised a slot, whose hold asks for another look, which
+locks the slots again — with many workers, wakes that feed on themselves instead of work.
 """
 
 from __future__ import annotations
@@ -108,6 +113,19 @@ def admit_passes(
         state = store.flow.queue_state([works[i].waiter(spec) for i, spec in asked])
         for (i, spec), (_, mine) in zip(asked, state, strict=True):
             places[(i, spec.flow_key)] = mine
+    woken: dict[str, int] = {}
+    for (_, key), mine in places.items():
+        if mine:
+            woken[key] = woken.get(key, 0) + 1
+    if woken and not any(got.values()):
+        # Woken passes whose slots a look is counting (it locks them all): wait for the
+        # look rather than be held again and woken by another look, which would lock
+        # them again. Only while this transaction holds no slot, so that a wait never
+        # closes a cycle (waits in key order, as looks and woken task attempts).
+        again, _ = store.flow.take_slots(
+            {k: (specs[k].limit, n) for k, n in woken.items()}, now, waiting=True
+        )
+        got.update(again)
     held: set[int] = set()
     lacking: dict[int, list[LimitSpec]] = {}
     # The woken first: the free slots of a queued key were promised to them.

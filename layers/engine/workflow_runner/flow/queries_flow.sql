@@ -19,6 +19,24 @@ LEFT JOIN LATERAL (
 ) s ON true
 ORDER BY w.flow_key, s.slot;
 
+-- name: flow_take_slots_waiting
+-- As flow_take_slots, for woken passes that got no slot at all: waiting for the slots'
+-- row locks instead of skipping them (a look counting the key's slots locks them all;
+-- skipping would hold back again the pass it promised a slot to). A slot a pass holds is
+-- waited for too, and is free once that pass committed. Keys and slots in order.
+SELECT w.flow_key, s.slot,
+       EXISTS (SELECT 1 FROM flow_waiters q WHERE q.flow_key = w.flow_key) AS queued
+FROM unnest(%(keys)s::text[], %(limits)s::int[], %(counts)s::int[]) AS w(flow_key, lim, n)
+LEFT JOIN LATERAL (
+    SELECT f.slot FROM flow_slots f
+    WHERE f.flow_key = w.flow_key AND f.slot <= w.lim
+      AND (f.holder IS NULL OR f.leased_until <= %(now)s)
+    ORDER BY f.slot
+    LIMIT w.n
+    FOR UPDATE
+) s ON true
+ORDER BY w.flow_key, s.slot;
+
 -- name: flow_lease_slots
 -- A task attempt's slots: one free slot of each key, leased to %(holder)s until
 -- %(until)s in the claim's transaction (given back with the outcome, or by the lease's
@@ -34,6 +52,31 @@ WITH picked AS (
         LIMIT 1
         FOR UPDATE SKIP LOCKED
     ) f
+)
+UPDATE flow_slots s SET holder = %(holder)s, leased_until = %(until)s
+FROM picked p
+WHERE s.flow_key = p.flow_key AND s.slot = p.slot
+RETURNING s.flow_key;
+
+-- name: flow_lease_slots_waiting
+-- A woken task attempt's slots: as flow_lease_slots, but waiting for the locks on the
+-- keys' slots instead of skipping them. A look that woke it (flow_count_free) locks every
+-- slot of its key while it counts, and so may a look of another worker at that moment:
+-- skipping those rows would find the slot promised to this attempt "taken", put it back
+-- in the queue and ask for another look, which locks the slots again (a wake that feeds
+-- on itself). Rows are locked in key and slot order, as flow_count_free does; the rows
+-- seen are their latest versions once a lock is had.
+WITH locked AS (
+    SELECT s.flow_key, s.slot, s.holder, s.leased_until
+    FROM flow_slots s
+    JOIN unnest(%(keys)s::text[], %(limits)s::int[]) AS w(flow_key, lim)
+      ON s.flow_key = w.flow_key AND s.slot <= w.lim
+    ORDER BY s.flow_key, s.slot
+    FOR UPDATE OF s
+), picked AS (
+    SELECT DISTINCT ON (flow_key) flow_key, slot FROM locked
+    WHERE holder IS NULL OR leased_until <= %(now)s
+    ORDER BY flow_key, slot
 )
 UPDATE flow_slots s SET holder = %(holder)s, leased_until = %(until)s
 FROM picked p

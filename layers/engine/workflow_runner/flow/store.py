@@ -115,13 +115,14 @@ class FlowStore:
     # --- slots ---------------------------------------------------------------------------
 
     def take_slots(
-        self, wanted: dict[str, tuple[int, int]], now: datetime
+        self, wanted: dict[str, tuple[int, int]], now: datetime, waiting: bool = False
     ) -> tuple[dict[str, int], set[str]]:
         """Lock up to `count` free slots of each key (key -> (limit, count)) for the
-        transaction; the slots got per key, and the keys with queued work."""
+        transaction; the slots got per key, and the keys with queued work. `waiting`:
+        wait for locked slots instead of skipping them (woken passes holding none)."""
         keys = sorted(wanted)
         rows = self._sql.all(
-            "flow_take_slots",
+            "flow_take_slots_waiting" if waiting else "flow_take_slots",
             {
                 "keys": array_literal(keys),
                 "limits": array_literal([wanted[k][0] for k in keys]),
@@ -139,13 +140,19 @@ class FlowStore:
         return got, queued
 
     def lease_slots(
-        self, limits: dict[str, int], holder: str, until: datetime, now: datetime
+        self,
+        limits: dict[str, int],
+        holder: str,
+        until: datetime,
+        now: datetime,
+        waiting: bool = False,
     ) -> set[str]:
         """Lease one free slot of each key (key -> limit) to `holder` until `until`; the
-        keys that had one."""
+        keys that had one. `waiting`: wait for the slots' row locks (work a look woke,
+        whose slot a look may be counting) instead of skipping the locked ones."""
         keys = sorted(limits)
         rows = self._sql.all(
-            "flow_lease_slots",
+            "flow_lease_slots_waiting" if waiting else "flow_lease_slots",
             {
                 "keys": array_literal(keys),
                 "limits": array_literal([limits[k] for k in keys]),

@@ -11,7 +11,9 @@ scheduled it): its step's own concurrency and throttle, and its workflow's concu
 - concurrency: one slot per key is leased to the attempt (`holder` = tenant/task/attempt)
   until the claim's lease ends. A key with held work waiting gives its free slots to
   the woken first. Without a slot the row goes back, pending with no due time, queued;
-  a slot that frees wakes it (flow/wake.py) and the worker's loop claims it.
+  a slot that frees wakes it (flow/wake.py) and the worker's loop claims it. A woken
+  attempt waits for the slots' row locks rather than skip them (a look counting the
+  key's slots holds them all for a moment; see flow_lease_slots_waiting).
 
 The outcome's transaction gives the attempt's slots back (only its own lease: a worker
 whose lease ran out and was taken over frees nothing) and, when work is held for a key,
@@ -109,11 +111,16 @@ def _take_slots(
     if not blocked:
         limits = {s.flow_key: s.limit for s in slots}
         holder = holder_of(task)
-        leased = store.flow.lease_slots(limits, holder, task.leased_until, now)
+        # Woken work waits for the slots' locks: a look (its own, or another worker's)
+        # locks every slot of a key while it counts them, and skipping those would hold
+        # back again the very attempt the look promised a slot to (see the query).
+        woken = any(mine for _, mine in state)
+        until = task.leased_until
+        leased = store.flow.lease_slots(limits, holder, until, now, waiting=woken)
         if len(leased) < len(limits):
             store.flow.ensure_slots([s for s in slots if s.flow_key not in leased], now)
             missing = {k: v for k, v in limits.items() if k not in leased}
-            leased |= store.flow.lease_slots(missing, holder, task.leased_until, now)
+            leased |= store.flow.lease_slots(missing, holder, until, now, waiting=woken)
         blocked = [w for w in waiters if w.flow_key not in leased]
         if blocked:
             store.flow.release_slots(holder)

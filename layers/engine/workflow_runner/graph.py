@@ -20,6 +20,7 @@ from typing import Any
 
 from .definition.dsl import (
     Branch,
+    BranchResult,
     CallWorkflow,
     Compute,
     CronTrigger,
@@ -85,6 +86,15 @@ class Edge:
 
 
 @dataclass
+class Cluster:
+    """A group of nodes drawn together: one branch of a parallel (a lane)."""
+
+    id: str
+    label: str
+    node_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Flowchart:
     """Nodes and edges of one workflow, plus the marks of a run (node id -> class)."""
 
@@ -93,6 +103,7 @@ class Flowchart:
     edges: list[Edge] = field(default_factory=list)
     marks: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    clusters: list[Cluster] = field(default_factory=list)
 
     def node_for_id(self, node_id: str) -> Node | None:
         return next((node for node in self.nodes if node.id == node_id), None)
@@ -164,10 +175,18 @@ def _label(step: Step) -> tuple[str, str]:
             f"map {step.workflow} ×{step.concurrency} at once{into}{policy}{catch}",
             "subroutine",
         )
+    if isinstance(step, BranchResult):
+        value = _static(step.value)
+        return "branch result" + (f" {value}" if value else ""), "round"
     if isinstance(step, Parallel):
         into = f" → {step.result_key}" if step.result_key else ""
         policy = f", {step.completion.describe()}" if step.completion else ""
         catch = ", catch" if step.catch else ""
+        if step.branches is not None:
+            limit = f", {step.max_concurrency} at once" if step.max_concurrency else ""
+            count = len(step.branches)
+            what = f"{count} branch{'' if count == 1 else 'es'}{limit}"
+            return f"parallel ({what}){into}{policy}{catch}", "diamond"
         return f"parallel ({len(step.steps)} tasks){into}{policy}{catch}", "diamond"
     return type(step).__name__, "rect"  # pragma: no cover - every step kind is above
 
@@ -213,6 +232,8 @@ class _Builder:
         if isinstance(step, Return):
             self.chart.edges.append(Edge(node.id, "finish"))
             return []
+        if isinstance(step, BranchResult):
+            return [(node.id, "branch ends")]
         if isinstance(step, Branch):
             true_exits = self.sequence(step.on_true, (*head, (index, "t")), [(node.id, "true")])
             false_exits = self.sequence(step.on_false, (*head, (index, "f")), [(node.id, "false")])
@@ -222,6 +243,8 @@ class _Builder:
             for source, label in body:
                 self.chart.edges.append(Edge(source, node.id, label or "next item", dotted=True))
             return [(node.id, "done")]
+        if isinstance(step, Parallel) and step.branches is not None:
+            return self.branches(step, node, (*head, (index, "")))
         if isinstance(step, Parallel):
             joined: list[tuple[str, str]] = []
             for j, task in enumerate(step.steps):
@@ -234,6 +257,19 @@ class _Builder:
             )
             return body
         return [(node.id, "")]
+
+    def branches(self, step: Parallel, node: Node, at: StepKey) -> list[tuple[str, str]]:
+        """Each branch a lane (a cluster) from the parallel's node; the lanes join after it."""
+        if not step.branches:
+            return [(node.id, "nothing to run")]
+        joined: list[tuple[str, str]] = []
+        for k, lane in enumerate(step.branches):
+            first = len(self.chart.nodes)
+            *head, (index, _arm) = at
+            joined += self.sequence(lane, (*head, (index, f"b{k}")), [(node.id, f"branch {k}")])
+            ids = [n.id for n in self.chart.nodes[first:]]
+            self.chart.clusters.append(Cluster(f"{node.id}_b{k}", f"branch {k}", ids))
+        return joined
 
 
 def flowchart(definition: WorkflowDefinition) -> Flowchart:

@@ -18,6 +18,7 @@ from .dsl import (
     MAX_TASK_TIMEOUT,
     STEP_TYPES,
     Branch,
+    BranchResult,
     CallWorkflow,
     Compute,
     ForEach,
@@ -376,24 +377,65 @@ class StepBuilder:
     def parallel(
         self,
         *tasks: Step,
+        branches: Sequence[Sequence[Step]] | None = None,
+        max_concurrency: int | None = None,
         result_key: str | None = None,
         completion: Completion | None = None,
         catch: bool = False,
     ) -> Parallel:
-        """Run several tasks (`s.task(...)`, or `mail_send`/`webhook_send` with a
-        `result_key`) at once; the run goes on when all have settled. Each result lands
-        under its own key; `result_key` also gets the list of them, in order. A task
-        that fails for good and does not catch fails the run at once (the other tasks
-        are stopped: they do not run again).
+        """Run several tasks, or several branches of steps, at once; the run goes on when
+        all have settled.
+
+        Tasks (`s.task(...)`, or `mail_send`/`webhook_send` with a `result_key`): each
+        result lands under its own key; `result_key` also gets the list of them, in
+        order. A task that fails for good and does not catch fails the run at once (the
+        other tasks are stopped: they do not run again).
+
+        `branches=[[steps...], [steps...]]`: each branch is a step list that may wait,
+        call tasks or workflows and retry; it runs as a child run of an internal
+        workflow (see the docs: "Parallel branches"), at most `max_concurrency` at once
+        (default: all). It sees the run's `ctx.event` and the results stored before the
+        parallel in `ctx.steps` (its own results stay in the branch). Its result is the
+        value of its `s.branch_result(value)` step, else the value stored by its last
+        top-level step that stores one (None when none does); `result_key` gets them in
+        branch order. The first branch that fails fails the run (reason child_failed)
+        and stops the others. `s.parallel()` with nothing completes with `[]`.
 
         With `completion=Completion(...)` the step yields a batch result under
-        `result_key` instead and ends as the policy says (see Completion): the tasks
-        still waiting are stopped, and an attempt already running finishes unheard.
-        `catch=True` (only with `completion`) lets the run go on when a tolerance is
-        exceeded.
+        `result_key` instead and ends as the policy says (see Completion): the tasks or
+        branches still waiting are stopped (a task attempt already running finishes
+        unheard; a running branch is cancelled). `catch=True` (only with `completion`)
+        lets the run go on when a tolerance is exceeded.
         """
-        if not tasks:
-            raise WorkflowDefinitionError("parallel: give at least one task")
+        if branches is not None and tasks:
+            raise WorkflowDefinitionError(
+                "parallel: give tasks as arguments or branches=[[...], ...], not both"
+            )
+        if branches is not None:
+            if isinstance(branches, (str, bytes)) or not isinstance(branches, Sequence):
+                raise WorkflowDefinitionError("parallel: branches must be a list of step lists")
+            lanes = tuple(as_steps(b, f"parallel: branches[{k}]") for k, b in enumerate(branches))
+            for k, lane in enumerate(lanes):
+                if not lane:
+                    raise WorkflowDefinitionError(f"parallel: branches[{k}] has no steps")
+        elif not tasks:
+            lanes = ()  # s.parallel(): nothing to run, completes with []
+        else:
+            lanes = None
+        if max_concurrency is not None:
+            if lanes is None:
+                raise WorkflowDefinitionError(
+                    "parallel: max_concurrency applies to branches=[...] (tasks all run at once)"
+                )
+            if (
+                isinstance(max_concurrency, bool)
+                or not isinstance(max_concurrency, int)
+                or not 1 <= max_concurrency <= MAX_MAP_CONCURRENCY
+            ):
+                raise WorkflowDefinitionError(
+                    "parallel: max_concurrency must be an integer from 1 to "
+                    f"{MAX_MAP_CONCURRENCY}, not {max_concurrency!r}"
+                )
         for i, task in enumerate(tasks):
             if isinstance(task, Task) or (
                 isinstance(task, (MailSend, WebhookSend)) and task.result_key is not None
@@ -403,15 +445,21 @@ class StepBuilder:
                 continue
             raise WorkflowDefinitionError(
                 f"parallel: argument {i} is a {getattr(task, 'kind', type(task).__name__)} "
-                "step; give s.task(...) or mail_send/webhook_send with result_key="
+                "step; give s.task(...) or mail_send/webhook_send with result_key= "
+                "(or any steps as branches=[[...], ...])"
             )
         if result_key is not None and (not isinstance(result_key, str) or not result_key):
             raise WorkflowDefinitionError("parallel: result_key must be a non-empty string")
         _check_completion("parallel", completion)
         needed = completion.min_successful if completion is not None else None
-        if needed is not None and needed > len(tasks):
+        count = len(lanes) if lanes is not None else len(tasks)
+        if needed is not None and needed > count and lanes is None:
             raise WorkflowDefinitionError(
-                f"parallel: completion needs {needed} tasks to succeed, but it has {len(tasks)}"
+                f"parallel: completion needs {needed} tasks to succeed, but it has {count}"
+            )
+        if needed is not None and needed > count:
+            raise WorkflowDefinitionError(
+                f"parallel: completion needs {needed} branches to succeed, but it has {count}"
             )
         if not isinstance(catch, bool):
             raise WorkflowDefinitionError("parallel: catch must be True or False")
@@ -420,9 +468,23 @@ class StepBuilder:
                 "parallel: catch=True needs completion=Completion(...) (without one, each "
                 "task catches its own failure: s.task(..., catch=True))"
             )
+        if lanes is not None:
+            return Parallel(
+                steps=(),
+                result_key=result_key,
+                completion=completion,
+                catch=catch,
+                branches=lanes,
+                max_concurrency=max_concurrency,
+            )
         return Parallel(
             steps=tuple(tasks), result_key=result_key, completion=completion, catch=catch
         )
+
+    def branch_result(self, value: Resolver = None) -> BranchResult:
+        """End the parallel's branch this step is in, with `value` (resolvable) as the
+        branch's result. Only inside `s.parallel(branches=[...])`."""
+        return BranchResult(value=value)
 
     def return_(self, value: Resolver = None) -> Return:
         """End the run. `{"isSuccess": False, ...}` ends it as failed (reason returned_failure)."""

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 from ..errors import InvalidInput, WorkflowDefinitionError
+from .branches import BRANCH_MARK
 from .builder import StepBuilder, as_steps
 from .checks import PlacingBuilder, check_definition
 from .dsl import (
@@ -70,6 +71,11 @@ def define_workflow(
     if not isinstance(name, str) or not name.strip() or "|" in name:
         raise WorkflowDefinitionError(
             "define_workflow: name must be a non-empty string without '|'"
+        )
+    if BRANCH_MARK in name:
+        raise WorkflowDefinitionError(
+            f"define_workflow: {name!r}: names containing {BRANCH_MARK!r} are reserved for "
+            "the branches of s.parallel(branches=[...])"
         )
     if not isinstance(trigger, (EventTrigger, CronTrigger, CallTrigger)):
         raise WorkflowDefinitionError(

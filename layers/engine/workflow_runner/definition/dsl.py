@@ -279,7 +279,8 @@ class Map:
 @dataclass(frozen=True)
 class Parallel:
     """Tasks (or deliveries with a result_key) run at once; the run goes on when all
-    have settled."""
+    have settled. With `branches` (not None), step lists instead: each branch runs as a
+    child run (definition/branches.py), at most `max_concurrency` at once."""
 
     steps: tuple[Step, ...]
     result_key: str | None
@@ -287,6 +288,16 @@ class Parallel:
     completion: Completion | None = field(default=None, metadata=ADDED_LATER)
     # With a completion policy: an exceeded tolerance lets the run go on with the batch.
     catch: bool = field(default=False, metadata=ADDED_LATER)
+    branches: tuple[tuple[Step, ...], ...] | None = field(default=None, metadata=ADDED_LATER)
+    max_concurrency: int | None = field(default=None, metadata=ADDED_LATER)
+
+
+@dataclass(frozen=True)
+class BranchResult:
+    """End a parallel's branch with `value` as its result."""
+
+    value: Resolver
+    kind: str = "branch_result"
 
 
 @dataclass(frozen=True)
@@ -310,6 +321,7 @@ Step: TypeAlias = (
     | Parallel
     | Return
     | WaitForCallback
+    | BranchResult
 )
 
 
@@ -357,6 +369,7 @@ STEP_TYPES = (
     Parallel,
     Return,
     WaitForCallback,
+    BranchResult,
 )
 # The largest `concurrency` of a map (children running at once for one map step).
 MAX_MAP_CONCURRENCY = 10_000
@@ -381,6 +394,9 @@ class WorkflowDefinition:
     # What its waiting runs resume on once it is gone (definition/shape.py): "shape" or
     # "exact". Not part of the fingerprint.
     pinning: Literal["shape", "exact"] = "shape"
+    # Set on the internal workflow of a parallel's branch (definition/branches.py): a
+    # BranchOf. Not part of the fingerprint (a branch's derives from its parent's).
+    branch_of: Any = None
 
     def key_for(self, event: DomainEvent) -> str | None:
         """Return the idempotency key for a trigger event (None when the workflow has none)."""

@@ -33,6 +33,7 @@ from ..definition import (
     WebhookSend,
     WorkflowDefinition,
 )
+from ..definition.branches import family_base
 from ..definition.dsl import Branch, ForEach, Step, Wait
 from ..step_paths import describe_path
 from ..step_requests import task_key
@@ -131,6 +132,14 @@ def _same_tasks(step: Parallel, suspension: TasksScheduled) -> bool:
 
 
 def _same_join(step: Step, suspension: ChildrenWaiting) -> bool:
+    family = family_base(suspension.child_workflow)
+    if family is not None:  # a parallel of branches: the same branches at the same place
+        return (
+            isinstance(step, Parallel)
+            and step.branches is not None
+            and len(step.branches) == suspension.children
+            and step.result_key == suspension.result_key
+        )
     if suspension.join_kind == "call":
         kind_agrees = isinstance(step, CallWorkflow) and step.wait
     else:
@@ -153,6 +162,8 @@ def describe_step(definition: WorkflowDefinition, step: Step) -> str:
     if isinstance(step, Task) or (isinstance(step, (MailSend, WebhookSend)) and step.result_key):
         assert isinstance(step, (Task, MailSend, WebhookSend))
         return f"a {step.kind} {task_key(step)!r}"
+    if isinstance(step, Parallel) and step.branches is not None:
+        return f"a parallel of {len(step.branches)} branch(es) under {step.result_key!r}"
     if isinstance(step, Parallel):
         keys = [task_key(s) for s in step.steps if isinstance(s, (Task, MailSend, WebhookSend))]
         return f"a parallel of {keys} under {step.result_key!r}"
@@ -173,6 +184,8 @@ def suspension_text(suspension: Suspension | StepWaitingForCallback) -> str:
         return f"a {suspension.step_kind} {suspension.task_key!r}"
     if isinstance(suspension, TasksScheduled):
         return f"a parallel of {list(suspension.keys)} under {suspension.result_key!r}"
+    if isinstance(suspension, ChildrenWaiting) and family_base(suspension.child_workflow):
+        return f"a parallel of {suspension.children} branch(es) under {suspension.result_key!r}"
     if isinstance(suspension, ChildrenWaiting):
         kind = "call_workflow" if suspension.join_kind == "call" else "map"
         return f"a {kind} of {suspension.child_workflow!r} under {suspension.result_key!r}"

@@ -44,6 +44,7 @@ from ..definition import (
     WorkflowInfo,
     WorkflowRegistry,
 )
+from ..definition.branches import branch_context, is_branch_name
 from ..pass_result import WorkflowStepError
 from ..ports import HttpSender, Mailer
 from ..redaction import exception_for_log
@@ -256,9 +257,13 @@ def _run_function(
     if trigger is None:
         raise _Failure("TriggerEventUnavailable", True, "trigger_event_unavailable")
     stored = store.results.of_run(task.tenant_id, task.run_id)
+    steps = dict(stored.values)
+    if is_branch_name(task.workflow_name):
+        # A parallel's branch sees its parent's event and results (its own over them).
+        trigger, steps = branch_context(trigger, steps)
     ctx = StepContext(
         event=trigger,
-        steps=dict(stored.values),
+        steps=steps,
         scope=dict(task.scope),
         workflow=WorkflowInfo(
             run_id=task.run_id,

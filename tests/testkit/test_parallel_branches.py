@@ -113,6 +113,13 @@ def workflows() -> list[WorkflowDefinition]:
             ],
         ),
         define_workflow(
+            name="sneaky",
+            trigger=on_event("sneaky.go"),
+            idempotency_key=Event.payload["id"],
+            steps=lambda s: [s.call_workflow("two-waits/1/branch-2", result_key="r")],
+            register=False,
+        ),
+        define_workflow(
             name="price",
             trigger=on_call(),
             steps=lambda s: [s.return_({"price": 10})],
@@ -225,3 +232,21 @@ def test_the_parent_timeline_names_the_branches(env: WorkflowTestEnv) -> None:
     run = go(env, "two-waits")
     text = next(e.text for e in run.events if e.type == ev.CHILDREN_WAITING)
     assert "parallel of 3 branch(es)" in text
+
+
+def test_a_branch_is_no_workflow_anything_else_may_start(env: WorkflowTestEnv) -> None:
+    run = go(env, "sneaky")
+    assert (run.status, run.reason) == ("failed", "child_failed")
+    assert not [r for r in env.runs(tenant=TENANT_A) if r.workflow == "two-waits/1/branch-2"]
+
+
+def test_stub_task_reaches_a_task_inside_a_branch(env: WorkflowTestEnv) -> None:
+    env.stub_task("third", lambda ctx: {"stubbed": True})
+    run = go(env, "two-waits")
+    env.advance("PT2H")
+    run = again(env, run)
+    assert run.status == "completed"
+    assert run.result[2] == {"fixed": 1}
+    third = [r for r in branch_runs(env, run) if r.workflow.endswith("branch-2")][0]
+    assert third.steps["third"] == {"stubbed": True}
+    assert "third" not in [c[0] for c in CALLS]

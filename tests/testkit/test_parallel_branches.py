@@ -247,6 +247,6 @@ def test_stub_task_reaches_a_task_inside_a_branch(env: WorkflowTestEnv) -> None:
     run = again(env, run)
     assert run.status == "completed"
     assert run.result[2] == {"fixed": 1}
-    third = [r for r in branch_runs(env, run) if r.workflow.endswith("branch-2")][0]
+    third = next(r for r in branch_runs(env, run) if r.workflow.endswith("branch-2"))
     assert third.steps["third"] == {"stubbed": True}
     assert "third" not in [c[0] for c in CALLS]

@@ -45,8 +45,8 @@ class WorkflowInfo:
     `retry_attempt` is the attempt of the innermost retry (1 outside one) or, inside a
     task's function, the task's attempt; `task_key` (in a task's function only) is the
     attempt group's idempotency key: the same for every attempt of this task.
-    `map_index` is the index of the item a map started this run for (0-based; None in a
-    run no map started).
+    `map_index` is the index of the item a map started this run for, or of the branch a
+    parallel's branch runs (0-based; None in a run no map or parallel started).
     """
 
     run_id: str

@@ -113,6 +113,17 @@ def workflows() -> list[WorkflowDefinition]:
             ],
         ),
         define_workflow(
+            name="heavy",
+            trigger=on_event("heavy.go"),
+            idempotency_key=Event.payload["id"],
+            steps=lambda s: [
+                s.compute("a", lambda ctx: "x" * 150_000),
+                s.compute("b", lambda ctx: "y" * 150_000),
+                s.parallel(branches=[[s.compute("c", lambda ctx: 1)]], result_key="r"),
+            ],
+            register=False,
+        ),
+        define_workflow(
             name="sneaky",
             trigger=on_event("sneaky.go"),
             idempotency_key=Event.payload["id"],
@@ -250,3 +261,9 @@ def test_stub_task_reaches_a_task_inside_a_branch(env: WorkflowTestEnv) -> None:
     third = next(r for r in branch_runs(env, run) if r.workflow.endswith("branch-2"))
     assert third.steps["third"] == {"stubbed": True}
     assert "third" not in [c[0] for c in CALLS]
+
+
+def test_a_branch_input_over_the_size_limit_fails_the_step(env: WorkflowTestEnv) -> None:
+    run = go(env, "heavy")  # each result fits; the run's results together do not
+    assert (run.status, run.reason) == ("failed", "result_not_storable")
+    assert not [r for r in env.runs(tenant=TENANT_A) if r.workflow.startswith("heavy/")]

@@ -33,7 +33,7 @@ from ..definition import (
     WebhookSend,
     WorkflowDefinition,
 )
-from ..definition.branches import family_base
+from ..definition.branches import family_base, family_name, static_place
 from ..definition.dsl import Branch, ForEach, Step, Wait
 from ..step_paths import describe_path
 from ..step_requests import task_key
@@ -110,7 +110,7 @@ def refusal(
     elif isinstance(suspension, TasksScheduled):
         same = isinstance(step, Parallel) and _same_tasks(step, suspension)
     else:
-        same = _same_join(step, suspension)
+        same = _same_join(step, suspension, target, to)
     if same:
         return None
     return (
@@ -131,11 +131,15 @@ def _same_tasks(step: Parallel, suspension: TasksScheduled) -> bool:
     )
 
 
-def _same_join(step: Step, suspension: ChildrenWaiting) -> bool:
+def _same_join(
+    step: Step, suspension: ChildrenWaiting, target: WorkflowDefinition, to: Path
+) -> bool:
     family = family_base(suspension.child_workflow)
-    if family is not None:  # a parallel of branches: the same branches at the same place
+    if family is not None:  # a parallel of branches: as many, at the same place
+        place = family_name(target.name, static_place(to), target.version)
         return (
-            isinstance(step, Parallel)
+            family == family_base(place)
+            and isinstance(step, Parallel)
             and step.branches is not None
             and len(step.branches) == suspension.children
             and step.result_key == suspension.result_key

@@ -427,7 +427,7 @@ class Driver:
 # --- histories and invariants ----------------------------------------------------------
 
 # Instants that depend on when a pass ran (a crash delays it), not on what it did.
-_TIME_KEYS = frozenset({"wakeAt", "timeoutAt", "lookbackFrom", "retryAt"})
+_TIME_KEYS = frozenset({"wakeAt", "timeoutAt", "lookbackFrom", "retryAt", "firstCheckAt"})
 # A crash costs a delivery an attempt (its lease runs out): which attempt delivered a
 # request depends on the crashes, not on what was delivered.
 _DISPATCH_CRASH_KEYS = _TIME_KEYS | {"attempt"}

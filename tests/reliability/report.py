@@ -35,6 +35,10 @@ ROWS = [
     ("composition_crash_count", "... of them in the worker counting settled children into joins"),
     ("composition_crash_cancel", "... of them in an operator's cancel of a parent"),
     ("composition_crash_redrive", "... of them in an operator's redrive of a failed parent"),
+    (
+        "condition_crash_points",
+        "... of them around wait_for_condition (a check and its checkpoint, the timers between)",
+    ),
     ("process_kills", "real SIGKILLs of a worker process (mid-transaction included)"),
     ("server_restarts", "PostgreSQL restarts in the middle of a load"),
     ("killed_connections", "backend connections killed under a warm handler"),

@@ -5,6 +5,7 @@ Public API::
     from workflow_runner import define_workflow, on_event, on_cron, on_call, run_id_for, RetryPolicy
     from workflow_runner import Completion, TaskInterrupted   # map/parallel batches, tasks
     from workflow_runner import Event, Steps, Scope, ref      # references, no lambda needed
+    from workflow_runner import Done, Continue                 # what a condition's check returns
     from workflow_runner.match import eq, in_, all_of, ...     # EventMatch builders
     from workflow_runner.testing import WorkflowTestEnv        # tests of your workflows
 """
@@ -14,7 +15,9 @@ from __future__ import annotations
 from .clock import Clock, ManualClock, SystemClock
 from .definition import (
     Completion,
+    Continue,
     DomainEvent,
+    Done,
     RetryPolicy,
     StepContext,
     TaskInterrupted,
@@ -43,7 +46,9 @@ from .refs import Event, Scope, Steps, ref
 __all__ = [
     "Clock",
     "Completion",
+    "Continue",
     "DomainEvent",
+    "Done",
     "Event",
     "InvalidInput",
     "ManualClock",

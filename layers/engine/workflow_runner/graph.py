@@ -3,7 +3,8 @@
 The step tree becomes nodes and edges: a sequence is a chain, a branch a diamond with
 a `true` and a `false` arm that join again, a for_each and a retry a node with a loop
 edge back from the end of their body, waits and wait_for_event rounded and hexagonal
-nodes. With a run, the nodes its recorded paths went through are marked `visited`
+nodes, a wait_for_condition a hexagon with a loop edge onto itself (check, wait, check
+again). With a run, the nodes its recorded paths went through are marked `visited`
 and the step it is at (waiting) or failed at is marked `current` / `failed`.
 
 A run's stream records paths where something happened: suspensions, resumes,
@@ -35,6 +36,7 @@ from .definition.dsl import (
     Task,
     Wait,
     WaitForCallback,
+    WaitForCondition,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -59,6 +61,7 @@ from .stream import (
     StepStopped,
     StepWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     TaskFailed,
     TaskScheduled,
@@ -150,6 +153,15 @@ def _label(step: Step) -> tuple[str, str]:
     if isinstance(step, WaitForCallback):
         timeout = _static(step.timeout) or "(computed)"
         return f"wait for callback → {step.result_key}, timeout {timeout}", "hexagon"
+    if isinstance(step, WaitForCondition):
+        pace = step.every if step.backoff == "fixed" else f"from {step.every} doubling"
+        if step.cap:
+            pace += f" to {step.cap}"
+        limits = [f"≤{step.max_attempts} checks"] if step.max_attempts else []
+        limits += [f"timeout {step.timeout}"] if step.timeout else []
+        tail = f", {', '.join(limits)}" if limits else ""
+        catch = ", catch" if step.catch else ""
+        return f"wait for condition → {step.key}, every {pace}{tail}{catch}", "hexagon"
     if isinstance(step, Return):
         value = step.value
         failed = isinstance(value, dict) and value.get("isSuccess") is False
@@ -250,6 +262,12 @@ class _Builder:
             for j, task in enumerate(step.steps):
                 joined += self.step(task, (*head, (index, ""), (j, "")), [(node.id, "at once")])
             return joined
+        if isinstance(step, WaitForCondition):
+            # Drawn as a loop: check, wait, check again, until Done (or it gives up).
+            self.chart.edges.append(
+                Edge(node.id, node.id, "not yet: wait, check again", dotted=True)
+            )
+            return [(node.id, "done")]
         if isinstance(step, Retry):
             body = self.sequence(step.do, (*head, (index, "")), [(node.id, "attempt")])
             self.chart.edges.append(
@@ -388,13 +406,16 @@ def mark_run(
             if node is not None:
                 chart.notes[node.id] = f"stopped early: {fact.reason}"
         waits = (StepWaiting, StepWaitingForEvent, RetryScheduled, TaskScheduled)
-        if isinstance(fact, (*waits, StepWaitingForCallback)):
+        if isinstance(fact, (*waits, StepWaitingForCallback, StepWaitingForCondition)):
             key = _key_of(fact.entry_path)
             _visit(chart, key)
             if isinstance(fact, TaskScheduled):
                 note = f"waiting for {fact.step_kind} {fact.task_key!r}"
             elif isinstance(fact, RetryScheduled):
                 note = f"retry {fact.attempt}/{fact.max_attempts} failed, next at"
+                note += f" {format_instant(fact.wake_at)}"
+            elif isinstance(fact, StepWaitingForCondition):
+                note = f"condition not met on check {fact.attempts}, next check at"
                 note += f" {format_instant(fact.wake_at)}"
             elif isinstance(fact, StepWaiting):
                 note = f"waiting until {format_instant(fact.wake_at)}"

@@ -79,9 +79,38 @@ class CallbackNotReached(WorkflowStepError):
         )
 
 
+class ConditionCheckFailed(WorkflowStepError):
+    """A wait_for_condition's check raised (or returned neither Done nor Continue): the
+    step fails at once, without another check. Carries the class of what it raised."""
+
+    reason = "condition_check_failed"
+
+    def __init__(self, key: str, error_class: str, attempts: int, detail: str = "") -> None:
+        # The raw text (the log's only, as redaction allows) keeps the check's message.
+        text = f"the check of condition {key!r} failed on check {attempts} ({error_class})"
+        super().__init__(f"{text}: {detail}" if detail else text)
+        self.error_class = error_class
+        self.attempts = attempts
+
+
+class ConditionNotMet(WorkflowStepError):
+    """A wait_for_condition ran out of checks (max_attempts) or of time (timeout) before
+    its check returned Done."""
+
+    reason = "condition_not_met"
+
+    def __init__(self, key: str, attempts: int, why: str) -> None:
+        super().__init__(f"condition {key!r} not met after {attempts} check(s) ({why})")
+        self.error_class = "ConditionNotMet"
+        self.attempts = attempts
+
+
 def describe_step_error(error: BaseException) -> str:
     """The generic text stored for a failed step; the raw message goes to the log only."""
-    if isinstance(error, (TaskFailedError, ChildFailedError, ToleranceExceededError)):
+    if isinstance(
+        error,
+        (TaskFailedError, ChildFailedError, ToleranceExceededError, ConditionCheckFailed),
+    ):
         return f"workflow step failed ({error.error_class})"
     name = type(error).__name__ if isinstance(error, Exception) else ""
     return f"workflow step failed ({name})" if name else "workflow step failed (unknown error)"
@@ -138,6 +167,20 @@ class CallbackWait:
 
 @fast_init
 @dataclass(frozen=True)
+class ConditionWait:
+    """A wait_for_condition's checkpoint: `attempts` checks done, the last one's state
+    (what the next check receives), when the first check ran, and the limits."""
+
+    key: str
+    attempts: int
+    state: Any
+    first_check_at: datetime
+    max_attempts: int | None = None
+    deadline: datetime | None = None
+
+
+@fast_init
+@dataclass(frozen=True)
 class ChildSpec:
     """One child run a join starts: its idempotency key, run id and input."""
 
@@ -179,6 +222,7 @@ class Suspension:
         "tasks-scheduled",
         "children-waiting",
         "waiting-for-callback",
+        "waiting-for-condition",
     ]
     path: Path
     wake_at: datetime
@@ -186,6 +230,7 @@ class Suspension:
     retry: RetryWait | None = None
     task: TaskWait | None = None
     callback: CallbackWait | None = None
+    condition: ConditionWait | None = None
     tasks: tuple[TaskWait, ...] = ()  # parallel
     result_key: str | None = None  # parallel: the list of the tasks' results
     # parallel, when a redrive kept some tasks' outcomes: every task's key, in order
@@ -219,6 +264,18 @@ class ResumedTask:
 
     path: Path
     failure: TaskFailedError | ChildFailedError | ToleranceExceededError | None = None
+
+
+@fast_init
+@dataclass(frozen=True)
+class ResumedCondition:
+    """The wait_for_condition a resume re-enters at (`path`) and its last checkpoint:
+    the next check is check `attempts + 1`, with `state`."""
+
+    path: Path
+    attempts: int
+    state: Any
+    first_check_at: datetime
 
 
 @fast_init

@@ -38,6 +38,7 @@ from .stream import (
     StepStopped,
     StepWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     SuspensionFact,
     TaskAttemptFailed,
@@ -84,6 +85,13 @@ def describe_event(e: StoredEvent) -> str:
         return (
             f"step {f.step_index}: wait for a callback (result {f.result_key!r}) "
             f"until {instant(f.timeout_at)}"
+        )
+    if isinstance(f, StepWaitingForCondition):
+        limits = f" of {f.max_attempts}" if f.max_attempts else ""
+        deadline = f", gives up at {instant(f.timeout_at)}" if f.timeout_at else ""
+        return (
+            f"step {f.step_index}: condition {f.key!r} not met on check {f.attempts}{limits}, "
+            f"next check at {instant(f.wake_at)}{deadline}"
         )
     if isinstance(f, CallbackCompleted):
         return f"step {f.step_index}: callback completed (payload: event {f.event_id})"

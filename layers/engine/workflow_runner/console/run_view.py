@@ -19,6 +19,7 @@ from ..stream import (
     RunStarted,
     RunState,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     SuspensionFact,
     TaskScheduled,
     TasksScheduled,
@@ -328,6 +329,22 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
             "p",
             f"Waiting at step {waits.step_index} for {waits.children} child run(s) of "
             f"{family_base(waits.child_workflow) or waits.child_workflow}",
+            class_="where",
+        )
+    elif isinstance(state.suspension, StepWaitingForCondition):
+        condition = state.suspension
+        where = el(
+            "p",
+            f"Waiting at step {condition.step_index} for condition {condition.key!r}: "
+            f"not met on check {condition.attempts}"
+            + (f" of {condition.max_attempts}" if condition.max_attempts else "")
+            + ", next check ",
+            when(condition.due_at, view.now),
+            *(
+                [", gives up ", when(condition.timeout_at, view.now)]
+                if condition.timeout_at is not None
+                else []
+            ),
             class_="where",
         )
     elif isinstance(state.suspension, StepWaitingForCallback):

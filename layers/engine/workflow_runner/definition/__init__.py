@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .builder import StepBuilder
 from .completion import Completion
+from .conditions import Continue, Done
 from .define import define_workflow
 from .dsl import (
     Branch,
@@ -26,6 +27,7 @@ from .dsl import (
     Trigger,
     Wait,
     WaitForCallback,
+    WaitForCondition,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -52,8 +54,10 @@ __all__ = [
     "CallWorkflow",
     "Completion",
     "Compute",
+    "Continue",
     "CronTrigger",
     "DomainEvent",
+    "Done",
     "EventTrigger",
     "ForEach",
     "MailSend",
@@ -71,6 +75,7 @@ __all__ = [
     "Trigger",
     "Wait",
     "WaitForCallback",
+    "WaitForCondition",
     "WaitForEvent",
     "WebhookSend",
     "WorkflowDefinition",

@@ -12,12 +12,11 @@ from ..errors import WorkflowDefinitionError
 from ..match import validate_event_match
 from ..refs import contains_refs
 from .builder_checks import _check_child, _check_completion, _check_delivery
-from .checks import Unbuilt
 from .completion import Completion
+from .conditions import ConditionBackoff, condition_step
 from .dsl import (
     MAX_MAP_CONCURRENCY,
     MAX_TASK_TIMEOUT,
-    STEP_TYPES,
     Branch,
     BranchResult,
     CallWorkflow,
@@ -34,26 +33,13 @@ from .dsl import (
     Task,
     Wait,
     WaitForCallback,
+    WaitForCondition,
     WaitForEvent,
     WebhookSend,
 )
+from .parallel_args import build_parallel
 from .retry import BackoffKind, JitterKind, RetryPolicy, check_backoff
-
-
-def as_steps(value: object, where: str) -> tuple[Step, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise WorkflowDefinitionError(f"{where} must be a list of steps")
-    steps = tuple(value)
-    for i, step in enumerate(steps):
-        # Unbuilt: a step the builder refused, reported with its place once the tree is built.
-        if not isinstance(step, (*STEP_TYPES, Unbuilt)):
-            raise WorkflowDefinitionError(
-                f"{where}[{i}] is not a step (got {type(step).__name__}); "
-                "build steps with the builder passed to steps=lambda s: [...]"
-            )
-    return steps
+from .step_lists import as_steps
 
 
 class StepBuilder:
@@ -150,6 +136,53 @@ class StepBuilder:
         if isinstance(timeout, str) and timeout.startswith("P"):
             parse_duration(timeout)
         return WaitForCallback(result_key=result_key, timeout=timeout)
+
+    def wait_for_condition(
+        self,
+        key: str,
+        check: Callable[[StepContext, Any], Any],
+        initial: Resolver = None,
+        every: str = "PT30S",
+        backoff: ConditionBackoff = "fixed",
+        cap: str | None = None,
+        max_attempts: int | None = None,
+        timeout: str | None = None,
+        catch: bool = False,
+    ) -> WaitForCondition:
+        """Poll: run `check(ctx, state)` now, and again after each delay until it
+        returns `Done(value)`; `value` then lands under `key`.
+
+        `check` returns `Done(value)` or `Continue(new_state)` (both from
+        `workflow_runner`); `state` is `initial` (resolvable) for the first check and
+        the last `Continue`'s state after. Each check is recorded with its state on the
+        run's stream, and the run holds nothing while it waits: the delays are durable
+        timers, as `s.wait`'s. A crash repeats only the check it interrupted, with the
+        state recorded before it.
+
+        Args:
+            key: where Done's value lands (unique in the workflow).
+            check: a function of ctx and the state; runs in the pass, so keep it short
+                (call a slow service from a `s.task` before it, or keep the check quick).
+            initial: the first check's state (JSON; a value, a reference or a function
+                of ctx).
+            every: ISO-8601 duration between checks (the first delay, exponential).
+            backoff: "fixed" (every delay is `every`) or "exponential" (delay n is
+                `every * 2**(n-1)`).
+            cap: the longest delay (exponential only; default: no cap).
+            max_attempts: the most checks (the first included); None: no limit.
+            timeout: ISO-8601 duration from the first check after which the wait gives
+                up (a last check runs at that instant); None: no limit.
+            catch: on failure go on with `{"failed": true, "reason": ..., "error":
+                "<Class>" (a check that raised), "attempts": n}` under `key` instead of
+                failing the run.
+
+        A check that raises (or returns something else) fails the step at once with
+        reason `condition_check_failed`; running out of checks or time fails it with
+        `condition_not_met`.
+        """
+        return condition_step(
+            key, check, initial, every, backoff, cap, max_attempts, timeout, catch
+        )
 
     def retry(
         self,
@@ -408,79 +441,7 @@ class StepBuilder:
         unheard; a running branch is cancelled). `catch=True` (only with `completion`)
         lets the run go on when a tolerance is exceeded.
         """
-        if branches is not None and tasks:
-            raise WorkflowDefinitionError(
-                "parallel: give tasks as arguments or branches=[[...], ...], not both"
-            )
-        if branches is not None:
-            if isinstance(branches, (str, bytes)) or not isinstance(branches, Sequence):
-                raise WorkflowDefinitionError("parallel: branches must be a list of step lists")
-            lanes = tuple(as_steps(b, f"parallel: branches[{k}]") for k, b in enumerate(branches))
-            for k, lane in enumerate(lanes):
-                if not lane:
-                    raise WorkflowDefinitionError(f"parallel: branches[{k}] has no steps")
-        elif not tasks:
-            lanes = ()  # s.parallel(): nothing to run, completes with []
-        else:
-            lanes = None
-        if max_concurrency is not None:
-            if lanes is None:
-                raise WorkflowDefinitionError(
-                    "parallel: max_concurrency applies to branches=[...] (tasks all run at once)"
-                )
-            if (
-                isinstance(max_concurrency, bool)
-                or not isinstance(max_concurrency, int)
-                or not 1 <= max_concurrency <= MAX_MAP_CONCURRENCY
-            ):
-                raise WorkflowDefinitionError(
-                    "parallel: max_concurrency must be an integer from 1 to "
-                    f"{MAX_MAP_CONCURRENCY}, not {max_concurrency!r}"
-                )
-        for i, task in enumerate(tasks):
-            if isinstance(task, Task) or (
-                isinstance(task, (MailSend, WebhookSend)) and task.result_key is not None
-            ):
-                continue
-            if isinstance(task, Unbuilt):
-                continue
-            raise WorkflowDefinitionError(
-                f"parallel: argument {i} is a {getattr(task, 'kind', type(task).__name__)} "
-                "step; give s.task(...) or mail_send/webhook_send with result_key= "
-                "(or any steps as branches=[[...], ...])"
-            )
-        if result_key is not None and (not isinstance(result_key, str) or not result_key):
-            raise WorkflowDefinitionError("parallel: result_key must be a non-empty string")
-        _check_completion("parallel", completion)
-        needed = completion.min_successful if completion is not None else None
-        count = len(lanes) if lanes is not None else len(tasks)
-        if needed is not None and needed > count and lanes is None:
-            raise WorkflowDefinitionError(
-                f"parallel: completion needs {needed} tasks to succeed, but it has {count}"
-            )
-        if needed is not None and needed > count:
-            raise WorkflowDefinitionError(
-                f"parallel: completion needs {needed} branches to succeed, but it has {count}"
-            )
-        if not isinstance(catch, bool):
-            raise WorkflowDefinitionError("parallel: catch must be True or False")
-        if catch and completion is None:
-            raise WorkflowDefinitionError(
-                "parallel: catch=True needs completion=Completion(...) (without one, each "
-                "task catches its own failure: s.task(..., catch=True))"
-            )
-        if lanes is not None:
-            return Parallel(
-                steps=(),
-                result_key=result_key,
-                completion=completion,
-                catch=catch,
-                branches=lanes,
-                max_concurrency=max_concurrency,
-            )
-        return Parallel(
-            steps=tuple(tasks), result_key=result_key, completion=completion, catch=catch
-        )
+        return build_parallel(tasks, branches, max_concurrency, result_key, completion, catch)
 
     def branch_result(self, value: Resolver = None) -> BranchResult:
         """End the parallel's branch this step is in, with `value` (resolvable) as the

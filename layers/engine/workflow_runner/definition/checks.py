@@ -50,6 +50,7 @@ from .dsl import (
     Task,
     Wait,
     WaitForCallback,
+    WaitForCondition,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -350,6 +351,7 @@ def _arguments(step: Step) -> list[tuple[str, Any]]:
         Return: ("value",),
         BranchResult: ("value",),
         WaitForCallback: ("timeout",),
+        WaitForCondition: ("initial",),
     }
     return [(name, getattr(step, name)) for name in names.get(type(step), ())]
 
@@ -365,7 +367,7 @@ def _address(value: Any) -> bool:
 
 
 def _written_keys(step: Step) -> list[str]:
-    if isinstance(step, (Compute, Task)):
+    if isinstance(step, (Compute, Task, WaitForCondition)):
         return [step.key]
     if isinstance(step, (WaitForEvent, WaitForCallback)):
         return [step.result_key]

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from ..errors import InvalidInput, WorkflowDefinitionError
 from .branches import BRANCH_MARK
-from .builder import StepBuilder, as_steps
+from .builder import StepBuilder
 from .checks import PlacingBuilder, check_definition
 from .dsl import (
     CallTrigger,
@@ -22,6 +22,7 @@ from .dsl import (
 from .fingerprint import compute_fingerprint
 from .registry import default_registry
 from .shape import PINNINGS
+from .step_lists import as_steps
 
 
 def define_workflow(

@@ -301,6 +301,24 @@ class BranchResult:
 
 
 @dataclass(frozen=True)
+class WaitForCondition:
+    """Check a condition now and then until it holds: `check(ctx, state)` returns
+    Done(value) (the value lands under `key`) or Continue(new_state); between checks
+    the run waits `every` (fixed) or doubling from it (exponential), at most `cap`."""
+
+    key: str
+    check: Callable[[StepContext, Any], Any]
+    initial: Resolver = None
+    every: str = "PT30S"
+    backoff: str = "fixed"
+    cap: str | None = None
+    max_attempts: int | None = None
+    timeout: str | None = None
+    catch: bool = False
+    kind: str = "wait_for_condition"
+
+
+@dataclass(frozen=True)
 class Return:
     value: Resolver
     kind: str = "return"
@@ -322,6 +340,7 @@ Step: TypeAlias = (
     | Return
     | WaitForCallback
     | BranchResult
+    | WaitForCondition
 )
 
 
@@ -348,6 +367,7 @@ SUSPENDING_KINDS = frozenset(
         "map",
         "parallel",
         "wait_for_callback",
+        "wait_for_condition",
     }
 )
 # The longest attempt a task may ask for: it must fit in the worker Lambda's run.
@@ -370,6 +390,7 @@ STEP_TYPES = (
     Return,
     WaitForCallback,
     BranchResult,
+    WaitForCondition,
 )
 # The largest `concurrency` of a map (children running at once for one map step).
 MAX_MAP_CONCURRENCY = 10_000

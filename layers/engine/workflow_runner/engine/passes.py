@@ -19,6 +19,7 @@ from ..interpreter import Interpreter
 from ..pass_result import (
     ChildFailedError,
     Reentry,
+    ResumedCondition,
     ResumedTask,
     TaskFailedError,
     ToleranceExceededError,
@@ -31,6 +32,7 @@ from ..stream import (
     RunStarted,
     RunState,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     SuspensionFact,
     TaskCompleted,
@@ -371,6 +373,12 @@ def continue_run(
     resumed_task = redo.resumed_task if redo is not None else None
     if redo is None and work is not None and isinstance(suspension, WORK_SUSPENSIONS):
         resumed_task = ResumedTask(path, work_failure(suspension, work))
+    condition = None
+    if isinstance(suspension, StepWaitingForCondition):
+        # The next check starts from the last checkpoint (a redrive's too).
+        condition = ResumedCondition(
+            path, suspension.attempts, suspension.condition_state, suspension.first_check_at
+        )
     assert state.started_at is not None
     result = Interpreter(
         definition,
@@ -385,6 +393,7 @@ def continue_run(
         written=restored.written,
         resumed_task=resumed_task,
         reentry=redo.reentry if redo is not None else None,
+        resumed_condition=condition,
         callback_secret=state.started.callback_secret if state.started else None,
         parent_run_id=state.started.parent_run_id if state.started else None,
         map_index=state.started.map_index if state.started else None,

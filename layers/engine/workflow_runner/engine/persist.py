@@ -32,6 +32,7 @@ from ..stream import (
     RunStatus,
     StepWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     TaskScheduled,
     TasksScheduled,
@@ -65,6 +66,7 @@ SuspensionEvent = (
     | TasksScheduled
     | ChildrenWaiting
     | StepWaitingForCallback
+    | StepWaitingForCondition
 )
 
 
@@ -111,6 +113,19 @@ def suspension_fact(suspension: Suspension, common: dict[str, Any]) -> Suspensio
             result_key=callback.result_key,
             token_hash=callback.token_hash,
             timeout_at=suspension.wake_at,
+        )
+    if suspension.kind == "waiting-for-condition":
+        condition = suspension.condition
+        assert condition is not None
+        return StepWaitingForCondition(
+            **common,
+            key=condition.key,
+            attempts=condition.attempts,
+            condition_state=condition.state,
+            wake_at=suspension.wake_at,
+            first_check_at=condition.first_check_at,
+            max_attempts=condition.max_attempts,
+            timeout_at=condition.deadline,
         )
     if suspension.kind == "tasks-scheduled":
         return TasksScheduled(

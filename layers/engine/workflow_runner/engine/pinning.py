@@ -27,6 +27,7 @@ from ..stream import (
     RETRY_SCHEDULED,
     STEP_WAITING,
     STEP_WAITING_FOR_CALLBACK,
+    STEP_WAITING_FOR_CONDITION,
     STEP_WAITING_FOR_EVENT,
     TASK_SCHEDULED,
     Path,
@@ -133,6 +134,7 @@ _WAIT_KINDS = {
     RETRY_SCHEDULED: "retry",
     TASK_SCHEDULED: "task",
     STEP_WAITING_FOR_CALLBACK: "wait_for_callback",
+    STEP_WAITING_FOR_CONDITION: "wait_for_condition",
 }
 
 

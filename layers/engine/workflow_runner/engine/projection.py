@@ -35,6 +35,7 @@ from ..stream import (
     StepResumed,
     StepWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     Suspension,
     TaskCompleted,
@@ -96,7 +97,7 @@ class _PendingDeletes:
 
 def _pending_row(
     e: StoredEvent,
-    fact: Suspension | StepWaitingForCallback,
+    fact: Suspension | StepWaitingForCallback | StepWaitingForCondition,
     lookback_after: Cursor | None = None,
 ) -> NewPendingRow:
     wait = fact if isinstance(fact, StepWaitingForEvent) else None
@@ -197,7 +198,13 @@ _READS_PAYLOAD = frozenset(
 )
 _DROPS_ROW = frozenset({StepResumed.TYPE, *TERMINAL_TYPES})
 # The suspensions with a time of their own (what `horizon_seconds` returns when due soon).
-_TIMED_SUSPENSIONS = (StepWaiting, StepWaitingForEvent, RetryScheduled, StepWaitingForCallback)
+_TIMED_SUSPENSIONS = (
+    StepWaiting,
+    StepWaitingForEvent,
+    RetryScheduled,
+    StepWaitingForCallback,
+    StepWaitingForCondition,
+)
 _TIMED = frozenset(cls.TYPE for cls in _TIMED_SUSPENSIONS)
 
 

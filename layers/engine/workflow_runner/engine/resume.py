@@ -27,6 +27,7 @@ from ..stream import (
     StepResumed,
     StepWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     TaskScheduled,
     TasksScheduled,
@@ -167,12 +168,13 @@ def _resume_all(
 
 
 def _reads_nothing_more(claim: _Claim) -> bool:
-    """A claim whose pass needs nothing beyond what the batch read: a timer's or a
-    retry's suspension (no awaited payload, no outcome of work) of release 0.2 on (a 0.1
-    suspension's results are read again)."""
+    """A claim whose pass needs nothing beyond what the batch read: a timer's, a
+    retry's or a condition's suspension (no awaited payload, no outcome of work; a
+    condition's state is on its fact) of release 0.2 on (a 0.1 suspension's results
+    are read again)."""
     suspension = claim.run.state.suspension
     return (
-        isinstance(suspension, (StepWaiting, RetryScheduled))
+        isinstance(suspension, (StepWaiting, RetryScheduled, StepWaitingForCondition))
         and not suspension.full_results
         and claim.run.state.matched_event_id is None
         and claim.run.results is not None

@@ -56,6 +56,7 @@ from ..stream import (
     RunMigrated,
     RunState,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     Suspension,
     TaskScheduled,
     TasksScheduled,
@@ -310,7 +311,7 @@ def _move(
 def _record(
     store: Store,
     state: RunState,
-    suspension: Suspension | StepWaitingForCallback,
+    suspension: Suspension | StepWaitingForCallback | StepWaitingForCondition,
     move: RunMove,
     target: WorkflowDefinition,
     operator: Operator,
@@ -349,7 +350,9 @@ def _record(
 
 
 def _task_paths(
-    suspension: Suspension | StepWaitingForCallback, target: WorkflowDefinition, to: Path
+    suspension: Suspension | StepWaitingForCallback | StepWaitingForCondition,
+    target: WorkflowDefinition,
+    to: Path,
 ) -> list[tuple[str, Path]]:
     """Where each task of the suspension runs its step on the target."""
     if isinstance(suspension, TaskScheduled):

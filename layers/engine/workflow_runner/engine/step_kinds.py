@@ -8,6 +8,8 @@ the run recorded keeps its meaning where it resumes:
 - a wait_for_event, for the same event type under the same result key (its match and
   timeout are the run's, as recorded);
 - a wait_for_callback, under the same result key (its token stays valid);
+- a wait_for_condition under the same key (its checks so far and their state come along;
+  the next check is the target's);
 - a retry, for a run waiting to retry one (its attempt count comes along);
 - a task, mail or webhook with the same key and kind: an outcome recorded, or on its way,
   lands under the key the rest of the definition reads;
@@ -29,6 +31,7 @@ from ..definition import (
     Retry,
     Task,
     WaitForCallback,
+    WaitForCondition,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -44,6 +47,7 @@ from ..stream import (
     RetryScheduled,
     StepWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
     StepWaitingForEvent,
     Suspension,
     TaskScheduled,
@@ -79,7 +83,9 @@ def step_at_place(steps: Sequence[Step], path: Path) -> Step | None:
 
 
 def refusal(
-    target: WorkflowDefinition, suspension: Suspension | StepWaitingForCallback, to: Path
+    target: WorkflowDefinition,
+    suspension: Suspension | StepWaitingForCallback | StepWaitingForCondition,
+    to: Path,
 ) -> str | None:
     """Why a run waiting at `suspension` cannot go on at `to` in `target` (None: it can):
     the place is missing, its path does not lead there, or the step there is not the same
@@ -100,6 +106,8 @@ def refusal(
         )
     elif isinstance(suspension, StepWaitingForCallback):
         same = isinstance(step, WaitForCallback) and step.result_key == suspension.result_key
+    elif isinstance(suspension, StepWaitingForCondition):
+        same = isinstance(step, WaitForCondition) and step.key == suspension.key
     elif isinstance(suspension, TaskScheduled):
         same = (
             isinstance(step, (Task, MailSend, WebhookSend))
@@ -163,6 +171,8 @@ def describe_step(definition: WorkflowDefinition, step: Step) -> str:
         return f"a wait_for_event for {awaited!r} under {step.result_key!r}"
     if isinstance(step, WaitForCallback):
         return f"a wait_for_callback under {step.result_key!r}"
+    if isinstance(step, WaitForCondition):
+        return f"a wait_for_condition under {step.key!r}"
     if isinstance(step, Task) or (isinstance(step, (MailSend, WebhookSend)) and step.result_key):
         assert isinstance(step, (Task, MailSend, WebhookSend))
         return f"a {step.kind} {task_key(step)!r}"
@@ -176,12 +186,16 @@ def describe_step(definition: WorkflowDefinition, step: Step) -> str:
     return f"a {step.kind}"
 
 
-def suspension_text(suspension: Suspension | StepWaitingForCallback) -> str:
+def suspension_text(
+    suspension: Suspension | StepWaitingForCallback | StepWaitingForCondition,
+) -> str:
     """Where a run waits, in words (the step kind and what it waits for)."""
     if isinstance(suspension, StepWaitingForEvent):
         return f"a wait_for_event for {suspension.event_type!r} under {suspension.result_key!r}"
     if isinstance(suspension, StepWaitingForCallback):
         return f"a wait_for_callback under {suspension.result_key!r}"
+    if isinstance(suspension, StepWaitingForCondition):
+        return f"a wait_for_condition under {suspension.key!r} (after check {suspension.attempts})"
     if isinstance(suspension, RetryScheduled):
         return f"a retry (attempt {suspension.attempt} of {suspension.max_attempts} next)"
     if isinstance(suspension, TaskScheduled):
@@ -196,6 +210,8 @@ def suspension_text(suspension: Suspension | StepWaitingForCallback) -> str:
     return "a wait"
 
 
-def describe_suspension(suspension: Suspension | StepWaitingForCallback) -> str:
+def describe_suspension(
+    suspension: Suspension | StepWaitingForCallback | StepWaitingForCondition,
+) -> str:
     """Where a run waits: its place and what waits there."""
     return f"{describe_path(suspension.entry_path)}: {suspension_text(suspension)}"

@@ -26,6 +26,7 @@ from ..pass_result import (
     InvalidArgument,
     PassResult,
     Reentry,
+    ResumedCondition,
     ResumedTask,
     Suspension,
     describe_step_error,
@@ -79,6 +80,8 @@ class PassState:
             them (the awaited payload or task result a resume seeds).
         resumed_task: the task a resume re-enters at and how it ended.
         reentry: what a redrive keeps of the work step it runs again.
+        resumed_condition: the wait_for_condition a resume re-enters at and its last
+            checkpoint (its next check's number and state).
         max_result_bytes: the largest result a step may store.
         callback_secret: the run's key for callback tokens (None: random tokens).
         parent_run_id: the run that started this one (`ctx.workflow.parent_run_id`).
@@ -101,6 +104,7 @@ class PassState:
         written: Sequence[str] = (),
         resumed_task: ResumedTask | None = None,
         reentry: Reentry | None = None,
+        resumed_condition: ResumedCondition | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         callback_secret: str | None = None,
         parent_run_id: str | None = None,
@@ -122,6 +126,7 @@ class PassState:
         self.rng = rng or _JITTER
         self.resumed_task = resumed_task
         self.reentry = reentry
+        self.resumed_condition = resumed_condition
         self.max_result_bytes = max_result_bytes
         self.parent_run_id = parent_run_id
         self.map_index = map_index

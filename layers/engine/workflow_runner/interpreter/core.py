@@ -20,18 +20,20 @@ from ..definition.dsl import (
     Task,
     Wait,
     WaitForCallback,
+    WaitForCondition,
     WaitForEvent,
     WebhookSend,
 )
 from ..pass_result import CallbackNotReached, PassResult
 from ..stream import Path
 from .base import Returned, StepFailed, Suspend
+from .conditions import ConditionSteps
 from .containers import ContainerSteps
 from .waits import WaitSteps
 from .work import WorkSteps
 
 
-class Interpreter(ContainerSteps, WaitSteps, WorkSteps):
+class Interpreter(ContainerSteps, WaitSteps, ConditionSteps, WorkSteps):
     """Executes one pass of a run (the arguments: see PassState)."""
 
     def run(self, resume_path: Path | None = None) -> PassResult:
@@ -83,6 +85,8 @@ class Interpreter(ContainerSteps, WaitSteps, WorkSteps):
             # Resumed at this very step: its effect (the suspension) already happened;
             # the caller has seeded an awaited event's payload under its result key.
             return
+        elif isinstance(step, WaitForCondition):
+            self._wait_for_condition(step, path, scope, resumed=resume is not None)
         elif resume is not None and self._task_settled(step, path):
             return
         elif isinstance(step, Compute):

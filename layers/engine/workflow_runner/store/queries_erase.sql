@@ -29,9 +29,9 @@ WHERE tenant_id = %(tenant_id)s AND stream_type = %(run_stream)s
 
 -- name: erase_redact_run_events
 -- Blank the payload-derived fields (step results, match values, return values, task
--- results) of runs' events.
+-- results, a wait_for_condition's state) of runs' events.
 UPDATE wf_events
-SET payload = (payload - 'results' - 'resultsDelta' - 'match' - 'result')
+SET payload = (payload - 'results' - 'resultsDelta' - 'match' - 'result' - 'conditionState')
     || CASE
          WHEN jsonb_typeof(payload -> 'results') = 'object' THEN '{"results": {}}'::jsonb
          WHEN payload ? 'results' THEN jsonb_build_object('results', payload -> 'results')
@@ -40,10 +40,12 @@ SET payload = (payload - 'results' - 'resultsDelta' - 'match' - 'result')
     || CASE WHEN payload ? 'resultsDelta' THEN '{"resultsDelta": {}}'::jsonb ELSE '{}'::jsonb END
     || CASE WHEN payload ? 'match' THEN '{"match": null}'::jsonb ELSE '{}'::jsonb END
     || CASE WHEN payload ? 'result' THEN '{"result": null}'::jsonb ELSE '{}'::jsonb END
+    || CASE WHEN payload ? 'conditionState' THEN '{"conditionState": null}'::jsonb
+            ELSE '{}'::jsonb END
     || '{"redacted": true}'::jsonb
 WHERE tenant_id = %(tenant_id)s AND stream_id = ANY(%(run_ids)s::uuid[])
   AND stream_type = %(run_stream)s
-  AND (payload ?| array['results', 'resultsDelta', 'match', 'result'])
+  AND (payload ?| array['results', 'resultsDelta', 'match', 'result', 'conditionState'])
   AND NOT (payload ? 'redacted');
 
 -- name: erase_run_results

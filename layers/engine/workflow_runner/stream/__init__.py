@@ -23,6 +23,7 @@ from .callbacks import (
 )
 from .children import ChildrenRequested, ChildrenSettled
 from .codec import SUSPENDING_FACTS, Fact, UnknownFact, decode, type_of
+from .conditions import STEP_WAITING_FOR_CONDITION, StepWaitingForCondition
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .fold import RecordedFact, RunState, fold_run
 from .names import (
@@ -116,6 +117,7 @@ __all__ = [
     "STEP_STOPPED",
     "STEP_WAITING",
     "STEP_WAITING_FOR_CALLBACK",
+    "STEP_WAITING_FOR_CONDITION",
     "STEP_WAITING_FOR_EVENT",
     "SUSPENDING_FACTS",
     "SUSPENSION_TYPES",
@@ -155,6 +157,7 @@ __all__ = [
     "StepStopped",
     "StepWaiting",
     "StepWaitingForCallback",
+    "StepWaitingForCondition",
     "StepWaitingForEvent",
     "Suspension",
     "SuspensionFact",

@@ -9,6 +9,7 @@ from typing import Any, TypeAlias
 from ..fast_init import fast_init
 from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenRequested, ChildrenSettled
+from .conditions import StepWaitingForCondition
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
 from .operator import OperatorAction, RunMigrated
 from .run import (
@@ -71,6 +72,7 @@ Fact: TypeAlias = (
     | OperatorAction
     | RunMigrated
     | StepWaitingForCallback
+    | StepWaitingForCondition
     | CallbackCompleted
     | UnknownFact
 )
@@ -84,6 +86,7 @@ SUSPENDING_FACTS = (
     TasksScheduled,
     ChildrenWaiting,
     StepWaitingForCallback,
+    StepWaitingForCondition,
 )
 
 _KNOWN: dict[str, Any] = {

@@ -12,6 +12,7 @@ from ..fast_init import fast_init
 from .callbacks import CallbackCompleted, StepWaitingForCallback
 from .children import ChildrenSettled
 from .codec import SUSPENDING_FACTS, Fact
+from .conditions import StepWaitingForCondition
 from .names import SETTLED_STATUSES, RunStatus
 from .operator import RunMigrated
 from .run import (
@@ -54,7 +55,8 @@ class RunState:
     started_at: datetime | None = None
     status: RunStatus | Literal["missing"] = "missing"
     fingerprint: str = ""
-    suspension: Suspension | StepWaitingForCallback | None = None  # the open suspension
+    # the open suspension
+    suspension: Suspension | StepWaitingForCallback | StepWaitingForCondition | None = None
     suspension_version: int = 0
     # The step indexes the open suspension had before a migration moved it (a resume
     # request sent for one of them is for this very suspension).

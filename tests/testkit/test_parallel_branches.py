@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from workflow_runner import (
     Completion,
+    Continue,
+    Done,
     Event,
     RetryPolicy,
     StepContext,
@@ -111,6 +113,31 @@ def workflows() -> list[WorkflowDefinition]:
                 [s.call_workflow("price", input={"n": 2}, result_key="price")],
                 [s.compute("plain", lambda ctx: "x")],
             ],
+        ),
+        define_workflow(
+            name="polls",
+            trigger=on_event("polls.go"),
+            idempotency_key=Event.payload["id"],
+            awaits={"paid": "order.paid"},
+            steps=lambda s: [
+                s.compute("weight", lambda ctx: 3),
+                s.parallel(
+                    branches=[
+                        [
+                            s.wait_for_condition(
+                                "ready",
+                                lambda ctx, n: Done(n) if n >= 2 else Continue(n + 1),
+                                initial=0,
+                                every="PT10M",
+                            )
+                        ],
+                        [s.wait_for_event("paid", timeout="P1D", result_key="payment")],
+                    ],
+                    result_key="both",
+                ),
+                s.return_(Steps["both"]),
+            ],
+            register=False,
         ),
         define_workflow(
             name="heavy",
@@ -267,3 +294,17 @@ def test_a_branch_input_over_the_size_limit_fails_the_step(env: WorkflowTestEnv)
     run = go(env, "heavy")  # each result fits; the run's results together do not
     assert (run.status, run.reason) == ("failed", "result_not_storable")
     assert not [r for r in env.runs(tenant=TENANT_A) if r.workflow.startswith("heavy/")]
+
+
+def test_a_branch_polls_a_condition_while_another_waits_for_an_event(
+    env: WorkflowTestEnv,
+) -> None:
+    run = go(env, "polls")
+    env.advance("PT20M")  # the condition is met on its third check
+    assert again(env, run).status == "waiting"  # the other branch still waits
+    env.put_event(tenant=TENANT_A, type="order.paid", payload={"id": "p1", "amount": 5})
+    env.advance("PT1S")
+    run = again(env, run)
+    assert run.status == "completed"
+    ready, payment = run.result
+    assert (ready, payment["amount"]) == (2, 5)

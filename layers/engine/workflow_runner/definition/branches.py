@@ -44,6 +44,7 @@ from .dsl import (
     Step,
     Task,
     WaitForCallback,
+    WaitForCondition,
     WaitForEvent,
     WebhookSend,
     WorkflowDefinition,
@@ -113,7 +114,7 @@ def result_key_of(steps: Sequence[Step]) -> str | None:
 
 
 def stored_key(step: Step) -> str | None:
-    if isinstance(step, (Compute, Task)):
+    if isinstance(step, (Compute, Task, WaitForCondition)):
         return step.key
     if isinstance(step, (WaitForEvent, WaitForCallback)):
         return step.result_key

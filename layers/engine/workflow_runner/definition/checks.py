@@ -18,23 +18,17 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..cron import CronSchedule
 from ..errors import InvalidEventMatch, InvalidInput, WorkflowDefinitionError
 from ..match import validate_event_match
 from ..refs import Ref, refs_in
 from ..retention import parse_retention
-from .check_values import (
-    _auth,
-    _catchup,
-    _duration,
-    _duration_or_instant,
-    _instant,
-    _shown,
-    _storable,
-    _webhook_url,
-)
+from ..storable import NotStorable, check_storable
+from .check_values import _duration, _duration_or_instant, _instant
 from .dsl import (
+    CATCHUP_POLICIES,
     Branch,
     BranchResult,
     CallWorkflow,
@@ -134,6 +128,22 @@ class DefinitionProblems(WorkflowDefinitionError):
             name = self.problems[0].workflow
             text = f"workflow {name!r} has {len(self.problems)} problems:\n{lines}"
         super().__init__(text)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _placeholder(value: Any) -> Any:
+    """`value` with every reference replaced by a scalar, to check the shape around it."""
+    if isinstance(value, Ref):
+        return 0
+    if isinstance(value, Mapping):
+        return {k: _placeholder(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_placeholder(v) for v in value]
+    return value
 
 
 def _match_placeholder(match: Mapping[str, Any]) -> Any:
@@ -382,6 +392,48 @@ def _exclusive(a: tuple[tuple[str, str], ...], b: tuple[tuple[str, str], ...]) -
     """Whether two steps sit in different arms of one branch (only one of them runs)."""
     arms = dict(a)
     return any(place in arms and arms[place] != arm for place, arm in b)
+
+
+def _storable(value: Any, what: str) -> None:
+    try:
+        check_storable(_placeholder(value), what)
+    except NotStorable as error:
+        raise ValueError(str(error)) from None
+
+
+def _webhook_url(url: Any) -> None:
+    if not isinstance(url, str):
+        raise ValueError(f"{_shown(url)} is not a URL")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a malformed port
+    except ValueError as error:
+        raise ValueError(f"{url!r} is not a URL: {error}") from None
+    if parts.scheme.lower() not in ("https", "http"):
+        raise ValueError(f"{url!r}: the scheme must be https (http only for allow-listed hosts)")
+    if not parts.hostname:
+        raise ValueError(f"{url!r} has no host")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{url!r} carries credentials: use auth= or headers=")
+
+
+def _auth(auth: Any) -> None:
+    if isinstance(auth, Mapping):
+        if auth.get("type") == "bearer" and isinstance(auth.get("token"), (str, Ref)):
+            return
+        if auth.get("type") == "basic" and all(
+            isinstance(auth.get(k), (str, Ref)) for k in ("username", "password")
+        ):
+            return
+    raise ValueError(
+        "auth must be {'type': 'bearer', 'token': ...} or "
+        "{'type': 'basic', 'username': ..., 'password': ...}"
+    )
+
+
+def _catchup(catchup: object) -> None:
+    if catchup not in CATCHUP_POLICIES:
+        raise ValueError(f"must be one of {', '.join(CATCHUP_POLICIES)}, not {catchup!r}")
 
 
 def check_definition(definition: WorkflowDefinition) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import WorkflowDefinitionError
-from .builder_checks import _check_completion
 from .checks import Unbuilt
 from .completion import Completion
 from .dsl import MAX_MAP_CONCURRENCY, MailSend, Parallel, Step, Task, WebhookSend
@@ -65,7 +64,10 @@ def build_parallel(
         )
     if result_key is not None and (not isinstance(result_key, str) or not result_key):
         raise WorkflowDefinitionError("parallel: result_key must be a non-empty string")
-    _check_completion("parallel", completion)
+    if completion is not None and not isinstance(completion, Completion):
+        raise WorkflowDefinitionError(
+            f"parallel: completion must be a Completion(...), not {type(completion).__name__}"
+        )
     needed = completion.min_successful if completion is not None else None
     count = len(lanes) if lanes is not None else len(tasks)
     if needed is not None and needed > count and lanes is None:

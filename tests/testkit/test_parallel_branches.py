@@ -22,6 +22,7 @@ from workflow_runner import (
 )
 from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowDefinition
+from workflow_runner.engine.cancel import cancel_run
 from workflow_runner.testing import RunSnapshot, WorkflowTestEnv
 
 from tests.support import TENANT_A
@@ -308,3 +309,15 @@ def test_a_branch_polls_a_condition_while_another_waits_for_an_event(
     assert run.status == "completed"
     ready, payment = run.result
     assert (ready, payment["amount"]) == (2, 5)
+
+
+def test_cancelling_the_run_cancels_its_branches(env: WorkflowTestEnv) -> None:
+    run = go(env, "one-at-a-time")  # branch 0 waits, branch 1 not started yet
+    [first] = branch_runs(env, run)
+    cancel_run(env.store, TENANT_A, run.run_id, env.now, "no longer needed")
+    env.runtime.catch_up()
+    assert again(env, run).status == "cancelled"
+    assert again(env, first).status == "cancelled"
+    env.advance("PT3H")
+    assert CALLS == []  # neither branch ran its task, the second never started
+    assert [b.status for b in branch_runs(env, run)] == ["cancelled"]

@@ -70,6 +70,59 @@ def event(
     )
 
 
+@contextmanager
+def fake_aws(monkeypatch: Any, region: str) -> Iterator[None]:
+    """moto's AWS with throwaway credentials in the environment: nothing reaches AWS."""
+    from moto import mock_aws
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": region,
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        yield
+
+
+def moto_function(client: Any, name: str, versions: int = 0) -> str:
+    """A Lambda function in moto (under fake_aws) with `versions` published versions, one
+    per configuration change as a deploy makes them; its unqualified ARN."""
+    import io
+    import zipfile
+
+    import boto3
+
+    iam = boto3.client("iam", region_name=client.meta.region_name)
+    try:
+        role = iam.get_role(RoleName="wfr")["Role"]["Arn"]
+    except iam.exceptions.NoSuchEntityException:
+        trust = {"Version": "2012-10-17", "Statement": []}
+        role = iam.create_role(RoleName="wfr", AssumeRolePolicyDocument=json.dumps(trust))
+        role = role["Role"]["Arn"]
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("app.py", "def handler(event, context):\n    return event\n")
+    arn = client.create_function(
+        FunctionName=name,
+        Runtime="python3.13",
+        Role=role,
+        Handler="app.handler",
+        Code={"ZipFile": code.getvalue()},
+    )["FunctionArn"]
+    for _ in range(versions):
+        moto_publish(client, name)
+    return str(arn)
+
+
+def moto_publish(client: Any, name: str) -> str:
+    """Publish a new version of a moto function (a deploy changed it); its number."""
+    count = len(client.list_versions_by_function(FunctionName=name)["Versions"])
+    client.update_function_configuration(FunctionName=name, Description=f"deploy {count}")
+    return str(client.publish_version(FunctionName=name)["Version"])
+
+
 def register(registry: WorkflowRegistry, **kwargs: Any) -> Any:
     """Define a workflow (not in the default registry) and add it to `registry`."""
     from workflow_runner import define_workflow

@@ -31,8 +31,10 @@ def start(env, *carts):
 def test_runs_waiting_on_version_1_move_to_step_1_of_version_2_and_complete():
     with WorkflowTestEnv(workflows=[version_1]) as env:
         start(env, "c-1", "c-2")
-        [stranded] = env.redeploy(modules=["purchase"])
-        assert stranded.failing == 2  # without a migration both would fail
+        # Once the code they started on is gone too (its function versions pruned),
+        # without a migration both would fail.
+        [stranded] = env.redeploy(modules=["purchase"], keep_previous=False)
+        assert stranded.failing == 2
 
         dry = env.migrate_runs(workflow="purchase", to_version=2, mapping=["0=1"], dry_run=True)
         assert [m.outcome for m in dry.moves] == ["would-move", "would-move"]

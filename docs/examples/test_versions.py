@@ -22,8 +22,10 @@ def test_adding_version_2_keeps_the_runs_of_version_1_going():
         assert new.wake_at is not None and (new.wake_at - env.now).days == 5
 
 
-def test_editing_a_version_in_place_would_fail_its_waiting_runs():
+def test_editing_a_version_in_place_fails_its_waiting_runs_once_the_old_code_is_gone():
     with WorkflowTestEnv(workflows=[order_approval_v1]) as env:
         env.put_event(tenant=TENANT, type="order.placed", payload={"orderId": "o-1"})
-        [pinned] = env.redeploy(modules=["my_flows"])  # order-approval v1, but other steps
-        assert (pinned.workflow_name, pinned.runs) == ("order-approval", 1)
+        # order-approval v1, but other steps. Deployed, the run would stay on the
+        # function version it started on; once that version is deleted, it fails.
+        [pinned] = env.redeploy(modules=["my_flows"], keep_previous=False)
+        assert (pinned.workflow_name, pinned.runs, pinned.failing) == ("order-approval", 1, 1)

@@ -6,6 +6,10 @@ Nudged asynchronously after passes that scheduled a task or requested a dispatch
 run by a schedule as a safety net (which also picks up retries whose backoff has
 passed and attempts whose worker died). Every call is bounded by the time left. A
 completed run counts a heartbeat, whose alarm pages when runs stop completing.
+
+A task whose run's definition this version's code lacks is handed, with its claim, to
+the older version of this function that registered it (kept code, definition/hosts.py); a
+task handed here (`{"forwardedTask": ...}`) runs under that claim and is answered.
 """
 
 from __future__ import annotations
@@ -16,11 +20,10 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
-from workflow_runner.aws.models import ScheduledInput
+from workflow_runner.aws.models import ForwardedTask, ScheduledInput
 from workflow_runner.aws.observability import heartbeat
-from workflow_runner.engine.tasks import TaskPorts
+from workflow_runner.definition.hosts import STEP_DISPATCHER
 from workflow_runner.engine.worker import work
-from workflow_runner.webhook_guard import WebhookGuard
 
 # Kept free at the end of the invocation to flush metrics and return.
 MARGIN_SECONDS = 5.0
@@ -30,6 +33,12 @@ MARGIN_SECONDS = 5.0
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    support.host_definitions(STEP_DISPATCHER, context)
+    if isinstance(event, dict) and "forwardedTask" in event:
+        handed = support.parse_model(event, ForwardedTask, "task handed here")
+        return support.run_task_handed_here(
+            handed, lambda: context.get_remaining_time_in_millis() / 1000 - MARGIN_SECONDS
+        )
     support.parse_model(event or {}, ScheduledInput, "step dispatcher input")
     rt, cfg = support.runtime(), support.settings()
     deadline = time.monotonic() + min(
@@ -40,13 +49,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         own = context.get_remaining_time_in_millis() / 1000
         return min(deadline - time.monotonic(), own) - MARGIN_SECONDS
 
-    ports = TaskPorts(
-        registry=support.registry(),
-        mailer=rt.mailer,
-        http=rt.http,
-        guard=rt.webhook_guard or WebhookGuard(cfg.webhook_allow_hosts),
-        mail_sender=cfg.mail_sender,
-    )
+    ports = support.task_ports()
     result = support.with_store(
         lambda store: work(
             store,

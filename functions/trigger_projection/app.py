@@ -81,6 +81,12 @@ def ingest(event: dict[str, Any]) -> dict[str, Any]:
             for o in result.started
         ],
         "skipped": result.skipped,
+        # A trigger for a run that exists starts nothing: which run it is.
+        "existing": [
+            {"workflow": e.workflow_name, "runId": e.run_id, "key": e.idempotency_key}
+            for e in result.existing
+        ],
+        "filtered": result.filtered,
     }
 
 

@@ -24,8 +24,8 @@ from workflow_runner import DomainEvent, run_id_for
 from workflow_runner.console import ConsoleConfig, make_console_server
 from workflow_runner.definition import default_registry
 from workflow_runner.engine import ingest_domain_event, project_pending
-from workflow_runner.local.demo import webhook_sink
 from workflow_runner.local.runtime import catch_up_local
+from workflow_runner.local.sink import webhook_sink
 from workflow_runner.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "console"))

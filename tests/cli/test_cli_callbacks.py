@@ -33,8 +33,10 @@ def _expense_workflow() -> Iterator[None]:
     per process, so it is registered again for each test."""
     module = importlib.import_module("callback_workflows")
     default_registry().register(module.expense_approval)
+    default_registry().register(module.metered_review)
     yield
     default_registry().unregister("expense-approval")
+    default_registry().unregister("metered-review")
 
 
 def _file(tmp_path: Path, value: Any) -> str:
@@ -43,16 +45,16 @@ def _file(tmp_path: Path, value: Any) -> str:
     return str(path)
 
 
-def _filed_locally(cli: Cli, tmp_path: Path) -> str:
-    """File expense e-1 on the local runtime; the link its mail carried."""
+def _filed_locally(cli: Cli, tmp_path: Path, type: str = "expense.filed") -> str:
+    """File expense (or report) e-1 on the local runtime; the link its mail carried."""
     entry = {
         "Source": "expenses",
-        "DetailType": "expense.filed",
+        "DetailType": type,
         "Detail": json.dumps({"tenantId": TENANT, "expenseId": "e-1"}),
     }
     filed = cli("local", "put-events", _file(tmp_path, [entry]), "--now", T0.isoformat(), env=ENV)
     assert filed.code == 0, filed.err
-    (mail,) = cli("local", "mail", "--json", env=ENV).json()
+    *_, mail = cli("local", "mail", "--json", env=ENV).json()
     (link,) = [word for word in mail["body"].split() if word.startswith(BASE)]
     return str(link)
 
@@ -107,7 +109,6 @@ def test_an_unknown_or_expired_token_exits_1(cli: Cli, tmp_path: Path) -> None:
             ["--payload", json.dumps("x" * 300_000)],
             "--payload is 300002 bytes, over the 262144-byte limit",
         ),
-        (["--payload", "null"], "null is not a payload"),
         (["--payload-file", "/nonexistent/answer.json"], "--payload-file /nonexistent"),
         ([], ""),  # argparse: one of --payload and --payload-file is required
     ],
@@ -180,3 +181,107 @@ def test_a_callback_base_url_that_cannot_carry_a_token_exits_2_and_writes_nothin
     assert result.code == 2
     assert f"CALLBACK_BASE_URL: {base!r} is not an http(s) URL" in result.err
     assert table_count(store, "wf_events") == 0
+
+
+# --- fail, heartbeat, list ------------------------------------------------------------------
+
+REVIEW = run_id_for("metered-review", "e-1")
+
+
+def test_fail_on_a_local_database_fails_the_run_at_once_and_stores_no_message(
+    cli: Cli, store: Store, tmp_path: Path
+) -> None:
+    link = _filed_locally(cli, tmp_path)
+
+    done = cli(
+        "callbacks",
+        "fail",
+        link,
+        "--error",
+        "Rejected",
+        "--message",
+        "ann@example.com: no",
+        env=ENV,
+    )
+
+    assert done.code == 0, done.err
+    assert f"failed  callback of run {RUN} step 1 (expense-approval)" in done.out
+    shown = cli("show", RUN, "--json", env=ENV).json()
+    assert (shown["status"], shown["events"][-1]["payload"]["reason"]) == (
+        "failed",
+        "callback_failed",
+    )
+    assert "ann@" not in json.dumps(shown)
+    assert [(c["status"], c["error"]) for c in shown["callbacks"]] == [("failed", "Rejected")]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--error", "no spaces please"], "is not an error name"),
+        (["--error", "X", "--message", "x" * 2001], "over the 2000-character limit"),
+        ([], ""),  # argparse: --error is required
+    ],
+)
+def test_a_bad_failure_exits_2_and_writes_nothing(
+    cli: Cli, store: Store, tmp_path: Path, argv: list[str], message: str
+) -> None:
+    link = _filed_locally(cli, tmp_path)
+    events = table_count(store, "wf_events")
+    result = cli("callbacks", "fail", link, *argv, env=ENV)
+    assert result.code == 2 and message in result.err, result.err
+    assert table_count(store, "wf_events") == events
+
+
+def test_heartbeat_moves_the_deadline_and_list_shows_it(cli: Cli, tmp_path: Path) -> None:
+    link = _filed_locally(cli, tmp_path, "report.filed")
+    later = (T0 + timedelta(minutes=40)).isoformat()
+
+    beat = cli("callbacks", "heartbeat", link, "--now", later, "--json", env=ENV)
+
+    assert beat.code == 0, beat.err
+    body = beat.json()
+    assert (body["recorded"], body["runId"]) == (True, REVIEW)
+    assert body["deadline"].startswith((T0 + timedelta(minutes=100)).isoformat()[:16])
+    (listed,) = cli("callbacks", "list", "--run", REVIEW, "--json", env=ENV).json()
+    assert listed["status"] == "waiting" and listed["heartbeatSeconds"] == 3600
+    assert listed["lastHeartbeatAt"].startswith(later[:16])
+    assert listed["deadline"] == body["deadline"]
+    table = cli("callbacks", "list", "--run", REVIEW, env=ENV).out
+    assert "LAST HEARTBEAT" in table and "(heartbeat)" in table
+    shown = cli("show", REVIEW, env=ENV).out
+    assert "callback of step 1 open until 2026-" in shown and "last heartbeat" in shown
+
+
+def test_a_heartbeat_to_a_callback_without_an_interval_exits_1(cli: Cli, tmp_path: Path) -> None:
+    link = _filed_locally(cli, tmp_path)
+    result = cli("callbacks", "heartbeat", link, "--json", env=ENV)
+    assert (result.code, result.json()["reason"]) == (1, "no_heartbeat")
+
+
+def test_list_with_a_tenant_shows_its_open_callbacks_soonest_deadline_first(
+    cli: Cli, tmp_path: Path
+) -> None:
+    _filed_locally(cli, tmp_path)  # deadline in 3 days
+    _filed_locally(cli, tmp_path, "report.filed")  # in an hour
+
+    listed = cli("callbacks", "list", "--tenant", TENANT, "--json", env=ENV).json()
+
+    assert [c["runId"] for c in listed] == [REVIEW, RUN]
+    assert all(c["status"] == "waiting" for c in listed)
+    none = cli("callbacks", "list", env=ENV)
+    assert none.code == 2 and "give --run RUN_ID" in none.err
+
+
+def test_local_mail_shows_bodies_so_the_callback_link_is_at_hand(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """The token a callback mail carried needed --json to be seen."""
+    link = _filed_locally(cli, tmp_path)
+    shown = cli("local", "mail", env=ENV)
+    assert shown.code == 0
+    assert "Subject: Approve expense?" in shown.out and "To: boss@example.com" in shown.out
+    assert f"Approve or reject: {link}" in shown.out
+    latest = cli("local", "mail", "--to", "boss@example.com", "--last", "1", env=ENV)
+    assert link in latest.out
+    assert "no mail" in cli("local", "mail", "--to", "nobody@example.com", env=ENV).out

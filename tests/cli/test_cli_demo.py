@@ -66,6 +66,11 @@ def test_demo_on_a_given_database_plays_the_story(db_url: str) -> None:
     assert "/crm-onboarding" in out and "/fulfilment" in out and "/inventory-synced" in out
     assert "/shipments" in out
     assert "/invoices" in out and "Approve the invoice run of batch b-1?" in out
+    # The shipment's created callbacks: a quote kept for its await, a caught failure.
+    assert "bay_haulage: callback of run" in out and "kept for its await" in out
+    assert "callback 'north_freight' failed: NoCapacity" in out
+    assert "/carriers/north_freight" in out and "/bookings" in out
+    assert "Timeline of shipment s-1" in out
     assert "\033[" not in out  # no colour into a pipe
     assert '"_aws"' not in out  # no EMF metric record from the handlers (heartbeats included)
     with psycopg.connect(db_url) as conn:

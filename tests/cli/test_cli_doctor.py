@@ -128,6 +128,7 @@ def test_template_that_misses_event_types(cli: Cli, tmp_path: Path) -> None:
         "trigger type 'data.processed' does not reach trigger_projection",
         "trigger type 'inventory.changed' does not reach trigger_projection",
         "trigger type 'parcel.ready' does not reach trigger_projection",
+        "trigger type 'shipment.ready' does not reach trigger_projection",
         "awaited type 'order.approved' does not reach event_wakeup",
     ]
 

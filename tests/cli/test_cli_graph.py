@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 from cli_support import T0, TENANT, Cli, send
-from workflow_runner import define_workflow, on_event
+from workflow_runner import Event, Steps, define_workflow, on_event
 from workflow_runner.definition.dsl import DomainEvent
 from workflow_runner.engine import wake_on_event
 from workflow_runner.graph import flowchart
 from workflow_runner.graph_render import to_mermaid
+from workflow_runner.match import eq
 from workflow_runner.store import Store
 
 SIGNUP = {"userId": "active-ada", "email": "ada@example.com"}
@@ -24,8 +25,8 @@ def test_branches_are_diamonds_with_labelled_arms_that_join(cli: Cli) -> None:
     text = result.out
     assert text.startswith("---\ntitle: user-onboarding v1\n---\nflowchart TD\n")
     assert '    s3{"branch"}' in text
-    assert '    s3 -- "true" --> s3t_0' in text
-    assert '    s3 -- "false" --> s3f_0' in text
+    assert '    s3 -- "steps.engaged" --> s3t_0' in text  # the condition, on its edges
+    assert '    s3 -- "not steps.engaged" --> s3f_0' in text
     assert "    s3t_0 --> s4" in text and "    s3f_0 --> s4" in text  # the arms join
     assert '    s1(["wait P1D"])' in text
     assert "classDef" not in text  # no run, no marks
@@ -33,10 +34,7 @@ def test_branches_are_diamonds_with_labelled_arms_that_join(cli: Cli) -> None:
 
 def test_waits_for_events_and_retries_have_their_own_shapes(cli: Cli) -> None:
     order = cli("graph", "order-approval").out
-    assert (
-        '    s1{{"wait for order.approved where orderId == event.payload.orderId, timeout P3D"}}'
-        in order
-    )
+    assert '    s1{{"wait for order.approved"}}' in order  # its match and timeout: edges
     assert '    s2f_0("return failure")' in order
     assert '    s2t_0[["mail.send: Your order is approved"]]' in order
     hook = cli("graph", "webhook-delivery").out
@@ -107,7 +105,8 @@ def test_a_failed_run_marks_the_failed_step(cli: Cli, store: Store) -> None:
 
 def test_graph_errors(cli: Cli, store: Store) -> None:
     unknown = cli("graph", "no-such-workflow")
-    assert unknown.code == 1 and 'Workflow "no-such-workflow" is not registered' in unknown.err
+    assert unknown.code == 2
+    assert "no workflow named 'no-such-workflow' is registered" in unknown.err
     unknown_run = cli("graph", "user-onboarding", "--run", "00000000-0000-4000-8000-000000000001")
     assert unknown_run.code == 1
     assert "run 00000000-0000-4000-8000-000000000001 not found in any tenant" in unknown_run.err
@@ -187,3 +186,53 @@ def test_the_branches_of_a_parallel_are_lanes_that_join_after_it() -> None:
     assert '    s0 -- "branch 1" --> s0b1_0' in text
     assert "    s0b0_1 --> s1" in text  # the lanes join at the step after the parallel
     assert '    s0b1_1 -- "branch ends" --> s1' in text
+
+
+def test_a_misspelt_workflow_is_bad_input_with_the_closest_names(cli: Cli) -> None:
+    """The README promises exit 2 and the closest names for an unknown workflow, as
+    `wfr runs list --workflow` gives them."""
+    result = cli("graph", "order-aproval")
+    assert result.code == 2
+    assert result.out == ""
+    assert "no workflow named 'order-aproval' is registered" in result.err
+    assert "did you mean 'order-approval'?" in result.err
+    listed = cli("runs", "list", "--workflow", "order-aproval")
+    assert listed.code == 2 and "did you mean 'order-approval'?" in listed.err
+
+
+def _paid(ctx: object) -> bool:
+    return True
+
+
+def test_conditions_matches_and_timeouts_are_on_the_edges(cli: Cli) -> None:
+    """`s.branch(if_=Steps["payment"])` was drawn as a bare "branch": the edges now say
+    when each is taken — the condition (a reference's path, a function's name, a
+    lambda's expression), the awaited event and its match, the timeout."""
+    payment = define_workflow(
+        name="payment-flow",
+        trigger=on_event("payment.started"),
+        awaits={"paid": "payment.paid"},
+        register=False,
+        steps=lambda s: [
+            s.wait_for_event("paid", match=eq("orderId", Event.payload["orderId"]), timeout="P2D"),
+            s.branch(if_=Steps["payment.paid"], on_true=[s.return_({"isSuccess": True})]),
+            s.branch(if_=_paid, on_true=[s.compute("a", lambda ctx: 1)]),
+            s.branch(if_=lambda ctx: ctx.event.payload["total"] > 100, on_true=[]),
+            s.wait_for_callback("answer", timeout="PT12H"),
+            s.return_(),
+        ],
+    )
+    text = to_mermaid(flowchart(payment))
+    assert '    s0{{"wait for payment.paid"}}' in text
+    assert '    s0 -- "payment.paid where orderId == event.payload.orderId" --> s1' in text
+    assert '    s0 -- "no payment.paid in P2D: timeout" --> s1' in text
+    assert "    s1 -- \"steps['payment.paid']\" --> s1t_0" in text
+    assert "    s1 -- \"not steps['payment.paid']\" --> s2" in text
+    assert '    s2 -- "_paid(ctx)" --> s2t_0' in text
+    assert '    s2 -- "not _paid(ctx)" --> s3' in text
+    assert "    s3 -- \"ctx.event.payload['total'] > 100\" --> s4" in text
+    assert '    s4 -- "answered" --> s5' in text
+    assert '    s4 -- "no answer in PT12H: timeout" --> s5' in text
+    order = cli("graph", "order-approval").out
+    assert '-- "order.approved where orderId == event.payload.orderId" -->' in order
+    assert '-- "no order.approved in P3D: timeout" -->' in order

@@ -13,8 +13,10 @@ import pytest
 from cli_support import TENANT, Cli, table_count
 from workflow_runner import ports
 from workflow_runner.aws import lambda_support
-from workflow_runner.local.demo import webhook_sink
+from workflow_runner.durations import format_instant
+from workflow_runner.local.sink import webhook_sink
 from workflow_runner.store import Store
+from workflow_runner.testing import WorkflowTestEnv
 
 from tests.support import nested
 
@@ -216,7 +218,7 @@ def test_bad_time_arguments(cli: Cli, tmp_path: Path) -> None:
     bad_now = cli("local", "put-events", file, "--now", "yesterday")
     assert bad_now.code == 2 and 'Invalid ISO-8601 instant "yesterday"' in bad_now.err
     assert cli("local", "tick", "--until", T0).code == 2  # --until without --every
-    bad_every = cli("local", "tick", "--until", T0, "--every", "1h")
+    bad_every = cli("local", "tick", "--until", T0, "--every", "1 hour")
     assert bad_every.code == 2 and "--every" in bad_every.err
     missing = cli("local", "put-events", str(tmp_path / "nope.json"))
     assert missing.code == 2 and "cannot read" in missing.err
@@ -258,3 +260,76 @@ def test_runs_show_links_a_parent_and_its_child_runs(cli: Cli, tmp_path: Path) -
     assert f"child of run {parent}" in child.out
     text = cli("runs", "show", parent, "--tenant", TENANT).out
     assert "CHILD RUN" in text and children[2]["runId"] in text
+
+
+def test_every_duration_option_takes_both_spellings(cli: Cli, tmp_path: Path) -> None:
+    """`--every 6h` was refused while `--since 2h` was accepted: one parser now reads
+    every duration a person types, ISO-8601 or a number and a unit."""
+    signup = entry("user.signed-up", userId="ada", email="ada@example.com")
+    assert cli("local", "put-events", write(tmp_path, [signup]), "--now", T0).code == 0
+    for args in (
+        ("local", "tick", "--until", "2026-01-06T12:00:00Z", "--every", "6h"),
+        ("runs", "list", "--since", "2h"),
+        ("runs", "list", "--since", "PT2H"),
+        ("purge", "--dry-run", "--older-than", "2h"),
+        ("dispatches", "list", "--since", "1h30m"),
+    ):
+        result = cli(*args)
+        assert result.code == 0, (args, result.err)
+    bad = cli("local", "tick", "--until", "2026-01-07T12:00:00Z", "--every", "6 hours")
+    assert bad.code == 2
+    assert 'Invalid duration "6 hours"' in bad.err and '"6h"' in bad.err
+
+
+def test_cron_runs_start_at_their_instant_in_wfr_local_as_in_the_test_kit(
+    cli: Cli, tmp_path: Path, pg_server_url: str
+) -> None:
+    """`--every P1D` from 10:05 ran the 09:00 report at 10:05 (a day late, the tenant's
+    cron clock only starting at the first tick); the kit ran it at 09:00. Both stop at
+    every cron instant now, and both start with a cycle, as the minutely schedule would."""
+    signup = entry("user.signed-up", userId="ada", email="ada@example.com")
+    start, until = "2026-01-05T10:05:00Z", "2026-01-07T10:05:00Z"
+    cli("local", "put-events", write(tmp_path, [signup]), "--now", start)
+    result = cli("local", "tick", "--until", until, "--every", "P1D", "--json")
+    assert result.code == 0, result.err
+    local = sorted(
+        (e["payload"]["cronScheduledAt"], e["recordedAt"])
+        for cycle in result.json()["cycles"]
+        for e in cycle["events"]
+        if e["type"] == "workflow.run-started" and e["payload"].get("cronScheduledAt")
+    )
+    assert local == [
+        ("2026-01-06T09:00:00.000000Z", "2026-01-06T09:00:00.000000Z"),
+        ("2026-01-07T09:00:00.000000Z", "2026-01-07T09:00:00.000000Z"),
+    ]
+    with WorkflowTestEnv(
+        modules=["sample_workflows"], now=start, database_url=pg_server_url
+    ) as env:
+        env.put_event(tenant=TENANT, type="user.signed-up", payload=json.loads(signup["Detail"]))
+        env.advance_to(until)
+        kit = sorted(
+            (r.events[0].payload["cronScheduledAt"], format_instant(r.events[0].recorded_at))
+            for r in env.runs(tenant=TENANT, workflow="daily-report")
+        )
+    assert kit == local
+
+
+def test_a_repeated_trigger_names_the_run_that_already_exists(cli: Cli, tmp_path: Path) -> None:
+    signup = entry("user.signed-up", userId="ada", email="ada@example.com")
+    first = cli("local", "put-events", write(tmp_path, [signup], "a.json"), "--now", T0)
+    [run] = cli("runs", "list", "--json").json()
+    again = cli("local", "put-events", write(tmp_path, [signup], "b.json"))
+    assert again.code == 0 and first.code == 0
+    assert (
+        f"trigger_projection: started nothing: user-onboarding run {run['runId']} already "
+        "exists for idempotency key 'onboarding:ada' (waiting)"
+    ) in again.out
+    as_json = cli("--json", "local", "put-events", write(tmp_path, [signup], "c.json")).json()
+    answer = as_json["events"][0]["functions"][0]["response"]
+    assert answer["started"] == []
+    assert answer["existing"] == [
+        {"workflow": "user-onboarding", "runId": run["runId"], "key": "onboarding:ada"}
+    ]
+    cheap = entry("order.placed", orderId="o-0", total=0, email="a@example.com")
+    filtered = cli("local", "put-events", write(tmp_path, [cheap], "d.json"))
+    assert "started nothing: order-approval's trigger filter said no" in filtered.out

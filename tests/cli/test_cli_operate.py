@@ -99,7 +99,11 @@ def test_runs_show_json_has_the_contract_shape(cli: Cli, store: Store) -> None:
         "deliveries",
         "parentRunId",
         "children",
+        "callbacks",
+        "localLog",  # added by issue 31: empty off the local runtime
     }
+    assert body["callbacks"] == []  # none handed out (tests/cli/test_cli_callbacks.py: some)
+    assert body["localLog"] == []
     assert body["workflowVersion"] == 1
     assert (body["runId"], body["tenantId"]) == (run_id, TENANT)
     assert (body["workflowName"], body["status"]) == ("user-onboarding", "waiting")

@@ -14,8 +14,8 @@ from typing import Any
 
 from cli_support import TENANT, Cli, table_count
 from workflow_runner.aws import lambda_support
-from workflow_runner.local.demo import webhook_sink
 from workflow_runner.local.runtime import quiet_powertools
+from workflow_runner.local.sink import webhook_sink
 from workflow_runner.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,3 +157,83 @@ def test_local_actions_take_effect_at_once(cli: Cli, store: Store, tmp_path: Pat
     assert [r["stepIndex"] for r in cli("pending", "--json").json()] == [4]
     assert cli("cancel", run_id).code == 0
     assert cli("pending", "--json").json() == []  # the projection was nudged too
+
+
+def test_json_output_of_local_commands_is_json_alone(db_url: str, tmp_path: Path) -> None:
+    """`wfr --json local … | python3 -m json.tool` works: the handlers' CloudWatch metric
+    lines (EMF, stdout in Lambda) and whatever workflow code prints stay off stdout."""
+    file = _write(
+        tmp_path,
+        [
+            _entry("user.signed-up", userId="ada", email="ada@example.com"),
+            _entry("inventory.changed", sku="s-1", revision=1, failAttempts=1),
+        ],
+    )
+    env = _env(db_url)
+    for args in (
+        ["--json", "local", "put-events", file, "--now", T0],
+        ["--json", "local", "tick"],
+        ["local", "tick", "--until", "2026-01-06T10:00:00Z", "--every", "PT6H", "--json"],
+    ):
+        result = subprocess.run(
+            [str(WFR), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+        assert isinstance(json.loads(result.stdout), dict), args  # one JSON document
+        assert '"_aws"' not in result.stdout + result.stderr, args
+
+
+def test_a_host_that_does_not_resolve_is_named_in_the_warning(cli: Cli, tmp_path: Path) -> None:
+    export = _entry("data.processed", webhookUrl="https://partner.invalid/exports", data={})
+    result = cli("local", "put-events", _write(tmp_path, [export]), "--now", T0)
+    assert result.code == 0
+    assert "webhook host lookup failed for partner.invalid" in result.err
+
+
+def test_the_local_sink_answers_every_webhook_and_prints_what_arrived(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The README's `python -m http.server` answers POST with 501; `wfr local sink`
+    answers 200 (or what --answer scripts) and prints each request."""
+    sink = subprocess.Popen(
+        [str(WFR), "local", "sink", "--port", "0", "--answer", "/exports=503"],
+        cwd=ROOT,
+        env=_env(db_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert sink.stderr is not None and sink.stdout is not None
+        banner = sink.stderr.readline()
+        url = banner.split("listening on ")[1].split()[0]
+        assert url.startswith("http://127.0.0.1:")
+        env = _env(
+            db_url, WFR_WEBHOOK_REDIRECTS=f"hooks.example.com={url}", WEBHOOK_ALLOW_HOSTS=""
+        )
+        signup = _entry("user.signed-up", userId="active-ada", email="ada@example.com")
+        export = _entry("data.processed", webhookUrl=f"{url}/exports", data={"rows": 3})
+        for args in (
+            ["local", "put-events", _write(tmp_path, [signup, export]), "--now", T0],
+            ["local", "tick", "--until", "2026-01-06T09:00:00Z", "--every", "PT1H"],
+        ):
+            result = subprocess.run(
+                [str(WFR), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+            )
+            assert result.returncode == 0, result.stderr
+        # Every webhook was sent while the commands ran, so the sink has printed them
+        # all: stop it and read what it printed (a missing line then fails, never hangs).
+        # The export (503, then its retry), then at 09:00 the daily report; onboarding's
+        # CRM call comes on day 8, after this window.
+        sink.terminate()
+        out, _ = sink.communicate(timeout=10)
+        received = out.splitlines()
+    finally:
+        if sink.poll() is None:
+            sink.kill()
+            sink.wait(timeout=10)
+    assert len(received) == 3, received
+    assert received[0].startswith("POST /exports  503"), received
+    assert received[1].startswith("POST /exports  200"), received  # the task's retry
+    assert received[2].startswith("POST /daily-report"), received
+    assert '"rows": 3' in received[0] and "idempotency-key " in received[0]

@@ -27,6 +27,7 @@ VALUES = {
     "--format": "mermaid",
     "--batch": "500",
     "--max-batches": "2",
+    "--last": "1",
 }
 _PLACEHOLDER = re.compile(r"^(<[^>]+>|[A-Z][A-Z0-9_]*)$")
 _ENV = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*$")

@@ -189,7 +189,8 @@ def test_a_redrive_after_an_in_place_edit_keeps_the_callbacks_answer(
 ) -> None:
     run_id = go(env, "approver", id="a1")
     [mail] = env.mails
-    env.redeploy(workflows=workflows(subject="Please approve"))  # edited in place
+    # Edited in place, and the old code not kept: the run fails when it resumes.
+    env.redeploy(workflows=workflows(subject="Please approve"), keep_previous=False)
     env.complete_callback(mail.body, {"approved": True})
     run = env.run(tenant=TENANT_A, workflow="approver", run_id=run_id)
     assert (run.status, run.reason) == ("failed", "workflow_definition_changed")

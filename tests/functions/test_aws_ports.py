@@ -13,7 +13,6 @@ import boto3
 import psycopg
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 from psycopg.conninfo import conninfo_to_dict
 from workflow_runner.aws.connection import ConnectionCache, fetch_secret_string
 from workflow_runner.aws.ports import LambdaNudger, PinnedHttpSender, SesMailer, SqsResumeQueue
@@ -23,6 +22,7 @@ from workflow_runner.ports import PermanentDeliveryError, ResumeRequest
 from workflow_runner.settings import Settings
 
 from tests.support import SAMPLE_TENANT as TENANT
+from tests.support import fake_aws
 
 REGION = "eu-central-1"
 RUN = "20674095-dda5-5811-b700-b57eb304d119"
@@ -30,14 +30,7 @@ RUN = "20674095-dda5-5811-b700-b57eb304d119"
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
+    with fake_aws(monkeypatch, REGION):
         yield
 
 

@@ -21,7 +21,9 @@ from workflow_runner.aws.runtime import build_aws_runtime
 from workflow_runner.aws.template import Handler
 from workflow_runner.callback_tokens import tokens_in
 from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.durations import format_instant
 from workflow_runner.engine.cancel import cancel_run
+from workflow_runner.engine.projection import project_pending
 from workflow_runner.ports import Runtime, set_runtime
 from workflow_runner.settings import Settings
 from workflow_runner.store import Store
@@ -49,7 +51,7 @@ def flows() -> WorkflowRegistry:
                 subject="Can you ship it?",
                 body=lambda ctx: f"Answer here: {ctx.callback.url}",
             ),
-            s.wait_for_callback("answer", timeout="P2D"),
+            s.wait_for_callback("answer", timeout="P2D", heartbeat="PT1H"),
             s.return_(lambda ctx: {"isSuccess": True, "answer": ctx.steps["answer"]}),
         ],
     )
@@ -172,6 +174,7 @@ def test_a_token_completes_once_and_the_second_answer_is_409(
     [
         ("wfrcb_" + "A" * 43, 404, "unknown"),  # the shape of a token, no such token
         ("favicon.ico", 404, "unknown"),  # refused before any database work
+        ("wfrcb_" + "A" * 43 + "/approve", 404, "unknown"),  # no such request
     ],
 )
 def test_an_unknown_token_is_404_and_says_nothing_more(
@@ -263,8 +266,6 @@ def test_a_get_never_completes_a_callback(
     ("change", "message"),
     [
         ({}, "callback request: the body is not JSON"),  # the sample: a form post
-        ({"body": "null"}, "callback payload: null is not a payload"),
-        ({"body": ""}, "callback request: the body is empty"),
         ({"body": "e30=", "isBase64Encoded": True, "rawPath": "/"}, "callback request: no token"),
         ({"body": "!!", "isBase64Encoded": True}, "callback request: the body is not JSON"),
         (
@@ -394,3 +395,143 @@ def test_on_aws_the_resume_request_lands_on_the_sqs_resume_queue(
         assert response["statusCode"] == 200
         (message,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
         assert json.loads(message["Body"]) == {"tenantId": TENANT, "runId": RUN, "stepIndex": 1}
+
+
+# --- answers without a payload, failures, heartbeats -------------------------------------
+
+
+def resume_from_queue(handlers: dict[str, Handler], runtime: Runtime) -> None:
+    (sent,) = runtime.resume_queue.sent  # type: ignore[attr-defined]
+    message = {"tenantId": sent.tenant_id, "runId": sent.run_id, "stepIndex": sent.step_index}
+    batch = {"Records": [{"messageId": "m-1", "body": json.dumps(message)}]}
+    assert invoke(handlers, "ResumeRunFunction", batch) == {"batchItemFailures": []}
+
+
+@pytest.mark.parametrize(("body", "stored"), [("null", None), ("", None), ("{}", {})])
+def test_a_completion_without_a_payload_completes(
+    handlers: dict[str, Handler], runtime: Runtime, store: Store, body: str, stored: Any
+) -> None:
+    token = waiting_order(handlers, store)
+    event = {**request("callback-complete.json", token), "body": body}
+    assert answer(invoke(handlers, "CallbackFunction", event)) == (200, {"completed": True})
+    row = store.conn.execute("SELECT detail FROM inbox WHERE type = 'workflow.callback'")
+    assert row.fetchone() == {"detail": stored}
+    resume_from_queue(handlers, runtime)
+    assert store.streams.load(TENANT, RUN)[-1].payload["result"] == {
+        "isSuccess": True,
+        "answer": stored,
+    }
+
+
+def test_a_failure_is_recorded_and_fails_the_run_from_the_queue(
+    handlers: dict[str, Handler], runtime: Runtime, store: Store, emitted: Read
+) -> None:
+    token = waiting_order(handlers, store)
+
+    response = invoke(handlers, "CallbackFunction", request("callback-fail.json", token))
+
+    assert answer(response) == (200, {"recorded": True})
+    resume_from_queue(handlers, runtime)
+    failed = store.streams.load(TENANT, RUN)[-1].payload
+    assert (failed["reason"], failed["error"]) == (
+        "callback_failed",
+        "workflow step failed (OutOfStock)",
+    )
+    stored = json.dumps([e.payload for e in store.streams.load(TENANT, RUN)])
+    assert "4711" not in stored  # the message is never stored
+    out = emitted()
+    assert out.metric("CallbacksFailed") == 1
+    assert token not in json.dumps(out.logs) and "4711" not in json.dumps(out.logs)
+
+
+def test_a_failure_may_carry_its_token_in_the_body(
+    handlers: dict[str, Handler], runtime: Runtime, store: Store
+) -> None:
+    token = waiting_order(handlers, store)
+    event = {
+        **request("callback-fail.json", token),
+        "rawPath": "/fail",
+        "body": json.dumps({"token": token, "error": "OutOfStock"}),
+    }
+    assert answer(invoke(handlers, "CallbackFunction", event)) == (200, {"recorded": True})
+    again = invoke(handlers, "CallbackFunction", request("callback-complete.json", token))
+    assert answer(again)[0] == 409
+
+
+def test_a_heartbeat_moves_the_wait_s_deadline_and_resumes_nothing(
+    handlers: dict[str, Handler],
+    runtime: Runtime,
+    store: Store,
+    clock: ManualClock,
+    emitted: Read,
+) -> None:
+    token = waiting_order(handlers, store)
+    clock.advance(timedelta(minutes=50))
+
+    code, body = answer(
+        invoke(handlers, "CallbackFunction", request("callback-heartbeat.json", token))
+    )
+
+    deadline = clock.now() + timedelta(hours=1)
+    assert (code, body) == (200, {"recorded": True, "deadline": format_instant(deadline)})
+    assert runtime.resume_queue.sent == []  # type: ignore[attr-defined]
+    project_pending(store, clock.now())
+    (row,) = store.pending.for_tenant(TENANT)
+    assert row.wake_at == deadline
+    in_body = {**request("callback-heartbeat.json", token), "rawPath": "/heartbeat"}
+    in_body["body"] = json.dumps({"token": token})
+    assert answer(invoke(handlers, "CallbackFunction", in_body))[0] == 200
+    assert emitted().metric("CallbackHeartbeats") == 2
+
+
+def test_a_heartbeat_after_the_heartbeats_stopped_is_410(
+    handlers: dict[str, Handler], runtime: Runtime, store: Store, clock: ManualClock
+) -> None:
+    token = waiting_order(handlers, store)
+    clock.advance(timedelta(hours=1))
+    before = writes(store)
+    code, body = answer(
+        invoke(handlers, "CallbackFunction", request("callback-heartbeat.json", token))
+    )
+    assert (code, body["recorded"], body["reason"]) == (410, False, "expired")
+    assert body["error"].endswith("no heartbeat came within its interval")
+    assert writes(store) == before
+
+
+LONG = "x" * 2001
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("/{t}/fail", "", "callback request: a failure's body is {"),
+        ("/{t}/fail", "[1]", "callback request: a failure's body is {"),
+        ("/{t}/fail", '{"message": "x"}', "callback request: the failure's body has no 'error'"),
+        ("/{t}/fail", '{"error": "X", "by": 1}', "the failure's body has unknown key 'by'"),
+        ("/{t}/fail", '{"error": "has space"}', "callback failure: error 'has space' is not"),
+        ("/{t}/fail", '{"error": "X", "message": "' + LONG + '"}', "over the 2000-character"),
+        ("/{t}/fail", '{"error": "X", "message": 7}', "callback failure: message is a int"),
+        ("/fail", '{"token": "{t}"}', 'no {"error": ..., "token": ..., "message": ...'),
+        ("/{t}/heartbeat", '{"alive": true}', "callback request: a heartbeat takes no body"),
+        ("/heartbeat", "{}", 'no token in the path and no {"token": ...} body for /heartbeat'),
+    ],
+)
+def test_a_bad_failure_or_heartbeat_is_400_saying_what_and_writes_nothing(
+    handlers: dict[str, Handler],
+    runtime: Runtime,
+    store: Store,
+    path: str,
+    body: str,
+    message: str,
+) -> None:
+    token = waiting_order(handlers, store)
+    before = writes(store)
+    event = {
+        **request("callback-fail.json", token),
+        "rawPath": path.replace("{t}", token),
+        "body": body.replace("{t}", token),
+    }
+    code, answered = answer(invoke(handlers, "CallbackFunction", event))
+    assert (code, answered["recorded"], answered["reason"]) == (400, False, "invalid")
+    assert message in answered["error"], answered["error"]
+    assert writes(store) == before

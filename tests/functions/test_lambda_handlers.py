@@ -561,7 +561,7 @@ def test_migrate_create_applies_migrations_and_reports_success(
             "status": "SUCCESS",
             "applied": [],
             "waitingRuns": "0 waiting run(s): 0 resume on their own definition, "
-            "0 on one whose shape agrees, 0 would fail",
+            "0 on one whose shape agrees, 0 stay on a kept version, 0 would fail",
         }
     finally:
         set_runtime(None)
@@ -622,7 +622,7 @@ def test_migrate_judges_the_waiting_runs_and_the_policy_decides_the_deploy(
     report = response["Reason"] if status == "FAILED" else response["Data"]["WaitingRuns"]
     assert (
         "1 waiting run(s): 0 resume on their own definition, 0 on one whose shape agrees, "
-        "1 would fail"
+        "0 stay on a kept version, 1 would fail"
     ) in report
     assert (
         "deploy-check v1: 1 run(s) would fail; at step 0 (wait): v1: step 0 (wait): wait → compute"

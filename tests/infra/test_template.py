@@ -299,7 +299,7 @@ def test_parameters_narrow_the_rules(template: dict[str, Any]) -> None:
 
 SAMPLE_TYPES = {
     "TriggerDetailTypes": (
-        "user.signed-up,order.placed,inventory.changed,data.processed,batch.submitted,parcel.ready"
+        "user.signed-up,order.placed,inventory.changed,data.processed,batch.submitted,parcel.ready,shipment.ready"
     ),
     "AwaitedDetailTypes": "order.approved",
 }

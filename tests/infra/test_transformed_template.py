@@ -86,13 +86,24 @@ def role_of(resources: dict[str, Any], function: str) -> dict[str, Any]:
 
 
 def role_statements(resources: dict[str, Any], function: str) -> list[dict[str, Any]]:
+    """Every statement a function's role carries: inline, managed, and standalone
+    policies attached to it."""
     role = role_of(resources, function)
+    name = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
     found = [
         s for p in role["Properties"].get("Policies", []) for s in p["PolicyDocument"]["Statement"]
     ]
     for arn in role["Properties"].get("ManagedPolicyArns", []):
         found += resources[arn["Ref"]]["Properties"]["PolicyDocument"]["Statement"]
+    for policy in of_type(resources, "AWS::IAM::Policy").values():
+        if {"Ref": name} in policy["Properties"]["Roles"]:
+            found += policy["Properties"]["PolicyDocument"]["Statement"]
     return found
+
+
+def own_versions(function: str) -> dict[str, str]:
+    """Every version (and alias) of one of our functions: `${Function.Arn}:*`."""
+    return {"Fn::Sub": f"${{{function}.Arn}}:*"}
 
 
 def alias(function: str) -> dict[str, str]:
@@ -181,24 +192,365 @@ def test_sqs_permissions_name_exact_queues(resources: dict[str, Any]) -> None:
 
 
 def test_invoke_permissions_name_exact_aliases(resources: dict[str, Any]) -> None:
+    """Nudges go to exact aliases; ResumeRun and StepDispatcher may also invoke their own
+    kept versions (a run whose definition only an older version has), nothing else's."""
     nudged = [alias("PendingProjectionFunction"), alias("StepDispatcherFunction")]
     invokers = set()
     for function in FUNCTIONS:
         for s in role_statements(resources, function):
             if "lambda:InvokeFunction" in as_list(s["Action"]):
-                assert all(r in nudged for r in as_list(s["Resource"])), function
+                allowed = [*nudged, own_versions(function)]
+                assert all(r in allowed for r in as_list(s["Resource"])), function
                 invokers.add(function)
     assert invokers == {
         "TriggerProjectionFunction",
         "EventWakeupFunction",
         "DueScanFunction",
         "ResumeRunFunction",
+        "StepDispatcherFunction",
     }
     # And the functions nudge exactly those aliases.
     for function in ("TriggerProjectionFunction", "DueScanFunction", "ResumeRunFunction"):
         env = resources[function]["Properties"]["Environment"]["Variables"]
         assert env["PENDING_PROJECTION_FUNCTION"] == alias("PendingProjectionFunction")
         assert env["STEP_DISPATCHER_FUNCTION"] == alias("StepDispatcherFunction")
+
+
+def test_only_the_functions_that_run_user_code_invoke_their_kept_versions(
+    resources: dict[str, Any],
+) -> None:
+    keepers = {}
+    for function in FUNCTIONS:
+        for s in role_statements(resources, function):
+            if own_versions(function) in as_list(s["Resource"]):
+                assert as_list(s["Action"]) == ["lambda:InvokeFunction"], function
+                keepers[function] = s
+    assert set(keepers) == {"ResumeRunFunction", "StepDispatcherFunction"}
+    for function in FUNCTIONS:  # the stack itself never deletes a function or version
+        for s in role_statements(resources, function):
+            assert "lambda:DeleteFunction" not in as_list(s["Action"]), function
+
+
+def test_a_deploy_keeps_the_versions_runs_may_be_handed_to(resources: dict[str, Any]) -> None:
+    """The premise of kept code: a deploy publishes a version of each function and leaves
+    the previous ones in place (only `wfr versions prune` deletes them)."""
+    for function in ("ResumeRunFunction", "StepDispatcherFunction"):
+        published = [
+            r
+            for r in of_type(resources, "AWS::Lambda::Version").values()
+            if r["Properties"]["FunctionName"] == {"Ref": function}
+        ]
+        assert len(published) == 1, function
+        assert published[0]["DeletionPolicy"] == "Retain", function
+        live = resources[f"{function}Aliaslive"]["Properties"]
+        assert live["FunctionVersion"]["Fn::GetAtt"][1] == "Version"
+
+
+def versions_published(resources: dict[str, Any]) -> dict[str, str]:
+    """function -> the logical ID of the version this deploy publishes of it (SAM names
+    it by a hash of what it covers: a new ID is a new version)."""
+    found = {}
+    for name, r in of_type(resources, "AWS::Lambda::Version").items():
+        found[r["Properties"]["FunctionName"]["Ref"]] = name
+    return found
+
+
+def test_a_deploy_of_the_engine_layer_alone_publishes_a_version_of_every_function(
+    resources: dict[str, Any], transform_edited: Callable[[str, str], Transformed]
+) -> None:
+    """The engine is a layer. Plain AutoPublishAlias hashes only a function's own code,
+    environment and memory into its version: a deploy that changed only the layer would
+    publish nothing, and `live` would go on serving the old code (and no version would
+    be kept for runs of the definitions it replaced). (The workflows layer: below.)"""
+    before = versions_published(resources)
+    assert set(before) == set(FUNCTIONS)
+    edited = transform_edited("ContentUri: layers/engine\n", "ContentUri: layers/engine-edited\n")
+    after = versions_published(edited["Resources"])
+    assert all(after[f] != before[f] for f in FUNCTIONS)
+    for function in FUNCTIONS:  # the alias moves to the new version; the old stays
+        version = edited["Resources"][after[function]]
+        assert version["DeletionPolicy"] == "Retain", function
+        live = edited["Resources"][f"{function}Aliaslive"]["Properties"]
+        assert live["FunctionVersion"] == {"Fn::GetAtt": [after[function], "Version"]}
+    # So does a change of a function's properties (a timeout here).
+    longer = transform_edited(
+        "Description: Resumes suspended runs (SQS resume queue batches or a direct invoke)\n",
+        "Description: Resumes suspended runs (SQS resume queue batches or a direct invoke)\n"
+        "      Timeout: 29\n",
+    )
+    assert (
+        versions_published(longer["Resources"])["ResumeRunFunction"] != before["ResumeRunFunction"]
+    )
+    # A deploy that changes nothing the functions run publishes no version.
+    unchanged = transform_edited(
+        "Description: wfr versions prune - delete", "Description: wfr versions prune deletes"
+    )
+    assert versions_published(unchanged["Resources"]) == before
+
+
+# --- what a deploy publishes -------------------------------------------------------------
+#
+# CloudFormation publishes a new Lambda version when the template's version resource is
+# new (SAM names it by a hash of what it covers) or when the resource is *replaced*: a
+# property whose change requires replacement resolves to another value with this
+# deploy's parameters. The plan below compares two deploys the way CloudFormation
+# does, with the replacement rules from the resource provider schemas.
+
+_NO_VALUE = object()
+
+
+class _Deploy:
+    """A transformed template with the parameter values it is deployed with (the
+    transform script makes them the Parameters' defaults)."""
+
+    def __init__(self, cfn: Transformed) -> None:
+        self.cfn = cfn
+        self.resources: dict[str, Any] = cfn["Resources"]
+        self.parameters: dict[str, Any] = {
+            "AWS::Region": "eu-central-1",
+            "AWS::AccountId": "123456789012",
+            "AWS::Partition": "aws",
+            "AWS::StackName": "workflow-runner",
+            "AWS::URLSuffix": "amazonaws.com",
+            "AWS::NoValue": _NO_VALUE,
+        }
+        for name, spec in cfn.get("Parameters", {}).items():
+            value = spec.get("Default", "")
+            if spec["Type"] == "CommaDelimitedList" or spec["Type"].startswith("List<"):
+                value = [v.strip() for v in value.split(",")] if value else []
+            self.parameters[name] = value
+
+    def condition(self, name: str) -> bool:
+        return bool(self.resolve(self.cfn["Conditions"][name]))
+
+    def resolve(self, value: Any) -> Any:
+        """The value CloudFormation computes. A resource reads as `<LogicalId>` (a new
+        logical ID is a new resource, hence another physical ID or attribute)."""
+        if isinstance(value, list):
+            return [v for v in (self.resolve(v) for v in value) if v is not _NO_VALUE]
+        if not isinstance(value, dict):
+            return value
+        if len(value) == 1:
+            [(function, arg)] = value.items()
+            if function == "Ref":
+                return self.parameters.get(arg, f"<{arg}>")
+            if function == "Fn::GetAtt":
+                return f"<{arg if isinstance(arg, str) else '.'.join(arg)}>"
+            if function == "Condition":
+                return self.condition(arg)
+            if function == "Fn::If":
+                name, yes, no = arg
+                return self.resolve(yes if self.condition(name) else no)
+            if function == "Fn::Equals":
+                left, right = self.resolve(arg)
+                return left == right
+            if function == "Fn::Not":
+                return not self.resolve(arg[0])
+            if function in ("Fn::And", "Fn::Or"):
+                values = [bool(v) for v in self.resolve(arg)]
+                return all(values) if function == "Fn::And" else any(values)
+            if function == "Fn::Join":
+                separator, items = arg
+                items = self.resolve(items)
+                if all(isinstance(i, str) for i in items):
+                    return separator.join(items)
+            if function == "Fn::Sub":
+                text, variables = (arg, {}) if isinstance(arg, str) else arg
+                variables = self.resolve(variables)
+
+                def substitute(match: re.Match[str]) -> str:
+                    name = match.group(1)
+                    if name in variables:
+                        return str(variables[name])
+                    if name in self.parameters:
+                        return str(self.parameters[name])
+                    return f"<{name}>"
+
+                return re.sub(r"\$\{([^!}][^}]*)\}", substitute, text)
+            # Anything else: its own shape with resolved arguments (equal inputs, equal
+            # result), which is all the comparison needs.
+            return {function: self.resolve(arg)}
+        resolved = {k: self.resolve(v) for k, v in value.items()}
+        return {k: v for k, v in resolved.items() if v is not _NO_VALUE}
+
+
+def deploy_plan(
+    before: Transformed,
+    after: Transformed,
+    create_only_properties: Callable[[set[str]], dict[str, set[str]]],
+) -> dict[str, str]:
+    """Logical ID -> "create", "replace" or "delete" for the resources a deploy from
+    `before` to `after` creates, replaces or removes (updates in place are left out)."""
+    old, new = _Deploy(before), _Deploy(after)
+
+    def exists(deploy: _Deploy, name: str) -> bool:
+        condition = deploy.resources[name].get("Condition")
+        return condition is None or deploy.condition(condition)
+
+    old_names = {n for n in old.resources if exists(old, n)}
+    new_names = {n for n in new.resources if exists(new, n)}
+    replacing = create_only_properties({new.resources[n]["Type"] for n in old_names & new_names})
+    plan = {n: "create" for n in new_names - old_names}
+    plan.update({n: "delete" for n in old_names - new_names})
+    for name in old_names & new_names:
+        was, now = old.resources[name], new.resources[name]
+        if was["Type"] != now["Type"]:
+            plan[name] = "replace"
+            continue
+        for prop in replacing[now["Type"]]:
+            if old.resolve(was.get("Properties", {}).get(prop)) != new.resolve(
+                now.get("Properties", {}).get(prop)
+            ):
+                plan[name] = "replace"
+    return plan
+
+
+def published_versions(
+    before: Transformed,
+    after: Transformed,
+    create_only_properties: Callable[[set[str]], dict[str, set[str]]],
+) -> set[str]:
+    """The functions a deploy from `before` to `after` publishes a new version of; every
+    version it leaves behind stays (asserted here, for each such deploy)."""
+    plan = deploy_plan(before, after, create_only_properties)
+    published = set()
+    for name, action in plan.items():
+        if action in ("create", "replace") and after["Resources"][name]["Type"] == (
+            "AWS::Lambda::Version"
+        ):
+            published.add(after["Resources"][name]["Properties"]["FunctionName"]["Ref"])
+        if action in ("delete", "replace") and before["Resources"][name]["Type"] == (
+            "AWS::Lambda::Version"
+        ):
+            policy = "DeletionPolicy" if action == "delete" else "UpdateReplacePolicy"
+            assert before["Resources"][name].get(policy) == "Retain", (name, action)
+    # The only resources such a deploy replaces are versions: the UpdateReplacePolicy the
+    # functions pass on to what SAM generates for them never leaves anything else behind.
+    for name, action in plan.items():
+        if action == "replace":
+            assert after["Resources"][name]["Type"] == "AWS::Lambda::Version", name
+    # Lambda publishes only what differs from the function's latest version: a version
+    # resource created or replaced over an unchanged function fails the deploy ("A
+    # version for this Lambda function exists").
+    old, new = _Deploy(before), _Deploy(after)
+    for function in published:
+        assert old.resolve(before["Resources"][function]["Properties"]) != new.resolve(
+            after["Resources"][function]["Properties"]
+        ), function
+    for function in published:  # and the live alias moves to the version published
+        live = after["Resources"][f"{function}Aliaslive"]["Properties"]["FunctionVersion"]
+        assert live["Fn::GetAtt"][1] == "Version"
+        version = after["Resources"][live["Fn::GetAtt"][0]]
+        assert version["Properties"]["FunctionName"] == {"Ref": function}
+    return published
+
+
+WORKFLOWS_V1 = "arn:aws:lambda:eu-central-1:123456789012:layer:shop-dev-workflows:1"
+WORKFLOWS_V2 = "arn:aws:lambda:eu-central-1:123456789012:layer:shop-dev-workflows:2"
+
+
+def test_a_deploy_of_another_workflows_layer_publishes_a_version_of_every_function(
+    transform: Callable[..., Transformed],
+    create_only_properties: Callable[[set[str]], dict[str, set[str]]],
+) -> None:
+    """A project's deploy (`wfr init`'s nested application, or WorkflowLayerArn given to
+    `sam deploy`) that changes nothing but its workflows: SAM's version hash sees
+    neither the Fn::If that picks the layer nor the parameter's value, so the version
+    resources keep their logical IDs. Their Description is the workflows layer's ARN,
+    and a version's Description can only be replaced: every function gets a new version
+    with the new workflows, `live` moves to it, and the previous one stays."""
+    v1 = transform(WorkflowLayerArn=WORKFLOWS_V1)
+    v2 = transform(WorkflowLayerArn=WORKFLOWS_V2)
+    assert published_versions(v1, v2, create_only_properties) == set(FUNCTIONS)
+    for function, name in versions_published(v2["Resources"]).items():
+        version = v2["Resources"][name]
+        assert _Deploy(v2).resolve(version["Properties"]["Description"]) == WORKFLOWS_V2
+        assert version["UpdateReplacePolicy"] == "Retain", function
+    # The same layer again (a deploy that changes something else, or nothing):
+    # no version.
+    again = transform(WorkflowLayerArn=WORKFLOWS_V2)
+    assert published_versions(v2, again, create_only_properties) == set()
+    # From the samples layer to a project's own, and back.
+    samples = transform()
+    assert published_versions(samples, v1, create_only_properties) == set(FUNCTIONS)
+    assert published_versions(v1, samples, create_only_properties) == set(FUNCTIONS)
+
+
+def test_a_deploy_of_the_samples_layer_alone_publishes_a_version_of_every_function(
+    cfn: Transformed,
+    transform_edited: Callable[[str, str], Transformed],
+    create_only_properties: Callable[[set[str]], dict[str, set[str]]],
+) -> None:
+    """This repository's own deploy (`sam deploy`, samconfig.toml): a new samples layer
+    version (its content changed) reaches every function's `live` alias."""
+    edited = transform_edited("ContentUri: layers/samples\n", "ContentUri: layers/samples-edited\n")
+    assert published_versions(cfn, edited, create_only_properties) == set(FUNCTIONS)
+    assert published_versions(cfn, cfn, create_only_properties) == set()
+
+
+def test_code_and_engine_deploys_still_publish_only_what_they_change(
+    cfn: Transformed,
+    transform_edited: Callable[[str, str], Transformed],
+    create_only_properties: Callable[[set[str]], dict[str, set[str]]],
+) -> None:
+    """The workflows rule adds to SAM's hash; it does not replace it."""
+    resume_run = transform_edited(
+        "CodeUri: functions/resume_run/\n", "CodeUri: functions/resume_run_edited/\n"
+    )
+    assert published_versions(cfn, resume_run, create_only_properties) == {"ResumeRunFunction"}
+    engine = transform_edited("ContentUri: layers/engine\n", "ContentUri: layers/engine-edited\n")
+    assert published_versions(cfn, engine, create_only_properties) == set(FUNCTIONS)
+
+
+def test_the_first_deploy_of_the_workflows_rule_publishes_new_versions_the_usual_way(
+    cfn: Transformed,
+    transform_rewritten: Callable[[Callable[[str], str]], Transformed],
+    create_only_properties: Callable[[set[str]], dict[str, set[str]]],
+) -> None:
+    """Onto a stack deployed before the rule (no VersionDescription, no
+    UpdateReplacePolicy, no WORKFLOWS_LAYER): a version resource replaced only for its new
+    Description would publish nothing (the function unchanged) and fail the deploy, and
+    the version it replaced would be deleted under the old template's policy. The new
+    variable is in SAM's hash, so the deploy creates new version resources instead, and
+    the old ones stay by SAM's DeletionPolicy."""
+
+    def before_the_rule(text: str) -> str:
+        kept = [
+            line
+            for line in text.splitlines(keepends=True)
+            if not line.lstrip().startswith(
+                ("VersionDescription:", "UpdateReplacePolicy: Retain  #", "WORKFLOWS_LAYER:")
+            )
+        ]
+        return "".join(kept)
+
+    older = transform_rewritten(before_the_rule)
+    older_versions = of_type(older["Resources"], "AWS::Lambda::Version").values()
+    assert not any("UpdateReplacePolicy" in r for r in older_versions)
+    plan = deploy_plan(older, cfn, create_only_properties)
+    for function, name in versions_published(cfn["Resources"]).items():
+        assert plan.get(name) == "create", function
+    assert published_versions(older, cfn, create_only_properties) == set(FUNCTIONS)
+
+
+def test_the_pruning_policy_deletes_versions_of_the_keepers_only(
+    cfn: Transformed, resources: dict[str, Any]
+) -> None:
+    policy = resources["VersionPruningPolicy"]
+    assert policy["Type"] == "AWS::IAM::ManagedPolicy"
+    assert not {"Roles", "Users", "Groups"} & set(policy["Properties"])  # attached by you
+    read, delete = policy["Properties"]["PolicyDocument"]["Statement"]
+    keepers = ("ResumeRunFunction", "StepDispatcherFunction")
+    assert set(read["Action"]) == {"lambda:ListVersionsByFunction", "lambda:GetAlias"}
+    assert read["Resource"] == [
+        r for f in keepers for r in ({"Fn::GetAtt": [f, "Arn"]}, own_versions(f))
+    ]
+    # Versions only: DeleteFunction on an unqualified ARN would delete the function.
+    assert (delete["Action"], delete["Resource"]) == (
+        "lambda:DeleteFunction",
+        [own_versions(f) for f in keepers],
+    )
+    assert cfn["Outputs"]["VersionPruningPolicyArn"]["Value"] == {"Ref": "VersionPruningPolicy"}
 
 
 def test_resource_policies_admit_only_their_own_rules(resources: dict[str, Any]) -> None:

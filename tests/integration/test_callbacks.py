@@ -7,15 +7,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from workflow_runner import ManualClock, on_event, run_id_for
+from workflow_runner import ManualClock, on_event
 from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.aws.inprocess import InMemoryResumeQueue
-from workflow_runner.callback_tokens import callback_links, token_hash, tokens_in
+from workflow_runner.callback_tokens import callback_links, token_hash
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.engine.callbacks import (
     CallbackAlreadyCompleted,
@@ -32,7 +32,16 @@ from workflow_runner.engine.redrive import redrive_run
 from workflow_runner.errors import InvalidInput
 from workflow_runner.store import Store, connect
 
-from tests.support import TENANT_A, TENANT_B, event, register, resume_open, stream, stream_types
+from tests.integration.callback_support import (
+    BUDGET_DOWN,
+    budget_check,
+    callback_events,
+    count_rows,
+    mail_tokens,
+    resume_open,
+    start_run,
+)
+from tests.support import TENANT_A, TENANT_B, register, stream, stream_types
 
 BASE = "https://callbacks.example.com/"
 APPROVAL = "approval"
@@ -67,51 +76,11 @@ def flows(registry: WorkflowRegistry) -> WorkflowRegistry:
     return registry
 
 
-def _start(
-    store: Store,
-    registry: WorkflowRegistry,
-    now: datetime,
-    key: str = "x-1",
-    tenant: str = TENANT_A,
-    type: str = "expense.filed",
-    project: bool = True,
-) -> str:
-    ops.ingest_domain_event(store, event(type, {"id": key}, tenant), now, registry)
-    if project:
-        ops.project_pending(store, now)
-    return run_id_for(registry_name(registry, type), key)
-
-
-def registry_name(registry: WorkflowRegistry, type: str) -> str:
-    (definition,) = registry.triggered_by(type)
-    return definition.name
-
-
-def _mail_tokens(store: Store, run_id: str, tenant: str = TENANT_A) -> list[str]:
-    """The tokens the run's mails carried, oldest first (what the outside system got)."""
-    rows = store.conn.execute(
-        "SELECT request FROM dispatch_outbox WHERE tenant_id = %s AND run_id = %s"
-        " ORDER BY created_at, request_id",
-        (tenant, run_id),
-    ).fetchall()
-    return [token for row in rows for token in tokens_in(row["request"]["body"])]
-
-
-def _count(store: Store, sql: str, *params: Any) -> int:
-    row = store.conn.execute(sql, params).fetchone()
-    assert row is not None
-    return int(row["n"])
-
-
-def _callback_events(store: Store) -> int:
-    return _count(store, "SELECT count(*) AS n FROM inbox WHERE type = 'workflow.callback'")
-
-
 def test_a_completed_callback_resumes_the_run_at_once_with_its_payload(
     store: Store, flows: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    run_id = _start(store, flows, clock.now())
-    (token,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, flows, clock.now())
+    (token,) = mail_tokens(store, run_id)
     queue = InMemoryResumeQueue(clock)
     clock.advance(timedelta(hours=1))
 
@@ -150,17 +119,17 @@ def test_a_completed_callback_resumes_the_run_at_once_with_its_payload(
 def test_only_the_hash_of_a_token_is_stored(
     store: Store, flows: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    run_id = _start(store, flows, clock.now())
-    (token,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, flows, clock.now())
+    (token,) = mail_tokens(store, run_id)
     for table in ("wf_events", "callbacks", "workflow_run_pending", "run_results"):
         assert (
-            _count(
+            count_rows(
                 store, f"SELECT count(*) AS n FROM {table} t WHERE t::text LIKE %s", f"%{token}%"
             )
             == 0
         )
     assert (
-        _count(
+        count_rows(
             store, "SELECT count(*) AS n FROM callbacks WHERE token_hash = %s", token_hash(token)
         )
         == 1
@@ -170,25 +139,25 @@ def test_only_the_hash_of_a_token_is_stored(
 def test_unknown_and_malformed_tokens_are_refused_and_write_nothing(
     store: Store, flows: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    run_id = _start(store, flows, clock.now())
-    (token,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, flows, clock.now())
+    (token,) = mail_tokens(store, run_id)
     forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
     for wrong in (forged, "wfrcb_short", "", token + "x", f"{token} "):
         with pytest.raises(UnknownCallback):
             complete_callback(store, wrong, {"ok": True}, clock.now())
     assert stream_types(store, run_id) == [ev.RUN_STARTED, ev.STEP_WAITING_FOR_CALLBACK]
-    assert _callback_events(store) == 0
+    assert callback_events(store) == 0
 
 
 def test_a_token_reaches_only_the_run_of_its_own_tenant(
     store: Store, flows: WorkflowRegistry, clock: ManualClock
 ) -> None:
     """Run ids derive from the workflow and the key only: both tenants' runs share one."""
-    run_a = _start(store, flows, clock.now(), tenant=TENANT_A)
-    run_b = _start(store, flows, clock.now(), tenant=TENANT_B)
+    run_a = start_run(store, flows, clock.now(), tenant=TENANT_A)
+    run_b = start_run(store, flows, clock.now(), tenant=TENANT_B)
     assert run_a == run_b
-    (token_a,) = _mail_tokens(store, run_a, TENANT_A)
-    (token_b,) = _mail_tokens(store, run_b, TENANT_B)
+    (token_a,) = mail_tokens(store, run_a, TENANT_A)
+    (token_b,) = mail_tokens(store, run_b, TENANT_B)
     assert token_a != token_b
 
     completion = complete_callback(store, token_a, {"tenant": "a"}, clock.now())
@@ -232,8 +201,8 @@ def two_waits(registry: WorkflowRegistry) -> WorkflowRegistry:
 def test_the_token_of_a_completed_wait_cannot_complete_the_next_one(
     store: Store, two_waits: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    run_id = _start(store, two_waits, clock.now(), type="two.go")
-    (first,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, two_waits, clock.now(), type="two.go")
+    (first,) = mail_tokens(store, run_id)
     complete_callback(store, first, "one", clock.now())
     resume_open(store, two_waits, run_id, clock.now())
     assert ops.load_run(store, TENANT_A, run_id).suspension.step_index == 3  # type: ignore[union-attr]
@@ -243,7 +212,7 @@ def test_the_token_of_a_completed_wait_cannot_complete_the_next_one(
         complete_callback(store, first, "two?", clock.now())
 
     assert stream_types(store, run_id) == before
-    _, second = _mail_tokens(store, run_id)
+    _, second = mail_tokens(store, run_id)
     complete_callback(store, second, "two", clock.now())
     resume_open(store, two_waits, run_id, clock.now())
     assert stream(store, run_id)[-1].fact.result == ["one", "two"]
@@ -252,8 +221,8 @@ def test_the_token_of_a_completed_wait_cannot_complete_the_next_one(
 def test_the_token_of_a_wait_an_operator_resumed_cannot_complete_the_next_one(
     store: Store, two_waits: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    run_id = _start(store, two_waits, clock.now(), type="two.go")
-    (first,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, two_waits, clock.now(), type="two.go")
+    (first,) = mail_tokens(store, run_id)
     forced = ops.resume_run(store, TENANT_A, run_id, 1, clock.now(), force=True, registry=two_waits)
     assert (forced.outcome, forced.suspended_at) == ("suspended", 3)
 
@@ -262,7 +231,7 @@ def test_the_token_of_a_wait_an_operator_resumed_cannot_complete_the_next_one(
 
     state = ops.load_run(store, TENANT_A, run_id)
     assert (state.suspension.step_index, state.matched_event_id) == (3, None)  # type: ignore[union-attr]
-    assert _callback_events(store) == 0
+    assert callback_events(store) == 0
     statuses = [c.status for c in run_callbacks(store, TENANT_A, run_id, clock.now())]
     assert statuses == ["waiting", "closed"]
 
@@ -270,8 +239,8 @@ def test_the_token_of_a_wait_an_operator_resumed_cannot_complete_the_next_one(
 def test_a_second_completion_is_refused_and_the_first_payload_kept(
     store: Store, flows: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    run_id = _start(store, flows, clock.now())
-    (token,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, flows, clock.now())
+    (token,) = mail_tokens(store, run_id)
     first = complete_callback(store, token, {"n": 1}, clock.now())
     with pytest.raises(CallbackAlreadyCompleted):
         complete_callback(store, token, {"n": 2}, clock.now())
@@ -306,8 +275,8 @@ def _in_parallel(db_url: str, n: int, work: Callable[[Store, int], Any]) -> list
 def test_ten_racing_completions_of_one_token_record_exactly_one(
     store: Store, db_url: str, flows: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    run_id = _start(store, flows, clock.now())
-    (token,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, flows, clock.now())
+    (token,) = mail_tokens(store, run_id)
 
     results = _in_parallel(
         db_url, 10, lambda s, i: complete_callback(s, token, {"racer": i}, clock.now())
@@ -317,7 +286,7 @@ def test_ten_racing_completions_of_one_token_record_exactly_one(
     lost = [r for r in results if isinstance(r, CallbackAlreadyCompleted)]
     assert (len(won), len(lost)) == (1, 9), results
     assert stream_types(store, run_id).count(ev.CALLBACK_COMPLETED) == 1
-    assert _callback_events(store) == 1
+    assert callback_events(store) == 1
     resume_open(store, flows, run_id, clock.now())
     assert stream(store, run_id)[-1].fact.result == {"racer": results.index(won[0])}
 
@@ -325,8 +294,8 @@ def test_ten_racing_completions_of_one_token_record_exactly_one(
 def test_a_completion_from_the_timeout_on_is_refused_and_the_run_goes_on_without_it(
     store: Store, flows: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    run_id = _start(store, flows, clock.now())
-    (token,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, flows, clock.now())
+    (token,) = mail_tokens(store, run_id)
     clock.advance(timedelta(days=2))
 
     with pytest.raises(CallbackExpired):
@@ -338,13 +307,13 @@ def test_a_completion_from_the_timeout_on_is_refused_and_the_run_goes_on_without
     events = stream(store, run_id)
     assert events[-2].fact.resumed_by == "timeout"
     assert events[-1].fact.result is None
-    assert _callback_events(store) == 0
+    assert callback_events(store) == 0
 
 
 def test_before_its_timeout_an_uncompleted_callback_is_not_due(
     store: Store, flows: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    run_id = _start(store, flows, clock.now())
+    run_id = start_run(store, flows, clock.now())
     result = ops.resume_run(store, TENANT_A, run_id, 1, clock.now(), registry=flows)
     assert (result.outcome, result.wake_at) == ("not-due", clock.now() + timedelta(days=2))
     (row,) = store.pending.for_tenant(TENANT_A)
@@ -396,8 +365,8 @@ def test_a_completion_that_commits_first_beats_the_timeout_resume_racing_it(
     flows: WorkflowRegistry,
     clock: ManualClock,
 ) -> None:
-    run_id = _start(store, flows, clock.now())
-    (token,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, flows, clock.now())
+    (token,) = mail_tokens(store, run_id)
     timeout = clock.now() + timedelta(days=2)
     observer = connect(db_url)
     try:
@@ -432,8 +401,8 @@ def test_a_timeout_resume_that_commits_first_beats_the_completion_racing_it(
     flows: WorkflowRegistry,
     clock: ManualClock,
 ) -> None:
-    run_id = _start(store, flows, clock.now())
-    (token,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, flows, clock.now())
+    (token,) = mail_tokens(store, run_id)
     timeout = clock.now() + timedelta(days=2)
     observer = connect(db_url)
     try:
@@ -456,15 +425,15 @@ def test_a_timeout_resume_that_commits_first_beats_the_completion_racing_it(
     assert events[-2].fact.resumed_by == "timeout" and events[-1].fact.result is None
     (row,) = store.callbacks.of_run(TENANT_A, run_id)
     assert row.completed_at is None
-    assert _callback_events(store) == 0
+    assert callback_events(store) == 0
 
 
 def test_a_completion_before_the_projection_caught_up_still_wakes_the_run(
     store: Store, flows: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    run_id = _start(store, flows, clock.now(), project=False)
+    run_id = start_run(store, flows, clock.now(), project=False)
     assert store.pending.for_tenant(TENANT_A) == []
-    (token,) = _mail_tokens(store, run_id)
+    (token,) = mail_tokens(store, run_id)
     queue = InMemoryResumeQueue(clock)
 
     completion = complete_callback(store, token, {"early": True}, clock.now())
@@ -480,18 +449,17 @@ def test_a_completion_before_the_projection_caught_up_still_wakes_the_run(
 def test_a_cancelled_run_takes_no_completion(
     store: Store, flows: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    run_id = _start(store, flows, clock.now())
-    (token,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, flows, clock.now())
+    (token,) = mail_tokens(store, run_id)
     ops.cancel_run(store, TENANT_A, run_id, clock.now())
     with pytest.raises(CallbackNotWaiting):
         complete_callback(store, token, {"ok": True}, clock.now())
-    assert _callback_events(store) == 0
+    assert callback_events(store) == 0
 
 
 @pytest.mark.parametrize(
     ("payload", "why"),
     [
-        (None, "null is not a payload"),
         (float("nan"), "not JSON"),
         ({"blob": "x" * (256 * 1024)}, "over the 262144-byte limit"),
         ("\x00", "NUL"),
@@ -500,11 +468,11 @@ def test_a_cancelled_run_takes_no_completion(
 def test_a_payload_that_is_not_storable_json_is_refused_and_nothing_written(
     store: Store, flows: WorkflowRegistry, clock: ManualClock, payload: Any, why: str
 ) -> None:
-    run_id = _start(store, flows, clock.now())
-    (token,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, flows, clock.now())
+    (token,) = mail_tokens(store, run_id)
     with pytest.raises(InvalidInput, match=why):
         complete_callback(store, token, payload, clock.now())
-    assert _callback_events(store) == 0
+    assert callback_events(store) == 0
     assert [c.status for c in run_callbacks(store, TENANT_A, run_id, clock.now())] == ["waiting"]
     complete_callback(store, token, {"then": "fine"}, clock.now())
 
@@ -555,7 +523,7 @@ def test_callbacks_inside_for_each_branch_and_retry_resume_where_they_wait(
             s.return_(lambda ctx: ctx.steps["answers"]),
         ],
     )
-    run_id = _start(store, registry, clock.now(), key="r-1", type="review.asked")
+    run_id = start_run(store, registry, clock.now(), key="r-1", type="review.asked")
     state = ops.load_run(store, TENANT_A, run_id)
     assert state.suspension is not None
     assert state.suspension.path == [
@@ -565,12 +533,12 @@ def test_callbacks_inside_for_each_branch_and_retry_resume_where_they_wait(
         {"i": 1},
     ]
 
-    (ann,) = _mail_tokens(store, run_id)
+    (ann,) = mail_tokens(store, run_id)
     complete_callback(store, ann, "again", clock.now())
     resume_open(store, registry, run_id, clock.now())  # the attempt fails: retry scheduled
     clock.advance(timedelta(seconds=1))
     resume_open(store, registry, run_id, clock.now())  # attempt 2 asks ann again
-    _, ann_again = _mail_tokens(store, run_id)
+    _, ann_again = mail_tokens(store, run_id)
     with pytest.raises(CallbackAlreadyCompleted):
         complete_callback(store, ann, "ann", clock.now())
     complete_callback(store, ann_again, "ann", clock.now())
@@ -579,23 +547,15 @@ def test_callbacks_inside_for_each_branch_and_retry_resume_where_they_wait(
     state = ops.load_run(store, TENANT_A, run_id)
     assert state.suspension is not None
     assert state.suspension.path[0] == {"i": 0, "item": 2}
-    *_, bo = _mail_tokens(store, run_id)
+    *_, bo = mail_tokens(store, run_id)
     complete_callback(store, bo, "bo", clock.now())
     resume_open(store, registry, run_id, clock.now())
     assert stream(store, run_id)[-1].fact.result == ["ann", "bo"]
 
 
-FLAKY = {"on": True}
-
-
 def test_a_redrive_repeats_the_failed_pass_with_the_token_its_mail_already_carries(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    def check(ctx: Any) -> int:
-        if FLAKY["on"]:
-            raise RuntimeError("budget service down")
-        return 1
-
     register(
         registry,
         name="redriven",
@@ -603,23 +563,23 @@ def test_a_redrive_repeats_the_failed_pass_with_the_token_its_mail_already_carri
         idempotency_key=lambda e: e.payload["id"],
         steps=lambda s: [
             s.mail_send(to="a@example.com", subject="Approve?", body=lambda ctx: ctx.callback.url),
-            s.compute("check", check),
+            s.compute("check", budget_check),
             s.wait_for_callback("decision"),
             s.return_(lambda ctx: ctx.steps["decision"]),
         ],
     )
-    FLAKY["on"] = True
-    run_id = _start(store, registry, clock.now(), type="redrive.go")
+    BUDGET_DOWN["on"] = True
+    run_id = start_run(store, registry, clock.now(), type="redrive.go")
     assert ops.load_run(store, TENANT_A, run_id).status == "failed"
-    (token,) = _mail_tokens(store, run_id)
+    (token,) = mail_tokens(store, run_id)
     with pytest.raises(UnknownCallback):  # no wait was reached: nothing to complete yet
         complete_callback(store, token, {"ok": True}, clock.now())
 
-    FLAKY["on"] = False
+    BUDGET_DOWN["on"] = False
     redriven = redrive_run(store, TENANT_A, run_id, clock.now(), registry)
 
     assert (redriven.outcome, redriven.step_index) == ("suspended", 2)
-    assert _mail_tokens(store, run_id) == [token]  # the same request: not sent again
+    assert mail_tokens(store, run_id) == [token]  # the same request: not sent again
     waiting = ops.load_run(store, TENANT_A, run_id).suspension
     assert isinstance(waiting, ev.StepWaitingForCallback)
     assert waiting.token_hash == token_hash(token)
@@ -631,8 +591,8 @@ def test_a_redrive_repeats_the_failed_pass_with_the_token_its_mail_already_carri
 def test_erasing_a_payload_not_yet_taken_fails_the_run(
     store: Store, flows: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    run_id = _start(store, flows, clock.now())
-    (token,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, flows, clock.now())
+    (token,) = mail_tokens(store, run_id)
     completion = complete_callback(store, token, {"iban": "DE00 1234"}, clock.now())
 
     erased = erase_event(store, TENANT_A, completion.event_id, clock.now(), reason="GDPR-7")
@@ -646,8 +606,8 @@ def test_erasing_a_payload_not_yet_taken_fails_the_run(
 def test_erasing_a_payload_a_run_took_erases_its_copies(
     store: Store, flows: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    run_id = _start(store, flows, clock.now())
-    (token,) = _mail_tokens(store, run_id)
+    run_id = start_run(store, flows, clock.now())
+    (token,) = mail_tokens(store, run_id)
     completion = complete_callback(store, token, {"iban": "DE00 1234"}, clock.now())
     resume_open(store, flows, run_id, clock.now())
     assert stream(store, run_id)[-1].fact.result == {"iban": "DE00 1234"}

@@ -163,7 +163,7 @@ def test_a_failing_task_attempt_on_the_worker_follows_the_same_policy(
     assert ("jane@example.com" in _log_text(caplog)) is opt_in
 
 
-@pytest.mark.parametrize(("opt_in", "visible"), [(None, False), ("true", True)])
+@pytest.mark.parametrize(("opt_in", "visible"), [(None, True), ("true", True), ("false", False)])
 def test_the_local_runtime_applies_the_setting_to_the_handlers(
     store: Store,
     registry: WorkflowRegistry,
@@ -186,4 +186,7 @@ def test_the_local_runtime_applies_the_setting_to_the_handlers(
         )
     )
     local.set_now(clock.now() + timedelta(minutes=1))
+    # Locally the text is what a developer needs: shown unless turned off (issue 31).
     assert ("jane@example.com" in _log_text(caplog)) is visible
+    # The policy the handlers set is not left behind for the rest of the process.
+    assert redaction.configured() is None

@@ -7,8 +7,9 @@ from datetime import datetime, timedelta
 
 from workflow_runner import ManualClock, define_workflow, on_event
 from workflow_runner.definition import WorkflowDefinition, WorkflowRegistry
-from workflow_runner.engine.doctor import check_pinned_definitions
-from workflow_runner.engine.pinning import pinned_definitions
+from workflow_runner.definition.hosts import RESUME_RUN, STEP_DISPATCHER, register_hosts
+from workflow_runner.engine.doctor import check_kept_versions, check_pinned_definitions
+from workflow_runner.engine.pinning import pinned_definitions, stranded_runs
 from workflow_runner.store import Store
 
 from tests.support import TENANT_A, TENANT_B, resume_due, trigger
@@ -56,7 +57,7 @@ def test_runs_on_a_registered_definition_resume(store: Store, clock: ManualClock
     assert (check.status, check.items) == ("ok", [])
     assert check.summary == (
         "3 waiting run(s) on 1 definition(s): 3 resume on their own definition, "
-        "0 on one whose shape agrees where they wait"
+        "0 on one whose shape agrees where they wait, 0 stay on a kept version"
     )
 
 
@@ -140,3 +141,80 @@ def test_the_tenant_filter_and_the_step_breakdown(store: Store, clock: ManualClo
     assert all_tenants.steps == {"step 0 (wait)": 2, "step 1 (wait_for_event)": 1}
     [only_b] = pinned_definitions(store, registry, TENANT_B)
     assert (only_b.runs, only_b.tenants, only_b.example_tenant_id) == (1, 1, TENANT_B)
+
+
+RESUME_V3 = "arn:aws:lambda:eu-central-1:123456789012:function:stack-ResumeRun-x:3"
+DISPATCHER_V3 = "arn:aws:lambda:eu-central-1:123456789012:function:stack-StepDispatcher-y:3"
+
+
+def _kept_in_v3(store: Store, clock: ManualClock, *definitions: WorkflowDefinition) -> None:
+    """Version 3 of both functions registered the definitions (their cold starts)."""
+    register_hosts(store, definitions, RESUME_RUN, RESUME_V3, clock.now())
+    register_hosts(store, definitions, STEP_DISPATCHER, DISPATCHER_V3, clock.now())
+
+
+def test_runs_whose_function_version_is_kept_stay_on_it_instead_of_failing(
+    store: Store, clock: ManualClock
+) -> None:
+    _start(store, _registry(_flow()), clock.now())
+    _kept_in_v3(store, clock, _flow())
+    edited = _registry(_flow(first="compute"))
+
+    [pinned] = pinned_definitions(store, edited)
+
+    assert (pinned.exact, pinned.by_shape, pinned.kept, pinned.failing) == (0, 0, 3, 0)
+    assert pinned.kept_on == (RESUME_V3, DISPATCHER_V3)
+    assert pinned.verdict == f"stay on kept version {RESUME_V3}"
+    check = check_pinned_definitions(store, edited, None, [pinned])
+    assert check.status == "ok" and check.summary.endswith("3 stay on a kept version")
+    kept = check_kept_versions([pinned])
+    assert kept.summary == "3 waiting run(s) stay on 2 kept version(s) until they settle"
+    assert kept.items == [
+        f"{host}: pin-flow v1 (definition {pinned.fingerprint[:12]}…): "
+        "3 waiting run(s), 2 tenant(s)"
+        for host in (RESUME_V3, DISPATCHER_V3)
+    ]
+    stranded = stranded_runs(store, edited)
+    assert (stranded.kept, stranded.failing, stranded.failures) == (3, 0, [])
+    # Without the kept tier (nothing registered, or told so) they would fail.
+    assert pinned_definitions(store, edited, hosts=None)[0].failing == 3
+
+
+def test_a_workflow_removed_from_the_code_stays_on_its_kept_version(
+    store: Store, clock: ManualClock
+) -> None:
+    _start(store, _registry(_flow()), clock.now())
+    _kept_in_v3(store, clock, _flow())
+    check = check_pinned_definitions(store, WorkflowRegistry(), None)
+    assert check.status == "ok"
+    [item] = check.items
+    assert "3 run(s) of pin-flow v1" in item and f"stay on kept version {RESUME_V3}" in item
+
+
+def test_only_the_runs_whose_shape_disagrees_stay_on_the_kept_version(
+    store: Store, clock: ManualClock
+) -> None:
+    registry = _registry(_flow())
+    _start(store, registry, clock.now())
+    resume_due(store, registry, clock.now() + timedelta(days=1, seconds=1), tenant=TENANT_B)
+    _kept_in_v3(store, clock, _flow())
+    # The wait for the event becomes a timer: the runs before it resume on the new code,
+    # the one waiting at it stays on the kept version.
+    timer = define_workflow(
+        name="pin-flow",
+        trigger=on_event("pin.start"),
+        idempotency_key=lambda event: event.payload["id"],
+        awaits={"ok": "pin.ok"},
+        steps=lambda s: [
+            s.wait(for_="P1D"),
+            s.wait(for_="P3D"),
+            s.mail_send(to="ops@example.com", subject="Thanks", body="-"),
+        ],
+        register=False,
+    )
+    [pinned] = pinned_definitions(store, _registry(timer))
+    assert (pinned.by_shape, pinned.kept, pinned.failing) == (2, 1, 0)
+    assert pinned.verdict == (
+        "resume on v1 (its shape agrees where they wait), the others stay on kept version "
+        f"{RESUME_V3}"
+    )

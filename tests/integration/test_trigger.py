@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import uuid
 
-from workflow_runner import ManualClock, on_event, run_id_for
+import pytest
+from workflow_runner import Event, ManualClock, on_event, run_id_for
 from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.engine.redrive import RedriveRefused, redrive_run
 from workflow_runner.store import Store
 
 from tests.support import TENANT_A, TENANT_B, event, register, stream, stream_types, trigger
@@ -165,3 +167,29 @@ def test_tenants_sharing_a_run_id_get_separate_runs(
         len(store.pending.for_tenant(TENANT_A)) == 1
         and len(store.pending.for_tenant(TENANT_B)) == 1
     )
+
+
+def test_a_key_reference_to_a_missing_field_names_the_field(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    """A missing email says unresolved_reference:event.payload.email; a missing key field
+    now says which field as well (the path comes from the definition, not the data)."""
+    register(
+        registry,
+        name="wr-keyed",
+        trigger=on_event("wr-test.keyed"),
+        idempotency_key=Event.payload["order"]["id"],
+        steps=lambda s: [s.return_()],
+    )
+    result = trigger(store, registry, "wr-test.keyed", {"order": {}}, clock.now())
+    [outcome] = result.started
+    assert (outcome.outcome, outcome.reason) == (
+        "failed",
+        "idempotency_key_failed:event.payload.order.id",
+    )
+    failed = stream(store, outcome.run_id)[-1].payload
+    assert failed["reason"] == "idempotency_key_failed:event.payload.order.id"
+    assert failed["error"] == "workflow step failed (UnresolvedReference)"
+    # Still a failure before the first step: a redrive cannot fix it.
+    with pytest.raises(RedriveRefused, match="failed before its first step"):
+        redrive_run(store, TENANT_A, outcome.run_id, clock.now(), registry)

@@ -329,3 +329,72 @@ def test_shipping_quote_asks_a_carrier_that_timed_out_again(env: WorkflowTestEnv
     run = _quote(env, carriersSlow=["slowpost"])
     assert run.result["carrier"] == "slowpost"  # answered on its second attempt
     assert run.steps["quotes"]["succeeded"] == 3
+# --- freight-quotes: callbacks created at once, awaited one after the other ---------------------
+
+SHIPMENT = {"shipmentId": "s-9", "weightKg": 120}
+
+
+def _carrier_links(env: WorkflowTestEnv) -> dict[str, str]:
+    """What each carrier's quote request carried: where to answer."""
+    return {
+        w.url.rsplit("/", 1)[-1]: w.body["answerTo"] for w in env.webhooks if "/carriers/" in w.url
+    }
+
+
+def test_freight_quotes_asks_both_carriers_each_with_its_own_callback(
+    env: WorkflowTestEnv,
+) -> None:
+    env.put_event(tenant=TENANT_A, type="shipment.ready", payload=SHIPMENT)
+    links = _carrier_links(env)
+    assert sorted(links) == ["bay_haulage", "north_freight"]
+    assert all(link.startswith("wfrcb_") for link in links.values())  # no endpoint here
+    assert links["bay_haulage"] != links["north_freight"]
+    run = env.run(tenant=TENANT_A, workflow="freight-quotes", key="s-9")
+    assert (run.status, run.waiting_for) == ("waiting", "workflow.callback")
+
+
+def test_freight_quotes_keeps_an_early_quote_and_books_the_cheapest(env: WorkflowTestEnv) -> None:
+    env.put_event(tenant=TENANT_A, type="shipment.ready", payload=SHIPMENT)
+    links = _carrier_links(env)
+    # The second carrier answers first: the run still awaits the first, the quote is kept.
+    env.complete_callback(links["bay_haulage"], {"price": 310})
+    assert env.run(tenant=TENANT_A, workflow="freight-quotes", key="s-9").status == "waiting"
+    env.complete_callback(links["north_freight"], {"price": 295})
+    run = env.run(tenant=TENANT_A, workflow="freight-quotes", key="s-9")
+    booking = {"shipmentId": "s-9", "carrier": "north_freight", "price": 295}
+    assert (run.status, run.result) == ("completed", {"isSuccess": True, **booking, "declined": []})
+    [booked] = [w for w in env.webhooks if w.url.endswith("/bookings")]
+    assert booked.body == booking
+
+
+def test_freight_quotes_catches_a_carrier_that_declines(env: WorkflowTestEnv) -> None:
+    env.put_event(tenant=TENANT_A, type="shipment.ready", payload=SHIPMENT)
+    links = _carrier_links(env)
+    env.complete_callback(links["bay_haulage"], {"price": 310})
+    env.fail_callback(links["north_freight"], error="NoCapacity", message="fleet fully booked")
+    run = env.run(tenant=TENANT_A, workflow="freight-quotes", key="s-9")
+    assert run.result == {
+        "isSuccess": True,
+        "shipmentId": "s-9",
+        "carrier": "bay_haulage",
+        "price": 310,
+        "declined": ["north_freight"],
+    }
+    assert run.steps["north_freight"] == {"failed": True, "error": "NoCapacity"}
+
+
+def test_freight_quotes_without_any_quote_in_a_day_fails(env: WorkflowTestEnv) -> None:
+    env.put_event(tenant=TENANT_A, type="shipment.ready", payload=SHIPMENT)
+    links = _carrier_links(env)
+    env.fail_callback(links["bay_haulage"], error="NoCapacity")
+    env.advance("P1D")
+    run = env.run(tenant=TENANT_A, workflow="freight-quotes", key="s-9")
+    assert (run.status, run.reason) == ("failed", "returned_failure")
+    assert run.result == {
+        "isSuccess": False,
+        "error": "no carrier quoted within a day",
+        "declined": ["bay_haulage"],
+    }
+    assert not [w for w in env.webhooks if w.url.endswith("/bookings")]
+    with pytest.raises(CallbackRefused, match="expired"):
+        env.complete_callback(links["north_freight"], {"price": 280})

@@ -2,8 +2,9 @@
 changes, change by change — the README's table, a row a test. A run resumes on the new
 definition when its shape agrees where the run has been and where it stands; the new
 values and code apply to the rest of the run. A change that would make it resume at
-another place, or read a result back under another key, fails it loud, the step path in
-the failure's detail.
+another place, or read a result back under another key, leaves it on its old code, kept
+as AWS keeps the function version that has it — and fails it loud, the step path in the
+failure's detail, once that old code is gone too (`redeploy(keep_previous=False)`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ def start(make_env: MakeEnv, definition: WorkflowDefinition, runs: int = 1) -> W
 
 def trial(env: WorkflowTestEnv, n: int = 0) -> Any:
     return env.run(tenant=TENANT_A, workflow="trial", key=f"t{n}")
+
+
+def trial_by_key(env: WorkflowTestEnv, key: str) -> Any:
+    return env.run(tenant=TENANT_A, workflow="trial", key=key)
 
 
 def assert_fails_loud(env: WorkflowTestEnv, difference: str) -> None:
@@ -117,12 +122,12 @@ def plan_inserted_before_the_wait() -> WorkflowDefinition:
     )
 
 
-def test_a_step_inserted_before_the_runs_position_fails_it_loud_at_that_step(
+def test_a_step_inserted_before_the_runs_position_fails_it_loud_once_its_code_is_gone(
     make_env: MakeEnv,
 ) -> None:
     env = start(make_env, mail_after_a_day("Trial ends"))
     inserted = plan_inserted_before_the_wait()
-    [failing] = env.redeploy(workflows=[inserted])
+    [failing] = env.redeploy(workflows=[inserted], keep_previous=False)
     assert failing.differences == {"step 0 (wait)": "v1: step 0 (wait): wait → compute"}
     env.advance("P1D")
     assert_fails_loud(env, "step 0 (wait): wait → compute")
@@ -134,8 +139,9 @@ def test_runs_a_step_inserted_before_their_position_would_fail_complete_once_mig
 ) -> None:
     env = start(make_env, mail_after_a_day("Trial ends"), runs=2)
     inserted = plan_inserted_before_the_wait()
-    [failing] = env.redeploy(workflows=[inserted])
-    assert failing.failing == 2  # without the migration both would fail
+    # Once the code they started on is gone, without the migration both would fail.
+    [failing] = env.redeploy(workflows=[inserted], keep_previous=False)
+    assert failing.failing == 2
     dry = env.migrate_runs(workflow="trial", to_version=1, mapping=["0=1"], dry_run=True)
     assert [m.outcome for m in dry.moves] == ["would-move", "would-move"]
     assert env.pinned_definitions()[0].failing == 2  # a dry run writes nothing
@@ -178,9 +184,13 @@ def keyed(key: str, before_the_wait: bool) -> WorkflowDefinition:
     return flow(steps)
 
 
-def test_a_result_key_renamed_before_the_runs_position_fails_it_loud(make_env: MakeEnv) -> None:
+def test_a_result_key_renamed_before_the_runs_position_fails_it_loud_once_its_code_is_gone(
+    make_env: MakeEnv,
+) -> None:
     env = start(make_env, keyed("seats", before_the_wait=True))
-    [failing] = env.redeploy(workflows=[keyed("licences", before_the_wait=True)])
+    [failing] = env.redeploy(
+        workflows=[keyed("licences", before_the_wait=True)], keep_previous=False
+    )
     assert failing.differences == {
         "step 1 (wait)": "v1: step 0 (compute): key 'seats' → 'licences'"
     }
@@ -253,7 +263,9 @@ def test_an_added_awaits_entry_leaves_the_waiting_run_waiting_for_its_event(
 # --- change the trigger --------------------------------------------------------------------------
 
 
-def test_a_changed_trigger_fails_the_waiting_run_loud(make_env: MakeEnv) -> None:
+def test_a_changed_trigger_fails_the_waiting_run_loud_once_its_code_is_gone(
+    make_env: MakeEnv,
+) -> None:
     env = start(make_env, mail_after_a_day("Trial ends"))
     retriggered = flow(
         lambda s: [
@@ -263,7 +275,7 @@ def test_a_changed_trigger_fails_the_waiting_run_loud(make_env: MakeEnv) -> None
         ],
         trigger=on_event("trial.begun"),
     )
-    [failing] = env.redeploy(workflows=[retriggered])
+    [failing] = env.redeploy(workflows=[retriggered], keep_previous=False)
     assert "the trigger changed" in failing.verdict
     env.advance("P1D")
     run = trial(env)
@@ -274,18 +286,21 @@ def test_a_changed_trigger_fails_the_waiting_run_loud(make_env: MakeEnv) -> None
 # --- pinning="exact" ------------------------------------------------------------------------------
 
 
-def test_an_exactly_pinned_workflow_fails_its_runs_on_a_copy_edit(make_env: MakeEnv) -> None:
-    def pinned(subject: str) -> WorkflowDefinition:
-        return flow(
-            lambda s: [
-                s.wait(for_="P1D"),
-                s.mail_send(to="ada@example.com", subject=subject, body="-"),
-            ],
-            pinning="exact",
-        )
+def pinned(subject: str) -> WorkflowDefinition:
+    return flow(
+        lambda s: [
+            s.wait(for_="P1D"),
+            s.mail_send(to="ada@example.com", subject=subject, body="-"),
+        ],
+        pinning="exact",
+    )
 
+
+def test_an_exactly_pinned_workflow_fails_its_runs_on_a_copy_edit_once_its_code_is_gone(
+    make_env: MakeEnv,
+) -> None:
     env = start(make_env, pinned("Trial ends"))
-    [failing] = env.redeploy(workflows=[pinned("Your trial ends")])
+    [failing] = env.redeploy(workflows=[pinned("Your trial ends")], keep_previous=False)
     assert "pinned exactly" in failing.verdict
     env.advance("P1D")
     run = trial(env)
@@ -300,3 +315,87 @@ def test_pinning_is_not_part_of_the_fingerprint() -> None:
     by_shape, exact = flow(steps), flow(steps, pinning="exact")
     assert (by_shape.pinning, exact.pinning) == ("shape", "exact")
     assert by_shape.fingerprint == exact.fingerprint
+
+
+# --- kept code: a structural change leaves the run on its old code -------------------------
+
+
+def test_a_structural_edit_deployed_mid_wait_leaves_the_run_to_finish_on_its_old_code(
+    make_env: MakeEnv,
+) -> None:
+    env = start(make_env, mail_after_a_day("Trial ends"), runs=2)
+    inserted = flow(
+        lambda s: [
+            s.compute("plan", lambda ctx: "pro"),
+            s.wait(for_="P1D"),
+            s.mail_send(to="ada@example.com", subject="Pick a plan", body="-"),
+            s.return_({"isSuccess": True, "plan": Steps["plan"]}),
+        ]
+    )
+    assert env.redeploy(workflows=[inserted]) == []
+    [kept] = env.pinned_definitions()
+    assert (kept.exact, kept.by_shape, kept.kept, kept.failing) == (0, 0, 2, 0)
+    assert kept.kept_on == ("the code before redeploy 1",)
+    assert kept.verdict == "stay on kept version the code before redeploy 1"
+    env.advance("P1D")
+    assert [r.result for r in env.runs(tenant=TENANT_A, workflow="trial")] == [
+        {"isSuccess": True}
+    ] * 2
+    assert [m.subject for m in env.mails] == ["Trial ends"] * 2  # the old code's mail
+    env.put_event(tenant=TENANT_A, type="trial.started", payload={"id": "new"})
+    assert trial_by_key(env, "new").steps["plan"] == "pro"  # new runs start on the new code
+
+
+def test_a_task_of_a_run_left_on_its_old_code_runs_the_old_function(make_env: MakeEnv) -> None:
+    from workflow_runner import RetryPolicy
+
+    def old_charge(ctx: Any) -> dict[str, str]:
+        if ctx.workflow.retry_attempt == 1:
+            raise ConnectionError("the provider is down")
+        return {"provider": "old"}
+
+    env = start(make_env, charging(old_charge))  # attempt 1 failed, 2 is due in a minute
+    restructured = flow(
+        lambda s: [
+            s.compute("amount", lambda ctx: 42),
+            s.task("charge", new_provider, retry=RetryPolicy(max_attempts=3, base="PT1M")),
+            s.return_({"isSuccess": True, "charge": Steps["charge"]}),
+        ]
+    )
+    assert env.redeploy(workflows=[restructured]) == []
+    env.advance("PT2M")
+    assert trial(env).result == {"isSuccess": True, "charge": {"provider": "old"}}
+
+
+def test_code_kept_over_several_deploys_serves_the_runs_of_each(make_env: MakeEnv) -> None:
+    env = start(make_env, keyed("seats", before_the_wait=True))
+    assert env.redeploy(workflows=[keyed("licences", before_the_wait=True)]) == []
+    env.put_event(tenant=TENANT_A, type="trial.started", payload={"id": "t1"})
+    assert env.redeploy(workflows=[keyed("users", before_the_wait=True)]) == []
+    assert sorted(p.kept for p in env.pinned_definitions()) == [1, 1]
+    env.advance("P1D")
+    assert trial(env, 0).result == {"isSuccess": True, "value": 42}
+    assert "seats" in trial(env, 0).steps and "licences" in trial(env, 1).steps
+
+
+def test_an_exactly_pinned_run_stays_on_its_very_definition_while_it_is_kept(
+    make_env: MakeEnv,
+) -> None:
+    env = start(make_env, pinned("Trial ends"))
+    assert env.redeploy(workflows=[pinned("Your trial ends")]) == []
+    env.advance("P1D")
+    assert trial(env).status == "completed"
+    assert [m.subject for m in env.mails] == ["Trial ends"]
+
+
+def test_a_run_left_on_kept_code_fails_loud_when_a_later_deploy_drops_it(
+    make_env: MakeEnv,
+) -> None:
+    env = start(make_env, keyed("seats", before_the_wait=True))
+    assert env.redeploy(workflows=[keyed("licences", before_the_wait=True)]) == []
+    [failing] = env.redeploy(
+        workflows=[keyed("licences", before_the_wait=True)], keep_previous=False
+    )
+    assert (failing.kept, failing.failing) == (0, 1)
+    env.advance("P1D")
+    assert_fails_loud(env, "step 0 (compute): key 'seats' → 'licences'")

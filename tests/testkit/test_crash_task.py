@@ -160,7 +160,7 @@ def test_an_interruption_the_policy_does_not_retry_ends_the_task_at_once(
 
 
 def test_crash_task_names_a_task_that_exists(env: WorkflowTestEnv) -> None:
-    with pytest.raises(ValueError, match="crash_task: any registered workflow has no task 'nope'"):
+    with pytest.raises(ValueError, match="crash_task: no registered workflow has a task 'nope'"):
         env.crash_task("nope")
     with pytest.raises(ValueError, match="attempt must be a whole number from 1"):
         env.crash_task("charge", attempt=0)

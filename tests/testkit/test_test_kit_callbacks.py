@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from workflow_runner import define_workflow, on_event
+from workflow_runner import StepContext, define_workflow, on_event
+from workflow_runner.definition import WorkflowDefinition
 from workflow_runner.errors import InvalidInput
 from workflow_runner.testing import CallbackRefused, WorkflowTestEnv
 
@@ -85,11 +86,12 @@ def test_a_link_is_single_use_and_text_without_one_token_is_refused(make_env: Ma
     assert run.result == {"isSuccess": False, "decision": "rejected or none"}
 
 
-def test_a_null_payload_is_refused(make_env: MakeEnv) -> None:
+def test_a_completion_without_a_payload_is_an_answer_not_a_timeout(make_env: MakeEnv) -> None:
     env = _env(make_env)
-    with pytest.raises(InvalidInput, match="null"):
-        env.complete_callback(env.mails[0].body, None)
-    assert env.run(tenant=TENANT_A, workflow="expense-approval", key="e-1").status == "waiting"
+    env.complete_callback(env.mails[0].body, None)
+    run = env.run(tenant=TENANT_A, workflow="expense-approval", key="e-1")
+    assert (run.status, run.steps["decision"]) == ("failed", None)  # the workflow's own rule
+    assert "step 1: resumed by callback" in [e.text for e in run.events]
 
 
 @pytest.mark.parametrize(
@@ -116,3 +118,110 @@ def test_a_payload_nested_to_the_limit_completes_the_wait(make_env: MakeEnv) -> 
     run = env.run(tenant=TENANT_A, workflow="expense-approval", key="e-1")
     assert run.status == "completed"
     assert run.steps["decision"]["deep"] == nested(99)
+
+
+# --- failures, heartbeats, created callbacks ---------------------------------------------------
+
+
+def _payment(name: str, catch: bool) -> WorkflowDefinition:
+    return define_workflow(
+        name=name,
+        trigger=on_event(f"{name}.asked"),
+        idempotency_key=lambda e: e.payload["paymentId"],
+        register=False,
+        steps=lambda s: [
+            s.mail_send(to="psp@example.com", subject="Charge", body=lambda ctx: ctx.callback.url),
+            s.wait_for_callback("charge", timeout="P1D", heartbeat="PT1H", catch=catch),
+            s.return_(lambda ctx: ctx.steps["charge"]),
+        ],
+    )
+
+
+def _charging(make_env: MakeEnv, name: str, catch: bool = False) -> WorkflowTestEnv:
+    env = make_env(workflows=[_payment(name, catch)], environ={"CALLBACK_BASE_URL": BASE})
+    env.put_event(tenant=TENANT_A, type=f"{name}.asked", payload={"paymentId": "p-1"})
+    return env
+
+
+def test_fail_callback_fails_the_run_and_stores_only_the_error_name(make_env: MakeEnv) -> None:
+    env = _charging(make_env, "pay")
+    env.fail_callback(env.mails[0].body, error="CardDeclined", message="jane@example.com's card")
+    run = env.run(tenant=TENANT_A, workflow="pay", key="p-1")
+    assert (run.status, run.reason) == ("failed", "callback_failed")
+    texts = [e.text for e in run.events]
+    assert any(t.startswith("step 1: callback failed: CardDeclined (text hash ") for t in texts)
+    assert "jane@" not in str([e.payload for e in run.events])
+    with pytest.raises(CallbackRefused, match="single-use"):
+        env.complete_callback(env.mails[0].body, {"charged": True})
+
+
+def test_a_caught_failure_is_the_wait_s_result(make_env: MakeEnv) -> None:
+    env = _charging(make_env, "pay-caught", catch=True)
+    env.fail_callback(env.mails[0].body, error="CardDeclined")
+    run = env.run(tenant=TENANT_A, workflow="pay-caught", key="p-1")
+    assert (run.status, run.result) == ("completed", {"failed": True, "error": "CardDeclined"})
+
+
+def test_a_bad_error_name_is_refused(make_env: MakeEnv) -> None:
+    env = _charging(make_env, "pay")
+    with pytest.raises(InvalidInput, match="is not an error name"):
+        env.fail_callback(env.mails[0].body, error="card declined")
+    assert env.run(tenant=TENANT_A, workflow="pay", key="p-1").status == "waiting"
+
+
+def test_heartbeat_callback_keeps_the_wait_open_until_the_beats_stop(make_env: MakeEnv) -> None:
+    env = _charging(make_env, "pay")
+    for _ in range(3):
+        env.advance("PT50M")
+        env.heartbeat_callback(env.mails[0].body)
+    assert env.run(tenant=TENANT_A, workflow="pay", key="p-1").status == "waiting"
+    env.advance("PT1H")
+    run = env.run(tenant=TENANT_A, workflow="pay", key="p-1")
+    assert (run.status, run.result) == ("completed", None)
+    assert "step 1: resumed by heartbeat_timeout" in [e.text for e in run.events]
+    with pytest.raises(CallbackRefused, match="no heartbeat came within its interval"):
+        env.heartbeat_callback(env.mails[0].body)
+
+
+HANDED: list[str] = []
+
+
+def _hand_over(ctx: StepContext) -> dict[str, bool]:
+    """A task giving the outside system the link (here: a list the test reads)."""
+    HANDED.append(str(ctx.callbacks["shipment"].url))
+    return {"sent": True}
+
+
+SHIPPING = define_workflow(
+    name="shipping",
+    trigger=on_event("order.paid"),
+    idempotency_key=lambda e: e.payload["orderId"],
+    register=False,
+    steps=lambda s: [
+        s.create_callback("shipment", timeout="P5D"),
+        s.task("book", _hand_over),
+        s.wait(for_="PT1H"),
+        s.await_callback("shipment", result_key="tracking"),
+        s.return_(lambda ctx: ctx.steps["tracking"]),
+    ],
+)
+
+
+def test_a_task_hands_a_created_callback_out_and_an_early_answer_waits_for_its_await(
+    make_env: MakeEnv,
+) -> None:
+    HANDED.clear()
+    env = make_env(workflows=[SHIPPING], environ={"CALLBACK_BASE_URL": BASE})
+    env.put_event(tenant=TENANT_A, type="order.paid", payload={"orderId": "o-1"})
+    (link,) = HANDED
+    assert link.startswith(f"{BASE}wfrcb_")
+
+    env.complete_callback(link, {"tracking": "1Z999"})  # before the run reaches its await
+    assert env.run(tenant=TENANT_A, workflow="shipping", key="o-1").status == "waiting"
+    env.advance("PT1H")
+
+    run = env.run(tenant=TENANT_A, workflow="shipping", key="o-1")
+    assert (run.status, run.result) == ("completed", {"tracking": "1Z999"})
+    texts = [e.text for e in run.events]
+    assert any(t.startswith("step 0: callback 'shipment' created, open until ") for t in texts)
+    assert any(t.endswith("; kept for its await") for t in texts)

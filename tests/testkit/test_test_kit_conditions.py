@@ -206,7 +206,7 @@ def test_a_run_polling_moves_with_its_checks_and_state_to_a_new_place(
             s.wait_for_condition("job", _counting, initial=0, every="PT1M"),
         ]
     )
-    assert [p.failing for p in env.redeploy(workflows=[inserted])] == [1]
+    assert [p.failing for p in env.redeploy(workflows=[inserted], keep_previous=False)] == [1]
     report = env.migrate_runs(workflow="migrated-poll", to_version=1, mapping=["0=1"])
     assert [m.outcome for m in report.moves] == ["moved"]
     env.advance("PT1M")

@@ -14,6 +14,7 @@ from workflow_runner.errors import (
     InvalidInput,
     NotConfigured,
     RunNotFound,
+    UnknownWorkflow,
     WorkflowDefinitionError,
 )
 from workflow_runner.testing import WorkflowTestEnv
@@ -207,14 +208,14 @@ def test_redeploying_a_copy_edit_keeps_the_waiting_runs_going_on_the_new_text(
     assert [m.subject for m in env.mails] == ["Thank you", "Thank you"]
 
 
-def test_redeploying_a_structural_edit_names_the_waiting_runs_it_would_fail(
+def test_redeploying_a_structural_edit_without_the_old_code_names_the_runs_it_would_fail(
     make_env: MakeEnv,
 ) -> None:
     env = make_env(workflows=[_approval()], now=T0)
     for key in ("a", "b"):
         env.put_event(tenant=TENANT_A, type="kit.order", payload={"id": key})
 
-    [failing] = env.redeploy(workflows=[_approval(wait_first=False)])
+    [failing] = env.redeploy(workflows=[_approval(wait_first=False)], keep_previous=False)
 
     assert (failing.workflow_name, failing.version, failing.runs) == ("kit-approval", 1, 2)
     assert failing.steps == {"step 0 (wait)": 2}
@@ -286,7 +287,7 @@ def test_a_stubbed_task_function_runs_instead_of_the_real_one_with_its_retries(
     assert [a for a, _ in attempts] == [1, 2]
     assert attempts[0][1] is not None and attempts[0][1] == attempts[1][1]  # one task key
     assert run.definition_fingerprint == original.fingerprint  # still pinned to the real one
-    with pytest.raises(ValueError, match="has no task 'refund'"):
+    with pytest.raises(ValueError, match="no registered workflow has a task 'refund'"):
         env.stub_task("refund", provider)
 
 
@@ -339,3 +340,105 @@ def test_put_event_takes_a_payload_as_deep_as_an_event_detail_may_be(make_env: M
     env = make_env(modules=["sample_workflows"], now=T0)
     env.put_event(tenant=TENANT_A, type="order.placed", payload=ORDER | {"deep": nested(98)})
     assert env.run(tenant=TENANT_A, workflow="order-approval", key="o-1").status == "waiting"
+
+
+def test_a_task_with_base_two_seconds_is_retried_two_seconds_later(make_env: MakeEnv) -> None:
+    """No jitter unless asked for: a first retry with base="PT2S" came after 0.36 s."""
+    flaky = define_workflow(
+        name="kit-flaky",
+        trigger=on_event("kit.flaky"),
+        register=False,
+        steps=lambda s: [
+            s.task("call", lambda ctx: {"ok": True}, retry=RetryPolicy(base="PT2S")),
+            s.return_({"isSuccess": True}),
+        ],
+    )
+    env = make_env(workflows=[flaky], now=T0)
+    calls: list[datetime] = []
+
+    def partner(ctx: StepContext) -> dict[str, bool]:
+        calls.append(ctx.now)
+        if len(calls) < 3:
+            raise ConnectionError("partner down")
+        return {"ok": True}
+
+    env.stub_task("call", partner)
+    env.put_event(tenant=TENANT_A, type="kit.flaky", payload={})
+    env.advance("PT1M")
+    assert env.run(tenant=TENANT_A, workflow="kit-flaky").status == "completed"
+    assert [(c - calls[0]).total_seconds() for c in calls] == [0.0, 2.0, 6.0]
+
+
+def test_a_misspelt_workflow_key_or_task_is_named_with_the_closest_names(
+    make_env: MakeEnv,
+) -> None:
+    env = make_env(modules=["sample_workflows"], now=T0)
+    env.put_event(tenant=TENANT_A, type="order.placed", payload=ORDER)
+    with pytest.raises(UnknownWorkflow) as typo:
+        env.run(tenant=TENANT_A, workflow="order-aproval", key="o-1")
+    assert "no workflow named 'order-aproval'" in str(typo.value)
+    assert "did you mean 'order-approval'?" in str(typo.value)
+    with pytest.raises(RunNotFound) as other_key:
+        env.run(tenant=TENANT_A, workflow="order-approval", key="o-2")
+    assert "no run of 'order-approval' with key 'o-2'" in str(other_key.value)
+    assert "did you mean 'o-1'?" in str(other_key.value)
+    with pytest.raises(RunNotFound, match=r"tenant .* has no runs of 'order-approval'"):
+        env.run(tenant=TENANT_B, workflow="order-approval", key="o-1")
+    with pytest.raises(ValueError, match="did you mean 'stock'\\?") as task:
+        env.stub_task("stok", lambda ctx: 1)
+    assert "'stock')" in str(task.value)  # the last of the task keys listed
+
+
+def test_put_event_says_what_is_wrong_with_its_arguments(make_env: MakeEnv) -> None:
+    env = make_env(modules=["sample_workflows"], now=T0)
+    with pytest.raises(InvalidInput, match=r"put_event: payload must be a JSON object .*list"):
+        env.put_event(tenant=TENANT_A, type="order.placed", payload=["x"])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="put_event: tenant must be a UUID, got 't1'"):
+        env.put_event(tenant="t1", type="order.placed", payload=ORDER)
+    with pytest.warns(UserWarning, match="is ignored; did you mean 'order.placed'"):
+        env.put_event(tenant=TENANT_A, type="order.placd", payload=ORDER)
+    assert env.runs(tenant=TENANT_A) == []
+
+
+def test_a_task_result_that_is_not_json_fails_the_run_with_result_not_storable(
+    make_env: MakeEnv,
+) -> None:
+    paid = define_workflow(
+        name="kit-paid",
+        trigger=on_event("kit.paid"),
+        register=False,
+        steps=lambda s: [
+            s.task("charge", lambda ctx: {"paidAt": datetime(2030, 1, 1, tzinfo=UTC)}),
+            s.return_({"isSuccess": True}),
+        ],
+    )
+    env = make_env(workflows=[paid], now=T0)
+    env.put_event(tenant=TENANT_A, type="kit.paid", payload={})
+    run = env.run(tenant=TENANT_A, workflow="kit-paid")
+    assert (run.status, run.reason) == ("failed", "result_not_storable")
+    assert run.error == "workflow step failed (ResultNotStorable)"  # stored: no raw text
+
+
+def test_the_kit_shows_the_error_text_the_stored_run_never_carries(make_env: MakeEnv) -> None:
+    def refuse(ctx: StepContext) -> None:
+        raise ValueError("the partner said no to ada@example.com")
+
+    refusing = define_workflow(
+        name="kit-refusing",
+        trigger=on_event("kit.refuse"),
+        register=False,
+        steps=lambda s: [
+            s.task("quote", lambda ctx: {"at": datetime(2030, 1, 1, tzinfo=UTC)}, catch=True),
+            s.compute("answer", refuse),
+        ],
+    )
+    env = make_env(workflows=[refusing], now=T0)
+    env.put_event(tenant=TENANT_A, type="kit.refuse", payload={})
+    run = env.run(tenant=TENANT_A, workflow="kit-refusing")
+    assert run.error == "workflow step failed (ValueError)"
+    assert run.error_detail == "ValueError: the partner said no to ada@example.com"
+    assert any(
+        "the result of task 'quote' is not JSON: .at is a datetime.datetime" in line
+        for line in run.log
+    ), run.log
+    assert "ada@example.com" not in str([e.payload for e in run.events])

@@ -360,7 +360,11 @@ def test_the_graph_draws_the_step_and_marks_a_run_waiting_there() -> None:
     chart = flowchart(wf)
     node = chart.node_for(((1, ""),))
     assert node is not None
-    assert (node.label, node.shape) == ("wait for callback → decision, timeout P2D", "hexagon")
+    assert (node.label, node.shape) == ("wait for callback → decision", "hexagon")
+    assert [e.label for e in chart.edges if e.source == node.id] == [
+        "answered",
+        "no answer in P2D: timeout",
+    ]
     mark_run(chart, wf, [_stored(1, _started()), _stored(2, _waiting())])
     assert chart.marks[node.id] == "current"
     assert chart.notes[node.id] == "waiting for a callback until 2026-01-05T09:00:00.000000Z"

@@ -100,3 +100,16 @@ def test_the_branches_of_a_parallel_are_drawn_as_lanes_around_their_steps() -> N
     svg = str(to_svg(chart))
     assert svg.count('class="lane"') == 2
     assert 'data-cluster="s0_b0"' in svg and ">branch 1</text>" in svg
+
+
+def test_a_waits_two_edges_to_the_same_step_are_one_route_naming_both() -> None:
+    waiting = define_workflow(
+        name="svg-wait",
+        trigger=on_event("svg.go"),
+        awaits={"ok": "svg.ok"},
+        register=False,
+        steps=lambda s: [s.wait_for_event("ok", timeout="P1D"), s.return_()],
+    )
+    plan = layout(flowchart(waiting))
+    [route] = [r for r in plan.routes if r.boxes[0] == "s0"]
+    assert route.label == "svg.ok / no svg.ok in P1D: timeout"

@@ -36,16 +36,18 @@ MAIL = {"to": "ops@example.com", "subject": "s", "body": "b"}
         # durations and instants
         (
             lambda s: [s.mail_send(**MAIL), s.wait_for_event("approved", timeout="3 days")],
-            "order-approval › step 1 (wait_for_event) › timeout: '3 days' is neither an "
-            "ISO-8601 duration such as 'P3D' or 'PT12H' nor an instant",
+            "order-approval › step 1 (wait_for_event) › timeout: '3 days' is neither a "
+            'duration (ISO-8601 such as "PT1H" or "P3D", or a number and a unit such as '
+            '"90s", "30m", "6h", "3d" or "1w") nor an instant',
         ),
         (
             lambda s: [s.wait(for_="P1X")],
-            'order-approval › step 0 (wait) › for_: Invalid ISO-8601 duration "P1X"',
+            'order-approval › step 0 (wait) › for_: Invalid duration "P1X" — expected ISO-8601 '
+            'such as "PT1H" or "P3D", or a number and a unit such as "90s"',
         ),
         (
             lambda s: [s.wait(for_=90)],
-            "order-approval › step 0 (wait) › for_: 90 is not an ISO-8601 duration",
+            "order-approval › step 0 (wait) › for_: 90 is not a duration: expected ISO-8601",
         ),
         (
             lambda s: [s.wait(until="P1D")],
@@ -59,8 +61,7 @@ MAIL = {"to": "ops@example.com", "subject": "s", "body": "b"}
         ),
         (
             lambda s: [s.wait_for_event("approved", lookback="1 hour")],
-            "order-approval › step 0 (wait_for_event) › lookback: Invalid ISO-8601 duration "
-            '"1 hour"',
+            'order-approval › step 0 (wait_for_event) › lookback: Invalid duration "1 hour"',
         ),
         # match shape
         (
@@ -79,9 +80,9 @@ MAIL = {"to": "ops@example.com", "subject": "s", "body": "b"}
         ),
         # awaits declared
         (
-            lambda s: [s.wait_for_event("aproved")],
-            "order-approval › step 0 (wait_for_event) › event: 'aproved' is not declared in "
-            "awaits (declared: ['order.approved'])",
+            lambda s: [s.wait_for_event("shipped")],
+            "order-approval › step 0 (wait_for_event) › event: 'shipped' is not declared in "
+            "awaits (names: 'approved'; or an event type: 'order.approved'); add it to awaits=",
         ),
         # webhook URL, headers, auth, body; mail addresses
         (
@@ -138,13 +139,13 @@ MAIL = {"to": "ops@example.com", "subject": "s", "body": "b"}
             "order-approval › step 0 (retry): times must be an integer >= 1",
         ),
         (
-            lambda s: [s.retry(times=3, base="10s", do=[s.compute("a", lambda ctx: 1)])],
-            'order-approval › step 0 (retry) › base: Invalid ISO-8601 duration "10s"',
+            lambda s: [s.retry(times=3, base="10 s", do=[s.compute("a", lambda ctx: 1)])],
+            'order-approval › step 0 (retry) › base: Invalid duration "10 s"',
         ),
         (
             lambda s: [s.retry(times=3, backoff="random", do=[])],
-            "order-approval › step 0 (retry) › backoff: backoff must be linear, exponential or "
-            "fixed, not 'random'",
+            "order-approval › step 0 (retry) › backoff: must be linear, exponential or fixed, "
+            "not 'random'",
         ),
         (
             lambda s: [s.task("charge", lambda ctx: 1, timeout="PT20M")],
@@ -152,8 +153,8 @@ MAIL = {"to": "ops@example.com", "subject": "s", "body": "b"}
             "and at most PT14M",
         ),
         (
-            lambda s: [s.task("charge", lambda ctx: 1, timeout="30s")],
-            'order-approval › step 0 (task) › timeout: Invalid ISO-8601 duration "30s"',
+            lambda s: [s.task("charge", lambda ctx: 1, timeout="30 secs")],
+            'order-approval › step 0 (task) › timeout: Invalid duration "30 secs"',
         ),
         (
             lambda s: [s.task("charge", lambda ctx: 1, retry=3)],
@@ -173,7 +174,7 @@ MAIL = {"to": "ops@example.com", "subject": "s", "body": "b"}
                 ),
             ],
             "order-approval › step 1 (branch) › on_true › step 0 (for_each) › do › step 0 "
-            '(wait) › for_: Invalid ISO-8601 duration "soon"',
+            '(wait) › for_: Invalid duration "soon"',
         ),
     ],
 )
@@ -188,8 +189,52 @@ def test_a_cron_schedule_is_checked_with_the_workflow_named() -> None:
 
 
 def test_a_retry_policy_error_names_the_workflow_and_the_value() -> None:
-    with pytest.raises(WorkflowDefinitionError, match=r"order-approval.*max_attempts must be an"):
+    with pytest.raises(WorkflowDefinitionError, match=r"order-approval.*max_attempts: must be an"):
         _define(lambda s: [s.task("t", lambda ctx: 1, retry=RetryPolicy(max_attempts=0))])
+
+
+def test_a_bad_retry_policy_value_is_reported_at_the_step_that_uses_it() -> None:
+    """A RetryPolicy built inside steps= is checked with the tree: its problems carry the
+    step path and the argument, like every other static argument's."""
+    problems = _problems(
+        lambda s: [
+            s.compute("a", lambda ctx: 1),
+            s.branch(
+                if_=True,
+                on_true=[
+                    s.task("t", lambda ctx: 1, retry=RetryPolicy(base="2 secs", max_attempts=0)),
+                    s.webhook_send(
+                        url="https://h.example.com",
+                        result_key="hook",
+                        retry=RetryPolicy(jitter="some"),  # type: ignore[arg-type]
+                    ),
+                ],
+            ),
+        ]
+    )
+    assert problems == [
+        "order-approval › step 1 (branch) › on_true › step 0 (task) › retry › max_attempts: "
+        "must be an integer >= 1, not 0",
+        "order-approval › step 1 (branch) › on_true › step 0 (task) › retry › base: "
+        'Invalid duration "2 secs" — expected ISO-8601 such as "PT1H" or "P3D", or a number '
+        'and a unit such as "90s", "30m", "6h", "3d" or "1w"',
+        "order-approval › step 1 (branch) › on_true › step 1 (webhook_send) › retry › jitter: "
+        "must be none, full or equal, not 'some'",
+    ]
+
+
+def test_a_retry_policy_built_outside_a_definition_still_raises_where_it_is_built() -> None:
+    with pytest.raises(WorkflowDefinitionError, match="RetryPolicy: max_attempts: must be"):
+        RetryPolicy(max_attempts=0)
+
+
+def test_a_wrong_awaits_name_lists_the_names_one_can_pass() -> None:
+    [problem] = _problems(lambda s: [s.wait_for_event("aproved")])
+    assert problem == (
+        "order-approval › step 0 (wait_for_event) › event: 'aproved' is not declared in "
+        "awaits; did you mean 'approved'? (names: 'approved'; or an event type: "
+        "'order.approved')"
+    )
 
 
 def test_a_builder_error_raised_by_the_users_own_expression_names_the_workflow() -> None:

@@ -5,9 +5,22 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from workflow_runner import DomainEvent, define_workflow, on_cron, on_event, run_id_for
+from workflow_runner import (
+    DomainEvent,
+    RetryPolicy,
+    define_workflow,
+    on_cron,
+    on_event,
+    run_id_for,
+)
 from workflow_runner.definition import WorkflowRegistry
-from workflow_runner.definition.dsl import RUN_ID_NAMESPACE
+from workflow_runner.definition.dsl import (
+    RUN_ID_NAMESPACE,
+    Retry,
+    Task,
+    Wait,
+    WaitForEvent,
+)
 from workflow_runner.errors import WorkflowDefinitionError
 
 
@@ -140,8 +153,8 @@ def test_wait_for_event_accepts_an_awaits_key_and_defaults_result_key_to_the_typ
         (lambda s: ["not a step"], "is not a step"),
         (lambda s: [s.wait()], "exactly one of for_= or until="),
         (lambda s: [s.retry(times=0, do=[])], "times must be an integer >= 1"),
-        (lambda s: [s.retry(times=2, do=[], backoff="random")], "backoff must be"),
-        (lambda s: [s.retry(times=2, do=[], jitter="some")], "jitter must be"),
+        (lambda s: [s.retry(times=2, do=[], backoff="random")], "backoff: must be"),
+        (lambda s: [s.retry(times=2, do=[], jitter="some")], "jitter: must be"),
         (lambda s: [s.webhook_send(url="https://x", method="GET")], "method must be"),
         (lambda s: [s.compute("", lambda ctx: 1)], "key must be a non-empty string"),
         (lambda s: [s.branch(if_=True, on_true="x")], "must be a list of steps"),
@@ -157,7 +170,7 @@ def test_malformed_definitions_are_rejected_with_a_clear_message(
 def test_invalid_duration_is_rejected_at_definition_time() -> None:
     with pytest.raises(
         WorkflowDefinitionError,
-        match='bad › step 0 \\(wait\\) › for_: Invalid ISO-8601 duration "10 minutes"',
+        match='bad › step 0 \\(wait\\) › for_: Invalid duration "10 minutes"',
     ):
         define_workflow(
             name="bad",
@@ -217,3 +230,29 @@ def test_load_workflow_modules_names_a_module_it_cannot_import() -> None:
 
     with pytest.raises(WorkflowDefinitionError, match="no_such_module_xyz"):
         load_workflow_modules({"WORKFLOW_MODULES": "sample_workflows, no_such_module_xyz"})
+
+
+def test_durations_in_definitions_take_both_spellings_and_are_stored_as_iso() -> None:
+    """One duration grammar for definitions too; what is stored (and hashed) stays
+    ISO-8601, so readers of an earlier release and fingerprints of ISO inputs see no
+    change."""
+    short = define_workflow(
+        name="short",
+        trigger=on_event("a"),
+        awaits={"b": "b"},
+        register=False,
+        retention="90d",
+        steps=lambda s: [
+            s.wait(for_="6h"),
+            s.wait_for_event("b", timeout="3d", lookback="90s"),
+            s.retry(times=2, base="2s", cap="1m", do=[s.compute("c", lambda ctx: 1)]),
+            s.task("t", lambda ctx: 1, timeout="30s", retry=RetryPolicy(base="2s", cap="5m")),
+        ],
+    )
+    wait, event, retry, task = short.steps
+    assert isinstance(wait, Wait) and wait.for_ == "PT6H"
+    assert isinstance(event, WaitForEvent) and (event.timeout, event.lookback) == ("P3D", "PT1M30S")
+    assert isinstance(retry, Retry) and (retry.base, retry.cap) == ("PT2S", "PT1M")
+    assert isinstance(task, Task) and task.timeout == "PT30S"
+    assert (task.retry.base, task.retry.cap) == ("PT2S", "PT5M")
+    assert task.retry.to_json()["base"] == "PT2S"

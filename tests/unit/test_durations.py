@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from workflow_runner.durations import (
+    canonical_duration,
     format_duration,
     format_instant,
     parse_duration,
@@ -78,19 +79,70 @@ def test_parse_duration_reads_m_before_t_as_months_and_after_t_as_minutes() -> N
         "P1H",
         "P\u0661D",
         "P99999999999999999999D",
+        "6",
+        "h",
+        "6 h",
+        "6H",
+        "1.5h",
+        "-1h",
+        "+1h",
+        "30m1h",
+        "1h1h",
+        "6hours",
+        " 6h",
+        "\u0663h",
+        "99999999999999999999d",
     ],
 )
 def test_parse_duration_rejects_malformed_text(text: str) -> None:
     with pytest.raises(InvalidDuration) as caught:
         parse_duration(text)
     assert str(caught.value) == (
-        f'Invalid ISO-8601 duration "{text}" — expected format like "PT1H", "P1D", "P7D"'
+        f'Invalid duration "{text}" — expected ISO-8601 such as "PT1H" or "P3D", or a number '
+        'and a unit such as "90s", "30m", "6h", "3d" or "1w"'
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("90s", timedelta(seconds=90)),
+        ("30m", timedelta(minutes=30)),
+        ("6h", timedelta(hours=6)),
+        ("3d", timedelta(days=3)),
+        ("1w", timedelta(weeks=1)),
+        ("1h30m", timedelta(minutes=90)),
+        ("2d12h", timedelta(days=2, hours=12)),
+        ("0s", timedelta(0)),
+    ],
+)
+def test_a_number_and_a_unit_is_a_duration_too(text: str, expected: timedelta) -> None:
+    """What people type on a command line (`--every 6h`) is accepted everywhere a
+    duration is, definitions included."""
+    assert parse_duration(text) == expected
+    assert resolve_wake_at(text, NOW) == NOW + expected
+
+
+@pytest.mark.parametrize(
+    ("text", "stored"),
+    [
+        ("PT1H", "PT1H"),
+        ("P1DT0H", "P1DT0H"),  # ISO text is kept exactly as written
+        ("PT90M", "PT90M"),
+        ("6h", "PT6H"),
+        ("90s", "PT1M30S"),
+        ("1w", "P7D"),
+        ("1h30m", "PT1H30M"),
+    ],
+)
+def test_a_definition_stores_durations_as_iso_8601(text: str, stored: str) -> None:
+    assert canonical_duration(text) == stored
+    assert parse_duration(stored) == parse_duration(text)
 
 
 @pytest.mark.parametrize("value", [None, 3600, 1.5, b"PT1H", timedelta(hours=1)])
 def test_parse_duration_rejects_non_strings_quoting_their_repr(value: object) -> None:
-    with pytest.raises(InvalidDuration, match="expected format like") as caught:
+    with pytest.raises(InvalidDuration, match="expected ISO-8601 such as") as caught:
         parse_duration(value)  # type: ignore[arg-type]
     assert f'"{value!r}"' in str(caught.value)
 
@@ -196,12 +248,12 @@ def test_resolve_wake_at_returns_utc_even_when_now_has_another_offset() -> None:
     ("value", "message_part"),
     [
         (datetime(2026, 1, 31, 9, 0), "timezone-aware"),
-        (True, "expected an ISO-8601 duration"),
-        (3600, "expected an ISO-8601 duration"),
-        (1.5, "expected an ISO-8601 duration"),
-        (None, "expected an ISO-8601 duration"),
-        (["PT1H"], "expected an ISO-8601 duration"),
-        ("P1W", "Invalid ISO-8601 duration"),
+        (True, "expected a duration"),
+        (3600, "expected a duration"),
+        (1.5, "expected a duration"),
+        (None, "expected a duration"),
+        (["PT1H"], "expected a duration"),
+        ("P1W", "Invalid duration"),
         ("tomorrow", "Invalid ISO-8601 instant"),
         ("2026-11-29T10:00:00", "Invalid ISO-8601 instant"),
         (timedelta(days=999_999_999), "outside the representable range"),

@@ -106,7 +106,7 @@ def test_an_event_reference_is_an_idempotency_key() -> None:
             "invalid_argument:timeout",
         ),
         (
-            lambda s: [s.wait_for_event("approved", lookback=lambda ctx: "1h")],
+            lambda s: [s.wait_for_event("approved", lookback=lambda ctx: "an hour")],
             "invalid_argument:lookback",
         ),
         (

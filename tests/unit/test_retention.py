@@ -23,6 +23,7 @@ from workflow_runner.retention import (
         ("P30D", timedelta(days=30)),
         ("PT1H", timedelta(hours=1)),
         ("P1Y", timedelta(days=365)),
+        ("30d", timedelta(days=30)),  # the short spelling, as everywhere (durations.py)
         (timedelta(hours=6), timedelta(hours=6)),
         ("forever", None),
     ],
@@ -37,7 +38,8 @@ def test_retentions_parse(value: object, expected: timedelta | None) -> None:
         ("PT59M", "shorter than the minimum retention PT1H"),
         (timedelta(0), "shorter than the minimum"),
         ("30 days", "is not a retention"),
-        ("30d", "is not a retention"),
+        ("30 d", "is not a retention"),
+        ("30m", "shorter than the minimum"),
         ("Forever", "is not a retention"),
         (30, "is not a retention"),
     ],

@@ -16,7 +16,7 @@ def test_the_defaults_are_those_the_docs_table_lists() -> None:
         "exponential",
         "PT1S",
         "PT5M",
-        "full",
+        "none",
     )
     assert (policy.non_retryable, policy.retry_on, policy.rate, policy.at_most_once) == (
         (),
@@ -63,13 +63,13 @@ def test_a_huge_rate_stops_at_the_cap() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"rate": 0.5}, "rate must be a number >= 1"),
-        ({"rate": True}, "rate must be a number >= 1"),
-        ({"rate": float("inf")}, "rate must be a number >= 1"),
-        ({"rate": 3.0, "backoff": "linear"}, "rate applies to exponential backoff only"),
-        ({"retry_on": [ValueError]}, "retry_on must be a tuple of exception classes"),
-        ({"retry_on": ("ValueError",)}, "retry_on must be a tuple of exception classes"),
-        ({"at_most_once": "yes"}, "at_most_once must be True or False"),
+        ({"rate": 0.5}, "rate: must be a number >= 1"),
+        ({"rate": True}, "rate: must be a number >= 1"),
+        ({"rate": float("inf")}, "rate: must be a number >= 1"),
+        ({"rate": 3.0, "backoff": "linear"}, "rate: applies to exponential backoff only"),
+        ({"retry_on": [ValueError]}, "retry_on: must be a tuple of exception classes"),
+        ({"retry_on": ("ValueError",)}, "retry_on: must be a tuple of exception classes"),
+        ({"at_most_once": "yes"}, "at_most_once: must be True or False"),
     ],
 )
 def test_out_of_range_values_are_refused_when_defined(kwargs: dict[str, Any], message: str) -> None:

@@ -1,4 +1,5 @@
-"""Callback tokens: what `ctx.callback` hands out and `wait_for_callback` waits on.
+"""Callback tokens: what `ctx.callback` hands out and `wait_for_callback` waits on, and
+what `ctx.callbacks[name]` hands out for a callback a create_callback step made.
 
 A token is `wfrcb_` and 43 base64url characters (256 bits). It is derived, not drawn:
 HMAC-SHA256 keyed by the run's secret (32 random bytes recorded on
@@ -7,6 +8,9 @@ pass. A pass repeated with its seed (rolled back and run again, or a failed pass
 redriven) hands out the same token, so a mail the first attempt requested (same request
 id, never sent twice) carries a token that still works. A run started before this
 release has no secret: its tokens are drawn at random (a redrive then mints a new one).
+A created callback's token is derived the same way from its `mint` (the pass's seed and
+the create's ordinal in it), which is stored with the callback: every later pass, and a
+task's function, derives it again.
 
 Only a token's SHA-256 is stored; the token travels only where the steps put it (a
 mail, a webhook). The base URL of `ctx.callback.url` is deployment configuration, not
@@ -50,8 +54,20 @@ def mint_token(secret: str | None, seed: str, ordinal: int) -> str:
     run has no secret)."""
     if secret is None:
         return TOKEN_PREFIX + _b64(os.urandom(32))
-    message = f"{seed}|callback|{ordinal}".encode()
-    return TOKEN_PREFIX + _b64(hmac.new(secret.encode(), message, hashlib.sha256).digest())
+    return derived_token(secret, f"{seed}|callback|{ordinal}")
+
+
+def created_mint(seed: str, ordinal: int) -> str:
+    """What the token of the `ordinal`-th create_callback of the pass with `seed` is
+    derived from: stored with the callback, so that later passes (and tasks) derive the
+    same token again with the run's secret; useless without it."""
+    return f"{seed}|create|{ordinal}"
+
+
+def derived_token(secret: str, mint: str) -> str:
+    """The token the run's `secret` derives from `mint`."""
+    digest = hmac.new(secret.encode(), mint.encode(), hashlib.sha256).digest()
+    return TOKEN_PREFIX + _b64(digest)
 
 
 def token_hash(token: str) -> str:
@@ -117,6 +133,23 @@ class Callback:
 
 
 NO_CALLBACK = Callback()
+
+
+class CreatedCallbackLink(Callback):
+    """`ctx.callbacks[name]`: the token of a callback a create_callback step made, and
+    the endpoint's URL for it."""
+
+    def __init__(self, token: str, base_url: str | None) -> None:
+        self._token = token
+        self._base_url = base_url
+
+    @property
+    def token(self) -> str:
+        return self._token
+
+    @property
+    def url(self) -> str | None:
+        return None if self._base_url is None else self._base_url + self._token
 
 
 class PassCallback(Callback):

@@ -1,8 +1,18 @@
-"""ISO-8601 durations and instants: parsing, formatting, and resolving wake-up times.
+"""Durations and ISO-8601 instants: parsing, formatting, and resolving wake-up times.
 
-The accepted duration grammar is deliberately small (whole numbers of years, months,
-days, hours, minutes and seconds) so that every stored value means the same thing to
-every reader; calendar units are fixed lengths, not calendar arithmetic.
+One duration grammar for everything a person types — a step's `for_`, `timeout` and
+`lookback`, a RetryPolicy's `base` and `cap`, a retention, `wfr --every/--since/
+--older-than`, the test kit's `advance` — in two spellings:
+
+- ISO-8601, deliberately small: whole numbers of years, months, days, hours, minutes
+  and seconds (`PT1H`, `P3D`, `P1Y2M3DT4H5M6S`); calendar units are fixed lengths
+  (Y = 365 d, M = 30 d), not calendar arithmetic, so every stored value means the same
+  thing to every reader;
+- a number and a unit, largest unit first (`90s`, `30m`, `6h`, `3d`, `1w`, `1h30m`).
+
+Durations are part of stored facts and fingerprints, and readers of an earlier release
+know only ISO-8601: a definition keeps an ISO text exactly as written and stores the
+short spelling as its ISO equivalent (`canonical_duration`).
 """
 
 from __future__ import annotations
@@ -13,8 +23,11 @@ from datetime import UTC, datetime, timedelta, timezone
 from workflow_runner.errors import InvalidDuration
 
 __all__ = [
+    "DURATION_EXAMPLES",
+    "canonical_duration",
     "format_duration",
     "format_instant",
+    "is_duration",
     "parse_duration",
     "parse_instant",
     "resolve_wake_at",
@@ -29,6 +42,18 @@ _DURATION_RE = re.compile(
     r"(?:T(?P<time>(?:(?P<hours>[0-9]+)H)?(?:(?P<minutes>[0-9]+)M)?(?:(?P<seconds>[0-9]+)S)?))?"
 )
 
+# The spelling people type on a command line: a number and a unit, largest first.
+_SHORT_RE = re.compile(
+    r"(?:(?P<weeks>[0-9]+)w)?(?:(?P<days>[0-9]+)d)?(?:(?P<hours>[0-9]+)h)?"
+    r"(?:(?P<minutes>[0-9]+)m)?(?:(?P<seconds>[0-9]+)s)?"
+)
+
+# What every message about a bad duration offers instead.
+DURATION_EXAMPLES = (
+    'ISO-8601 such as "PT1H" or "P3D", or a number and a unit such as "90s", "30m", "6h", '
+    '"3d" or "1w"'
+)
+
 _INSTANT_RE = re.compile(
     r"(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})"
     r"T(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2})"
@@ -39,9 +64,7 @@ _INSTANT_RE = re.compile(
 
 def _duration_error(text: object) -> InvalidDuration:
     shown = text if isinstance(text, str) else repr(text)
-    return InvalidDuration(
-        f'Invalid ISO-8601 duration "{shown}" — expected format like "PT1H", "P1D", "P7D"'
-    )
+    return InvalidDuration(f'Invalid duration "{shown}" — expected {DURATION_EXAMPLES}')
 
 
 def _instant_error(text: object) -> InvalidDuration:
@@ -53,10 +76,12 @@ def _instant_error(text: object) -> InvalidDuration:
 
 
 def parse_duration(text: str) -> timedelta:
-    """Parse an ISO-8601 duration such as ``PT1H``, ``P1D`` or ``P1Y2M3DT4H5M6S``.
+    """Parse a duration: ISO-8601 (``PT1H``, ``P1D``, ``P1Y2M3DT4H5M6S``) or a number and
+    a unit (``90s``, ``30m``, ``6h``, ``3d``, ``1w``; combined largest first, ``1h30m``).
 
-    Years count as 365 days and months as 30 days. Weeks, fractions, signs, lowercase
-    letters and whitespace are rejected, as are ``P``, ``PT`` and a trailing ``T``.
+    Years count as 365 days and months as 30 days. ISO weeks, fractions, signs,
+    lowercase ISO letters, uppercase units and whitespace are rejected, as are ``P``,
+    ``PT`` and a trailing ``T``.
 
     Args:
         text: The duration text.
@@ -65,10 +90,13 @@ def parse_duration(text: str) -> timedelta:
         The duration as a non-negative timedelta.
 
     Raises:
-        InvalidDuration: If ``text`` is not a string or not a duration of that form.
+        InvalidDuration: If ``text`` is not a string or not a duration of that form; the
+            message shows both spellings.
     """
     if not isinstance(text, str):
         raise _duration_error(text)
+    if not text.startswith("P"):
+        return _parse_short(text)
     found = _DURATION_RE.fullmatch(text)
     if found is None:
         raise _duration_error(text)
@@ -90,6 +118,35 @@ def parse_duration(text: str) -> timedelta:
         )
     except OverflowError:
         raise _duration_error(text) from None
+
+
+def _parse_short(text: str) -> timedelta:
+    found = _SHORT_RE.fullmatch(text)
+    if found is None or not text:
+        raise _duration_error(text)
+    numbers = {name: int(value or 0) for name, value in found.groupdict().items()}
+    try:
+        return timedelta(**numbers)
+    except OverflowError:
+        raise _duration_error(text) from None
+
+
+def is_duration(text: str) -> bool:
+    """Whether `text` is spelt as a duration (ISO-8601 or a number and a unit), to tell a
+    duration from an instant where an argument takes either."""
+    return text.startswith("P") or (bool(text) and _SHORT_RE.fullmatch(text) is not None)
+
+
+def canonical_duration(text: str) -> str:
+    """The duration as a definition stores it: ISO-8601 text exactly as written (stored
+    facts and fingerprints stay what they were), the short spelling as its ISO-8601
+    equivalent (``"6h"`` -> ``"PT6H"``, ``"90s"`` -> ``"PT1M30S"``).
+
+    Raises:
+        InvalidDuration: not a duration.
+    """
+    delta = parse_duration(text)
+    return text if text.startswith("P") else format_duration(delta)
 
 
 def _is_canonical(text: str) -> bool:
@@ -164,9 +221,9 @@ def resolve_wake_at(value: object, now: datetime) -> datetime:
     """Turn a wake-up specification into an absolute UTC instant.
 
     Args:
-        value: A duration string starting with ``P`` (relative to ``now``), an instant
-            string with an offset, a timezone-aware datetime, or a timedelta (relative to
-            ``now``).
+        value: A duration string (ISO-8601 or a number and a unit, relative to ``now``),
+            an instant string with an offset, a timezone-aware datetime, or a timedelta
+            (relative to ``now``).
         now: The current time; must be timezone-aware.
 
     Returns:
@@ -180,7 +237,7 @@ def resolve_wake_at(value: object, now: datetime) -> datetime:
     if now.tzinfo is None or now.utcoffset() is None:
         raise ValueError("now must be a timezone-aware datetime")
     if isinstance(value, str):
-        if value.startswith("P"):
+        if is_duration(value):
             return _shift(now, parse_duration(value), value)
         return parse_instant(value)
     if isinstance(value, datetime):
@@ -197,7 +254,7 @@ def resolve_wake_at(value: object, now: datetime) -> datetime:
     if isinstance(value, timedelta):
         return _shift(now, value, value)
     raise InvalidDuration(
-        f'Invalid wake-up time {value!r} — expected an ISO-8601 duration such as "PT1H", '
+        f"Invalid wake-up time {value!r} — expected a duration ({DURATION_EXAMPLES}), "
         'an ISO-8601 instant with an offset such as "2026-01-31T09:00:00Z", '
         "a timezone-aware datetime, or a timedelta"
     )

@@ -30,6 +30,16 @@ class WorkflowDefinitionError(WorkflowRunnerError):
     """A workflow definition is malformed (raised when it is defined)."""
 
 
+class DefinitionArgumentError(WorkflowDefinitionError):
+    """An argument of `where` (a step method, RetryPolicy) has a value it cannot take:
+    `argument` names it, `detail` says what is wrong with the value."""
+
+    def __init__(self, where: str, argument: str, detail: str) -> None:
+        super().__init__(f"{where}: {argument}: {detail}")
+        self.argument = argument
+        self.detail = detail
+
+
 class UnknownWorkflow(WorkflowRunnerError):
     """No registered workflow has this name (or this definition fingerprint)."""
 
@@ -63,9 +73,24 @@ class DidNotSettle(WorkflowRunnerError):
 
 
 class RunNotFound(WorkflowRunnerError):
-    """No run with this id exists for this tenant."""
+    """No run with this id exists for this tenant (`message`: what the caller looked
+    for, when it said more than the id)."""
 
-    def __init__(self, tenant_id: str, run_id: str) -> None:
-        super().__init__(f"run {run_id} not found for tenant {tenant_id}")
+    def __init__(self, tenant_id: str, run_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"run {run_id} not found for tenant {tenant_id}")
         self.tenant_id = tenant_id
         self.run_id = run_id
+
+
+class HostGone(WorkflowRunnerError):
+    """The kept function version a run's work was handed to no longer exists (it was
+    deleted): the run's definition runs nowhere any more (definition/hosts.py)."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(f"the kept version {host} is gone")
+        self.host = host
+
+
+class ForwardFailed(WorkflowRunnerError):
+    """A kept function version did not answer (throttled, timed out, or it raised): the
+    work is tried again later (a resume by its queue, a task when its lease ends)."""

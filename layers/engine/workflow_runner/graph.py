@@ -1,9 +1,12 @@
 """A workflow's step tree as a flowchart (Mermaid), optionally with a run's path on it.
 
 The step tree becomes nodes and edges: a sequence is a chain, a branch a diamond with
-a `true` and a `false` arm that join again, a for_each and a retry a node with a loop
-edge back from the end of their body, waits and wait_for_event rounded and hexagonal
-nodes, a wait_for_condition a hexagon with a loop edge onto itself (check, wait, check
+two arms that join again, each edge labelled with when it is taken (the condition: a
+reference's path, a function's name, a lambda's expression; `not` it), a for_each and
+a retry a node with a loop edge back from the end of their body, waits rounded and
+hexagonal nodes; a wait_for_event or wait_for_callback leaves by two edges, one for
+what it waits for (the event and its match) and one for its timeout; a
+wait_for_condition is a hexagon with a loop edge onto itself (check, wait, check
 again). With a run, the nodes its recorded paths went through are marked `visited`
 and the step it is at (waiting) or failed at is marked `current` / `failed`.
 
@@ -20,10 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .definition.dsl import (
+    AwaitCallback,
     Branch,
     BranchResult,
     CallWorkflow,
     Compute,
+    CreateCallback,
     CronTrigger,
     EventTrigger,
     ForEach,
@@ -42,7 +47,8 @@ from .definition.dsl import (
     WorkflowDefinition,
 )
 from .definition.retry import RetryPolicy
-from .durations import format_instant
+from .durations import format_instant, is_duration
+from .graph_conditions import condition_text
 from .match_builders import describe_match
 from .refs import Ref
 from .store import Store, StoredEvent
@@ -147,12 +153,17 @@ def _label(step: Step) -> tuple[str, str]:
         amount = _static(step.for_) or _static(step.until) or "(computed)"
         return f"wait {amount}", "stadium"
     if isinstance(step, WaitForEvent):
+        into = f" → {step.result_key}" if step.result_key != step.event else ""
+        return f"wait for {step.event}{into}", "hexagon"
+    if isinstance(step, WaitForCallback):  # its timeout is on its edge (_wait_exits)
+        label = f"wait for callback → {step.result_key}{_beats(step.heartbeat)}"
+        return label + (", catch" if step.catch else ""), "hexagon"
+    if isinstance(step, CreateCallback):
         timeout = _static(step.timeout) or "(computed)"
-        where = "" if step.match is None else f" where {describe_match(step.match)}"
-        return f"wait for {step.event}{where}, timeout {timeout}", "hexagon"
-    if isinstance(step, WaitForCallback):
-        timeout = _static(step.timeout) or "(computed)"
-        return f"wait for callback → {step.result_key}, timeout {timeout}", "hexagon"
+        return f"create callback {step.name}, timeout {timeout}{_beats(step.heartbeat)}", "stadium"
+    if isinstance(step, AwaitCallback):
+        catch = ", catch" if step.catch else ""
+        return f"await callback {step.name} → {step.result_key}{catch}", "hexagon"
     if isinstance(step, WaitForCondition):
         pace = step.every if step.backoff == "fixed" else f"from {step.every} doubling"
         if step.cap:
@@ -203,6 +214,22 @@ def _label(step: Step) -> tuple[str, str]:
     return type(step).__name__, "rect"  # pragma: no cover - every step kind is above
 
 
+def _beats(heartbeat: str | None) -> str:
+    return f", heartbeat {heartbeat}" if heartbeat else ""
+
+
+def _wait_exits(step: WaitForEvent | WaitForCallback, node_id: str) -> list[tuple[str, str]]:
+    """A wait's two ways on: what it waits for arrives, or its timeout passes."""
+    timeout = _static(step.timeout)
+    when = "in time"  # a computed timeout
+    if timeout is not None:
+        when = f"in {timeout}" if is_duration(timeout) else f"by {timeout}"
+    if isinstance(step, WaitForCallback):
+        return [(node_id, "answered"), (node_id, f"no answer {when}: timeout")]
+    where = "" if step.match is None else f" where {describe_match(step.match)}"
+    return [(node_id, f"{step.event}{where}"), (node_id, f"no {step.event} {when}: timeout")]
+
+
 def _awaited(result_key: str | None, retry: RetryPolicy | None, catch: bool) -> str:
     """What a task's node adds: where its result goes, its attempts, whether it catches."""
     if result_key is None:
@@ -215,12 +242,25 @@ def _awaited(result_key: str | None, retry: RetryPolicy | None, catch: bool) -> 
 class _Builder:
     def __init__(self, chart: Flowchart) -> None:
         self.chart = chart
+        self.created: dict[str, list[str]] = {}  # callback name -> its create nodes
+        self.awaited: list[tuple[str, str]] = []  # (callback name, await node)
 
     def add(self, step: Step, key: StepKey) -> Node:
         label, shape = _label(step)
         node = Node(_node_id(key), label, shape, key)
         self.chart.nodes.append(node)
+        if isinstance(step, CreateCallback):
+            self.created.setdefault(step.name, []).append(node.id)
+        elif isinstance(step, AwaitCallback):
+            self.awaited.append((step.name, node.id))
         return node
+
+    def link_callbacks(self) -> None:
+        """A dotted edge from each create_callback node to each await_callback node of
+        its name: where the answer the await takes comes from."""
+        for name, node_id in self.awaited:
+            for made in self.created.get(name, []):
+                self.chart.edges.append(Edge(made, node_id, f"callback {name}", dotted=True))
 
     def link(self, exits: Iterable[tuple[str, str]], target: str) -> None:
         for source, label in exits:
@@ -247,9 +287,14 @@ class _Builder:
         if isinstance(step, BranchResult):
             return [(node.id, "branch ends")]
         if isinstance(step, Branch):
-            true_exits = self.sequence(step.on_true, (*head, (index, "t")), [(node.id, "true")])
-            false_exits = self.sequence(step.on_false, (*head, (index, "f")), [(node.id, "false")])
+            condition = condition_text(step.if_)
+            true_exits = self.sequence(step.on_true, (*head, (index, "t")), [(node.id, condition)])
+            false_exits = self.sequence(
+                step.on_false, (*head, (index, "f")), [(node.id, f"not {condition}")]
+            )
             return true_exits + false_exits
+        if isinstance(step, (WaitForEvent, WaitForCallback)):
+            return _wait_exits(step, node.id)
         if isinstance(step, ForEach):
             body = self.sequence(step.do, (*head, (index, "")), [(node.id, "item")])
             for source, label in body:
@@ -305,6 +350,7 @@ def flowchart(definition: WorkflowDefinition) -> Flowchart:
     exits = builder.sequence(definition.steps, (), [("start", "")])
     chart.nodes.append(Node("finish", "end", "circle"))
     builder.link(exits, "finish")
+    builder.link_callbacks()
     return chart
 
 
@@ -419,9 +465,11 @@ def mark_run(
                 note += f" {format_instant(fact.wake_at)}"
             elif isinstance(fact, StepWaiting):
                 note = f"waiting until {format_instant(fact.wake_at)}"
+            elif isinstance(fact, StepWaitingForCallback):
+                what = f"callback {fact.name!r}" if fact.name else "a callback"
+                note = f"waiting for {what} until {format_instant(fact.due_at)}"
             else:
-                what = "a callback" if isinstance(fact, StepWaitingForCallback) else fact.event_type
-                note = f"waiting for {what} until {format_instant(fact.timeout_at)}"
+                note = f"waiting for {fact.event_type} until {format_instant(fact.timeout_at)}"
             position = (key, "current", note)
         elif isinstance(fact, StepResumed):
             position = None

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from .definition.completion import FAILURE_TOLERANCE_EXCEEDED, Completion
 from .errors import WorkflowRunnerError
 from .fast_init import fast_init
+from .storable import NotStorable
 from .stream import Path
 
 
@@ -17,15 +18,21 @@ class WorkflowStepError(WorkflowRunnerError):
     """A step produced something the engine cannot accept (bad wait time, result not JSON)."""
 
 
+TASK_FAILED_REASON = "task_failed"
+
+
 class TaskFailedError(WorkflowStepError):
     """A task failed for good and the workflow does not catch it; carries the class name
-    the worker recorded (the task's own exception is long gone)."""
+    the worker recorded (the task's own exception is long gone). The run fails with
+    `reason: task_failed`, or `result_not_storable` when the task's result was what
+    could not be kept (as a compute's is)."""
 
-    reason = "task_failed"
-
-    def __init__(self, error_class: str, task_key: str) -> None:
+    def __init__(self, error_class: str, task_key: str, task_reason: str | None = None) -> None:
         super().__init__(f"task {task_key!r} failed ({error_class})")
         self.error_class = error_class
+        self.reason = (
+            NotStorable.reason if task_reason == NotStorable.reason else TASK_FAILED_REASON
+        )
 
 
 class ChildFailedError(WorkflowStepError):
@@ -79,6 +86,50 @@ class CallbackNotReached(WorkflowStepError):
         )
 
 
+class CallbackFailedError(WorkflowStepError):
+    """A callback's token reported a failure (`error_class`: the error name the outside
+    system sent), and the wait does not catch it."""
+
+    reason = "callback_failed"
+
+    def __init__(self, error_class: str) -> None:
+        super().__init__(f"the callback reported a failure ({error_class})")
+        self.error_class = error_class
+
+
+class CallbackNotCreated(WorkflowStepError, KeyError):
+    """A step read or awaited a callback name no create_callback of the run has made yet
+    (its create_callback sits in a branch not taken, say)."""
+
+    reason = "callback_not_created"
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        names = ", ".join(repr(n) for n in known) or "none"
+        super().__init__(f"no callback {name!r} was created in this run (created: {names})")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class CallbackSecretMissing(WorkflowStepError):
+    """A run started before its workflow made callbacks has no secret to derive a
+    created callback's token with, so later steps could not hand it out."""
+
+    reason = "callback_secret_missing"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this run started on a definition without callbacks and has no token secret: "
+            "create_callback needs a run started on a definition that has it"
+        )
+
+
+class CallbackAnswerErased(WorkflowStepError):
+    """The answer a created callback got before its await was erased before the await."""
+
+    reason = "awaited_event_unavailable"
+
+
 class ConditionCheckFailed(WorkflowStepError):
     """A wait_for_condition's check raised (or returned neither Done nor Continue): the
     step fails at once, without another check. Carries the class of what it raised."""
@@ -109,7 +160,13 @@ def describe_step_error(error: BaseException) -> str:
     """The generic text stored for a failed step; the raw message goes to the log only."""
     if isinstance(
         error,
-        (TaskFailedError, ChildFailedError, ToleranceExceededError, ConditionCheckFailed),
+        (
+            TaskFailedError,
+            ChildFailedError,
+            ToleranceExceededError,
+            CallbackFailedError,
+            ConditionCheckFailed,
+        ),
     ):
         return f"workflow step failed ({error.error_class})"
     name = type(error).__name__ if isinstance(error, Exception) else ""
@@ -159,10 +216,51 @@ class TaskWait:
 @fast_init
 @dataclass(frozen=True)
 class CallbackWait:
-    """What a wait_for_callback suspension waits for: the hash of the token it handed out."""
+    """What a wait_for_callback (or an await_callback of created callback `name`)
+    suspension waits for: the hash of the token, and the heartbeat's interval and the
+    instant by which the next one must come."""
 
     result_key: str
     token_hash: str
+    name: str | None = None
+    heartbeat_seconds: int | None = None
+    heartbeat_at: datetime | None = None
+
+
+@fast_init
+@dataclass(frozen=True)
+class CreatedCallback:
+    """A callback a create_callback step of this pass made: its token's hash and what
+    the token is derived from (`mint`, with the run's secret). `superseded`: the pass
+    made the same name again later."""
+
+    name: str
+    token_hash: str
+    mint: str
+    path: Path
+    timeout_at: datetime
+    heartbeat_seconds: int | None
+    superseded: bool = False
+
+
+@fast_init
+@dataclass(frozen=True)
+class KnownCallback:
+    """A created callback as a pass finds it: made by an earlier pass (or this one), with
+    its answer if it has one (`event_id`; `error` for a failure; `answer` its payload,
+    `answer_erased` once erased) or `closed` when the run stopped listening to it."""
+
+    name: str
+    token_hash: str
+    mint: str | None
+    timeout_at: datetime
+    heartbeat_seconds: int | None
+    last_beat: datetime
+    event_id: str | None = None
+    error: str | None = None
+    answer: Any = None
+    answer_erased: bool = False
+    closed: bool = False
 
 
 @fast_init
@@ -212,7 +310,7 @@ class ChildJoin:
 class Suspension:
     """Where a pass stopped: `path`, due at `wake_at` (a wait's time, a wait_for_event's
     or wait_for_callback's timeout, a retry's next attempt; never by time for tasks and
-    children)."""
+    children; a callback wait's heartbeat may end it earlier)."""
 
     kind: Literal[
         "waiting",
@@ -308,6 +406,9 @@ class PassResult:
     error: str | None = None
     error_detail: str | None = None
     failed_path: Path = field(default_factory=list)
+    created_callbacks: list[CreatedCallback] = field(default_factory=list)
+    # Created callbacks an await found expired: (token hash, why: timeout | heartbeat).
+    closed_callbacks: list[tuple[str, str]] = field(default_factory=list)
 
     def results_delta(self) -> dict[str, Any]:
         """Values this pass wrote (awaited payloads stay references)."""

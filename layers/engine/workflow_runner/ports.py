@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from .clock import Clock
 from .definition import WorkflowRegistry
+from .definition.hosts import DefinitionHosts
 from .errors import NotConfigured, WorkflowRunnerError
 from .settings import Settings
 from .store import Store
@@ -97,6 +98,18 @@ class HttpSender(Protocol):
         ...
 
 
+class FunctionInvoker(Protocol):
+    def invoke(self, function_arn: str, payload: dict[str, Any]) -> Any:
+        """Invoke a function version synchronously with a JSON payload; its JSON answer
+        (how a run's work is handed to the kept version that has its definition).
+
+        Raises:
+            HostGone: no such function version (it was deleted).
+            ForwardFailed: it could not be invoked, or it raised.
+        """
+        ...
+
+
 @dataclass
 class Runtime:
     """Everything a handler needs besides its input.
@@ -110,6 +123,10 @@ class Runtime:
         webhook_guard: the SSRF guard (default: from settings.webhook_allow_hosts).
         reconnect: drop the cached connection after a transient failure, so the next
             `store()` opens a fresh one (None: the store cannot be re-established).
+        definition_hosts: where definitions gone from the registry still run (None: the
+            function versions registered in the database; definition/hosts.py).
+        invoker: how a run's work is handed to the kept function version that has its
+            definition (None: kept code is only used when it is loaded here).
     """
 
     clock: Clock
@@ -122,6 +139,8 @@ class Runtime:
     registry: WorkflowRegistry | None = None
     webhook_guard: WebhookGuard | None = None
     reconnect: Callable[[], None] | None = None
+    definition_hosts: DefinitionHosts | None = None
+    invoker: FunctionInvoker | None = None
 
 
 _runtime: Runtime | None = None

@@ -38,6 +38,11 @@ def configure(full_text: bool | None) -> None:
     _full_text = full_text
 
 
+def configured() -> bool | None:
+    """The policy `configure` set (None: it follows the environment)."""
+    return _full_text
+
+
 def full_text_enabled() -> bool:
     """Whether the operator opted in to full exception text in log lines."""
     if _full_text is not None:
@@ -75,3 +80,10 @@ def detail_for_log(detail: str) -> str:
 def redact(text: str) -> str:
     """Raw text with mail and IP addresses masked (for text that is not an exception's)."""
     return _IPV6.sub("<ip>", _IPV4.sub("<ip>", _EMAIL.sub("<email>", text)))
+
+
+def redacted_text(kind: str, text: str) -> str:
+    """What may be stored of a text someone outside sent (a callback failure's message):
+    `kind` and a short hash of the text, `PaymentDeclined (text hash 3f2a9c1b)`, whatever
+    the log policy; the text itself only reaches a log line (detail_for_log)."""
+    return _hidden(kind, text)

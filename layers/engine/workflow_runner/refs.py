@@ -61,6 +61,7 @@ class UnresolvedReference(WorkflowRunnerError):
 
     def __init__(self, reference: Ref, problem: str) -> None:
         super().__init__(f"{reference.text}: {problem}")
+        self.path = reference.text
         self.reason = f"unresolved_reference:{reference.text}"
 
 

@@ -1,7 +1,7 @@
 """How long settled runs are kept before the purge deletes them (engine/purge.py).
 
-A retention is an ISO-8601 duration of the project's grammar (durations.py: "P30D",
-"PT12H"), a timedelta, or "forever" (never purged). It is at least MIN_RETENTION: the
+A retention is a duration of the project's grammar (durations.py: "P30D", "PT12H",
+"30d", "12h"), a timedelta, or "forever" (never purged). It is at least MIN_RETENTION: the
 purge must never race the stages that still touch a run just after it settled (the
 pending projection, a dispatcher finishing a delivery, an operator's redrive).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
-from .durations import format_duration, parse_duration
+from .durations import DURATION_EXAMPLES, format_duration, parse_duration
 from .errors import InvalidInput
 
 __all__ = [
@@ -37,7 +37,7 @@ def parse_retention(value: object) -> Retention:
     """A retention value as a timedelta, or None for "forever".
 
     Args:
-        value: an ISO-8601 duration string ("P30D", "PT6H"), a timedelta, or "forever".
+        value: a duration string ("P30D", "PT6H", "30d"), a timedelta, or "forever".
 
     Returns:
         The retention; None means the runs are never purged.
@@ -55,13 +55,13 @@ def parse_retention(value: object) -> Retention:
             period = parse_duration(value)
         except InvalidInput:
             raise InvalidInput(
-                f"{value!r} is not a retention: expected an ISO-8601 duration such as "
-                f'"P30D" or "PT12H", or "{FOREVER}"'
+                f'{value!r} is not a retention: expected a duration ({DURATION_EXAMPLES}) or "'
+                f'{FOREVER}"'
             ) from None
     else:
         raise InvalidInput(
-            f"{value!r} is not a retention: expected an ISO-8601 duration string such as "
-            f'"P30D", a timedelta, or "{FOREVER}"'
+            f"{value!r} is not a retention: expected a duration string ({DURATION_EXAMPLES}), "
+            f'a timedelta, or "{FOREVER}"'
         )
     if period < MIN_RETENTION:
         raise InvalidInput(

@@ -117,7 +117,7 @@ class Settings(BaseModel):
     # ResumeRun holds them until due (0: sent rounded up, up to a second late).
     resume_hold_seconds: float = Field(default=1.0, ge=0, le=5)
     # How long settled runs are kept before the purge deletes them (retention.py):
-    # an ISO-8601 duration of at least PT1H, or "forever"; workflows may set their own.
+    # a duration of at least an hour (P30D, 30d), or "forever"; workflows may set their own.
     run_retention: str = describe_retention(DEFAULT_RETENTION)
     # The purge after each due scan: runs per transaction, and its time budget (0: the
     # due scan does not purge; `wfr purge` still does).

@@ -77,6 +77,55 @@ def _reject(value: Any, where: str, depth: int) -> None:
             _reject(item, f"{where}[{index}]", depth + 1)
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _a_type(value: Any) -> str:
+    """`a datetime.datetime`, `an object`: the type of a value JSON cannot hold."""
+    kind = type(value)
+    name = kind.__qualname__
+    if kind.__module__ != "builtins":
+        name = f"{kind.__module__}.{name}"
+    return f"an {name}" if name[0] in "aeiou" else f"a {name}"
+
+
+def _member(path: str, key: Any) -> str:
+    text = str(key)[:32]
+    if isinstance(key, str) and _IDENTIFIER.fullmatch(text):
+        return f"{path}.{text}"
+    return f"{path}[{key!r:.34}]"
+
+
+def _not_json(value: Any, path: str, depth: int) -> str | None:
+    """Where inside `value` the first thing JSON cannot hold sits, and what it is (None:
+    nothing found; nesting beyond MAX_NESTING is left to the depth check)."""
+    if depth > MAX_NESTING or value is None or isinstance(value, (str, int)):
+        return None  # bool is an int
+    place = path or "the value itself"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{place} is {value}, not a JSON number"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not (key is None or isinstance(key, (str, int, float))):
+                return f"{place} has a key that is {_a_type(key)}"
+            if isinstance(key, float) and not math.isfinite(key):
+                return f"{place} has the key {key}, not a JSON number"
+            found = _not_json(item, _member(path, key), depth + 1)
+            if found:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _not_json(item, f"{path}[{index}]", depth + 1)
+            if found:
+                return found
+        return None
+    return (
+        f"{place} is {_a_type(value)}; JSON has objects, arrays, text, numbers, true/false "
+        "and null"
+    )
+
+
 def reject_unstorable(value: Any, where: str) -> None:
     """Refuse what jsonb cannot store: NUL and lone UTF-16 surrogates in text and keys,
     NaN and infinities, nesting beyond MAX_NESTING.
@@ -97,7 +146,10 @@ def check_storable(value: Any, where: str, max_bytes: int = DEFAULT_MAX_RESULT_B
     try:
         text = compact_json(value)
     except (TypeError, ValueError) as error:
-        raise NotStorable(f"{where} is not JSON: {error}") from error
+        # Name the place inside the value and its type (`.paidAt is a datetime.datetime`),
+        # which the encoder's own message does not; a circular value keeps that message.
+        found = _not_json(value, "", 0)
+        raise NotStorable(f"{where} is not JSON: {found or error}") from error
     except RecursionError as error:
         raise NotStorable(f"{where}: nested deeper than {MAX_NESTING} levels") from error
     # The walk that names the offending place runs only if the text shows a suspect:

@@ -13,11 +13,14 @@ from .definition.branches import family_base
 from .durations import parse_instant
 from .errors import InvalidInput
 from .step_paths import describe_path
-from .store import Store, StoredEvent
+from .store import LoggedLine, Store, StoredEvent
 from .stream import (
     NEVER,
     RUN_STREAM,
     CallbackCompleted,
+    CallbackCreated,
+    CallbackFailed,
+    CallbackHeartbeat,
     ChildrenRequested,
     ChildrenSettled,
     ChildrenWaiting,
@@ -81,11 +84,8 @@ def describe_event(e: StoredEvent) -> str:
         return f"step {f.step_index}: wait until {instant(f.wake_at)}"
     if isinstance(f, StepWaitingForEvent):
         return f"step {f.step_index}: wait for {f.event_type} until {instant(f.timeout_at)}"
-    if isinstance(f, StepWaitingForCallback):
-        return (
-            f"step {f.step_index}: wait for a callback (result {f.result_key!r}) "
-            f"until {instant(f.timeout_at)}"
-        )
+    if isinstance(f, (StepWaitingForCallback, *_CALLBACK_FACTS)):
+        return _describe_callback(f)
     if isinstance(f, StepWaitingForCondition):
         limits = f" of {f.max_attempts}" if f.max_attempts else ""
         deadline = f", gives up at {instant(f.timeout_at)}" if f.timeout_at else ""
@@ -93,8 +93,6 @@ def describe_event(e: StoredEvent) -> str:
             f"step {f.step_index}: condition {f.key!r} not met on check {f.attempts}{limits}, "
             f"next check at {instant(f.wake_at)}{deadline}"
         )
-    if isinstance(f, CallbackCompleted):
-        return f"step {f.step_index}: callback completed (payload: event {f.event_id})"
     if isinstance(f, RetryScheduled):
         return (
             f"step {f.step_index}: attempt {f.attempt}/{f.max_attempts} "
@@ -195,6 +193,34 @@ def _stopped(f: StepStopped) -> str:
     if f.not_started:
         parts.append(f"{f.not_started} never started")
     return f"{text}: {'; '.join(parts)}" if parts else text
+
+
+_CALLBACK_FACTS = (CallbackCreated, CallbackCompleted, CallbackFailed, CallbackHeartbeat)
+
+
+def _describe_callback(
+    f: StepWaitingForCallback
+    | CallbackCreated
+    | CallbackCompleted
+    | CallbackFailed
+    | CallbackHeartbeat,
+) -> str:
+    """A callback's fact in words: a wait or await, a creation, an answer, a heartbeat."""
+    named = f"callback {f.name!r}" if f.name else "callback"
+    every = f.heartbeat_seconds if isinstance(f, (StepWaitingForCallback, CallbackCreated)) else 0
+    beats = f", heartbeat every {duration(timedelta(seconds=every))}" if every else ""
+    kept = "" if getattr(f, "run_due", True) else "; kept for its await"
+    if isinstance(f, StepWaitingForCallback):
+        what = f"await {named}" if f.name else "wait for a callback"
+        text = f"step {f.step_index}: {what} (result {f.result_key!r}) until {instant(f.due_at)}"
+        return text + beats
+    if isinstance(f, CallbackCreated):
+        return f"step {f.step_index}: {named} created, open until {instant(f.timeout_at)}{beats}"
+    if isinstance(f, CallbackCompleted):
+        return f"step {f.step_index}: {named} completed (payload: event {f.event_id}){kept}"
+    if isinstance(f, CallbackFailed):
+        return f"step {f.step_index}: {named} failed: {f.message}{kept}"
+    return f"step {f.step_index}: {named} heartbeat, open until {instant(f.deadline)}"
 
 
 def shown_payload(e: StoredEvent) -> dict[str, Any]:
@@ -329,3 +355,15 @@ def activity_rows(store: Store, events: list[StoredEvent]) -> list[list[str]]:
                 ]
             )
     return rows
+
+
+def log_json(line: LoggedLine) -> dict[str, Any]:
+    """A line of the local log (run_log.py) as `--json` shows it."""
+    return {
+        "tenantId": line.tenant_id,
+        "runId": line.run_id,
+        "loggedAt": line.logged_at,
+        "message": line.message,
+        "taskKey": line.task_key,
+        "detail": line.detail,
+    }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .batch_fulfilment import batch_fulfilment, fulfil_order
 from .daily_report import daily_report
+from .freight_quotes import freight_quotes
 from .inventory_sync import inventory_sync
 from .order_approval import order_approval
 from .shipping_quote import shipping_quote
@@ -16,6 +17,7 @@ from .webhook_delivery import webhook_delivery
 __all__ = [
     "batch_fulfilment",
     "daily_report",
+    "freight_quotes",
     "fulfil_order",
     "inventory_sync",
     "order_approval",

@@ -23,11 +23,13 @@ from pydantic import BaseModel, ValidationError
 from .. import heap, redaction
 from ..callback_tokens import callback_links
 from ..definition import DomainEvent, WorkflowRegistry, load_workflow_modules
+from ..definition.hosts import REGISTERED_HOSTS, DefinitionHosts, Role, register_hosts
 from ..engine.passes import RunOutcome
 from ..engine.purge import PurgeResult
 from ..engine.resume import ResumeRequestItem, ResumeResult
 from ..engine.resume_batch import Hold
 from ..engine.resume_batch import resume_batch as engine_resume_batch
+from ..engine.tasks import TaskPorts, run_forwarded_task
 from ..engine.worker import WorkResult
 from ..envelope import MAX_EVENT_BYTES, EventBridgeEvent, parse_envelope, to_domain_event
 from ..errors import InvalidInput, RunNotFound, TransientStoreError
@@ -35,8 +37,10 @@ from ..json_input import check_json_value, parse_json
 from ..ports import Runtime, get_runtime
 from ..settings import Settings, get_settings
 from ..store import Store
+from ..webhook_guard import WebhookGuard
 from . import runtime as aws_runtime
-from .models import ResumeMessage
+from . import versions
+from .models import ForwardedTask, ResumeMessage
 
 logger = Logger(service="workflow-runner")
 metrics = Metrics(namespace="WorkflowRunner", service="workflow-runner")
@@ -53,6 +57,7 @@ MAX_INPUT_BYTES = MAX_EVENT_BYTES
 
 _registry: WorkflowRegistry | None = None
 _heap_settled = False
+_hosting: set[Role] = set()
 
 
 def runtime() -> Runtime:
@@ -75,6 +80,85 @@ def registry() -> WorkflowRegistry:
     if _registry is None:
         _registry = load_workflow_modules({"WORKFLOW_MODULES": settings().workflow_modules})
     return _registry
+
+
+def host_definitions(role: Role, context: Any) -> None:
+    """Register, once per container, that the function version it runs has the registry's
+    definitions (definition/hosts.py): ResumeRun and StepDispatcher call it first thing, so a
+    later deploy can hand this version the runs whose definitions it changed. `$LATEST`
+    (not a published version: `sam local`, tests) registers nothing."""
+    if role in _hosting:
+        return
+    arn = versions.qualified_arn(
+        str(getattr(context, "invoked_function_arn", "")),
+        str(getattr(context, "function_version", "")),
+    )
+    versions.remember_own_arn(arn)
+    if arn is not None:
+        now = runtime().clock.now()
+        with_store(lambda store: register_hosts(store, registry(), role, arn, now))
+        logger.info("registered as kept code", extra={"function_arn": arn, "role": role})
+    _hosting.add(role)
+
+
+def task_ports() -> TaskPorts:
+    """What StepDispatcher's task attempts reach (registry, delivery and kept code)."""
+    rt, cfg = runtime(), settings()
+    return TaskPorts(
+        registry=registry(),
+        mailer=rt.mailer,
+        http=rt.http,
+        guard=rt.webhook_guard or WebhookGuard(cfg.webhook_allow_hosts),
+        mail_sender=cfg.mail_sender,
+        hosts=kept_hosts(),
+        forwarder=forwarder(),
+    )
+
+
+def forwarder() -> versions.KeptVersionForwarder | None:
+    """How this version hands a run's work to the kept version that has its definition
+    (None: the runtime cannot invoke other versions, e.g. locally)."""
+    invoker = runtime().invoker
+    return versions.KeptVersionForwarder(invoker) if invoker is not None else None
+
+
+def kept_hosts() -> DefinitionHosts | None:
+    """Where kept code is found: the runtime's own (the local archive), else the function
+    versions registered in the database — only when this runtime can hand work to them
+    (else a run that needs them would be answered and left waiting: it fails loud)."""
+    rt = runtime()
+    if rt.definition_hosts is not None:
+        return rt.definition_hosts
+    return REGISTERED_HOSTS if rt.invoker is not None else None
+
+
+def run_task_handed_here(
+    message: ForwardedTask, seconds_left: Callable[[], float]
+) -> dict[str, Any]:
+    """StepDispatcher's input from another version that handed it a claimed task as the
+    kept code of its run's definition: run that attempt under its lease (never handed
+    on) and answer with its result (aws/versions.py); the caller enqueues the run's
+    resume, as for an attempt of its own."""
+    handed = message.forwarded_task
+    rt = runtime()
+    result = with_store(
+        lambda store: run_forwarded_task(
+            store,
+            task_ports(),
+            handed.tenant_id,
+            handed.task_id,
+            handed.attempt,
+            handed.lost_attempt,
+            handed.forwarded_from,
+            rt.clock.now,
+            seconds_left,
+        )
+    )
+    logger.info(
+        "ran a task handed here" if result is not None else "a task handed here was not ours",
+        extra={"from": handed.forwarded_from, "task_id": handed.task_id},
+    )
+    return versions.task_result_json(result)
 
 
 def count(name: str, value: float = 1, unit: MetricUnit = MetricUnit.Count) -> None:
@@ -200,6 +284,7 @@ def report_work(result: WorkResult) -> dict[str, Any]:
     count("TasksCompleted", result.tasks_with("completed"))
     count("TasksFailed", result.tasks_with("failed"))
     count("TaskAttemptsFailed", result.tasks_with("retry"))
+    count("TasksOnKeptVersions", sum(1 for t in result.tasks if t.kept_on is not None))
     count("ChildrenStarted", result.children_started)
     if result.resumes_sent or result.children_started or result.children_counted:
         # Started children may have settled (their parents are told on their streams,
@@ -215,7 +300,7 @@ def report_work(result: WorkResult) -> dict[str, Any]:
         "failed": deliveries.count("failed"),
         "tasks": {
             outcome: result.tasks_with(outcome)
-            for outcome in ("completed", "failed", "retry", "dropped")
+            for outcome in ("completed", "failed", "retry", "dropped", "unanswered")
         },
         "resumed": result.resumes_sent,
         "childrenStarted": result.children_started,
@@ -252,6 +337,9 @@ def resume(message: ResumeMessage) -> dict[str, Any]:
     (result,) = resume_batch([message], now=now, direct=True)
     if isinstance(result, Exception):
         raise result
+    if message.forwarded_from is not None:
+        # Handed here by another version: it reports a wrong step as a queue would.
+        return resume_result_json(result, now) | {"waitingAt": result.waiting_at}
     if result.waiting_at is not None:
         raise reject(
             InvalidInput(
@@ -279,7 +367,10 @@ def resume_batch(
     rt = runtime()
     now = now or rt.clock.now()
     items = [
-        ResumeRequestItem(m.tenant_id, m.run_id, m.step_index, force=m.force) for m in messages
+        ResumeRequestItem(
+            m.tenant_id, m.run_id, m.step_index, force=m.force, forwarded_from=m.forwarded_from
+        )
+        for m in messages
     ]
     report = with_store(
         lambda store: engine_resume_batch(
@@ -291,6 +382,8 @@ def resume_batch(
             registry(),
             hold,
             requeue_early=not direct,
+            hosts=kept_hosts(),
+            forwarder=forwarder(),
         )
     )
     for message, result in zip(messages, report.results, strict=True):
@@ -300,12 +393,16 @@ def resume_batch(
         elif isinstance(result, Exception):
             logger.error(f"resume failed: {type(result).__name__}")
         else:
-            logger.info(f"resume {result.outcome}", extra={"outcome": result.outcome})
+            logger.info(
+                f"resume {result.outcome}",
+                extra={"outcome": result.outcome, "kept_on": result.kept_on},
+            )
     for name, value in (
         ("RunNotFound", report.not_found),
         ("ResumeErrors", report.errors),
         ("ResumesRequeued", report.requeued),
         ("RunsResumed", report.resumed),
+        ("ResumesOnKeptVersions", report.forwarded),
         ("RunsCompleted", report.completed),
         ("RunsFailed", report.failed),
     ):
@@ -368,7 +465,7 @@ def resume_result_json(result: ResumeResult, now: datetime) -> dict[str, Any]:
     due_in = None
     if result.outcome == "not-due" and result.wake_at is not None:
         due_in = max(0, math.ceil((result.wake_at - now).total_seconds()))
-    return {
+    answer = {
         "outcome": result.outcome,
         "tenantId": result.tenant_id,
         "runId": result.run_id,
@@ -379,3 +476,6 @@ def resume_result_json(result: ResumeResult, now: datetime) -> dict[str, Any]:
         "nextWakeAt": stamp(result.resumed_wake_at),
         "reason": result.reason,
     }
+    if result.kept_on is not None:
+        answer["keptOn"] = result.kept_on  # the kept version that answered
+    return answer

@@ -28,6 +28,11 @@ class ResumeMessage(BaseModel):
     run_id: str = Field(alias="runId")
     step_index: int = Field(alias="stepIndex", ge=0)
     force: bool = False
+    # Set by another version that hands the request here as the kept code of the run's
+    # definition (aws/versions.py): it is never handed on.
+    forwarded_from: str | None = Field(
+        default=None, alias="forwardedFrom", min_length=1, max_length=256
+    )
 
     @field_validator("tenant_id")
     @classmethod
@@ -38,6 +43,31 @@ class ResumeMessage(BaseModel):
     @classmethod
     def _run(cls, value: str) -> str:
         return _uuid(value, "runId")
+
+
+class HandedTask(BaseModel):
+    """A claimed task another StepDispatcher version hands here (aws/versions.py)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
+
+    tenant_id: str = Field(alias="tenantId")
+    task_id: str = Field(alias="taskId")
+    attempt: int = Field(ge=1)
+    lost_attempt: bool = Field(alias="lostAttempt")
+    forwarded_from: str = Field(alias="forwardedFrom", min_length=1, max_length=256)
+
+    @field_validator("tenant_id", "task_id")
+    @classmethod
+    def _ids(cls, value: str) -> str:
+        return _uuid(value, "tenantId and taskId")
+
+
+class ForwardedTask(BaseModel):
+    """StepDispatcher's input for a task handed to it: `{"forwardedTask": {...}}`."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
+
+    forwarded_task: HandedTask = Field(alias="forwardedTask")
 
 
 class ScheduledInput(BaseModel):

@@ -11,6 +11,7 @@ from ..settings import Settings, get_settings
 from ..webhook_guard import WebhookGuard
 from .connection import ConnectionCache, fetch_secret_string
 from .ports import LambdaNudger, PinnedHttpSender, SesMailer, SqsResumeQueue
+from .versions import FORWARD_READ_TIMEOUT_S, LambdaInvoker
 
 
 class UnconfiguredQueue:
@@ -21,9 +22,11 @@ class UnconfiguredQueue:
 
 
 def build_aws_runtime(settings: Settings | None = None) -> Runtime:
-    """The runtime of a Lambda function: SQS, Lambda, SES, pinned HTTPS, cached DB."""
+    """The runtime of a Lambda function: SQS, Lambda, SES, pinned HTTPS, cached DB, and
+    kept code: the function versions registered in the database, reached by invoke."""
     # Only in Lambda (and tests with moto); the local runtime never needs it.
     import boto3  # type: ignore[import-untyped]
+    from botocore.config import Config  # type: ignore[import-untyped]
 
     settings = settings or get_settings()
     session = boto3.session.Session(region_name=settings.aws_region)
@@ -53,6 +56,15 @@ def build_aws_runtime(settings: Settings | None = None) -> Runtime:
         settings=settings,
         webhook_guard=guard,
         reconnect=connections.invalidate,
+        # Handed-on work waits for its answer and is never retried by the client.
+        invoker=LambdaInvoker(
+            session.client(
+                "lambda",
+                config=Config(
+                    read_timeout=FORWARD_READ_TIMEOUT_S, retries={"total_max_attempts": 1}
+                ),
+            )
+        ),
     )
 
 

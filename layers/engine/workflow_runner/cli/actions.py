@@ -25,7 +25,7 @@ from .local_commands import print_activity
 def catch_up(ctx: Context) -> None:
     """Let the local runtime act on what the action appended (only on a local database)."""
     try:
-        activity = catch_up_local(ctx.store(), ctx.registry(), ctx.environ)
+        activity = catch_up_local(ctx.store(), ctx.registry(), ctx.environ, kept=ctx.kept_code())
     except RoutingError as error:
         ctx.output.warn(
             f"the local projection and dispatcher were not nudged ({error}); "
@@ -54,6 +54,7 @@ def cmd_resume(ctx: Context) -> int:
         ctx.registry(),
         step_index=ctx.args.step,
         force=ctx.args.force,
+        hosts=ctx.kept_code(),
     )
     result = action.result
     payload = {
@@ -85,6 +86,13 @@ def cmd_resume(ctx: Context) -> int:
                 ctx, f"run {run_id} failed in the resumed pass{why}; see `wfr show {run_id}`"
             )
         return 0
+    if result.outcome == "on-kept-version":
+        return _fail(
+            ctx,
+            f"run {run_id} runs on the kept version {result.kept_on}, which has its "
+            "definition; nothing was resumed here: resume it through the deployed "
+            "ResumeRun function, which hands it to that version",
+        )
     if result.outcome == "not-due":
         return _fail(
             ctx,

@@ -34,6 +34,7 @@ from . import (
     operate,
     project_commands,
     runs_migrate,
+    versions,
 )
 from .context import Context, Handler, UsageError
 from .render import Output
@@ -282,7 +283,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--every", metavar="DURATION", help="cycle interval with --until, e.g. PT1H")
     p.add_argument("--template", metavar="FILE", help=argparse.SUPPRESS)
     p = command(local_sub, "clock", local_commands.cmd_clock, "show the local clock and queue")
-    p = command(local_sub, "mail", local_commands.cmd_mail, "list the mail captured locally")
+    p = command(
+        local_sub,
+        "mail",
+        local_commands.cmd_mail,
+        "show the mail captured locally, bodies included (oldest first)",
+    )
+    p.add_argument("--to", metavar="ADDRESS", help="only mail to this address")
+    p.add_argument("--last", type=int, metavar="N", help="only the last N mails")
+    p = command(
+        local_sub,
+        "sink",
+        local_commands.cmd_sink,
+        "answer webhooks on this machine and print each as it arrives, until Ctrl-C",
+    )
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0: any free)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument(
+        "--answer",
+        action="append",
+        metavar="PATH=STATUS[,STATUS]",
+        help="answer PATH with these statuses first, then 200 (repeatable), e.g. /exports=503",
+    )
 
     p = command(
         commands,
@@ -297,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--port", type=int, default=8080, help="the console's port (default 8080)")
     dlq.register(commands, command)
+    versions.register(commands, command)
     project_commands.add_commands(commands, command)
     return top
 
@@ -413,10 +436,11 @@ def main(
         # killed by SIGPIPE would, without a traceback when Python flushes at exit.
         _discard(out)
         return 141
-    except (UsageError, InvalidInput, WorkflowDefinitionError) as error:
+    except (UsageError, InvalidInput, WorkflowDefinitionError, UnknownWorkflow) as error:
+        # An unknown workflow is a name given wrong (its message has the closest ones).
         print(f"wfr: error: {error}", file=err)
         return 2
-    except (RunNotFound, UnknownWorkflow) as error:
+    except RunNotFound as error:
         print(f"wfr: error: {error}", file=err)
         return 1
     except StoreError as error:

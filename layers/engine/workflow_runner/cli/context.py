@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
-import re
 import socket
 import sys
 import uuid
@@ -16,10 +15,12 @@ from datetime import datetime, timedelta
 
 from ..clock import SystemClock
 from ..definition import WorkflowRegistry, default_registry, load_workflow_modules
-from ..durations import parse_duration, parse_instant
+from ..definition.hosts import DefinitionHosts
+from ..durations import is_duration, parse_duration, parse_instant
 from ..engine.operator_actions import Operator
 from ..engine.run_lookup import resolve_run
 from ..errors import InvalidInput
+from ..local.kept import keep_local_code, kept_code_of
 from ..store import RunSummary, Store, connect
 from .render import Output
 
@@ -39,6 +40,7 @@ class Context:
     environ: dict[str, str]
     _store: Store | None = field(default=None, repr=False)
     _registry: WorkflowRegistry | None = field(default=None, repr=False)
+    _kept: DefinitionHosts | None = field(default=None, repr=False)
 
     @property
     def database_url(self) -> str:
@@ -62,6 +64,19 @@ class Context:
                 sys.path.insert(0, here)
             self._registry = load_workflow_modules(self.environ, default_registry())
         return self._registry
+
+    def kept_code(self, local: bool | None = None) -> DefinitionHosts:
+        """Where definitions gone from WORKFLOW_MODULES still run (definition/hosts.py): on a
+        local database (`local`, or one with a local clock) the module sources `wfr local`
+        kept — a `wfr local` command (`local=True`) keeps the current ones first —, on any
+        other the function versions registered in it (AWS)."""
+        if self._kept is None:
+            store = self.store()
+            if local:
+                self._kept = keep_local_code(store, self.registry(), self.now())
+            else:
+                self._kept = kept_code_of(store)
+        return self._kept
 
     def run(self, attribute: str = "run_id", what: str = "RUN_ID") -> RunSummary:
         """The run the argument names: a full run id or a unique prefix of at least four
@@ -115,25 +130,16 @@ def parse_uuid(raw: str, what: str) -> str:
         raise UsageError(f"{what} must be a UUID, got {raw!r}") from None
 
 
-_AGO = re.compile(r"^(\d+)([smhdw])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
 def parse_duration_arg(raw: str, what: str) -> timedelta:
-    """A duration argument: 90m, 12h, 30d, 1w or ISO-8601 (P90D).
+    """A duration argument (durations.py): 90s, 30m, 12h, 30d, 1w or ISO-8601 (P90D).
 
     Raises:
         UsageError: not a duration.
     """
-    short = _AGO.match(raw.strip())
-    if short:
-        return timedelta(**{_UNITS[short.group(2)]: int(short.group(1))})
     try:
         return parse_duration(raw.strip())
-    except InvalidInput:
-        raise UsageError(
-            f"{what}: expected a duration (90m, 12h, 30d, P90D), got {raw!r}"
-        ) from None
+    except InvalidInput as error:
+        raise UsageError(f"{what}: {error}") from None
 
 
 def parse_since(raw: str, what: str, now: datetime) -> datetime:
@@ -142,14 +148,8 @@ def parse_since(raw: str, what: str, now: datetime) -> datetime:
     Raises:
         UsageError: neither.
     """
-    short = _AGO.match(raw.strip())
-    if short:
-        return now - timedelta(**{_UNITS[short.group(2)]: int(short.group(1))})
-    if raw.strip().startswith("P"):
-        try:
-            return now - parse_duration(raw.strip())
-        except InvalidInput as error:
-            raise UsageError(f"{what}: {error}") from None
+    if is_duration(raw.strip()):
+        return now - parse_duration_arg(raw, what)
     try:
         return parse_instant(raw)
     except InvalidInput:

@@ -7,12 +7,10 @@ import argparse
 from datetime import timedelta
 from typing import Any
 
-from ..durations import parse_duration
 from ..engine.deliveries import RedeliveryRefused, list_deliveries, redeliver
-from ..errors import InvalidInput
 from ..store import OutboxRow
 from ..timeline import instant
-from .context import Context, UsageError, parse_uuid
+from .context import Context, UsageError, parse_duration_arg, parse_uuid
 
 
 def add_commands(commands: Any, command: Any) -> None:
@@ -47,10 +45,7 @@ def add_commands(commands: Any, command: Any) -> None:
 
 
 def _since(ctx: Context) -> timedelta:
-    try:
-        return parse_duration(ctx.args.since)
-    except InvalidInput as error:
-        raise UsageError(f"--since: {error}") from None
+    return parse_duration_arg(ctx.args.since, "--since")
 
 
 def _row_json(row: OutboxRow) -> dict[str, Any]:

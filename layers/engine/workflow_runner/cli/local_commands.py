@@ -1,8 +1,9 @@
-"""Local runtime commands: `wfr local put-events | tick | clock | mail` and `wfr demo`."""
+"""Local runtime commands: `wfr local put-events | tick | clock | mail | sink` and
+`wfr demo`."""
 
 from __future__ import annotations
 
-import difflib
+import json
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..definition import WorkflowRegistry, load_workflow_modules
-from ..durations import parse_duration
+from ..durations import format_instant
 from ..envelope import parse_envelope, to_domain_event
 from ..errors import InvalidInput
 from ..json_input import MAX_DEPTH, parse_json
@@ -18,11 +19,13 @@ from ..local import routes as r
 from ..local.application import find_template, no_template_message, packaged_template
 from ..local.demo import run_demo
 from ..local.runtime import Activity, LocalRuntime, to_eventbridge_event
+from ..local.sink import ReceivedRequest, parse_answers, webhook_sink
 from ..settings import Settings
 from ..store import CapturedMail, Store, connect
-from ..timeline import activity_rows, instant, shown_payload
+from ..suggest import did_you_mean
+from ..timeline import activity_rows, instant, log_json, shown_payload
 from .console_command import database_label, serve_console
-from .context import Context, UsageError, parse_now
+from .context import Context, UsageError, parse_duration_arg, parse_now
 from .render import Output
 
 
@@ -109,8 +112,7 @@ def unused_types(events: Sequence[dict[str, Any]], registry: WorkflowRegistry) -
         kind = str(event.get("detail-type"))
         if kind in known:
             continue
-        close = difflib.get_close_matches(kind, known, n=2)
-        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        hint = did_you_mean(kind, known, n=2)
         warnings.append(
             f"entry {number}: no workflow is triggered by or waits for {kind!r}, so it will "
             f"be ignored{hint}"
@@ -143,6 +145,7 @@ def activity_json(activity: Activity) -> dict[str, Any]:
             for e in activity.events
         ],
         "mail": [mail_json(m) for m in activity.mail],
+        "log": [log_json(line) for line in activity.log],
     }
 
 
@@ -163,9 +166,11 @@ def print_activity(out: Output, store: Store, activity: Activity) -> None:
         out.table(["TIME", "RUN", "WORKFLOW", "EVENT", "DETAIL"], rows)
     for m in activity.mail:
         out.line(out.paint("  mail ", "cyan") + f"to {', '.join(m.recipients)}: {m.subject}")
+    for line in activity.log:
+        out.line(out.paint("  error ", "red") + f"run {line.run_id[:8]}: {line.text}")
 
 
-def _answer_summary(folder: str, answer: Any) -> str:
+def _answer_summary(store: Store, tenant_id: str, folder: str, answer: Any) -> str:
     if not isinstance(answer, dict):
         return folder
     if answer.get("ignored"):
@@ -174,10 +179,16 @@ def _answer_summary(folder: str, answer: Any) -> str:
         started = answer.get("started") or []
         if not answer.get("stored", True):
             return f"{folder}: already received (redelivery), nothing started"
+        # What the trigger did not start, and why: the run of its key exists already
+        # (a repeated sign-up), or the workflow's filter said no.
+        why = [_existing_run(store, tenant_id, e) for e in answer.get("existing") or []]
+        why += [f"{name}'s trigger filter said no" for name in answer.get("filtered") or []]
         if not started:
-            return f"{folder}: started nothing"
-        return f"{folder}: started " + ", ".join(
-            f"{s['workflow']} {s['runId']} ({s['outcome']})" for s in started
+            return f"{folder}: started nothing" + (f": {'; '.join(why)}" if why else "")
+        return (
+            f"{folder}: started "
+            + ", ".join(f"{s['workflow']} {s['runId']} ({s['outcome']})" for s in started)
+            + (f"; {'; '.join(why)}" if why else "")
         )
     if folder == r.EVENT_WAKEUP:
         woken = answer.get("woken") or []
@@ -187,6 +198,15 @@ def _answer_summary(folder: str, answer: Any) -> str:
             f"{w['runId']} at step {w['stepIndex']}" for w in woken
         )
     return folder
+
+
+def _existing_run(store: Store, tenant_id: str, existing: dict[str, Any]) -> str:
+    """`user-onboarding run 1434… already exists for idempotency key 'ada' (waiting)`."""
+    summary = store.runs.get(tenant_id, existing["runId"])
+    status = f" ({summary.status})" if summary is not None else ""
+    key = existing.get("key")
+    of_key = f" for idempotency key {key!r}" if key is not None else ""
+    return f"{existing['workflow']} run {existing['runId']} already exists{of_key}{status}"
 
 
 def cmd_put_events(ctx: Context) -> int:
@@ -203,7 +223,12 @@ def cmd_put_events(ctx: Context) -> int:
     for warning in unused_types(events, ctx.registry()):
         ctx.output.warn(warning)
     runtime = LocalRuntime(
-        store, ctx.registry(), template, start=target or current, environ=ctx.environ
+        store,
+        ctx.registry(),
+        template,
+        start=target or current,
+        environ=ctx.environ,
+        kept=ctx.kept_code(local=True),
     )
     if target is not None:
         runtime.set_now(target)
@@ -234,9 +259,10 @@ def cmd_put_events(ctx: Context) -> int:
         out.heading(f"event {event['id']}  {event['detail-type']}")
         if not targets:
             out.line("  routed to no function (no rule of the template matches it)")
+        tenant_id = to_domain_event(parse_envelope(event), tenant_path).tenant_id
         for folder, answer in activity.answers:
             if folder in (r.TRIGGER_PROJECTION, r.EVENT_WAKEUP):
-                out.line("  " + _answer_summary(folder, answer))
+                out.line("  " + _answer_summary(store, tenant_id, folder, answer))
         print_activity(out, store, activity)
     return 0
 
@@ -249,10 +275,7 @@ def cmd_tick(ctx: Context) -> int:
         raise UsageError("--until and --every go together")
     every: timedelta | None = None
     if ctx.args.every is not None:
-        try:
-            every = parse_duration(ctx.args.every)
-        except InvalidInput as error:
-            raise UsageError(f"--every: {error}") from None
+        every = parse_duration_arg(ctx.args.every, "--every")
         if every <= timedelta(0):
             raise UsageError("--every must be longer than zero")
     template = _template(ctx)
@@ -266,7 +289,9 @@ def cmd_tick(ctx: Context) -> int:
     assert every is None or until is not None
     if until is not None and every is not None and (until - start) / every > 100_000:
         raise UsageError("--until/--every would run more than 100000 cycles; use a longer --every")
-    runtime = LocalRuntime(store, ctx.registry(), template, start=start, environ=ctx.environ)
+    runtime = LocalRuntime(
+        store, ctx.registry(), template, start=start, environ=ctx.environ, kept=ctx.kept_code(True)
+    )
     runtime.set_now(start)
     out = ctx.output
     if until is None or every is None:
@@ -324,17 +349,79 @@ def cmd_clock(ctx: Context) -> int:
 
 
 def cmd_mail(ctx: Context) -> int:
-    """The mail the local step dispatcher captured."""
+    """The mail the local step dispatcher captured, bodies included (the callback links
+    and tokens a workflow handed out are in them)."""
     rows = ctx.store().local.mail()
+    if ctx.args.to:
+        rows = [m for m in rows if ctx.args.to.lower() in (r.lower() for r in m.recipients)]
+    if ctx.args.last is not None:
+        if ctx.args.last < 1:
+            raise UsageError("--last must be at least 1")
+        rows = rows[-ctx.args.last :]
     out = ctx.output
     if out.as_json:
         out.json([mail_json(m) for m in rows])
         return 0
-    out.table(
-        ["SENT", "TO", "SUBJECT"],
-        [[instant(m.sent_at), ", ".join(m.recipients), m.subject] for m in rows],
-        empty="no mail captured",
-    )
+    if not rows:
+        out.line("no mail captured" + (f" to {ctx.args.to}" if ctx.args.to else ""))
+    for number, m in enumerate(rows):
+        if number:
+            out.line("")
+        out.heading(f"── {instant(m.sent_at)}  {m.subject}")
+        out.line(f"From: {m.sender}")
+        out.line(f"To: {', '.join(m.recipients)}")
+        out.line(f"Subject: {m.subject}")
+        out.line(out.paint(f"Request: {m.request_id}", "dim"))
+        out.line("")
+        for line in m.body.splitlines() or [""]:
+            out.line(f"  {line}")
+    return 0
+
+
+def cmd_sink(ctx: Context) -> int:
+    """Answer webhooks on this machine and print each as it arrives, until Ctrl-C."""
+    answers = parse_answers(ctx.args.answer)
+    out = ctx.output
+
+    def show(request: ReceivedRequest) -> None:
+        if out.as_json:
+            line = json.dumps(
+                {
+                    "receivedAt": format_instant(request.received_at),
+                    "method": request.method,
+                    "path": request.path,
+                    "status": request.status,
+                    "idempotencyKey": request.idempotency_key,
+                    "headers": request.headers,
+                    "body": request.body,
+                },
+                ensure_ascii=False,
+            )
+        else:
+            body = json.dumps(request.body, ensure_ascii=False)
+            key = request.idempotency_key or "-"
+            line = (
+                f"{request.method} {request.path}  {request.status}  "
+                f"idempotency-key {key}  {body}"
+            )
+        out.line(line)
+        out.out.flush()
+
+    try:
+        with webhook_sink(answers, ctx.args.host, ctx.args.port, show) as sink:
+            print(
+                f"wfr local sink: listening on {sink.url} (Ctrl-C stops it); send a host's "
+                f"webhooks here with\n  export WFR_WEBHOOK_REDIRECTS=hooks.example.com={sink.url}",
+                file=out.err,
+                flush=True,
+            )
+            sink.thread.join()
+    except OSError as error:
+        raise UsageError(
+            f"cannot listen on {ctx.args.host}:{ctx.args.port}: {error.strerror or error}"
+        ) from None
+    except KeyboardInterrupt:
+        pass
     return 0
 
 

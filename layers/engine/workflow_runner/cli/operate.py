@@ -13,6 +13,7 @@ from typing import Any
 
 from ..definition import WorkflowRegistry
 from ..definition.branches import shown_child
+from ..engine.callbacks import run_callbacks
 from ..engine.doctor import run_doctor
 from ..engine.erase import erase_event
 from ..engine.joins import tell_untold_children
@@ -28,11 +29,13 @@ from ..stream import RUN_STREAM, fold_run
 from ..timeline import (
     duration,
     instant,
+    log_json,
     run_timeline,
     shown_payload,
     timeline_entries,
     wake_text,
 )
+from .callbacks import callbacks_json
 from .context import Context, UsageError, parse_duration_arg, parse_now, parse_since
 
 
@@ -134,6 +137,8 @@ def cmd_runs_show(ctx: Context) -> int:
     timeline = run_timeline(ctx.store(), tenant, run_id)
     parent = state.started.parent_run_id if state.started else None
     children = ctx.store().children.of_run(tenant, run_id, limit=CHILDREN_SHOWN + 1)
+    callbacks = run_callbacks(ctx.store(), tenant, run_id, ctx.now())
+    local_log = ctx.store().local.log_of_run(tenant, run_id)
     if ctx.output.as_json:
         ctx.output.json(
             {
@@ -161,6 +166,10 @@ def cmd_runs_show(ctx: Context) -> int:
                     }
                     for c in children[:CHILDREN_SHOWN]
                 ],
+                # The tokens it handed out: where each stands, until when (hashes only).
+                "callbacks": callbacks_json(callbacks),
+                # The local runtime's log of the run (exception text; local databases only).
+                "localLog": [log_json(line) for line in local_log],
             }
         )
         return 0
@@ -171,6 +180,13 @@ def cmd_runs_show(ctx: Context) -> int:
         out.line(f"child of run {parent}  (wfr runs show {parent})")
     if state.suspension is not None:
         out.line(f"waiting at step {state.suspension.step_index}")
+    for c in (c for c in callbacks if c.status == "waiting"):
+        which = f"callback {c.row.name!r}" if c.row.name else f"callback of step {c.row.step_index}"
+        beat = c.row.last_heartbeat_at
+        out.line(
+            f"{which} open until {instant(c.deadline)}"
+            + (f", last heartbeat {instant(beat)}" if beat else "")
+        )
     out.table(
         ["V", "RECORDED", "AFTER", "EVENT", "DETAIL"],
         [
@@ -203,6 +219,15 @@ def cmd_runs_show(ctx: Context) -> int:
         )
         if len(children) > CHILDREN_SHOWN:
             out.warn(f"only the first {CHILDREN_SHOWN} children are shown")
+    if local_log:
+        out.line("")
+        out.line(
+            out.paint("local log: the text behind the stored errors (this machine only)", "dim")
+        )
+        out.table(
+            ["LOGGED", "MESSAGE", "DETAIL"],
+            [[instant(line.logged_at), line.message, line.detail or ""] for line in local_log],
+        )
     return 0
 
 
@@ -399,7 +424,9 @@ def cmd_doctor(ctx: Context) -> int:
         told = tell_untold_children(ctx.store(), tenant, ctx.now())
         if not ctx.output.as_json:
             ctx.output.line(f"repaired: told {told} settled child run(s) to their joins")
-    report = run_doctor(ctx.store(), ctx.registry(), tenant, routes, ctx.now())
+    report = run_doctor(
+        ctx.store(), ctx.registry(), tenant, routes, ctx.now(), hosts=ctx.kept_code()
+    )
     if ctx.output.as_json:
         ctx.output.json(report.to_json())
     else:

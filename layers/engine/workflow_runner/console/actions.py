@@ -20,6 +20,7 @@ from ..engine.operator_actions import (
     resume_as_operator,
 )
 from ..engine.redrive import RedriveRefused
+from ..local.kept import kept_code_of
 from ..local.routes import RoutingError
 from ..local.runtime import catch_up_local
 from ..store import RunSummary
@@ -59,6 +60,11 @@ DONE = {
     ("resume", "failed"): ("error", "The run was resumed and failed."),
     ("resume", "already-resumed"): ("warning", "Nothing to resume: the run was not waiting."),
     ("resume", "not-due"): ("warning", "The run was not due; nothing was resumed."),
+    ("resume", "on-kept-version"): (
+        "warning",
+        "The run's definition runs on a kept function version; nothing was resumed here "
+        "(the deployed ResumeRun hands the run to that version).",
+    ),
     ("redrive", "suspended"): ("ok", "The run was redriven and waits again."),
     ("redrive", "completed"): ("ok", "The run was redriven and completed."),
     ("redrive", "failed"): ("error", "The run was redriven and failed again."),
@@ -168,6 +174,7 @@ def perform(
                 view.registry,
                 step_index=step,
                 force=True,
+                hosts=kept_code_of(view.store),
             )
         else:
             result = redrive_as_operator(
@@ -187,7 +194,7 @@ def perform(
         # Without a template the local functions cannot be loaded; on Aurora there is no
         # local clock and the functions are nudged in AWS.
         with contextlib.suppress(RoutingError):
-            catch_up_local(view.store, view.registry, None, view.template)
+            catch_up_local(view.store, view.registry, None, view.template, kept_code_of(view.store))
     outcome = result.result.outcome
     return (
         303,

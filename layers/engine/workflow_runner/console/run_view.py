@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from ..definition import WorkflowDefinition
 from ..definition.branches import family_base, shown_child
 from ..definition.completion import is_batch_result
+from ..engine.callbacks import run_callbacks
 from ..engine.run_lookup import workflow_version_of
 from ..errors import UnknownWorkflow
 from ..graph import run_chart
@@ -299,6 +300,26 @@ def _children(view: View, run: RunSummary) -> Markup:
     )
 
 
+def _callbacks(view: View, run: RunSummary) -> Markup:
+    """The callbacks the run handed out: where each stands and until when it takes an
+    answer (never a token: only the start of its hash)."""
+    rows = [
+        [
+            c.row.step_index,
+            c.row.name or "–",
+            status_badge(c.status),
+            when(c.deadline, view.now),
+            "heartbeat" if c.deadline < c.row.expires_at else "timeout",
+            when(c.row.last_heartbeat_at, view.now),
+            c.row.failed_error or when(c.row.completed_at, view.now),
+            el("code", c.row.token_hash[:12] + "…"),
+        ]
+        for c in run_callbacks(view.store, run.tenant_id, run.run_id, view.now)
+    ]
+    headers = ["Step", "Name", "Status", "Until", "Set by", "Last heartbeat", "Answer", "Token"]
+    return table(headers, rows, "No callbacks.", class_="callbacks")
+
+
 # Children listed on a run's page (a map may have thousands).
 CHILDREN_SHOWN = 200
 
@@ -348,11 +369,14 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
             class_="where",
         )
     elif isinstance(state.suspension, StepWaitingForCallback):
+        answer = state.suspension
+        what = f"callback {answer.name!r}" if answer.name else "a callback"
+        beat = answer.timer == "heartbeat_timeout"
         where = el(
             "p",
-            f"Waiting at step {state.suspension.step_index} for a callback "
-            f"(result {state.suspension.result_key!r}), until ",
-            when(state.suspension.due_at, view.now),
+            f"Waiting at step {answer.step_index} for {what} (result {answer.result_key!r}), "
+            + ("until the next heartbeat, due " if beat else "until "),
+            when(answer.due_at, view.now),
             class_="where",
         )
     elif state.suspension is not None:
@@ -383,6 +407,7 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
                 _pending(view, run, state.settled),
                 class_="card",
             ),
+            el("section", el("h2", "Callbacks"), _callbacks(view, run), class_="card"),
             el("section", el("h2", "Step results"), _results(view, run, events), class_="card"),
             el("section", el("h2", "Timeline"), _timeline(view, run), class_="card"),
             el("section", el("h2", "Mail and webhooks"), _deliveries(view, run), class_="card"),

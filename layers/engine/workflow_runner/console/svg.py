@@ -17,7 +17,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from ..graph import Flowchart, Node
+from ..graph import Edge, Flowchart, Node
 from .html import Markup, el, join
 
 CHAR_WIDTH = 7.4  # px per character at the 12.5 px label font, generous
@@ -92,7 +92,9 @@ def _loop(boxes: dict[str, Box], source_id: str, target_id: str, label: str) -> 
         d = f"M{x:.1f},{y - 8:.1f} C{x + 44:.1f},{y - 30:.1f} {x + 44:.1f},{y + 30:.1f} "
         d += f"{x:.1f},{y + 8:.1f}"
         return Loop(d, lines, x + 40, y - 4 * len(lines) + 4)
-    span = [b for b in boxes.values() if target.rank <= b.rank <= source.rank]
+    # A loop goes back up; a callback's create-to-await edge goes down: the boxes between.
+    low, high = sorted((target.rank, source.rank))
+    span = [b for b in boxes.values() if low <= b.rank <= high]
     right = max(b.x + b.w / 2 for b in span) + 26
     sx, sy = source.x + source.w / 2, source.mid
     tx, ty = target.x + target.w / 2, target.mid
@@ -144,6 +146,20 @@ def _size(box: Box) -> None:
     box.w = max(box.w, 60)
 
 
+def _merged(edges: list[Edge]) -> list[Edge]:
+    """Edges between the same two nodes (a wait's event and its timeout, a branch arm
+    that is empty) as one route whose label names both ways, so labels never overlap."""
+    by_pair: dict[tuple[str, str], Edge] = {}
+    for e in edges:
+        seen = by_pair.get((e.source, e.target))
+        if seen is None:
+            by_pair[(e.source, e.target)] = e
+        elif e.label:
+            label = f"{seen.label} / {e.label}" if seen.label else e.label
+            by_pair[(e.source, e.target)] = Edge(e.source, e.target, label, e.dotted)
+    return list(by_pair.values())
+
+
 def layout(chart: Flowchart) -> Layout:
     """Place the chart's nodes in layers and route its edges."""
     order = {node.id: n for n, node in enumerate(chart.nodes)}
@@ -156,6 +172,7 @@ def layout(chart: Flowchart) -> Layout:
         boxes[node.id] = box
     forward = [e for e in chart.edges if not e.dotted and order[e.target] > order[e.source]]
     loops = [(e.source, e.target, e.label) for e in chart.edges if e not in forward]
+    forward = _merged(forward)
     # Layers: longest path over the forward edges. A for_each's "done" edge must also
     # pass below its body (the body's last steps loop back to it).
     constraints = [(e.source, e.target) for e in forward]

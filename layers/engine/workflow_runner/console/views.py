@@ -17,6 +17,7 @@ from ..engine.run_lookup import (
     workflow_version_of,
 )
 from ..errors import InvalidInput
+from ..local.kept import kept_code_of
 from ..local.routes import template_routes
 from ..store import PendingKey, PendingRow
 from ..stream import NEVER, RUN_STATUSES
@@ -375,7 +376,9 @@ def _doctor_item(item: str) -> Markup:
 def doctor_page(view: View) -> tuple[int, str]:
     """`wfr doctor` as a page: every check with what is wrong and how to fix it."""
     routes = template_routes(view.template, view.registry)
-    report = run_doctor(view.store, view.registry, None, routes, view.now)
+    report = run_doctor(
+        view.store, view.registry, None, routes, view.now, hosts=kept_code_of(view.store)
+    )
     sections = []
     for check in report.checks:
         items = (

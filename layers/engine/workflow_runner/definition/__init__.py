@@ -7,10 +7,12 @@ from .completion import Completion
 from .conditions import Continue, Done
 from .define import define_workflow
 from .dsl import (
+    AwaitCallback,
     Branch,
     CallTrigger,
     CallWorkflow,
     Compute,
+    CreateCallback,
     CronTrigger,
     DomainEvent,
     EventTrigger,
@@ -49,12 +51,14 @@ from .retry import RetryPolicy, TaskInterrupted, backoff_seconds
 
 __all__ = [
     "DEFAULT_WORKFLOW_MODULES",
+    "AwaitCallback",
     "Branch",
     "CallTrigger",
     "CallWorkflow",
     "Completion",
     "Compute",
     "Continue",
+    "CreateCallback",
     "CronTrigger",
     "DomainEvent",
     "Done",

@@ -7,12 +7,14 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from ..durations import parse_duration
-from ..errors import WorkflowDefinitionError
+from ..durations import canonical_duration, is_duration, parse_duration
+from ..errors import DefinitionArgumentError, WorkflowDefinitionError
 from ..match import validate_event_match
 from ..refs import contains_refs
+from ..suggest import did_you_mean, listing
+from .callbacks import CallbackSteps
 from .completion import Completion
-from .conditions import ConditionBackoff, condition_step
+from .conditions import ConditionSteps
 from .dsl import (
     MAX_MAP_CONCURRENCY,
     MAX_TASK_TIMEOUT,
@@ -31,8 +33,6 @@ from .dsl import (
     StepContext,
     Task,
     Wait,
-    WaitForCallback,
-    WaitForCondition,
     WaitForEvent,
     WebhookSend,
 )
@@ -41,11 +41,30 @@ from .retry import BackoffKind, JitterKind, RetryPolicy, check_backoff
 from .step_lists import as_steps
 
 
-class StepBuilder:
-    """The `s` in `steps=lambda s: [...]`: one method per step kind."""
+class StepBuilder(CallbackSteps, ConditionSteps):
+    """The `s` in `steps=lambda s: [...]`: one method per step kind (the callback steps
+    are in definition/callbacks.py, wait_for_condition in definition/conditions.py)."""
 
     def __init__(self, awaits: Mapping[str, str]) -> None:
         self._awaits = dict(awaits)
+        self._created_callbacks = set()
+
+    def _undeclared(self, event: object) -> str:
+        """What to say about a wait for an event the workflow does not declare."""
+        if not self._awaits:
+            return (
+                f"{event!r} is not declared in awaits, and the workflow declares none: add "
+                f"awaits={{'name': 'event.type'}} to define_workflow"
+            )
+        names = sorted(self._awaits)
+        types = sorted(set(self._awaits.values()))
+        hint = ""
+        if isinstance(event, str):  # the names first: they are what the workflow calls them
+            hint = did_you_mean(event, names) or did_you_mean(event, types)
+        return (
+            f"{event!r} is not declared in awaits{hint} (names: {listing(names)}; or an "
+            f"event type: {listing(types)})" + ("" if hint else "; add it to awaits={...}")
+        )
 
     def compute(self, key: str, fn: Callable[[StepContext], Any]) -> Compute:
         """Run `fn(ctx)` and store its (JSON-serialisable) result under `key`."""
@@ -75,12 +94,10 @@ class StepBuilder:
         return ForEach(over=over, as_=as_, do=as_steps(do, "for_each.do"))
 
     def wait(self, for_: Resolver = None, until: Resolver = None) -> Wait:
-        """Suspend for a duration (`for_`, ISO-8601) or until an instant (`until`)."""
+        """Suspend for a duration (`for_`: "PT10M", "10m") or until an instant (`until`)."""
         if (for_ is None) == (until is None):
             raise WorkflowDefinitionError("wait: give exactly one of for_= or until=")
-        if isinstance(for_, str):
-            parse_duration(for_)
-        return Wait(for_=for_, until=until)
+        return Wait(for_=_duration(for_), until=until)
 
     def wait_for_event(
         self,
@@ -94,93 +111,22 @@ class StepBuilder:
 
         `event` is an event type named in the workflow's `awaits` (or one of its keys).
         `lookback`: None (default) also accepts matching events stored since the run
-        started; an ISO-8601 duration accepts those stored that long before the wait
-        step was reached ("PT0S": only events after it).
+        started; a duration accepts those stored that long before the wait step was
+        reached ("PT0S": only events after it).
         The matched event's payload (None on timeout) is stored under `result_key`
         (default: the event type).
         """
         event_type = self._awaits.get(event, event)
         if event_type not in self._awaits.values():
-            raise WorkflowDefinitionError(
-                f"wait_for_event: {event!r} is not declared in awaits "
-                f"(declared: {sorted(self._awaits.values())}); add it to awaits={{...}}"
-            )
-        if isinstance(timeout, str) and timeout.startswith("P"):
-            parse_duration(timeout)
-        if isinstance(lookback, str):
-            parse_duration(lookback)
+            raise DefinitionArgumentError("wait_for_event", "event", self._undeclared(event))
         if isinstance(match, Mapping) and not contains_refs(match):
             validate_event_match(match)
         return WaitForEvent(
             event=event_type,
             match=match,
-            timeout=timeout,
-            lookback=lookback,
+            timeout=_duration_or_instant(timeout),
+            lookback=_duration(lookback),
             result_key=result_key or event_type,
-        )
-
-    def wait_for_callback(self, result_key: str, timeout: Resolver = "P7D") -> WaitForCallback:
-        """Suspend until an outside system completes the callback with a payload, or
-        `timeout` (a duration or an instant) passes.
-
-        The steps before it in the same pass read the token as `ctx.callback.token` (and
-        the endpoint's link as `ctx.callback.url`) to hand it out, e.g. in a mail. The
-        payload (None on timeout) is stored under `result_key`. A token is single-use,
-        bound to this run and this wait, and expires with the timeout.
-        """
-        if not isinstance(result_key, str) or not result_key:
-            raise WorkflowDefinitionError(
-                "wait_for_callback: result_key must be a non-empty string"
-            )
-        if isinstance(timeout, str) and timeout.startswith("P"):
-            parse_duration(timeout)
-        return WaitForCallback(result_key=result_key, timeout=timeout)
-
-    def wait_for_condition(
-        self,
-        key: str,
-        check: Callable[[StepContext, Any], Any],
-        initial: Resolver = None,
-        every: str = "PT30S",
-        backoff: ConditionBackoff = "fixed",
-        cap: str | None = None,
-        max_attempts: int | None = None,
-        timeout: str | None = None,
-        catch: bool = False,
-    ) -> WaitForCondition:
-        """Poll: run `check(ctx, state)` now, and again after each delay until it
-        returns `Done(value)`; `value` then lands under `key`.
-
-        `check` returns `Done(value)` or `Continue(new_state)` (both from
-        `workflow_runner`); `state` is `initial` (resolvable) for the first check and
-        the last `Continue`'s state after. Each check is recorded with its state on the
-        run's stream, and the run holds nothing while it waits: the delays are durable
-        timers, as `s.wait`'s. A crash repeats only the check it interrupted, with the
-        state recorded before it.
-
-        Args:
-            key: where Done's value lands (unique in the workflow).
-            check: a function of ctx and the state; runs in the pass, so keep it short
-                (call a slow service from a `s.task` before it, or keep the check quick).
-            initial: the first check's state (JSON; a value, a reference or a function
-                of ctx).
-            every: ISO-8601 duration between checks (the first delay, exponential).
-            backoff: "fixed" (every delay is `every`) or "exponential" (delay n is
-                `every * 2**(n-1)`).
-            cap: the longest delay (exponential only; default: no cap).
-            max_attempts: the most checks (the first included); None: no limit.
-            timeout: ISO-8601 duration from the first check after which the wait gives
-                up (a last check runs at that instant); None: no limit.
-            catch: on failure go on with `{"failed": true, "reason": ..., "error":
-                "<Class>" (a check that raised), "attempts": n}` under `key` instead of
-                failing the run.
-
-        A check that raises (or returns something else) fails the step at once with
-        reason `condition_check_failed`; running out of checks or time fails it with
-        `condition_not_met`.
-        """
-        return condition_step(
-            key, check, initial, every, backoff, cap, max_attempts, timeout, catch
         )
 
     def retry(
@@ -204,8 +150,8 @@ class StepBuilder:
         return Retry(
             times=times,
             backoff=backoff,
-            base=base,
-            cap=cap,
+            base=canonical_duration(base),
+            cap=canonical_duration(cap),
             jitter=jitter,
             do=as_steps(do, "retry.do"),
         )
@@ -303,10 +249,11 @@ class StepBuilder:
             key: the result key (unique in the workflow).
             fn: a function of ctx; what it returns must be JSON (at most 256 KB).
             retry: attempts and backoff (default RetryPolicy(): 3 attempts, exponential
-                from 1 s, full jitter); `non_retryable` classes fail at once.
-            timeout: ISO-8601 duration bounding one attempt (at most PT14M).
+                from 1 s, capped at 5 min, no jitter); `non_retryable` classes fail at once.
+            timeout: the duration bounding one attempt ("PT30S", "30s"; at most 14 min).
             catch: on final failure go on with `{"failed": true, "error": "<Class>",
-                "attempts": n}` under `key` instead of failing the run (reason task_failed).
+                "attempts": n}` under `key` instead of failing the run (reason task_failed;
+                result_not_storable when its result is not JSON or over 256 KB).
         """
         if not isinstance(key, str) or not key:
             raise WorkflowDefinitionError("task: key must be a non-empty string")
@@ -315,7 +262,7 @@ class StepBuilder:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise WorkflowDefinitionError(f"task({key!r}): retry must be a RetryPolicy")
         if not isinstance(timeout, str):
-            raise WorkflowDefinitionError(f"task({key!r}): timeout must be an ISO-8601 duration")
+            raise WorkflowDefinitionError(f"task({key!r}): timeout must be a duration string")
         limit = parse_duration(timeout)
         if not timedelta(0) < limit <= MAX_TASK_TIMEOUT:
             raise WorkflowDefinitionError(
@@ -323,7 +270,13 @@ class StepBuilder:
             )
         if not isinstance(catch, bool):
             raise WorkflowDefinitionError(f"task({key!r}): catch must be True or False")
-        return Task(key=key, fn=fn, retry=retry or RetryPolicy(), timeout=timeout, catch=catch)
+        return Task(
+            key=key,
+            fn=fn,
+            retry=retry or RetryPolicy(),
+            timeout=canonical_duration(timeout),
+            catch=catch,
+        )
 
     def call_workflow(
         self,
@@ -450,6 +403,21 @@ class StepBuilder:
     def return_(self, value: Resolver = None) -> Return:
         """End the run. `{"isSuccess": False, ...}` ends it as failed (reason returned_failure)."""
         return Return(value=value)
+
+
+def _duration(value: Resolver) -> Resolver:
+    """A static duration as the definition stores it (ISO-8601, see canonical_duration);
+    anything else (a resolver, None, a timedelta) as given.
+
+    Raises:
+        InvalidDuration: a string that is not a duration.
+    """
+    return canonical_duration(value) if isinstance(value, str) else value
+
+
+def _duration_or_instant(value: Resolver) -> Resolver:
+    """A static timeout: a duration as the definition stores it, an instant as given."""
+    return _duration(value) if isinstance(value, str) and is_duration(value) else value
 
 
 def _check_child(where: str, name: object, result_key: object, catch: object) -> None:

@@ -4,7 +4,7 @@
 the builder refuses becomes an `Unbuilt` placeholder instead of an exception, so that
 once the whole tree is built, one walk can say where each problem sits:
 
-    order-approval › step 1 (wait_for_event) › timeout: "3 days" is not an ISO-8601 …
+    order-approval › step 1 (wait_for_event) › timeout: "3 days" is neither a duration …
 
 Steps are numbered from 0 within their list, as `stepIndex` is on run streams. The walk
 checks static values only; what a lambda or a reference produces is checked when the
@@ -21,18 +21,24 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..cron import CronSchedule
-from ..errors import InvalidEventMatch, InvalidInput, WorkflowDefinitionError
+from ..errors import (
+    DefinitionArgumentError,
+    InvalidEventMatch,
+    InvalidInput,
+    WorkflowDefinitionError,
+)
 from ..match import validate_event_match
 from ..refs import Ref, refs_in
 from ..retention import parse_retention
 from ..storable import NotStorable, check_storable
-from .check_values import _duration, _duration_or_instant, _instant
 from .dsl import (
     CATCHUP_POLICIES,
+    AwaitCallback,
     Branch,
     BranchResult,
     CallWorkflow,
     Compute,
+    CreateCallback,
     CronTrigger,
     ForEach,
     MailSend,
@@ -49,6 +55,7 @@ from .dsl import (
     WebhookSend,
     WorkflowDefinition,
 )
+from .time_arguments import check_duration, check_duration_or_instant, check_instant, shown
 
 _BUILDER_PREFIX = re.compile(r"^\w+(\(.*?\))?: ")
 _KIND_NAMES = {"mail.send": "mail_send", "webhook.send": "webhook_send", "return_": "return"}
@@ -95,6 +102,8 @@ class PlacingBuilder:
         def build(*args: Any, **kwargs: Any) -> Any:
             try:
                 return method(*args, **kwargs)
+            except DefinitionArgumentError as error:
+                return Unbuilt(name, error.detail, error.argument)
             except (WorkflowDefinitionError, InvalidInput) as error:
                 message = _BUILDER_PREFIX.sub("", str(error), count=1)
                 return Unbuilt(name, message, _argument_of(method, args, kwargs, error, message))
@@ -128,11 +137,6 @@ class DefinitionProblems(WorkflowDefinitionError):
             name = self.problems[0].workflow
             text = f"workflow {name!r} has {len(self.problems)} problems:\n{lines}"
         super().__init__(text)
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _placeholder(value: Any) -> Any:
@@ -241,12 +245,15 @@ class _Walk:
             self.wait(place, step)
         elif isinstance(step, WaitForEvent):
             self.wait_for_event(place, step)
-        elif isinstance(step, WaitForCallback) and _static(step.timeout):
-            self.check(place, "timeout", lambda: _duration_or_instant(step.timeout))
+        elif isinstance(step, (WaitForCallback, CreateCallback)) and _static(step.timeout):
+            self.check(place, "timeout", lambda: check_duration_or_instant(step.timeout))
         elif isinstance(step, MailSend):
             self.mail(place, step)
         elif isinstance(step, WebhookSend):
             self.webhook(place, step)
+        if isinstance(step, (Task, MailSend, WebhookSend)) and step.retry is not None:
+            for argument, message in step.retry.problems:
+                self.problem(place, f"retry › {argument}", message)
         elif isinstance(step, Return) and self.in_branch:
             self.problem(
                 place,
@@ -267,26 +274,26 @@ class _Walk:
         if _static(over) and (
             isinstance(over, (str, bytes, Mapping)) or not isinstance(over, Sequence)
         ):
-            self.problem(place, "over", f"{_shown(over)} is not a list (or a function of ctx)")
+            self.problem(place, "over", f"{shown(over)} is not a list (or a function of ctx)")
 
     def wait(self, place: str, step: Wait) -> None:
         if _static(step.for_):
-            self.check(place, "for_", lambda: _duration(step.for_, "for_", "until="))
+            self.check(place, "for_", lambda: check_duration(step.for_, "for_", "until="))
         if _static(step.until):
-            self.check(place, "until", lambda: _instant(step.until))
+            self.check(place, "until", lambda: check_instant(step.until))
 
     def wait_for_event(self, place: str, step: WaitForEvent) -> None:
         if _static(step.timeout):
-            self.check(place, "timeout", lambda: _duration_or_instant(step.timeout))
+            self.check(place, "timeout", lambda: check_duration_or_instant(step.timeout))
         if _static(step.lookback):
-            self.check(place, "lookback", lambda: _duration(step.lookback, "lookback", None))
+            self.check(place, "lookback", lambda: check_duration(step.lookback, "lookback", None))
         match = step.match
         if _static(match):
             if not isinstance(match, Mapping):
                 self.problem(
                     place,
                     "match",
-                    f"{_shown(match)} is not an EventMatch: build one with eq(), in_(), "
+                    f"{shown(match)} is not an EventMatch: build one with eq(), in_(), "
                     "all_of(), ... (workflow_runner.match) or give a function of ctx",
                 )
             else:
@@ -296,16 +303,16 @@ class _Walk:
         if _static(step.to):
             to = [step.to] if isinstance(step.to, str) else step.to
             if not isinstance(to, (list, tuple)) or not to or not all(_address(a) for a in to):
-                self.problem(place, "to", f"{_shown(step.to)} is not an address or a list of them")
+                self.problem(place, "to", f"{shown(step.to)} is not an address or a list of them")
         if _static(step.from_) and not _address(step.from_):
-            self.problem(place, "from_", f"{_shown(step.from_)} is not an address")
+            self.problem(place, "from_", f"{shown(step.from_)} is not an address")
 
     def webhook(self, place: str, step: WebhookSend) -> None:
         if _static(step.url):
             self.check(place, "url", lambda: _webhook_url(step.url))
         headers = step.headers
         if _static(headers) and not _string_map(headers):
-            self.problem(place, "headers", f"{_shown(headers)} must map strings to strings")
+            self.problem(place, "headers", f"{shown(headers)} must map strings to strings")
         if _static(step.body):
             self.check(place, "body", lambda: _storable(step.body, "the body"))
         auth = step.auth
@@ -360,7 +367,7 @@ def _arguments(step: Step) -> list[tuple[str, Any]]:
         Map: ("over", "key"),
         Return: ("value",),
         BranchResult: ("value",),
-        WaitForCallback: ("timeout",),
+        **dict.fromkeys((WaitForCallback, CreateCallback), ("timeout",)),
         WaitForCondition: ("initial",),
     }
     return [(name, getattr(step, name)) for name in names.get(type(step), ())]
@@ -379,7 +386,7 @@ def _address(value: Any) -> bool:
 def _written_keys(step: Step) -> list[str]:
     if isinstance(step, (Compute, Task, WaitForCondition)):
         return [step.key]
-    if isinstance(step, (WaitForEvent, WaitForCallback)):
+    if isinstance(step, (WaitForEvent, WaitForCallback, AwaitCallback)):
         return [step.result_key]
     if isinstance(step, (MailSend, WebhookSend)):
         return [k for k in (step.key, step.result_key) if k]
@@ -403,7 +410,7 @@ def _storable(value: Any, what: str) -> None:
 
 def _webhook_url(url: Any) -> None:
     if not isinstance(url, str):
-        raise ValueError(f"{_shown(url)} is not a URL")
+        raise ValueError(f"{shown(url)} is not a URL")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises for a malformed port

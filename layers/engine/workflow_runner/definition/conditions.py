@@ -134,3 +134,54 @@ def _placeholder(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_placeholder(v) for v in value]
     return value
+
+
+class ConditionSteps:
+    """`s.wait_for_condition` (mixed into StepBuilder)."""
+
+    def wait_for_condition(
+        self,
+        key: str,
+        check: Callable[[StepContext, Any], Any],
+        initial: Resolver = None,
+        every: str = "PT30S",
+        backoff: ConditionBackoff = "fixed",
+        cap: str | None = None,
+        max_attempts: int | None = None,
+        timeout: str | None = None,
+        catch: bool = False,
+    ) -> WaitForCondition:
+        """Poll: run `check(ctx, state)` now, and again after each delay until it
+        returns `Done(value)`; `value` then lands under `key`.
+
+        `check` returns `Done(value)` or `Continue(new_state)` (both from
+        `workflow_runner`); `state` is `initial` (resolvable) for the first check and
+        the last `Continue`'s state after. Each check is recorded with its state on the
+        run's stream, and the run holds nothing while it waits: the delays are durable
+        timers, as `s.wait`'s. A crash repeats only the check it interrupted, with the
+        state recorded before it.
+
+        Args:
+            key: where Done's value lands (unique in the workflow).
+            check: a function of ctx and the state; runs in the pass, so keep it short
+                (call a slow service from a `s.task` before it, or keep the check quick).
+            initial: the first check's state (JSON; a value, a reference or a function
+                of ctx).
+            every: ISO-8601 duration between checks (the first delay, exponential).
+            backoff: "fixed" (every delay is `every`) or "exponential" (delay n is
+                `every * 2**(n-1)`).
+            cap: the longest delay (exponential only; default: no cap).
+            max_attempts: the most checks (the first included); None: no limit.
+            timeout: ISO-8601 duration from the first check after which the wait gives
+                up (a last check runs at that instant); None: no limit.
+            catch: on failure go on with `{"failed": true, "reason": ..., "error":
+                "<Class>" (a check that raised), "attempts": n}` under `key` instead of
+                failing the run.
+
+        A check that raises (or returns something else) fails the step at once with
+        reason `condition_check_failed`; running out of checks or time fails it with
+        `condition_not_met`.
+        """
+        return condition_step(
+            key, check, initial, every, backoff, cap, max_attempts, timeout, catch
+        )

@@ -21,6 +21,7 @@ from .dsl import (
 )
 from .fingerprint import compute_fingerprint
 from .registry import default_registry
+from .retry import deferred_policy_checks
 from .shape import PINNINGS
 from .step_lists import as_steps
 
@@ -51,7 +52,7 @@ def define_workflow(
         version: keep older versions registered next to newer ones and runs that
             started on them keep resuming on them; new runs start on the highest.
         retention: how long its runs are kept once settled before the purge deletes
-            them: an ISO-8601 duration ("P90D", at least "PT1H") or "forever"; None
+            them: a duration ("P90D", "90d"; at least an hour) or "forever"; None
             (default) keeps the deployment's RUN_RETENTION. The latest version's
             setting applies to the runs of every version.
         description: free text kept on the definition (not part of the fingerprint).
@@ -101,7 +102,8 @@ def define_workflow(
     # The user's function sees every StepBuilder method (refusals become placeholders).
     builder = cast(StepBuilder, PlacingBuilder(StepBuilder(awaits_map)))
     try:
-        built = as_steps(steps(builder), "steps")
+        with deferred_policy_checks():  # a bad RetryPolicy is reported with its step
+            built = as_steps(steps(builder), "steps")
     except (WorkflowDefinitionError, InvalidInput) as error:
         raise WorkflowDefinitionError(f"workflow {name!r}: {error}") from None
     if not built:

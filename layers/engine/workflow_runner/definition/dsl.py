@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
@@ -65,7 +65,8 @@ class StepContext:
     """The argument every resolver receives.
 
     `callback` holds the token (and URL) of the wait_for_callback the pass reaches next
-    (both None where no pass runs, as in a task's function).
+    (both None where no pass runs, as in a task's function); `callbacks` the callbacks
+    create_callback steps made, by name (in a task's function too).
     """
 
     event: DomainEvent
@@ -74,6 +75,7 @@ class StepContext:
     workflow: WorkflowInfo
     now: datetime
     callback: Callback = NO_CALLBACK
+    callbacks: Mapping[str, Callback] = field(default_factory=dict)
 
 
 Resolver: TypeAlias = Any  # a value, or a callable taking StepContext
@@ -240,11 +242,36 @@ class Task:
 
 @dataclass(frozen=True)
 class WaitForCallback:
-    """Suspend until an outside system completes the callback, or `timeout` passes."""
+    """Suspend until an outside system answers the callback, or `timeout` passes (or,
+    with `heartbeat`, that long passes without a heartbeat)."""
 
     result_key: str
     timeout: Resolver = "P7D"
     kind: str = "wait_for_callback"
+    heartbeat: str | None = field(default=None, metadata=ADDED_LATER)
+    catch: bool = field(default=False, metadata=ADDED_LATER)
+
+
+@dataclass(frozen=True)
+class CreateCallback:
+    """Make callback `name`: its token is `ctx.callbacks[name].token` for every later
+    step; it takes an answer until `timeout` (with `heartbeat`: while heartbeats come)."""
+
+    name: str
+    timeout: Resolver = "P7D"
+    heartbeat: str | None = None
+    kind: str = "create_callback"
+
+
+@dataclass(frozen=True)
+class AwaitCallback:
+    """Suspend until created callback `name` has its answer (at once when it has one),
+    and store it under `result_key`."""
+
+    name: str
+    result_key: str
+    catch: bool = False
+    kind: str = "await_callback"
 
 
 @dataclass(frozen=True)
@@ -340,21 +367,29 @@ Step: TypeAlias = (
     | Return
     | WaitForCallback
     | BranchResult
+    | CreateCallback
+    | AwaitCallback
     | WaitForCondition
 )
 
 
-def has_callback_wait(steps: tuple[Step, ...]) -> bool:
-    """Whether a step tree holds a wait_for_callback (its runs get a token secret)."""
+def walk_steps(steps: Sequence[Step]) -> Iterator[Step]:
+    """Every step of a tree, depth first: branch arms, for_each and retry bodies and a
+    parallel's tasks included."""
     for step in steps:
-        if isinstance(step, WaitForCallback):
-            return True
-        inner = (*step.on_true, *step.on_false) if isinstance(step, Branch) else ()
-        if isinstance(step, (ForEach, Retry)):
-            inner = step.do
-        if inner and has_callback_wait(inner):
-            return True
-    return False
+        yield step
+        if isinstance(step, Branch):
+            yield from walk_steps((*step.on_true, *step.on_false))
+        elif isinstance(step, (ForEach, Retry)):
+            yield from walk_steps(step.do)
+        elif isinstance(step, Parallel):
+            yield from walk_steps(step.steps)
+
+
+def has_callback_wait(steps: tuple[Step, ...]) -> bool:
+    """Whether a step tree holds a wait_for_callback or create_callback (its runs get a
+    token secret)."""
+    return any(isinstance(step, (WaitForCallback, CreateCallback)) for step in walk_steps(steps))
 
 
 SUSPENDING_KINDS = frozenset(
@@ -367,6 +402,7 @@ SUSPENDING_KINDS = frozenset(
         "map",
         "parallel",
         "wait_for_callback",
+        "await_callback",
         "wait_for_condition",
     }
 )
@@ -390,6 +426,8 @@ STEP_TYPES = (
     Return,
     WaitForCallback,
     BranchResult,
+    CreateCallback,
+    AwaitCallback,
     WaitForCondition,
 )
 # The largest `concurrency` of a map (children running at once for one map step).
@@ -408,7 +446,7 @@ class WorkflowDefinition:
     version: int
     fingerprint: str = field(default="")
     description: str = ""
-    # How long its settled runs are kept (retention.py): an ISO-8601 duration, a
+    # How long its settled runs are kept (retention.py): a duration, a
     # timedelta or "forever"; None: the deployment's default (RUN_RETENTION). Not part
     # of the fingerprint: changing it must not fail the runs in flight.
     retention: str | timedelta | None = None

@@ -41,7 +41,9 @@ def _describe(value: Any) -> Any:
             # A field added after release 0.1 counts only once it is used.
             if not (f.metadata.get("added_later") and getattr(value, f.name) == f.default)
         }
-    if isinstance(value, (RetryPolicy, Completion)):
+    if isinstance(value, RetryPolicy):
+        return value.fingerprint_json()
+    if isinstance(value, Completion):
         return value.to_json()
     if isinstance(value, Ref):
         # Before `callable`: a reference is a resolver, hashed by its path text.

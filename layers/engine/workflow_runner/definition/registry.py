@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from ..errors import UnknownWorkflow, WorkflowDefinitionError
 from ..retention import Retention, parse_retention
+from ..suggest import did_you_mean, listing
 from .branches import branch_definitions, is_branch_name
 from .dsl import CronTrigger, EventTrigger, WorkflowDefinition
 
@@ -46,6 +48,10 @@ class WorkflowRegistry:
             for definition in definitions
         ]
 
+    def modules(self) -> dict[str, list[WorkflowDefinition]]:
+        """Module -> the definitions it registered here (those `define_workflow` made)."""
+        return {module: list(found) for module, found in self._by_module.items()}
+
     def unregister(self, name: str, version: int | None = None) -> None:
         """Remove one version of a workflow, or all of them."""
         if version is None:
@@ -61,7 +67,7 @@ class WorkflowRegistry:
         """
         versions = self._by_name.get(name)
         if not versions:
-            raise UnknownWorkflow(f'Workflow "{name}" is not registered')
+            raise UnknownWorkflow(unknown_workflow_message(name, self.names(), "registered"))
         return versions[max(versions)]
 
     def find(self, name: str, fingerprint: str) -> WorkflowDefinition | None:
@@ -131,6 +137,18 @@ def default_registry() -> WorkflowRegistry:
     return _DEFAULT
 
 
+@contextmanager
+def registering_into(registry: WorkflowRegistry) -> Iterator[None]:
+    """`define_workflow` registers into `registry` inside the block instead of the
+    process-wide registry (loading kept code beside the current code: local/kept.py)."""
+    global _DEFAULT
+    saved, _DEFAULT = _DEFAULT, registry
+    try:
+        yield
+    finally:
+        _DEFAULT = saved
+
+
 def load_workflow_modules(
     environ: Mapping[str, str] | None = None, registry: WorkflowRegistry | None = None
 ) -> WorkflowRegistry:
@@ -156,3 +174,11 @@ def load_workflow_modules(
                 f"importing {module!r} (WORKFLOW_MODULES) failed: {type(error).__name__}: {error}"
             ) from error
     return registry or default_registry()
+
+
+def unknown_workflow_message(name: str, known: Sequence[str], where: str) -> str:
+    """`no workflow named 'x' is <where>; did you mean 'y'? (known: ...)`."""
+    return (
+        f"no workflow named {name!r} is {where}{did_you_mean(name, known)} "
+        f"(known: {listing(known)})"
+    )

@@ -3,30 +3,59 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ..durations import parse_duration
-from ..errors import WorkflowDefinitionError, WorkflowRunnerError
+from ..durations import canonical_duration, parse_duration
+from ..errors import DefinitionArgumentError, InvalidInput, WorkflowRunnerError
 
 BackoffKind: TypeAlias = Literal["linear", "exponential", "fixed"]
 JitterKind: TypeAlias = Literal["none", "full", "equal"]
 
 
-def check_backoff(where: str, backoff: object, jitter: object, base: object, cap: object) -> None:
+def backoff_problems(
+    backoff: object, jitter: object, base: object, cap: object
+) -> list[tuple[str, str]]:
+    """(argument, what is wrong) for each backoff parameter a policy cannot take."""
+    problems = []
     if backoff not in ("linear", "exponential", "fixed"):
-        raise WorkflowDefinitionError(
-            f"{where}: backoff must be linear, exponential or fixed, not {backoff!r}"
-        )
+        problems.append(("backoff", f"must be linear, exponential or fixed, not {backoff!r}"))
     if jitter not in ("none", "full", "equal"):
-        raise WorkflowDefinitionError(
-            f"{where}: jitter must be none, full or equal, not {jitter!r}"
-        )
+        problems.append(("jitter", f"must be none, full or equal, not {jitter!r}"))
     for name, value in (("base", base), ("cap", cap)):
         if not isinstance(value, str):
-            raise WorkflowDefinitionError(f"{where}: {name} must be an ISO-8601 duration string")
-        parse_duration(value)
+            problems.append((name, f"must be a duration string, not {value!r}"))
+            continue
+        try:
+            parse_duration(value)
+        except InvalidInput as error:
+            problems.append((name, str(error)))
+    return problems
+
+
+def check_backoff(where: str, backoff: object, jitter: object, base: object, cap: object) -> None:
+    """Raises: DefinitionArgumentError: the first parameter a backoff cannot take."""
+    for argument, message in backoff_problems(backoff, jitter, base, cap):
+        raise DefinitionArgumentError(where, argument, message)
+
+
+# Set while define_workflow calls the user's steps= function (see deferred_policy_checks).
+_deferring: ContextVar[bool] = ContextVar("retry_policy_checks_deferred", default=False)
+
+
+@contextmanager
+def deferred_policy_checks() -> Iterator[None]:
+    """While the step tree is built, a RetryPolicy with a bad parameter keeps its problems
+    (`RetryPolicy.problems`) instead of raising where it is built, so that the
+    definition's walk reports each with the step that uses it and the argument."""
+    token = _deferring.set(True)
+    try:
+        yield
+    finally:
+        _deferring.reset(token)
 
 
 def backoff_seconds(
@@ -77,18 +106,27 @@ def _exception_classes(value: object) -> bool:
     )
 
 
-@dataclass(frozen=True)
+# The jitter of a RetryPolicy that does not name one: none, as for `s.retry` and as
+# Step Functions and Temporal do (a first retry with base "PT2S" comes after 2 s).
+DEFAULT_JITTER: JitterKind = "none"
+# What a policy that leaves `jitter` unset hashes into its definition's fingerprint: the
+# default of the releases before DEFAULT_JITTER became "none". Definitions written then
+# keep their fingerprints, so their waiting runs still resume after the upgrade.
+_UNSET_JITTER_FINGERPRINT = "full"
+
+
+@dataclass(frozen=True, init=False)
 class RetryPolicy:
     """How a task (or a delivery) is retried.
 
     Args:
-        max_attempts: all attempts, the first included (>= 1).
-        backoff: delay before attempt n+1 grows `linear` (base * n), `exponential`
-            (base * rate**(n-1)) or stays `fixed` (base).
-        base: ISO-8601 duration of the first delay.
-        cap: ISO-8601 duration no single delay exceeds.
-        jitter: `full` draws the delay uniformly from [0, delay], `equal` from
-            [delay/2, delay], `none` uses it as is.
+        max_attempts: all attempts, the first included (>= 1; default 3).
+        backoff: delay before attempt n+1 grows `exponential` (base * 2**(n-1), the
+            default), `linear` (base * n) or stays `fixed` (base).
+        base: the first delay, a duration ("PT1S", "1s"; default 1 s; stored as ISO-8601).
+        cap: the duration no single delay exceeds ("PT5M", "5m"; default 5 min).
+        jitter: `none` (the default) uses the delay as is, `full` draws it uniformly from
+            [0, delay], `equal` from [delay/2, delay].
         non_retryable: exception classes (and their subclasses) that fail the task at
             once, without another attempt.
         retry_on: the exception classes (and their subclasses) worth another attempt;
@@ -102,51 +140,80 @@ class RetryPolicy:
             and `max_attempts` allow it, after the backoff). False (the default): the
             interrupted attempt counts as failed (`TaskLeaseExpired`) and the next one
             runs at once (at least once).
+
+    Raises:
+        DefinitionArgumentError: a parameter is out of range or not a duration (inside a
+            workflow's steps= function, the definition reports it with its step instead).
     """
 
-    max_attempts: int = 3
-    backoff: BackoffKind = "exponential"
-    base: str = "PT1S"
-    cap: str = "PT5M"
-    jitter: JitterKind = "full"
-    non_retryable: tuple[type[BaseException], ...] = ()
-    retry_on: tuple[type[BaseException], ...] | None = None
-    rate: float = _DEFAULT_RATE
-    at_most_once: bool = False
+    max_attempts: int
+    backoff: BackoffKind
+    base: str
+    cap: str
+    jitter: JitterKind
+    non_retryable: tuple[type[BaseException], ...]
+    retry_on: tuple[type[BaseException], ...] | None
+    rate: float
+    at_most_once: bool
+    # Whether `jitter` was given (its fingerprint then hashes it as given).
+    jitter_given: bool = field(init=False, repr=False, compare=False)
+    # (argument, what is wrong) of a policy built while checks were deferred: the
+    # definition using it is refused, so such a policy never runs.
+    problems: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        attempts = self.max_attempts
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-            raise WorkflowDefinitionError(
-                f"RetryPolicy: max_attempts must be an integer >= 1, not {attempts!r}"
+    def __init__(
+        self,
+        max_attempts: int = 3,
+        backoff: BackoffKind = "exponential",
+        base: str = "PT1S",
+        cap: str = "PT5M",
+        jitter: JitterKind | None = None,
+        non_retryable: tuple[type[BaseException], ...] = (),
+        retry_on: tuple[type[BaseException], ...] | None = None,
+        rate: float = _DEFAULT_RATE,
+        at_most_once: bool = False,
+    ) -> None:
+        chosen = DEFAULT_JITTER if jitter is None else jitter
+        problems = []
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            problems.append(("max_attempts", f"must be an integer >= 1, not {max_attempts!r}"))
+        problems += backoff_problems(backoff, chosen, base, cap)
+        if retry_on is not None and not _exception_classes(retry_on):
+            problems.append(
+                ("retry_on", f"must be a tuple of exception classes (or None), not {retry_on!r}")
             )
-        check_backoff("RetryPolicy", self.backoff, self.jitter, self.base, self.cap)
-        if not _exception_classes(self.non_retryable):
-            raise WorkflowDefinitionError(
-                "RetryPolicy: non_retryable must be a tuple of exception classes, "
-                f"not {self.non_retryable!r}"
-            )
-        if self.retry_on is not None and not _exception_classes(self.retry_on):
-            raise WorkflowDefinitionError(
-                "RetryPolicy: retry_on must be a tuple of exception classes (or None: "
-                f"every exception), not {self.retry_on!r}"
-            )
-        rate = self.rate
         if (
             isinstance(rate, bool)
             or not isinstance(rate, (int, float))
             or not math.isfinite(rate)
             or rate < 1
         ):
-            raise WorkflowDefinitionError(f"RetryPolicy: rate must be a number >= 1, not {rate!r}")
-        if rate != _DEFAULT_RATE and self.backoff != "exponential":
-            raise WorkflowDefinitionError(
-                f"RetryPolicy: rate applies to exponential backoff only, not {self.backoff!r}"
+            problems.append(("rate", f"must be a number >= 1, not {rate!r}"))
+        elif rate != _DEFAULT_RATE and backoff != "exponential":
+            problems.append(("rate", f"applies to exponential backoff only, not {backoff!r}"))
+        if not isinstance(at_most_once, bool):
+            problems.append(("at_most_once", f"must be True or False, not {at_most_once!r}"))
+        if not _exception_classes(non_retryable):
+            problems.append(
+                ("non_retryable", f"must be a tuple of exception classes, not {non_retryable!r}")
             )
-        if not isinstance(self.at_most_once, bool):
-            raise WorkflowDefinitionError(
-                f"RetryPolicy: at_most_once must be True or False, not {self.at_most_once!r}"
-            )
+        if problems and not _deferring.get():
+            argument, message = problems[0]
+            raise DefinitionArgumentError("RetryPolicy", argument, message)
+        durations_valid = not any(argument in ("base", "cap") for argument, _ in problems)
+        assign = object.__setattr__  # frozen
+        assign(self, "max_attempts", max_attempts)
+        assign(self, "backoff", backoff)
+        # Stored with delivery requests and hashed into fingerprints: always ISO-8601.
+        assign(self, "base", canonical_duration(base) if durations_valid else base)
+        assign(self, "cap", canonical_duration(cap) if durations_valid else cap)
+        assign(self, "jitter", chosen)
+        assign(self, "non_retryable", non_retryable)
+        assign(self, "retry_on", retry_on)
+        assign(self, "rate", rate)
+        assign(self, "at_most_once", at_most_once)
+        assign(self, "jitter_given", jitter is not None)
+        assign(self, "problems", tuple(problems))
 
     def delay(self, failed_attempt: int, draw: Callable[[], float]) -> float:
         """Seconds before the attempt after `failed_attempt` (1-based)."""
@@ -159,6 +226,14 @@ class RetryPolicy:
         if isinstance(error, self.non_retryable):
             return False
         return self.retry_on is None or isinstance(error, self.retry_on)
+
+    def fingerprint_json(self) -> dict[str, Any]:
+        """The policy as its definition's fingerprint hashes it (to_json, with an unset
+        jitter hashed as the releases before this default hashed it)."""
+        shown = self.to_json()
+        if not self.jitter_given:
+            shown["jitter"] = _UNSET_JITTER_FINGERPRINT
+        return shown
 
     def to_json(self) -> dict[str, Any]:
         """The policy as stored with a delivery request, drawn by the graph and hashed

@@ -3,10 +3,11 @@ back, without the values and code that only decide what the steps do.
 
 The shape of a step is its kind, the keys it stores results under, the event it waits
 for (its `awaits` name and event type), its task key (or a wait_for_condition's key),
-the child workflow it starts, and the shapes of the steps inside it; the shape of a
-definition is its trigger (kind and event type) and its steps' shapes. A mail's
-subject, a URL, a duration, a retry's numbers, a match, a condition's timing, and the
-code of resolvers, task functions and checks are not shape.
+the child workflow it starts, the callback it creates or awaits (its name), and the
+shapes of the steps inside it; the shape of a definition is its trigger (kind and event
+type) and its steps' shapes. A mail's subject, a URL, a duration, a retry's numbers, a
+match, a condition's timing, and the code of resolvers, task functions and checks are
+not shape.
 
 A run suspended at a path resumes on a definition whose shape agrees with the one it
 started on where the run has been and where it stands (`first_difference`): the steps
@@ -30,10 +31,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
 from .dsl import (
+    AwaitCallback,
     Branch,
     CallTrigger,
     CallWorkflow,
     Compute,
+    CreateCallback,
     CronTrigger,
     EventTrigger,
     ForEach,
@@ -100,6 +103,11 @@ def _step(step: Step, awaits: Mapping[str, str]) -> Shape:
     elif isinstance(step, (Task, WaitForCondition)):
         shape["key"] = step.key
     elif isinstance(step, WaitForCallback):
+        shape["resultKey"] = step.result_key
+    elif isinstance(step, CreateCallback):
+        shape["name"] = step.name
+    elif isinstance(step, AwaitCallback):
+        shape["name"] = step.name
         shape["resultKey"] = step.result_key
     elif isinstance(step, CallWorkflow):
         shape["workflow"] = step.workflow

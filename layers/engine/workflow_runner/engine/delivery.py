@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from ..errors import InvalidInput, WorkflowRunnerError
 from ..json_input import MAX_DEPTH, parse_json
@@ -97,24 +99,34 @@ def deliver_webhook(
     http: HttpSender,
     guard: WebhookGuard,
     timeout: float,
+    log_extra: Mapping[str, object] | None = None,
 ) -> WebhookReply:
     """Call a webhook once (Idempotency-Key: `request_id`); its 2xx answer.
+
+    Args:
+        log_extra: what the log lines of a failure carry besides the request id (the
+            tenant and run, so a reader, the local runtime's log included, can place it).
 
     Raises:
         DeliveryFailed: classified as above.
     """
+    context = {"request_id": request_id, **(log_extra or {})}
     url = request.get("url")
     if not isinstance(url, str):
         raise DeliveryFailed("rejected", "invalid webhook request", "WebhookRequestInvalid")
     try:
         guard.check(url)
     except BlockedDestination as error:
-        log.warning("webhook refused", extra={"request_id": request_id, "detail": str(error)})
+        log.warning("webhook refused", extra={**context, "detail": str(error)})
         raise DeliveryFailed("refused", "webhook destination refused", "WebhookRefused") from error
     except OSError as error:
+        # The host is the URL's, not the exception's text: it tells which name did not
+        # resolve (e.g. a sample's hooks.example.com, to redirect to a local sink).
+        host = urlsplit(url).hostname or url
         log.warning(
-            "webhook host lookup failed",
-            extra={"request_id": request_id, "detail": exception_for_log(error)},
+            "webhook host lookup failed for %s",
+            host,
+            extra={**context, "host": host, "detail": exception_for_log(error)},
         )
         raise DeliveryFailed("transient", "network error", "NetworkError") from error
     headers = {k.lower(): v for k, v in dict(request.get("headers") or {}).items()}
@@ -126,12 +138,11 @@ def deliver_webhook(
     try:
         response = http.send(str(request.get("method") or "POST"), url, headers, body, timeout)
     except BlockedDestination as error:
-        log.warning("webhook refused", extra={"request_id": request_id, "detail": str(error)})
+        log.warning("webhook refused", extra={**context, "detail": str(error)})
         raise DeliveryFailed("refused", "webhook destination refused", "WebhookRefused") from error
     except OSError as error:
         log.warning(
-            "webhook delivery failed",
-            extra={"request_id": request_id, "detail": exception_for_log(error)},
+            "webhook delivery failed", extra={**context, "detail": exception_for_log(error)}
         )
         timed_out = isinstance(error, TimeoutError)
         raise DeliveryFailed(
@@ -149,14 +160,19 @@ def deliver_webhook(
 
 
 def deliver_mail(
-    request: dict[str, Any], request_id: str, mailer: Mailer, default_sender: str | None
+    request: dict[str, Any],
+    request_id: str,
+    mailer: Mailer,
+    default_sender: str | None,
+    log_extra: Mapping[str, object] | None = None,
 ) -> str:
-    """Send a mail once; the provider's message id.
+    """Send a mail once; the provider's message id (`log_extra`: as for deliver_webhook).
 
     Raises:
         DeliveryFailed: rejected (no sender, the provider refused it), transient (it was
             not sent) or ambiguous (it may have been sent).
     """
+    context = {"request_id": request_id, **(log_extra or {})}
     sender = request.get("from") or default_sender
     if not sender:
         raise DeliveryFailed("rejected", "mail sender not configured", "MailSenderMissing")
@@ -170,13 +186,13 @@ def deliver_mail(
         )
     except PermanentDeliveryError as error:
         log.warning(
-            "mail rejected", extra={"request_id": request_id, "detail": exception_for_log(error)}
+            "mail rejected", extra={**context, "detail": exception_for_log(error)}
         )
         raise DeliveryFailed("rejected", "mail delivery failed", "MailRejected") from error
     except DeliveryOutcomeUnknown as error:
         log.warning(
             "mail delivery outcome unknown",
-            extra={"request_id": request_id, "detail": exception_for_log(error)},
+            extra={**context, "detail": exception_for_log(error)},
         )
         raise DeliveryFailed(
             "ambiguous", "mail delivery ambiguous", "MailDeliveryAmbiguous"
@@ -184,6 +200,6 @@ def deliver_mail(
     except Exception as error:
         log.warning(
             "mail delivery failed",
-            extra={"request_id": request_id, "detail": exception_for_log(error)},
+            extra={**context, "detail": exception_for_log(error)},
         )
         raise DeliveryFailed("transient", "mail delivery failed", "MailDeliveryFailed") from error

@@ -222,10 +222,10 @@ def _deliver_one(
                 # what happened: it may have been sent. At most once: do not resend.
                 raise DeliveryFailed("ambiguous", "mail delivery ambiguous", "MailAmbiguous")
             store.outbox.mark_sending(row, now())
-            deliver_mail(request, row.request_id, mailer, mail_sender)
+            deliver_mail(request, row.request_id, mailer, mail_sender, base)
             status = 200
         else:
-            status = deliver_webhook(request, row.request_id, http, guard, timeout).status
+            status = deliver_webhook(request, row.request_id, http, guard, timeout, base).status
     except DeliveryFailed as failure:
         error_text = failure.error
         if failure.kind == "transient" and attempt < policy.max_attempts:
@@ -290,6 +290,11 @@ def _fail(
         return None
     log.warning(
         "delivery failed",
-        extra={"request_id": row.request_id, "run_id": row.run_id, "reason": reason},
+        extra={
+            "tenant_id": row.tenant_id,
+            "request_id": row.request_id,
+            "run_id": row.run_id,
+            "reason": reason,
+        },
     )
     return DeliveryOutcome(**base, outcome="failed", status=status, error=error, reason=reason)

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..definition import WorkflowRegistry
+from ..definition.hosts import REGISTERED_HOSTS, DefinitionHosts
 from ..store import Store
 from .deliveries import STUCK_AFTER, list_deliveries
-from .pinning import pinned_definitions
+from .pinning import PinnedDefinition, pinned_definitions
 
 Status = Literal["ok", "warning", "problem"]
 
@@ -145,10 +146,17 @@ def check_projection_lag(store: Store) -> Check:
     return Check(name, "ok", "the pending projection is up to date")
 
 
-def check_pinned_definitions(store: Store, registry: WorkflowRegistry, tenant: str | None) -> Check:
+def check_pinned_definitions(
+    store: Store,
+    registry: WorkflowRegistry,
+    tenant: str | None,
+    pinned: list[PinnedDefinition] | None = None,
+) -> Check:
     """Invariant 7, before a deploy: which waiting runs the registered definitions (run
-    `wfr doctor` with the new code's WORKFLOW_MODULES) would fail."""
-    pinned = pinned_definitions(store, registry, tenant)
+    `wfr doctor` with the new code's WORKFLOW_MODULES) would fail; those that stay on a
+    kept version (check_kept_versions) do not."""
+    if pinned is None:
+        pinned = pinned_definitions(store, registry, tenant)
     failing = [p for p in pinned if p.fails]
     runs = sum(p.runs for p in pinned)
     name = "waiting runs resume on the registered definitions"
@@ -158,25 +166,60 @@ def check_pinned_definitions(store: Store, registry: WorkflowRegistry, tenant: s
             name,
             "problem",
             f"{lost} waiting run(s) on {len(failing)} definition(s) that would fail: their "
-            "own definition is not registered and no registered definition's shape agrees "
-            "where they wait; they will fail with workflow_definition_changed when they resume",
+            "own definition is not registered, no registered definition's shape agrees "
+            "where they wait and no kept version has it; they will fail with "
+            "workflow_definition_changed when they resume",
             "keep the old definition registered next to the new one (define the new one "
             "with version=N+1 and leave the old one in WORKFLOW_MODULES until no run waits "
             "on it), or let them fail and `wfr redrive` them on the new definition",
             [p.describe() for p in failing],
         )
     exact, by_shape = sum(p.exact for p in pinned), sum(p.by_shape for p in pinned)
+    kept = sum(p.kept for p in pinned)
+    names = set(registry.names())
     # Runs served by a version that is not the latest say when that one may be removed;
-    # runs that move by shape say onto which.
+    # runs that move by shape say onto which, runs on kept code on which version.
     listed = [
-        p for p in pinned if p.resumes_on != registry.latest(p.workflow_name).version or p.by_shape
+        p
+        for p in pinned
+        if p.by_shape
+        or p.kept
+        or p.workflow_name not in names
+        or p.resumes_on != registry.latest(p.workflow_name).version
     ]
     return Check(
         name,
         "ok",
         f"{runs} waiting run(s) on {len(pinned)} definition(s): {exact} resume on their own "
-        f"definition, {by_shape} on one whose shape agrees where they wait",
+        f"definition, {by_shape} on one whose shape agrees where they wait, {kept} stay on "
+        "a kept version",
         items=[p.describe() for p in listed],
+    )
+
+
+def check_kept_versions(pinned: list[PinnedDefinition]) -> Check:
+    """The kept versions (definition/hosts.py) waiting runs stay on: each with the runs and
+    tenants it still serves. One no run references any more may be deleted (`wfr
+    versions prune`)."""
+    name = "kept versions serve the runs of changed definitions"
+    lines: dict[str, list[str]] = {}
+    for p in pinned:
+        version = f" v{p.version}" if p.version is not None else ""
+        for host in p.kept_on:
+            lines.setdefault(host, []).append(
+                f"{p.workflow_name}{version} (definition {p.fingerprint[:12]}…): {p.kept} "
+                f"waiting run(s), {p.tenants} tenant(s)"
+            )
+    if not lines:
+        return Check(name, "ok", "no waiting run needs a kept version")
+    runs = sum(p.kept for p in pinned)
+    return Check(
+        name,
+        "ok",
+        f"{runs} waiting run(s) stay on {len(lines)} kept version(s) until they settle",
+        "keep these versions while their runs wait; `wfr versions prune` deletes only "
+        "versions no unsettled run needs",
+        [f"{host}: {'; '.join(found)}" for host, found in sorted(lines.items())],
     )
 
 
@@ -273,7 +316,8 @@ def check_tasks(store: Store, tenant: str | None, now: datetime) -> Check:
             name,
             "warning",
             f"{len(failed)} task(s) failed for good in the last day",
-            "their runs failed (reason task_failed) unless they catch it: fix the cause, "
+            "their runs failed (reason task_failed, or result_not_storable for a result "
+            "that is not JSON) unless they catch it: fix the cause, "
             "then `wfr redrive RUN_ID --tenant T`",
             [f"{t.tenant_id} run {t.run_id} task {t.task_key}: {t.last_error}" for t in failed],
         )
@@ -331,6 +375,7 @@ def run_doctor(
     tenant: str | None = None,
     routes: TemplateRoutes | None = None,
     now: datetime | None = None,
+    hosts: DefinitionHosts | None = REGISTERED_HOSTS,
 ) -> DoctorReport:
     """Run every check.
 
@@ -340,14 +385,18 @@ def run_doctor(
         tenant: restrict the run checks to one tenant (default: all).
         routes: what the SAM template routes (None: not checked, a warning).
         now: business time (default: the system clock).
+        hosts: where kept code is found (default: the function versions registered in
+            the database; locally the sources `wfr local` kept).
     """
     now = now or datetime.now(UTC)
+    pinned = pinned_definitions(store, registry, tenant, hosts)
     return DoctorReport(
         [
             check_unsettled_runs(store, tenant),
             check_settled_pending(store, tenant),
             check_projection_lag(store),
-            check_pinned_definitions(store, registry, tenant),
+            check_pinned_definitions(store, registry, tenant, pinned),
+            check_kept_versions(pinned),
             check_deliveries(store, tenant, now),
             check_tasks(store, tenant, now),
             check_children(store, tenant, now),

@@ -32,12 +32,28 @@ from ..interpreter import Interpreter
 from ..match import inbox_keys
 from ..pass_result import describe_step_error
 from ..redaction import exception_for_log
+from ..refs import UnresolvedReference
 from ..store import NewInboxEvent, Store
 from ..stream import RUN_STREAM, RunFailed, RunStarted
 from .passes import cron_event
 from .persist import PassWrites, RunOutcome, persist_pass
 
 log = logging.getLogger("workflow_runner")
+
+# Reasons of runs that failed before their first step; the key's may carry the path of
+# the event field a reference key missed (idempotency_key_failed:event.payload.orderId).
+TRIGGER_FILTER_FAILED = "trigger_filter_failed"
+IDEMPOTENCY_KEY_FAILED = "idempotency_key_failed"
+
+
+@dataclass(frozen=True)
+class ExistingRun:
+    """A run a trigger would have started that exists already (its run id derives from
+    the workflow and the idempotency key): the trigger started nothing for it."""
+
+    workflow_name: str
+    run_id: str
+    idempotency_key: str | None
 
 
 @dataclass(frozen=True)
@@ -48,6 +64,8 @@ class IngestResult:
     stored: bool  # False: a redelivery of an event already processed
     started: list[RunOutcome] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # workflows whose filter said no / run existed
+    existing: list[ExistingRun] = field(default_factory=list)  # of those, the runs that existed
+    filtered: list[str] = field(default_factory=list)  # of those, whose filter said no
 
 
 def store_inbox_events(
@@ -183,6 +201,8 @@ def _trigger_failure(
     log.warning(
         "workflow trigger failed",
         extra={
+            "tenant_id": event.tenant_id,
+            "run_id": run_id,
             "workflow": definition.name,
             "event_id": event.id,
             "detail": exception_for_log(error),
@@ -231,13 +251,16 @@ def _prepare_start(
             return None
     except Exception as error:
         return _trigger_failure(
-            store, definition, event, fallback_id, now, error, "trigger_filter_failed"
+            store, definition, event, fallback_id, now, error, TRIGGER_FILTER_FAILED
         )
     try:
         key = definition.key_for(event)
     except Exception as error:
+        # A reference names the field it missed (its path is the definition's, never the
+        # data's), as a step's unresolved_reference:<path> does.
+        where = f":{error.path}" if isinstance(error, UnresolvedReference) else ""
         return _trigger_failure(
-            store, definition, event, fallback_id, now, error, "idempotency_key_failed"
+            store, definition, event, fallback_id, now, error, f"{IDEMPOTENCY_KEY_FAILED}{where}"
         )
     run_id = run_id_for(definition.name, key) if key is not None else fallback_id
     started = _run_started(definition, event, idempotency_key=key, trigger_event_id=event.id)
@@ -246,14 +269,14 @@ def _prepare_start(
 
 def _start_triggered(
     store: Store, definition: WorkflowDefinition, event: DomainEvent, now: datetime
-) -> RunOutcome | None:
-    """Start one workflow's run for a trigger event (None: filtered out or run exists)."""
+) -> RunOutcome | ExistingRun | None:
+    """Start one workflow's run for a trigger event (None: filtered out)."""
     start = _prepare_start(store, definition, event, now)
     if not isinstance(start, _Start):
         return start
     tenant = event.tenant_id
     if not store.streams.append(tenant, start.run_id, RUN_STREAM, 0, [start.started], now):
-        return None
+        return _existing(start)
     return _first_pass(store, start, now)
 
 
@@ -283,7 +306,7 @@ def _refused(
 
 def _start_isolated(
     store: Store, definition: WorkflowDefinition, event: DomainEvent, now: datetime
-) -> RunOutcome | None:
+) -> RunOutcome | ExistingRun | None:
     """Start one workflow's run in a savepoint: if the database refuses what its first
     pass wrote, that run fails (see _refused) and the event's other workflows still
     start."""
@@ -312,6 +335,10 @@ def _store_and_claim(store: Store, events: Sequence[DomainEvent], now: datetime)
     return {n for key, n in first.items() if key in claimed}
 
 
+# What the plan of a batch holds per workflow: a run to start, or what became of it.
+_Planned = RunOutcome | ExistingRun | _Start | None
+
+
 def _ingest_in_transaction(
     store: Store, events: Sequence[DomainEvent], now: datetime, registry: WorkflowRegistry
 ) -> list[IngestResult]:
@@ -324,7 +351,7 @@ def _ingest_in_transaction(
     savepoint and a refusal fails only that run. Of two starts of one run id in a batch
     the first (in event order) starts it; the other is skipped, as a redelivery."""
     claimed = _store_and_claim(store, events, now)
-    planned: list[list[tuple[WorkflowDefinition, RunOutcome | _Start | None]] | None] = []
+    planned: list[list[tuple[WorkflowDefinition, _Planned]] | None] = []
     for n, event in enumerate(events):
         if n not in claimed:
             planned.append(None)
@@ -345,7 +372,7 @@ def _ingest_in_transaction(
                 results.append(IngestResult(event.id, stored=False))
                 continue
             outcomes = [
-                (d, _first_pass(store, p, now, writes) if id(p) in won else None)
+                (d, _first_pass(store, p, now, writes) if id(p) in won else _existing(p))
                 if isinstance(p, _Start)
                 else (d, p)
                 for d, p in plan
@@ -433,11 +460,24 @@ def ingest_domain_events(
 
 
 def _ingested(
-    event: DomainEvent, outcomes: list[tuple[WorkflowDefinition, RunOutcome | None]]
+    event: DomainEvent,
+    outcomes: Sequence[tuple[WorkflowDefinition, RunOutcome | ExistingRun | None]],
 ) -> IngestResult:
-    started = [outcome for _, outcome in outcomes if outcome is not None]
-    skipped = [d.name for d, outcome in outcomes if outcome is None]
-    return IngestResult(event.id, stored=True, started=started, skipped=skipped)
+    started = [outcome for _, outcome in outcomes if isinstance(outcome, RunOutcome)]
+    existing = [outcome for _, outcome in outcomes if isinstance(outcome, ExistingRun)]
+    filtered = [d.name for d, outcome in outcomes if outcome is None]
+    return IngestResult(
+        event.id,
+        stored=True,
+        started=started,
+        skipped=[d.name for d, o in outcomes if not isinstance(o, RunOutcome)],
+        existing=existing,
+        filtered=filtered,
+    )
+
+
+def _existing(start: _Start) -> ExistingRun:
+    return ExistingRun(start.definition.name, start.run_id, start.started.idempotency_key)
 
 
 def start_cron_run(

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 from ..definition import WorkflowRegistry
+from ..definition.hosts import REGISTERED_HOSTS, DefinitionHosts
 from ..errors import WorkflowRunnerError
 from ..store import Store
 from ..stream import RUN_STREAM, OperatorAction, RunState
@@ -120,11 +121,14 @@ def resume_as_operator(
     registry: WorkflowRegistry,
     step_index: int | None = None,
     force: bool = False,
+    hosts: DefinitionHosts | None = REGISTERED_HOSTS,
 ) -> ActionResult[ResumeResult]:
     """Resume a suspended run now (`force`: before its time) and record who did.
 
     `step_index` None resumes the open suspension; a step the run is not waiting at
-    does nothing (`happened` False; `waiting_at` says where it waits).
+    does nothing (`happened` False; `waiting_at` says where it waits); nor does a run
+    whose definition only a kept function version has (`on-kept-version`: the
+    deployment's ResumeRun hands it there). `hosts`: where kept code is found.
 
     Raises:
         RunNotFound: the tenant has no such run.
@@ -132,7 +136,9 @@ def resume_as_operator(
 
     def operate(state: RunState) -> ResumeResult:
         step = step_index if step_index is not None else (_waiting_at(state) or 0)
-        return resume_run(store, tenant_id, run_id, step, now, force=force, registry=registry)
+        return resume_run(
+            store, tenant_id, run_id, step, now, force=force, registry=registry, hosts=hosts
+        )
 
     return _recorded(
         store,

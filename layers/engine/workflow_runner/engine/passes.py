@@ -28,6 +28,7 @@ from ..pass_result import (
 from ..step_paths import step_at
 from ..store import InboxEvent, Store, StoredEvent, StoredResults
 from ..stream import (
+    CALLBACK_EVENT_TYPE,
     ChildrenWaiting,
     RunStarted,
     RunState,
@@ -42,6 +43,7 @@ from ..stream import (
     fold_run,
 )
 from .batches import map_batch, parallel_batch, tolerance_failure
+from .callback_passes import close_unanswered_await, known_callbacks
 from .persist import PassWrites, RunOutcome, fail_run, persist_pass
 
 __all__ = [
@@ -276,12 +278,12 @@ def work_failure(
     if isinstance(suspension, TaskScheduled):
         outcome = outcomes.get(suspension.task_id)
         if outcome is not None and not isinstance(outcome, TaskCompleted) and not suspension.catch:
-            return TaskFailedError(outcome.error_class, suspension.task_key)
+            return TaskFailedError(outcome.error_class, suspension.task_key, outcome.reason)
     elif isinstance(suspension, TasksScheduled):
         for task in suspension.tasks:
             outcome = outcomes.get(task.task_id)
             if outcome is not None and not isinstance(outcome, TaskCompleted) and not task.catch:
-                return TaskFailedError(outcome.error_class, task.task_key)
+                return TaskFailedError(outcome.error_class, task.task_key, outcome.reason)
     elif isinstance(suspension, ChildrenWaiting) and not suspension.catch:
         settled = work.children_settled
         if settled is not None and settled.failed:
@@ -294,7 +296,10 @@ def _awaited_payload(store: Store, tenant_id: str, event_id: str | None) -> Any:
     if event_id is None:
         return None
     row = store.inbox.get(tenant_id, event_id)
-    if row is None or row.detail is None:
+    # A callback's answer may be null: only its erasure makes it gone.
+    if row is None or row.erased_at is not None:
+        return _GONE
+    if row.detail is None and row.type != CALLBACK_EVENT_TYPE:
         return _GONE
     return row.detail
 
@@ -373,6 +378,9 @@ def continue_run(
     resumed_task = redo.resumed_task if redo is not None else None
     if redo is None and work is not None and isinstance(suspension, WORK_SUSPENSIONS):
         resumed_task = ResumedTask(path, work_failure(suspension, work))
+    # The answer the callback wait got (a redrive: what its entry got).
+    answered = redo.work if redo is not None else state
+    close_unanswered_await(store, tenant_id, suspension, matched is not None, now)
     condition = None
     if isinstance(suspension, StepWaitingForCondition):
         # The next check starts from the last checkpoint (a redrive's too).
@@ -397,6 +405,8 @@ def continue_run(
         callback_secret=state.started.callback_secret if state.started else None,
         parent_run_id=state.started.parent_run_id if state.started else None,
         map_index=state.started.map_index if state.started else None,
+        known_callbacks=lambda: known_callbacks(store, tenant_id, run_id),
+        callback_error=answered.callback_error if answered is not None else None,
     ).run(path)
     return persist_pass(
         store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now, writes

@@ -15,7 +15,7 @@ from ..errors import StoreError
 from ..fast_init import fast_init
 from ..pass_result import PassResult, Suspension, TaskWait
 from ..redaction import detail_for_log
-from ..store import NewCallback, NewTask, PassWrite, RunEnd, RunSummaryWrite, Store
+from ..store import NewTask, PassWrite, RunEnd, RunSummaryWrite, Store
 from ..stream import (
     DISPATCH_STREAM,
     RETURNED_FAILURE,
@@ -37,6 +37,7 @@ from ..stream import (
     TaskScheduled,
     TasksScheduled,
 )
+from .callback_passes import callback_writes
 from .joins import close_joins, record_join, run_settled
 from .pinning import ensure_registered
 
@@ -113,6 +114,9 @@ def suspension_fact(suspension: Suspension, common: dict[str, Any]) -> Suspensio
             result_key=callback.result_key,
             token_hash=callback.token_hash,
             timeout_at=suspension.wake_at,
+            name=callback.name,
+            heartbeat_seconds=callback.heartbeat_seconds,
+            heartbeat_at=callback.heartbeat_at,
         )
     if suspension.kind == "waiting-for-condition":
         condition = suspension.condition
@@ -260,7 +264,7 @@ def persist_pass(
     values, refs = result.results_delta(), result.awaited_refs_delta()
     fact: SuspensionEvent | RunCompleted | RunFailed
     status: RunStatus
-    callback: NewCallback | None = None
+    callbacks = callback_writes(result, tenant_id, run_id, definition.name)
     tasks: list[NewTask] = []
     # Children started without waiting are recorded before the pass's outcome, which
     # stays the stream's last event (a resume reads from it on).
@@ -274,7 +278,8 @@ def persist_pass(
         )
         for join in result.starts
     ]
-    outcome_version = version + len(started) + 1
+    created = callbacks.facts
+    outcome_version = version + len(started) + len(created) + 1
     if result.outcome == "suspended":
         suspension = result.suspension
         assert suspension is not None
@@ -296,17 +301,6 @@ def persist_pass(
         for j, spec in enumerate(suspension.tasks):
             tasks.append(
                 _new_task(tenant_id, run_id, definition, spec, [*suspension.path, {"i": j}])
-            )
-        if isinstance(fact, StepWaitingForCallback):
-            callback = NewCallback(
-                tenant_id=tenant_id,
-                token_hash=fact.token_hash,
-                run_id=run_id,
-                workflow_name=definition.name,
-                suspension_version=outcome_version,
-                step_index=fact.step_index,
-                path=fact.path,
-                expires_at=fact.timeout_at,
             )
         by_work = bool(tasks) or suspension.join is not None
         outcome = RunOutcome(
@@ -380,13 +374,17 @@ def persist_pass(
             )
         for task in tasks:
             store.tasks.insert(task, now)
-        if callback is not None:
-            store.callbacks.insert(callback, now)
+        callbacks.write(
+            store,
+            fact if isinstance(fact, StepWaitingForCallback) else None,
+            outcome_version,
+            now,
+        )
         pass_write = PassWrite(
             tenant_id,
             run_id,
             version,
-            [*started, fact],
+            [*started, *created, fact],
             RunSummaryWrite(
                 tenant_id,
                 run_id,

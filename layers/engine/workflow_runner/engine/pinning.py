@@ -1,11 +1,16 @@
-"""Which registered definition a waiting run resumes on (invariant 7).
+"""Which definition a waiting run resumes on (invariant 7), in three tiers.
 
-Its own, when the code still has it (the fingerprint it recorded); else, unless it
-started on a definition pinned exactly, the registered definition of its workflow whose
-shape agrees with the one it started on where the run has been and where it stands
-(definition/shape.py) — the same version first, then the highest; else none: it fails
-loud with `workflow_definition_changed`, the first structural difference by its step
-path in the failure's detail.
+1. exact: its own, when the code still has it (the fingerprint it recorded);
+2. shape: unless it started on a definition pinned exactly, the registered definition
+   of its workflow whose shape agrees with the one it started on where the run has been
+   and where it stands (definition/shape.py) — the same version first, then the highest;
+3. kept: its own definition where it still runs (definition/hosts.py) — in AWS an older
+   version of ResumeRun / StepDispatcher that registered it, which the work is handed
+   to; locally the definitions an environment had before a redeploy.
+
+Else none: it fails loud with `workflow_definition_changed`, the first structural
+difference by its step path in the failure's detail (and, when the kept version it was
+handed to is gone, that too).
 
 Every definition that starts or moves a run is registered with its shape
 (workflow_definitions), in that pass's transaction, so the code that meets the run
@@ -15,11 +20,12 @@ later can compare shapes even when the definition is gone from it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
 from ..definition import WorkflowDefinition, WorkflowRegistry
+from ..definition.hosts import REGISTERED_HOSTS, RESUME_RUN, STEP_DISPATCHER, DefinitionHosts, Role
 from ..definition.shape import Shape, first_difference, shape_hash, shape_of
 from ..step_paths import describe_path
 from ..store import NewDefinition, PinnedRunGroup, Store, StoredDefinition
@@ -73,12 +79,14 @@ def ensure_registered(store: Store, definition: WorkflowDefinition, now: datetim
 
 @dataclass(frozen=True)
 class Serving:
-    """What serves a waiting run: `definition` (None: nothing; it fails), `how` it was
-    found, and `detail`: for `none`, why, with the first structural difference."""
+    """What serves a waiting run: `definition` (None: nothing here), `how` it was found,
+    `host`: for `kept`, the kept code that has it (with `definition` None, the work is
+    handed to it), and `detail`: for `none`, why, with the first structural difference."""
 
     definition: WorkflowDefinition | None
-    how: Literal["exact", "shape", "none"]
+    how: Literal["exact", "shape", "kept", "none"]
     detail: str = ""
+    host: str | None = None
 
 
 def stored_definition(store: Store, name: str, fingerprint: str) -> StoredDefinition | None:
@@ -87,13 +95,42 @@ def stored_definition(store: Store, name: str, fingerprint: str) -> StoredDefini
 
 
 def serving_definition(
-    store: Store, registry: WorkflowRegistry, name: str, fingerprint: str, path: Path
+    store: Store,
+    registry: WorkflowRegistry,
+    name: str,
+    fingerprint: str,
+    path: Path,
+    hosts: DefinitionHosts | None = REGISTERED_HOSTS,
+    role: Role = RESUME_RUN,
+    gone: str | None = None,
 ) -> Serving:
-    """Which registered definition a run of `name` on `fingerprint`, suspended at
-    `path`, resumes on (see the module's docstring)."""
+    """Which definition a run of `name` on `fingerprint`, suspended at `path`, resumes
+    on (see the module's docstring).
+
+    Args:
+        hosts: where kept code is found (None: no kept tier, e.g. for a version the work
+            was handed to: it never hands it on).
+        role: the function whose kept code is asked for (passes or tasks).
+        gone: a kept version found gone, named in the detail when nothing else serves.
+    """
     exact = registry.find(name, fingerprint)
     if exact is not None:
         return Serving(exact, "exact")
+    by_shape = _by_shape(store, registry, name, fingerprint, path)
+    if by_shape.definition is not None:
+        return by_shape
+    kept = hosts.kept(store, name, fingerprint, role) if hosts is not None else None
+    if kept is not None:
+        return Serving(kept.definition, "kept", host=kept.host)
+    if gone is not None:
+        return replace(by_shape, detail=f"{by_shape.detail}; its kept version {gone} is gone")
+    return by_shape
+
+
+def _by_shape(
+    store: Store, registry: WorkflowRegistry, name: str, fingerprint: str, path: Path
+) -> Serving:
+    """The second tier: a registered definition whose shape agrees, or why none."""
     candidates = sorted(
         (d for d in registry if d.name == name), key=lambda d: d.version, reverse=True
     )
@@ -144,11 +181,14 @@ class PinnedDefinition:
     (the code about to be deployed, say).
 
     `version` is the workflow version the example run started (or was redriven) on;
-    `resumes_on` the registered version that serves all of them (None: some fail with
-    workflow_definition_changed when they resume); `exact`, `by_shape` and `failing`
-    count its runs that resume on their own definition, on another whose shape agrees
-    (definition/shape.py), or not at all — and `differences`, by the place they wait
-    at, the first structural difference that fails them; `verdict` says it in words.
+    `resumes_on` the version that serves all of them (None: some fail with
+    workflow_definition_changed when they resume; their own version when kept code
+    serves them); `exact`, `by_shape`, `kept` and `failing` count its runs that resume
+    on their own definition, on another whose shape agrees (definition/shape.py), stay on
+    a kept version that has their own (definition/hosts.py), or fail — `kept_on` names that
+    kept code (ResumeRun's version, then StepDispatcher's for their tasks) and
+    `differences`, by the place they wait at, the first structural difference that
+    fails them; `verdict` says it in words.
     """
 
     workflow_name: str
@@ -165,6 +205,8 @@ class PinnedDefinition:
     by_shape: int = 0
     failing: int = 0
     differences: dict[str, str] = field(default_factory=dict)
+    kept: int = 0
+    kept_on: tuple[str, ...] = ()
 
     @property
     def fails(self) -> bool:
@@ -211,14 +253,22 @@ def _verdict(
     served: list[tuple[PinnedRunGroup, Serving]],
 ) -> tuple[int | None, str]:
     """Which version serves every run (None: some fail), and why, in words."""
-    versions = {s.definition.version for _, s in served if s.definition is not None}
-    failing = [(g, s) for g, s in served if s.definition is None]
+    moved = [s for _, s in served if s.how in ("exact", "shape")]
+    versions = {s.definition.version for s in moved if s.definition is not None}
+    hosts = sorted({s.host for _, s in served if s.how == "kept" and s.host})
+    failing = [(g, s) for g, s in served if s.how == "none"]
     if not failing:
-        [serving] = versions if len(versions) == 1 else [max(versions)]
-        how = {s.how for _, s in served}
-        if how == {"exact"}:
-            return serving, f"resume on registered v{serving}"
-        return serving, f"resume on v{serving} (its shape agrees where they wait)"
+        kept = f"stay on kept version {', '.join(hosts)}" if hosts else ""
+        if not versions:
+            return version, kept
+        serving = max(versions)
+        how = {s.how for s in moved}
+        resume = (
+            f"resume on registered v{serving}"
+            if how == {"exact"}
+            else f"resume on v{serving} (its shape agrees where they wait)"
+        )
+        return serving, f"{resume}, the others {kept}" if kept else resume
     registered = sorted(wf.version for wf in registry if wf.name == name)
     if not registered:
         return None, f"will fail: no version of {name} is registered"
@@ -232,16 +282,21 @@ def _verdict(
 
 
 def pinned_definitions(
-    store: Store, registry: WorkflowRegistry, tenant: str | None = None
+    store: Store,
+    registry: WorkflowRegistry,
+    tenant: str | None = None,
+    hosts: DefinitionHosts | None = REGISTERED_HOSTS,
 ) -> list[PinnedDefinition]:
     """Every definition suspended runs are pinned to, and whether `registry` (the code
     about to be deployed, say) resumes them: on that definition, on one whose shape
-    agrees where they wait, or not at all (invariant 7).
+    agrees where they wait, on kept code that still has it, or not at all (invariant 7).
 
     Args:
         store: the database whose runs to judge.
         registry: the definitions the functions would load.
         tenant: only this tenant's runs (default: every tenant).
+        hosts: where kept code is found (default: the function versions registered in
+            the database; None: nothing is kept).
 
     Returns:
         One entry per (workflow, fingerprint), by workflow name; runs whose suspension the
@@ -257,7 +312,8 @@ def pinned_definitions(
             store, example.example_tenant_id, example.example_run_id, fingerprint
         )
         served = [
-            (g, serving_definition(store, registry, name, fingerprint, g.path)) for g in groups
+            (g, serving_definition(store, registry, name, fingerprint, g.path, hosts))
+            for g in groups
         ]
         resumes_on, verdict = _verdict(registry, name, version, served)
         steps: dict[str, int] = {}
@@ -279,9 +335,26 @@ def pinned_definitions(
                 by_shape=sum(g.runs for g, s in served if s.how == "shape"),
                 failing=sum(g.runs for g, s in served if s.how == "none"),
                 differences={_place(g): s.detail for g, s in served if s.how == "none"},
+                kept=sum(g.runs for g, s in served if s.how == "kept"),
+                kept_on=_kept_on(store, hosts, name, fingerprint, served),
             )
         )
     return pinned
+
+
+def _kept_on(
+    store: Store,
+    hosts: DefinitionHosts | None,
+    name: str,
+    fingerprint: str,
+    served: list[tuple[PinnedRunGroup, Serving]],
+) -> tuple[str, ...]:
+    """The kept code runs of a definition stay on: its passes' host, then its tasks'."""
+    found = [s.host for _, s in served if s.how == "kept" and s.host]
+    if not found or hosts is None:
+        return ()
+    tasks = hosts.kept(store, name, fingerprint, STEP_DISPATCHER)
+    return tuple(dict.fromkeys([found[0]] + ([tasks.host] if tasks is not None else [])))
 
 
 @dataclass(frozen=True)
@@ -291,6 +364,7 @@ class StrandedRuns:
     waiting: int
     exact: int
     by_shape: int
+    kept: int
     failing: int
     # One line per definition whose runs would fail: the workflow, how many, and the
     # first structural difference where they wait.
@@ -299,14 +373,18 @@ class StrandedRuns:
     def summary(self) -> str:
         return (
             f"{self.waiting} waiting run(s): {self.exact} resume on their own definition, "
-            f"{self.by_shape} on one whose shape agrees, {self.failing} would fail"
+            f"{self.by_shape} on one whose shape agrees, {self.kept} stay on a kept "
+            f"version, {self.failing} would fail"
         )
 
 
-def stranded_runs(store: Store, registry: WorkflowRegistry) -> StrandedRuns:
+def stranded_runs(
+    store: Store, registry: WorkflowRegistry, hosts: DefinitionHosts | None = REGISTERED_HOSTS
+) -> StrandedRuns:
     """Judge every waiting run against `registry` (the code being deployed), as `wfr
-    doctor` does; the Migrate custom resource fails the deploy on it when told to."""
-    pinned = pinned_definitions(store, registry)
+    doctor` does; the Migrate custom resource fails the deploy on it when told to. Runs
+    that stay on a kept version (the versions the deploy leaves in place) do not fail."""
+    pinned = pinned_definitions(store, registry, hosts=hosts)
     failures = [
         f"{p.workflow_name} v{p.version}: {p.failing} run(s) would fail; "
         + "; ".join(f"at {place}: {why}" for place, why in p.differences.items())
@@ -317,6 +395,7 @@ def stranded_runs(store: Store, registry: WorkflowRegistry) -> StrandedRuns:
         waiting=sum(p.runs for p in pinned),
         exact=sum(p.exact for p in pinned),
         by_shape=sum(p.by_shape for p in pinned),
+        kept=sum(p.kept for p in pinned),
         failing=sum(p.failing for p in pinned),
         failures=failures,
     )

@@ -28,6 +28,8 @@ from ..stream import (
     SUSPENDING_FACTS,
     TERMINAL_TYPES,
     CallbackCompleted,
+    CallbackFailed,
+    CallbackHeartbeat,
     ChildrenSettled,
     RetryScheduled,
     RunMigrated,
@@ -190,6 +192,8 @@ _READS_PAYLOAD = frozenset(
         *SUSPENDING_FACTS,
         StepEventMatched,
         CallbackCompleted,
+        CallbackFailed,
+        CallbackHeartbeat,
         TaskCompleted,
         TaskFailed,
         ChildrenSettled,
@@ -231,9 +235,13 @@ def _apply(
             fact.event_id,
             e.recorded_at,
         )
-    elif isinstance(fact, CallbackCompleted):
-        # The completion marks the row and enqueues the resume itself; this is the path
-        # of a row projected after the completion, or of a rebuilt projection.
+    elif isinstance(fact, CallbackHeartbeat) and fact.run_due:
+        # As the heartbeat itself did; this is the path of a row projected after it.
+        deletes.before_write(e.tenant_id, e.stream_id)
+        store.pending.extend_wake(e.tenant_id, e.stream_id, fact.suspension_version, fact.deadline)
+    elif isinstance(fact, (CallbackCompleted, CallbackFailed)) and fact.run_due:
+        # The answer marks the row and enqueues the resume itself; this is the path of a
+        # row projected after the answer, or of a rebuilt projection.
         deletes.before_write(e.tenant_id, e.stream_id)
         store.pending.mark_matched(
             e.tenant_id,

@@ -48,10 +48,12 @@ from ..stream import (
     RunRedriven,
     RunState,
     StepResumed,
+    StepWaitingForCallback,
     SuspensionFact,
     TaskCompleted,
     TasksScheduled,
 )
+from .ingest import IDEMPOTENCY_KEY_FAILED, TRIGGER_FILTER_FAILED
 from .joins import UNKNOWN_WORKFLOW, ended_by_parent
 from .passes import (
     WORK_SUSPENSIONS,
@@ -66,7 +68,7 @@ from .passes import (
 from .persist import persist_pass
 
 # Failures that happened before the run had a step: nothing to go back to.
-_BEFORE_FIRST_STEP = frozenset({"trigger_filter_failed", "idempotency_key_failed"})
+_BEFORE_FIRST_STEP = frozenset({TRIGGER_FILTER_FAILED, IDEMPOTENCY_KEY_FAILED})
 
 
 class RedriveRefused(WorkflowRunnerError):
@@ -202,7 +204,7 @@ def redrive_refusal(run_id: str, state: RunState, revive: bool = False) -> str |
             f"run {run_id} ended with a returned failure (the workflow returned "
             "isSuccess: false), a business outcome rather than an error; start a new run"
         )
-    if reason in _BEFORE_FIRST_STEP:
+    if reason is not None and reason.partition(":")[0] in _BEFORE_FIRST_STEP:
         return (
             f"run {run_id} failed before its first step ({reason}): fix the workflow's "
             "trigger filter or idempotency key and send the domain event again with a new id"
@@ -356,6 +358,8 @@ def _redo(
         RedriveRefused: a child of a failed join cannot run again (the message says which
             and why); nothing written.
     """
+    if work is not None and isinstance(suspension, StepWaitingForCallback):
+        return Redo(work)  # the answer its entry got (a failure fails it again, uncaught)
     if work is None or not isinstance(suspension, WORK_SUSPENSIONS):
         return None
     path = suspension.entry_path

@@ -4,7 +4,10 @@ ResumeRun calls `resume_runs` for an SQS batch (one commit for the batch) and
 `resume_run` for a direct invoke. The claim is the append of `workflow.step.resumed`
 at the stream's next version: of two concurrent resumes of one suspension exactly one
 appends it, the other answers `already-resumed` (invariant 2). A run pinned to a
-definition that is no longer registered fails loud (invariant 7).
+definition that is no longer registered resumes on one whose shape agrees, or on the
+kept code that still has its own (engine/pinning.py), or fails loud (invariant 7).
+Kept code in another function version answers `on-kept-version`: engine/handing.py
+hands such a request to that version, after the batch's transaction.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from datetime import datetime
 from typing import Literal
 
 from ..definition import WorkflowDefinition, WorkflowRegistry, default_registry
+from ..definition.hosts import REGISTERED_HOSTS, RESUME_RUN, DefinitionHosts
 from ..errors import RunNotFound, StoreError, StreamConflict, TransientStoreError
 from ..fast_init import fast_init
 from ..redaction import exception_for_log
@@ -38,7 +42,9 @@ from .pinning import serving_definition
 
 log = logging.getLogger("workflow_runner")
 
-ResumeOutcome = Literal["already-resumed", "not-due", "suspended", "completed", "failed"]
+ResumeOutcome = Literal[
+    "already-resumed", "not-due", "suspended", "completed", "failed", "on-kept-version"
+]
 
 
 @fast_init
@@ -50,7 +56,10 @@ class ResumeResult:
     yet, reason waiting_for_task); `suspended_at` and `resumed_wake_at`: where and until
     when the pass suspended again; `task_id`: the task it suspended at, if any;
     `waiting_at`: set with `already-resumed` when the run waits at another step than the
-    one asked for (a direct invoke reports it; a stale queue message is simply done).
+    one asked for (a direct invoke reports it; a stale queue message is simply done);
+    `kept_on`: the kept function version that has the run's definition — with
+    `on-kept-version` nothing was done here and the request is for that version; with
+    any other outcome, that version answered it.
     """
 
     outcome: ResumeOutcome
@@ -63,17 +72,25 @@ class ResumeResult:
     resumed_wake_at: datetime | None = None
     task_id: str | None = None
     waiting_at: int | None = None
+    kept_on: str | None = None
 
 
 @fast_init
 @dataclass(frozen=True)
 class ResumeRequestItem:
-    """One suspension to resume in `resume_runs`."""
+    """One suspension to resume in `resume_runs`.
+
+    `forwarded_from`: another version handed it here as the kept code of the run's
+    definition; it is never handed on (a loop guard). `gone`: a kept version found gone
+    (deleted) while handing it on, named if nothing else serves the run.
+    """
 
     tenant_id: str
     run_id: str
     step_index: int
     force: bool = False
+    forwarded_from: str | None = None
+    gone: str | None = None
 
 
 def _not_registered_error(registry: WorkflowRegistry, name: str, run_id: str, pinned: str) -> str:
@@ -90,11 +107,15 @@ def _not_registered_error(registry: WorkflowRegistry, name: str, run_id: str, pi
 
 
 def _resume_in_transaction(
-    store: Store, item: ResumeRequestItem, now: datetime, registry: WorkflowRegistry
+    store: Store,
+    item: ResumeRequestItem,
+    now: datetime,
+    registry: WorkflowRegistry,
+    hosts: DefinitionHosts | None,
 ) -> ResumeResult:
     """resume_run's body, inside the caller's transaction. RunNotFound is raised
     before anything is written."""
-    (result,) = _resume_all(store, [item], now, registry)
+    (result,) = _resume_all(store, [item], now, registry, hosts)
     if isinstance(result, RunNotFound):
         raise result
     return result
@@ -110,6 +131,7 @@ def _resume_all(
     items: Sequence[ResumeRequestItem],
     now: datetime,
     registry: WorkflowRegistry,
+    hosts: DefinitionHosts | None,
     claims_last: bool = False,
 ) -> list[ResumeResult | RunNotFound]:
     """Resume `items` in the caller's transaction in three steps: their runs are read
@@ -142,7 +164,7 @@ def _resume_all(
         elif key in claimed:
             decided.append(ResumeResult("already-resumed", *key, item.step_index))
         else:
-            decision = _decide(store, item, run, now, registry)
+            decision = _decide(store, item, run, now, registry, hosts)
             if isinstance(decision, _Claim):
                 claimed.add(key)
             decided.append(decision)
@@ -231,9 +253,11 @@ def _decide(
     run: LoadedRun,
     now: datetime,
     registry: WorkflowRegistry,
+    hosts: DefinitionHosts | None,
 ) -> ResumeResult | _Claim:
     """What to do with one request, from its run as read: an answer without a pass
-    (already-resumed, not-due, failed because its definition is gone), or a claim."""
+    (already-resumed, not-due, on-kept-version, failed because its definition is gone),
+    or a claim."""
     tenant_id, run_id = item.tenant_id, item.run_id
     state = run.state
 
@@ -263,26 +287,39 @@ def _decide(
     definition = registry.find(state.workflow_name, state.fingerprint)
     moved_to: str | None = None
     if definition is None:
-        # Its own definition is gone from the code: one whose shape agrees, or none.
+        # Its own definition is gone from the code: one whose shape agrees, the kept code
+        # that has it, or none. A request handed here as the kept code is not handed on.
         serving = serving_definition(
-            store, registry, state.workflow_name, state.fingerprint, suspension.path
+            store,
+            registry,
+            state.workflow_name,
+            state.fingerprint,
+            suspension.path,
+            None if item.forwarded_from else hosts,
+            RESUME_RUN,
+            item.gone,
         )
         definition = serving.definition
+        if serving.how == "kept" and definition is None:
+            return replace(base, outcome="on-kept-version", kept_on=serving.host)
         if definition is None:
             error = _not_registered_error(registry, state.workflow_name, run_id, state.fingerprint)
             error = f"{error} It resumes on no registered definition: {serving.detail}."
+            if item.forwarded_from:
+                error += f" It was handed here by {item.forwarded_from} as its kept version."
             reason = "workflow_definition_changed"
             if fail_run(store, state, state.version, step_index, reason, error, now):
                 return replace(base, outcome="failed", reason=reason)
             return base
-        moved_to = definition.fingerprint
+        if serving.how == "shape":
+            moved_to = definition.fingerprint
     resumed_by: ResumedBy
     if isinstance(suspension, StepWaitingForEvent):
         resumed_by = "event" if matched else "timeout"
     elif isinstance(suspension, (TaskScheduled, TasksScheduled)):
         resumed_by = "task"
     elif isinstance(suspension, StepWaitingForCallback):
-        resumed_by = "callback" if matched else "timeout"
+        resumed_by = "callback" if matched else suspension.timer
     elif isinstance(suspension, ChildrenWaiting):
         resumed_by = "children"
     else:
@@ -340,19 +377,22 @@ def resume_run(
     now: datetime,
     force: bool = False,
     registry: WorkflowRegistry | None = None,
+    hosts: DefinitionHosts | None = REGISTERED_HOSTS,
 ) -> ResumeResult:
     """Resume a suspended run at `step_index`: claim, run to the next suspension or end.
 
     One transaction. Outcomes: already-resumed (nothing to do: resumed, settled, or
     another worker won the claim), not-due (its time has not come and no awaited event
-    matched; `force` overrides), suspended, completed, failed.
+    matched; `force` overrides), suspended, completed, failed, on-kept-version (its
+    definition runs on the kept function version `kept_on`; nothing was done: resume
+    it there, e.g. through ResumeRun, which hands it on).
 
     Raises:
         RunNotFound: the tenant has no such run.
     """
     item = ResumeRequestItem(tenant_id, run_id, step_index, force)
     with store.transaction():
-        return _resume_in_transaction(store, item, now, registry or default_registry())
+        return _resume_in_transaction(store, item, now, registry or default_registry(), hosts)
 
 
 def resume_runs(
@@ -360,8 +400,11 @@ def resume_runs(
     requests: Sequence[ResumeRequestItem],
     now: datetime,
     registry: WorkflowRegistry | None = None,
+    hosts: DefinitionHosts | None = REGISTERED_HOSTS,
 ) -> list[ResumeResult | Exception]:
     """Resume several suspensions in one transaction: one commit for the batch.
+
+    `hosts`: where kept code is found (None: nothing is kept; see definition/hosts.py).
 
     Each pass is still all or nothing. The batch runs without savepoints (they cost two
     round trips a pass); an unknown run is reported as its RunNotFound, which is raised
@@ -377,7 +420,7 @@ def resume_runs(
     for claims_last in (True, False):
         try:
             with store.transaction():
-                return list(_resume_all(store, requests, now, registry, claims_last))
+                return list(_resume_all(store, requests, now, registry, hosts, claims_last))
         except TransientStoreError:
             raise
         except (_Rerun, StreamConflict) as error:
@@ -396,7 +439,7 @@ def resume_runs(
     for item in requests:
         try:
             with store.transaction():
-                isolated.append(_resume_in_transaction(store, item, now, registry))
+                isolated.append(_resume_in_transaction(store, item, now, registry, hosts))
         except TransientStoreError:
             raise
         except StoreError as error:

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..definition import WorkflowRegistry
+from ..definition.hosts import REGISTERED_HOSTS, DefinitionHosts
 from ..errors import RunNotFound
 from ..ports import Nudger, ResumeQueue, ResumeRequest
 from ..store import Store
 from .enqueue import MAX_DELAY_SECONDS
+from .handing import ResumeForwarder, forward_kept
 from .resume import ResumeRequestItem, ResumeResult, resume_runs
 
 
@@ -48,6 +50,7 @@ class ResumeBatchReport:
     not_found: int = 0
     errors: int = 0
     resumed: int = 0  # passes that ran (suspended, completed or failed)
+    forwarded: int = 0  # answered by a kept version of the function
     completed: int = 0
     failed: int = 0
     lag_seconds: list[float] = field(default_factory=list)  # due time to resume, per pass
@@ -62,6 +65,8 @@ def resume_batch(
     registry: WorkflowRegistry,
     hold: Hold | None = None,
     requeue_early: bool = True,
+    hosts: DefinitionHosts | None = REGISTERED_HOSTS,
+    forwarder: ResumeForwarder | None = None,
 ) -> ResumeBatchReport:
     """Resume a batch of requests in one transaction, hold or requeue early ones, nudge.
 
@@ -76,10 +81,15 @@ def resume_batch(
         requeue_early: put requests that arrived before their run is due back on the
             queue (queue deliveries); a direct invoke answers `not-due` instead and
             sends nothing.
+        hosts: where kept code is found (definition/hosts.py; None: nothing is kept).
+        forwarder: hands requests whose run's definition only a kept version has to
+            that version (None: they are answered `on-kept-version`).
     """
-    results = resume_runs(store, requests, now, registry)
+    results = resume_runs(store, requests, now, registry, hosts)
     if hold is not None and hold.seconds > 0:
-        now = _resume_held(store, requests, results, now, registry, hold)
+        now = _resume_held(store, requests, results, now, registry, hold, hosts)
+    if forwarder is not None:
+        forward_kept(store, requests, results, now, registry, hosts, forwarder)
     report = ResumeBatchReport(results)
     requeue: dict[tuple[str, str, int], ResumeRequest] = {}
     for request, result in zip(requests, results, strict=True):
@@ -95,6 +105,7 @@ def resume_batch(
             if key not in requeue:
                 requeue[key] = ResumeRequest(*key, delay)
         elif result.outcome in ("suspended", "completed", "failed"):
+            report.forwarded += result.kept_on is not None
             report.resumed += 1
             report.completed += result.outcome == "completed"
             report.failed += result.outcome == "failed"
@@ -116,6 +127,7 @@ def _resume_held(
     now: datetime,
     registry: WorkflowRegistry,
     hold: Hold,
+    hosts: DefinitionHosts | None,
 ) -> datetime:
     """Wait for the held requests' due instants, soonest first, and resume them then
     (in place in `results`); returns the time after the last wait."""
@@ -136,7 +148,7 @@ def _resume_held(
         now = max(now, later)
         due = [i for wake_at, i in early if wake_at <= now]
         if due:
-            again = resume_runs(store, [requests[i] for i in due], now, registry)
+            again = resume_runs(store, [requests[i] for i in due], now, registry, hosts)
             for i, result in zip(due, again, strict=True):
                 results[i] = result
     return now

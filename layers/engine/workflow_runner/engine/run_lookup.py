@@ -6,7 +6,6 @@ Used by `wfr` and the console; read-only.
 
 from __future__ import annotations
 
-import difflib
 import re
 import uuid
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..definition import WorkflowRegistry, run_id_for
+from ..definition.registry import unknown_workflow_message
 from ..durations import format_instant, parse_instant
 from ..errors import InvalidInput, RunNotFound, WorkflowRunnerError
 from ..store import RunKey, RunQuery, RunSummary, Store
@@ -136,19 +136,13 @@ def workflow_names(store: Store, registry: WorkflowRegistry) -> list[str]:
     return sorted(set(registry.names()) | set(store.console.workflow_names()))
 
 
-def check_workflow(
-    name: str, known: Sequence[str], what: str = "is registered or has runs"
-) -> None:
+def check_workflow(name: str, known: Sequence[str], where: str = "registered or has runs") -> None:
     """Raises InvalidInput, with the closest of the `known` names, unless `name` is one.
 
-    `what` says what makes a name known (the message reads "no workflow named X <what>").
+    `where` says what makes a name known (the message reads "no workflow named X is <where>").
     """
-    if name in known:
-        return
-    close = difflib.get_close_matches(name, known, n=3)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    listing = ", ".join(known) if known else "none"
-    raise InvalidInput(f"no workflow named {name!r} {what}{hint} (known: {listing})")
+    if name not in known:
+        raise InvalidInput(unknown_workflow_message(name, known, where))
 
 
 def version_fingerprints(registry: WorkflowRegistry, name: str, version: int) -> list[str]:

@@ -158,7 +158,7 @@ def target_definition(registry: WorkflowRegistry, name: str, version: int) -> Wo
         InvalidInput: no such workflow (with the closest names) or version (with the
             registered ones).
     """
-    check_workflow(name, registry.names(), "is registered")
+    check_workflow(name, registry.names(), "registered")
     versions = {d.version: d for d in registry if d.name == name}
     if version not in versions:
         listed = ", ".join(f"v{v}" for v in sorted(versions))
@@ -319,8 +319,6 @@ def _record(
 ) -> RunMove:
     tenant_id, run_id = state.tenant_id, state.run_id
     to_step = int(move.to_path[0]["i"])
-    if isinstance(suspension, StepWaitingForCallback):
-        store.callbacks.move(tenant_id, run_id, state.suspension_version, to_step, move.to_path)
     facts: list[Fact] = [
         OperatorAction(
             action="migrate",
@@ -341,6 +339,11 @@ def _record(
     ]
     if not store.streams.append(tenant_id, run_id, RUN_STREAM, state.version, facts, now):
         raise _Retry
+    # The callback rows after the stream, in the order an answer takes them (it appends
+    # its fact, then marks the row): an answer racing the migration waits at the stream
+    # and retries on the migrated run, or wins it and the migration retries.
+    if isinstance(suspension, StepWaitingForCallback):
+        store.callbacks.move(tenant_id, run_id, state.suspension_version, to_step, move.to_path)
     store.tasks.move(
         tenant_id, run_id, _task_paths(suspension, target, move.to_path), target.fingerprint
     )

@@ -23,6 +23,12 @@ A parallel's outcome that makes its run due while other tasks of it have none st
 them in the same transaction (a `workflow.step.stopped` fact, their rows cancelled):
 they never run again, and an attempt of one still running finishes unheard (its
 outcome is dropped, as for a cancelled run).
+
+A task whose run's definition only kept code has (definition/hosts.py) is handed, claim and
+all, to the StepDispatcher version that has it: that version runs exactly that attempt
+under the lease taken here (`run_forwarded_task`), bounded by it; if it dies or does not
+answer, the lease ends and the next claim counts the attempt as lost. A kept version
+that is gone fails the run loud (workflow_definition_changed).
 """
 
 from __future__ import annotations
@@ -31,9 +37,10 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any, Literal, Protocol
 
+from ..callback_tokens import callback_base_url
 from ..definition import (
     MailSend,
     RetryPolicy,
@@ -45,27 +52,22 @@ from ..definition import (
     WorkflowRegistry,
 )
 from ..definition.branches import branch_context, is_branch_name
+from ..definition.hosts import REGISTERED_HOSTS, STEP_DISPATCHER, DefinitionHosts
+from ..errors import ForwardFailed, HostGone
+from ..interpreter.callback_view import created_links
 from ..pass_result import WorkflowStepError
 from ..ports import HttpSender, Mailer
 from ..redaction import exception_for_log
 from ..step_paths import step_at
 from ..storable import DEFAULT_MAX_RESULT_BYTES, NotStorable, check_storable
 from ..store import ClaimedTask, Store
-from ..stream import (
-    RUN_STREAM,
-    RecordedFact,
-    RunState,
-    StepStopped,
-    TaskAttemptFailed,
-    TaskCompleted,
-    TaskFailed,
-    TasksScheduled,
-)
 from ..webhook_guard import WebhookGuard
+from .callback_passes import known_callbacks
 from .delivery import DeliveryFailed, deliver_mail, deliver_webhook
 from .passes import LoadedRun, load_run_for_pass, trigger_event
+from .persist import fail_run
 from .pinning import serving_definition
-from .projection import TASK_OUTCOME
+from .task_outcomes import AttemptFailure, record_failure, record_success
 from .timeouts import TaskTimeout, call_with_timeout
 
 log = logging.getLogger("workflow_runner.tasks")
@@ -76,12 +78,29 @@ DELIVERY_TIMEOUT_MS = 10_000
 DELIVERY_POLICY = RetryPolicy(max_attempts=5, base="PT30S", cap="PT1H", jitter="equal")
 # Kept beyond an attempt's timeout for recording its outcome (lease and budget).
 LEASE_MARGIN_SECONDS = 5.0
-_APPEND_TRIES = 5
+
+
+class TaskForwarder(Protocol):
+    """Hands a claimed task to the kept version of StepDispatcher that has its run's
+    definition and waits for its answer (aws/versions.py: a Lambda invoke).
+
+    Raises:
+        HostGone: that version no longer exists.
+        ForwardFailed: it did not answer.
+    """
+
+    def run_task(self, host: str, task: ClaimedTask) -> TaskAttemptResult | None:
+        """Run the attempt on `host` under the caller's lease; its result, or None when
+        the claim no longer held there (the lease ended, or the outcome is recorded)."""
+        ...
 
 
 @dataclass(frozen=True)
 class TaskPorts:
-    """What task attempts reach: the registry (for the functions) and the delivery ports."""
+    """What task attempts reach: the registry (for the functions), the delivery ports,
+    and kept code: where definitions gone from the registry still run (`hosts`) and how
+    a task is handed there (`forwarder`; None: kept code that is not loaded here is not
+    used)."""
 
     registry: WorkflowRegistry
     mailer: Mailer
@@ -89,12 +108,19 @@ class TaskPorts:
     guard: WebhookGuard
     mail_sender: str | None = None
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    hosts: DefinitionHosts | None = REGISTERED_HOSTS
+    forwarder: TaskForwarder | None = None
+
+
+TaskOutcome = Literal["completed", "failed", "retry", "dropped", "unanswered"]
 
 
 @dataclass(frozen=True)
 class TaskAttemptResult:
     """What one claim did: `completed`/`failed` (final; the run is due), `retry`, or
-    `dropped` (the run no longer waits for this task)."""
+    `dropped` (the run no longer waits for this task), or `unanswered` (it was handed to
+    a kept version that did not answer: its lease decides); `kept_on`: the kept version
+    that ran it."""
 
     tenant_id: str
     run_id: str
@@ -102,36 +128,16 @@ class TaskAttemptResult:
     task_key: str
     step_kind: str
     attempt: int
-    outcome: Literal["completed", "failed", "retry", "dropped"]
+    outcome: TaskOutcome
     error_class: str | None = None
     reason: str | None = None
     step_index: int = 0
     run_due: bool = False  # the run may resume now (its last awaited outcome is in)
+    kept_on: str | None = None
 
 
 # Why an at-most-once task ended whose last attempt was interrupted.
 TASK_INTERRUPTED = "task_interrupted"
-
-
-class _Failure(Exception):
-    """An attempt failed: `final` when no attempt may follow; `reason` is the task's
-    when it ends with this failure (attempts_exhausted when the attempts ran out,
-    unless `keeps_reason`)."""
-
-    def __init__(
-        self,
-        error_class: str,
-        final: bool,
-        reason: str,
-        status: int | None = None,
-        keeps_reason: bool = False,
-    ) -> None:
-        super().__init__(error_class)
-        self.error_class = error_class
-        self.final = final
-        self.reason = reason
-        self.status = status
-        self.keeps_reason = keeps_reason
 
 
 def run_task(
@@ -153,18 +159,65 @@ def run_task(
         task = store.tasks.claim(now(), left_ms, DELIVERY_TIMEOUT_MS, LEASE_MARGIN_SECONDS)
     if task is None:
         return None
+    return _run_claimed(store, ports, task, now, seconds_left, rng)
+
+
+def run_forwarded_task(
+    store: Store,
+    ports: TaskPorts,
+    tenant_id: str,
+    task_id: str,
+    attempt: int,
+    lost_attempt: bool,
+    forwarded_from: str,
+    now: Callable[[], datetime],
+    seconds_left: Callable[[], float],
+    rng: random.Random | None = None,
+) -> TaskAttemptResult | None:
+    """Run attempt `attempt` of a task another version claimed and handed here as the
+    kept code of its run's definition, under that claim's lease (never handed on).
+
+    Returns None when the claim no longer holds (its lease ended, or the attempt's
+    outcome is recorded): nothing is run.
+    """
+    task = store.tasks.adopt(tenant_id, task_id, attempt, now())
+    if task is None:
+        return None
+    task = replace(task, lost_attempt=lost_attempt)
+
+    def within_lease() -> float:
+        return min(seconds_left(), (task.leased_until - now()).total_seconds())
+
+    log.info("running a task handed here", extra={"task": task_id, "from": forwarded_from})
+    return _run_claimed(
+        store, ports, task, now, within_lease, rng or random.Random(), forwarded=True
+    )
+
+
+def _run_claimed(
+    store: Store,
+    ports: TaskPorts,
+    task: ClaimedTask,
+    now: Callable[[], datetime],
+    seconds_left: Callable[[], float],
+    rng: random.Random,
+    forwarded: bool = False,
+) -> TaskAttemptResult:
+    """The attempt of a claimed task (see the module's docstring)."""
     run = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True)
     if not run.state.waits_for_task(task.task_id):
         store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now())
         return _result(task, "dropped", False)
-    step = _step_of(store, ports, task)
+    step, host = _step_of(store, ports, task, forwarded)
+    if host is not None:
+        return _hand_to_kept(store, ports, task, host, now())
     policy = _policy_of(step)
     if task.lost_attempt:
         # The previous attempt's worker died: that attempt failed. At most once: this
         # claim is given back (the next attempt, if any, after the backoff).
         lost = _lost_attempt(task, policy)
         at_most_once = lost.error_class == TaskInterrupted.__name__
-        outcome, due = _record_failure(
+        outcome, due = record_failure(
             store, task, task.attempt - 1, lost, policy, now(), rng, not at_most_once
         )
         if outcome != "retry" or at_most_once:
@@ -172,37 +225,120 @@ def run_task(
     try:
         value = _attempt(store, ports, task, run, step, seconds_left, now())
         check_storable(value, f"the result of task {task.task_key!r}", ports.max_result_bytes)
-    except _Failure as failure:
-        outcome, due = _record_failure(store, task, task.attempt, failure, policy, now(), rng)
+    except AttemptFailure as failure:
+        outcome, due = record_failure(store, task, task.attempt, failure, policy, now(), rng)
         return _result(task, outcome, due, failure)
-    except NotStorable:
-        unstorable = _Failure("ResultNotStorable", True, "result_not_storable")
-        outcome, due = _record_failure(store, task, task.attempt, unstorable, policy, now(), rng)
+    except NotStorable as error:
+        # Which key, where inside the value, what type: the text may quote the value's
+        # keys, so it follows the redaction policy like an exception's.
+        log.warning(
+            "task result not storable",
+            extra={**_log_context(task), "detail": exception_for_log(error)},
+        )
+        unstorable = AttemptFailure("ResultNotStorable", True, "result_not_storable")
+        outcome, due = record_failure(store, task, task.attempt, unstorable, policy, now(), rng)
         return _result(task, outcome, due, unstorable)
-    success, due = _record_success(store, task, value, now())
+    success, due = record_success(store, task, value, now())
     return _result(task, success, due)
 
 
+Step = Task | MailSend | WebhookSend
+
+
+def _log_context(task: ClaimedTask) -> dict[str, object]:
+    """What a log line about an attempt carries: its tenant, run, task and attempt."""
+    return {
+        "tenant_id": task.tenant_id,
+        "run_id": task.run_id,
+        "task": task.task_key,
+        "attempt": task.attempt,
+    }
+
+
 def _step_of(
-    store: Store, ports: TaskPorts, task: ClaimedTask
-) -> Task | MailSend | WebhookSend | None:
-    """The step a task runs, on the definition its run is pinned to, or on the one its
-    run would resume on, whose shape agrees (engine/pinning.py; None: neither)."""
+    store: Store, ports: TaskPorts, task: ClaimedTask, forwarded: bool = False
+) -> tuple[Step | None, str | None]:
+    """The step a task runs, on the definition its run is pinned to, on the one its run
+    would resume on, whose shape agrees, or on kept code loaded here (engine/pinning.py;
+    None: none of them) — or, second, the kept version to hand it to. A task handed
+    here (`forwarded`) is never handed on."""
     definition = ports.registry.find(task.workflow_name, task.definition_fingerprint)
     if definition is None:
-        definition = serving_definition(
-            store, ports.registry, task.workflow_name, task.definition_fingerprint, task.path
-        ).definition
+        serving = serving_definition(
+            store,
+            ports.registry,
+            task.workflow_name,
+            task.definition_fingerprint,
+            task.path,
+            None if forwarded else ports.hosts,
+            STEP_DISPATCHER,
+        )
+        if serving.how == "kept" and serving.definition is None and ports.forwarder is not None:
+            return None, serving.host
+        definition = serving.definition
     if definition is None:
-        return None
+        return None, None
     try:
         step = step_at(definition.steps, task.path)
     except WorkflowStepError:
-        return None
-    return step if isinstance(step, (Task, MailSend, WebhookSend)) else None
+        return None, None
+    return (step if isinstance(step, (Task, MailSend, WebhookSend)) else None), None
 
 
-def _policy_of(step: Task | MailSend | WebhookSend | None) -> RetryPolicy:
+def _hand_to_kept(
+    store: Store, ports: TaskPorts, task: ClaimedTask, host: str, now: datetime
+) -> TaskAttemptResult:
+    """Hand the claimed attempt to the kept version `host`; one that is gone is forgotten
+    and the next older one tried, and when none is left the run fails loud."""
+    assert ports.forwarder is not None
+    tried: set[str] = set()
+    while True:
+        try:
+            answered = ports.forwarder.run_task(host, task)
+        except HostGone:
+            log.warning("kept version is gone", extra={"run_id": task.run_id, "host": host})
+            store.hosts.forget(host)
+            tried.add(host)
+            _, again = _step_of(store, ports, task)
+            if again is None or again in tried:
+                return _fail_run_kept_gone(store, task, host, now)
+            host = again
+            continue
+        except ForwardFailed as error:
+            log.warning(
+                "kept version did not answer; the task's lease decides",
+                extra={"run_id": task.run_id, "host": host, "detail": str(error)},
+            )
+            return replace(_result(task, "unanswered", False), kept_on=host)
+        if answered is None:
+            return replace(_result(task, "unanswered", False), kept_on=host)
+        return replace(answered, kept_on=host)
+
+
+def _fail_run_kept_gone(
+    store: Store, task: ClaimedTask, host: str, now: datetime
+) -> TaskAttemptResult:
+    """No kept version has the task's definition any more: the run fails loud."""
+    reason = "workflow_definition_changed"
+    with store.transaction():
+        state = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True).state
+        if not state.waits_for_task(task.task_id):
+            store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
+            return _result(task, "dropped", False)
+        step_index = int(task.path[0]["i"])
+        error = (
+            f'Workflow "{task.workflow_name}" definition changed since run {task.run_id} '
+            f"started (expected {task.definition_fingerprint[:12]}…) and its kept version "
+            f"{host} is gone: task {task.task_key!r} has no code to run."
+        )
+        store.tasks.settle(task.tenant_id, task.task_id, "failed", now, reason)
+        if not fail_run(store, state, state.version, step_index, reason, error, now):
+            return _result(task, "dropped", False)
+    failure = AttemptFailure("WorkflowDefinitionChanged", True, reason)
+    return _result(task, "failed", False, failure)
+
+
+def _policy_of(step: Step | None) -> RetryPolicy:
     if isinstance(step, Task):
         return step.retry
     if step is not None and step.retry is not None:
@@ -210,15 +346,15 @@ def _policy_of(step: Task | MailSend | WebhookSend | None) -> RetryPolicy:
     return DELIVERY_POLICY
 
 
-def _lost_attempt(task: ClaimedTask, policy: RetryPolicy) -> _Failure:
+def _lost_attempt(task: ClaimedTask, policy: RetryPolicy) -> AttemptFailure:
     if task.step_kind == "mail.send":
         # The mail may have left before the worker died; never send it twice.
-        return _Failure("MailDeliveryAmbiguous", True, "ambiguous")
+        return AttemptFailure("MailDeliveryAmbiguous", True, "ambiguous")
     if policy.at_most_once:
         # It may have done its work: the policy judges it, as an error it raised.
         final = not policy.retries(TaskInterrupted())
-        return _Failure(TaskInterrupted.__name__, final, TASK_INTERRUPTED, keeps_reason=True)
-    return _Failure("TaskLeaseExpired", False, "attempts_exhausted")
+        return AttemptFailure(TaskInterrupted.__name__, final, TASK_INTERRUPTED, keeps_reason=True)
+    return AttemptFailure("TaskLeaseExpired", False, "attempts_exhausted")
 
 
 def _attempt(
@@ -226,28 +362,30 @@ def _attempt(
     ports: TaskPorts,
     task: ClaimedTask,
     run: LoadedRun,
-    step: Task | MailSend | WebhookSend | None,
+    step: Step | None,
     seconds_left: Callable[[], float],
     now: datetime,
 ) -> Any:
-    """One attempt; its JSON result, or _Failure."""
+    """One attempt; its JSON result, or AttemptFailure."""
     if step is None:
-        raise _Failure("WorkflowDefinitionChanged", True, "workflow_definition_changed")
+        raise AttemptFailure("WorkflowDefinitionChanged", True, "workflow_definition_changed")
     timeout = (task.timeout_ms or DELIVERY_TIMEOUT_MS) / 1000
     timeout = max(0.001, min(timeout, seconds_left() - LEASE_MARGIN_SECONDS))
     if isinstance(step, Task):
         return _run_function(store, task, run, step, timeout, now)
     request = task.request or {}
+    context = _log_context(task)
     try:
         if task.step_kind == "mail.send":
-            message_id = deliver_mail(request, task.task_id, ports.mailer, ports.mail_sender)
+            sender = ports.mail_sender
+            message_id = deliver_mail(request, task.task_id, ports.mailer, sender, context)
             return {"messageId": message_id}
-        reply = deliver_webhook(request, task.task_id, ports.http, ports.guard, timeout)
+        reply = deliver_webhook(request, task.task_id, ports.http, ports.guard, timeout, context)
         return {"status": reply.status, "body": reply.body}
     except DeliveryFailed as failure:
         final = failure.kind != "transient"
         reason = {"refused": "refused", "ambiguous": "ambiguous"}.get(failure.kind, "rejected")
-        raise _Failure(failure.error_class, final, reason, failure.status) from failure
+        raise AttemptFailure(failure.error_class, final, reason, failure.status) from failure
 
 
 def _run_function(
@@ -255,12 +393,15 @@ def _run_function(
 ) -> Any:
     trigger = trigger_event(store, run)
     if trigger is None:
-        raise _Failure("TriggerEventUnavailable", True, "trigger_event_unavailable")
+        raise AttemptFailure("TriggerEventUnavailable", True, "trigger_event_unavailable")
     stored = store.results.of_run(task.tenant_id, task.run_id)
     steps = dict(stored.values)
     if is_branch_name(task.workflow_name):
         # A parallel's branch sees its parent's event and results (its own over them).
         trigger, steps = branch_context(trigger, steps)
+    # The run's created callbacks, read before the function runs (outside any pass).
+    secret = run.state.started.callback_secret if run.state.started else None
+    known = known_callbacks(store, task.tenant_id, task.run_id) if secret else []
     ctx = StepContext(
         event=trigger,
         steps=steps,
@@ -276,166 +417,26 @@ def _run_function(
             map_index=run.state.started.map_index if run.state.started else None,
         ),
         now=now,
+        callbacks=created_links(secret, callback_base_url(), known),
     )
     try:
         return call_with_timeout(lambda: step.fn(ctx), timeout)
     except TaskTimeout as error:
-        raise _Failure("TaskTimeout", False, "attempts_exhausted") from error
+        raise AttemptFailure("TaskTimeout", False, "attempts_exhausted") from error
     except Exception as error:
         log.warning(
-            "task attempt failed",
-            extra={
-                "run_id": task.run_id,
-                "task": task.task_key,
-                "attempt": task.attempt,
-                "detail": exception_for_log(error),
-            },
+            "task attempt failed", extra={**_log_context(task), "detail": exception_for_log(error)}
         )
         final = not step.retry.retries(error)
         reason = "non_retryable" if final else "attempts_exhausted"
-        raise _Failure(type(error).__name__, final, reason) from error
-
-
-TaskFact = TaskAttemptFailed | TaskCompleted | TaskFailed
-
-
-def _append(
-    store: Store, task: ClaimedTask, build: Callable[[int], TaskFact], now: datetime
-) -> tuple[int, bool] | None:
-    """Append a task fact at the run stream's current version, in the caller's
-    transaction, while the run still waits at this task without an outcome. Returns
-    the suspension's version and whether the run is now due (every task of a parallel
-    settled, or one failed uncaught, or its completion policy decided: then the tasks
-    left are stopped), or None when the run moved on (cancelled, stopped, or another
-    worker recorded the outcome first). `build` makes the fact for a version."""
-    for _ in range(_APPEND_TRIES):
-        state = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True).state
-        if not state.waits_for_task(task.task_id):
-            return None
-        fact = build(state.suspension_version)
-        state.apply(RecordedFact(state.version + 1, now, fact))
-        due = state.outcome_ready
-        if isinstance(fact, (TaskCompleted, TaskFailed)) and not due:
-            fact = replace(fact, run_due=False)  # the projection marks the row due or not
-        stopped = state.parallel_stop() if due else None
-        facts: list[TaskFact | StepStopped] = [fact] if stopped is None else [fact, stopped]
-        if store.streams.append(
-            task.tenant_id, task.run_id, RUN_STREAM, state.version - 1, facts, now
-        ):
-            if stopped is not None:
-                _cancel_stopped(store, task, state, stopped, now)
-            return state.suspension_version, due
-    return None
-
-
-def _cancel_stopped(
-    store: Store, task: ClaimedTask, state: RunState, stopped: StepStopped, now: datetime
-) -> None:
-    """Cancel the rows of the tasks a parallel's stop ended: never claimed again."""
-    open_ = state.suspension
-    assert isinstance(open_, TasksScheduled)
-    for other in open_.tasks:
-        if other.task_key in stopped.task_keys:
-            store.tasks.settle(task.tenant_id, other.task_id, "cancelled", now)
-
-
-def _record_success(
-    store: Store, task: ClaimedTask, value: Any, now: datetime
-) -> tuple[Literal["completed", "dropped"], bool]:
-    def completed(version: int) -> TaskCompleted:
-        return TaskCompleted(
-            task_key=task.task_key,
-            task_id=task.task_id,
-            suspension_version=version,
-            attempt=task.attempt,
-            result=value,
-        )
-
-    with store.transaction():
-        appended = _append(store, task, completed, now)
-        if appended is None:
-            store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
-            return "dropped", False
-        version, due = appended
-        store.tasks.settle(task.tenant_id, task.task_id, "completed", now)
-        if due:
-            store.pending.mark_matched(
-                task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
-            )
-    return "completed", due
-
-
-def _record_failure(
-    store: Store,
-    task: ClaimedTask,
-    attempt: int,
-    failure: _Failure,
-    policy: RetryPolicy,
-    now: datetime,
-    rng: random.Random,
-    attempt_running: bool = False,
-) -> tuple[Literal["failed", "retry", "dropped"], bool]:
-    """Record a failed attempt: a TaskAttemptFailed and when the next attempt runs, or
-    the TaskFailed that ends the task. `attempt_running`: the next attempt has already
-    been claimed (a lost attempt found by a claim), so none is scheduled; a lost
-    attempt recorded without it (at most once) gives the claim back, due after the
-    backoff."""
-    final = failure.final or attempt >= task.max_attempts
-    error = f"workflow step failed ({failure.error_class})"
-    retry_at = (
-        now if attempt_running else now + timedelta(seconds=policy.delay(attempt, rng.random))
-    )
-
-    def fact(version: int) -> TaskFact:
-        if final:
-            return TaskFailed(
-                task_key=task.task_key,
-                task_id=task.task_id,
-                suspension_version=version,
-                attempts=attempt,
-                error=error,
-                error_class=failure.error_class,
-                reason=failure.reason
-                if failure.final or failure.keeps_reason
-                else "attempts_exhausted",
-                status=failure.status,
-            )
-        return TaskAttemptFailed(
-            task_key=task.task_key,
-            task_id=task.task_id,
-            suspension_version=version,
-            attempt=attempt,
-            error=error,
-            error_class=failure.error_class,
-            retry_at=retry_at,
-            status=failure.status,
-        )
-
-    with store.transaction():
-        appended = _append(store, task, fact, now)
-        if appended is None:
-            store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
-            return "dropped", False
-        version, due = appended
-        if final:
-            store.tasks.settle(task.tenant_id, task.task_id, "failed", now, error)
-            if due:
-                store.pending.mark_matched(
-                    task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
-                )
-            return "failed", due
-        if attempt < task.attempt:
-            store.tasks.release(task, retry_at, error)  # the claim that found it, unstarted
-        elif not attempt_running:
-            store.tasks.retry(task, retry_at, error)
-    return "retry", False
+        raise AttemptFailure(type(error).__name__, final, reason) from error
 
 
 def _result(
     task: ClaimedTask,
-    outcome: Literal["completed", "failed", "retry", "dropped"],
+    outcome: TaskOutcome,
     run_due: bool,
-    failure: _Failure | None = None,
+    failure: AttemptFailure | None = None,
     attempt: int | None = None,
 ) -> TaskAttemptResult:
     return TaskAttemptResult(

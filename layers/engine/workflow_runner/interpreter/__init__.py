@@ -5,7 +5,9 @@ One module per step family, each a mixin over the pass's state (base.py):
 
 - base.py — the pass's state and results, the context steps see, resolving arguments;
 - containers.py — branch, for_each, retry;
-- waits.py — wait, wait_for_event, wait_for_callback;
+- waits.py — wait, wait_for_event;
+- callbacks.py — wait_for_callback, create_callback, await_callback (callback_view.py:
+  the created callbacks a pass sees, `ctx.callbacks`);
 - conditions.py — wait_for_condition (polling: check, checkpoint, wait, check again);
 - work.py — tasks, mail and webhooks, parallel, child runs;
 - core.py — `Interpreter`: `run()` and the dispatch over step kinds.

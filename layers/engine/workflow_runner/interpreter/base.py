@@ -33,6 +33,7 @@ from ..pass_result import (
 )
 from ..storable import DEFAULT_MAX_RESULT_BYTES, NotStorable, check_storable
 from ..stream import Path
+from .callback_view import CallbackNames, LoadCallbacks, PassCallbacks
 
 # Backoff jitter needs no generator of its own per pass: seeding a new Random reads
 # os.urandom, about a tenth of a short resume's Python. Tests pass their own.
@@ -87,6 +88,8 @@ class PassState:
         parent_run_id: the run that started this one (`ctx.workflow.parent_run_id`).
         map_index: the index of the item a map started this run for
             (`ctx.workflow.map_index`).
+        known_callbacks: reads the callbacks earlier passes created (None: none).
+        callback_error: the error the callback the resume re-enters at answered with.
     """
 
     def __init__(
@@ -109,6 +112,8 @@ class PassState:
         callback_secret: str | None = None,
         parent_run_id: str | None = None,
         map_index: int | None = None,
+        known_callbacks: LoadCallbacks | None = None,
+        callback_error: str | None = None,
     ) -> None:
         self.definition = definition
         self.event = event
@@ -133,9 +138,13 @@ class PassState:
         self.dispatches: list[DispatchRequest] = []
         self.starts: list[ChildJoin] = []
         self._attempts: list[int] = []
+        base_url = callback_base_url()
         self.callback = PassCallback(
-            callback_secret, dispatch_seed, callback_base_url(), lambda: len(self._attempts)
+            callback_secret, dispatch_seed, base_url, lambda: len(self._attempts)
         )
+        self.callbacks = PassCallbacks(callback_secret, dispatch_seed, base_url, known_callbacks)
+        self.callback_names = CallbackNames(self.callbacks)
+        self.callback_error = callback_error
 
     # --- walking the tree (the dispatch over step kinds is Interpreter's) -------------
 
@@ -172,6 +181,8 @@ class PassState:
             written=list(self.written),
             dispatches=self.dispatches,
             starts=self.starts,
+            created_callbacks=self.callbacks.made,
+            closed_callbacks=self.callbacks.closed,
             **kw,
         )
 
@@ -198,6 +209,7 @@ class PassState:
             ),
             now=self.now,
             callback=self.callback,
+            callbacks=self.callback_names,
         )
 
     def _reentered(self, path: Path) -> Reentry | None:

@@ -6,10 +6,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..definition.dsl import (
+    AwaitCallback,
     Branch,
     BranchResult,
     CallWorkflow,
     Compute,
+    CreateCallback,
     ForEach,
     MailSend,
     Map,
@@ -27,13 +29,14 @@ from ..definition.dsl import (
 from ..pass_result import CallbackNotReached, PassResult
 from ..stream import Path
 from .base import Returned, StepFailed, Suspend
+from .callbacks import CallbackSteps
 from .conditions import ConditionSteps
 from .containers import ContainerSteps
 from .waits import WaitSteps
 from .work import WorkSteps
 
 
-class Interpreter(ContainerSteps, WaitSteps, ConditionSteps, WorkSteps):
+class Interpreter(ContainerSteps, WaitSteps, CallbackSteps, ConditionSteps, WorkSteps):
     """Executes one pass of a run (the arguments: see PassState)."""
 
     def run(self, resume_path: Path | None = None) -> PassResult:
@@ -81,7 +84,9 @@ class Interpreter(ContainerSteps, WaitSteps, ConditionSteps, WorkSteps):
             self._run_branch(step, prefix, index, head, rest, scope)
         elif isinstance(step, ForEach):
             self._run_for_each(step, prefix, index, head, rest, scope)
-        elif resume is not None and isinstance(step, (Wait, WaitForEvent, WaitForCallback)):
+        elif resume is not None and isinstance(step, (WaitForCallback, AwaitCallback)):
+            self._callback_resumed(step, path)  # its answer is seeded, as an event's is
+        elif resume is not None and isinstance(step, (Wait, WaitForEvent)):
             # Resumed at this very step: its effect (the suspension) already happened;
             # the caller has seeded an awaited event's payload under its result key.
             return
@@ -98,6 +103,10 @@ class Interpreter(ContainerSteps, WaitSteps, ConditionSteps, WorkSteps):
             self._wait_for_event(step, path, scope)
         elif isinstance(step, WaitForCallback):
             self._wait_for_callback(step, path, scope)
+        elif isinstance(step, CreateCallback):
+            self._create_callback(step, path, scope)
+        elif isinstance(step, AwaitCallback):
+            self._await_callback(step, path, scope)
         elif isinstance(step, Task):
             self._run_task(step, path, scope)
         elif isinstance(step, (MailSend, WebhookSend)):

@@ -1,14 +1,13 @@
-"""Steps that wait: for a time, for a domain event, for an outside system's callback.
-Each suspends the pass; the resume re-enters after it (an awaited payload or callback
-answer seeded under its result key by the caller)."""
+"""Steps that wait: for a time, for a domain event (an outside system's callback:
+callbacks.py). Each suspends the pass; the resume re-enters after it (an awaited
+payload seeded under its result key by the caller)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..callback_tokens import token_hash
-from ..definition.dsl import Wait, WaitForCallback, WaitForEvent
-from ..pass_result import CallbackWait, InvalidArgument, Suspension
+from ..definition.dsl import Wait, WaitForEvent
+from ..pass_result import InvalidArgument, Suspension
 from ..step_requests import event_wait
 from ..stream import Path
 from .base import PassState, StepFailed, Suspend
@@ -37,8 +36,3 @@ class WaitSteps(PassState):
         except InvalidArgument as error:
             raise StepFailed(error, path) from error
         raise Suspend(Suspension("waiting-for-event", path, timeout_at, event=wait))
-
-    def _wait_for_callback(self, step: WaitForCallback, path: Path, scope: dict[str, Any]) -> None:
-        timeout_at = self._wake_at(self._call(step.timeout, path, scope), path, "timeout")
-        callback = CallbackWait(step.result_key, token_hash(self.callback.take()))
-        raise Suspend(Suspension("waiting-for-callback", path, timeout_at, callback=callback))

@@ -9,6 +9,9 @@ run, its timeline and `wfr doctor`); a batch of eight orders fans out onto child
 then waits for finance to approve its invoice run through the callback token its mail
 carried (the demo answers as `wfr callbacks complete` would); a parcel is quoted by three
 carriers at once, one of which cannot quote (its completion policy tolerates one refusal);
+a shipment asks two carriers for quotes, each request carrying its own created callback:
+one carrier quotes while the run still awaits the other (the quote is kept for its
+await), the other declines (a failure the run catches), and the run books the quote;
 then eight days pass in a few seconds. Mail is
 captured; every webhook is really sent over HTTP, to a sink the demo runs on 127.0.0.1:
 the samples' hooks.example.com URLs are redirected there (WFR_WEBHOOK_REDIRECTS) and
@@ -19,14 +22,10 @@ it returns.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ..callback_tokens import tokens_in
@@ -42,6 +41,7 @@ from ..timeline import activity_rows, describe_event
 from . import routes as r
 from .application import find_template, no_template_message
 from .runtime import Activity, LocalRuntime
+from .sink import WebhookSink, webhook_sink
 
 START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
 # The export partner is down for the first call: the webhook task retries after 10 s.
@@ -52,78 +52,6 @@ BATCH_ORDERS = [
     {"orderId": f"o-{n}", "email": f"customer{n}@example.com", "outOfStock": n == 4}
     for n in range(1, 9)
 ]
-
-
-@dataclass
-class ReceivedRequest:
-    method: str
-    path: str
-    idempotency_key: str
-    body: Any
-
-
-@dataclass
-class WebhookSink:
-    """A local HTTP server that remembers what it received and answers 200 with a JSON
-    body, or, for a path given in `answers`, the statuses scripted there first."""
-
-    server: ThreadingHTTPServer
-    thread: threading.Thread
-    received: list[ReceivedRequest] = field(default_factory=list)
-    answers: dict[str, list[int]] = field(default_factory=dict)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-
-@contextmanager
-def webhook_sink(answers: Mapping[str, list[int]] | None = None) -> Iterator[WebhookSink]:
-    """Run a WebhookSink on 127.0.0.1 (a free port) for the duration of the block.
-
-    Args:
-        answers: path -> statuses to answer there, in order, before answering 200.
-    """
-    received: list[ReceivedRequest] = []
-    scripted = {path: list(statuses) for path, statuses in (answers or {}).items()}
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _record(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body: Any = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode(errors="replace")
-            key = self.headers.get("idempotency-key", "")
-            with lock:
-                received.append(ReceivedRequest(self.command, self.path, key, body))
-                queue = scripted.get(self.path) or []
-                status = queue.pop(0) if queue else 200
-            answer = json.dumps({"accepted": status < 300, "request": key[:8]}).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-        do_POST = do_PUT = do_PATCH = _record
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Silence the default access log (the demo prints what arrived)."""
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, name="wfr-demo-sink", daemon=True)
-    thread.start()
-    sink = WebhookSink(server, thread, received, scripted)
-    try:
-        yield sink
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def _entry(detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:
@@ -229,6 +157,8 @@ class Demo:
             {"parcelId": "p-1", "weightKg": 3, "carriersDown": ["slowpost"]},
         )
 
+        self.put("shipment s-1", "shipment.ready", {"shipmentId": "s-1", "weightKg": 120})
+
         self.scene("A batch of 8 orders fans out: one fulfil-order run per order, 5 at a time")
         self.put("batch b-1", "batch.submitted", {"batchId": "b-1", "orders": BATCH_ORDERS})
         self.children_table(self.runs["batch b-1"])
@@ -263,6 +193,14 @@ class Demo:
         )
         self.rt.set_now(START + timedelta(minutes=20))
         self.approve("finance@example.com", {"approved": True, "by": "dana"})
+
+        self.scene(
+            "08:25 — shipment s-1: bay_haulage quotes while the run awaits north_freight "
+            "(the quote is kept), then north_freight declines (what `wfr callbacks fail` does)"
+        )
+        self.rt.set_now(START + timedelta(minutes=25))
+        self.carrier_answers("bay_haulage", {"price": 310})
+        self.carrier_answers("north_freight", error="NoCapacity")
 
         self.scene("Eight days pass in a few seconds (a tick every 3 hours)")
         self.travel(
@@ -305,6 +243,8 @@ class Demo:
         self.timeline(self.runs["parcel p-1"])
         steps = self.store.results.of_run(self.tenant, self.runs["parcel p-1"]).values
         out.line(f"  its batch result: {json.dumps(steps['quotes'])}")
+        self.scene("Timeline of shipment s-1: two callbacks, a kept quote, a caught failure")
+        self.timeline(self.runs["shipment s-1"])
 
         self.scene("Captured mail")
         out.table(
@@ -342,6 +282,7 @@ class Demo:
             "export to a private address": "failed",
             "batch b-1": "completed",
             "parcel p-1": "completed",
+            "shipment s-1": "completed",
         }
         wrong = {
             label: status
@@ -365,6 +306,24 @@ class Demo:
         self.out.line(
             f"  {self.out.status('completed')}  callback of run {completion.run_id} "
             f"step {completion.step_index} with {json.dumps(payload)}"
+        )
+        self.show(activity)
+
+    def carrier_answers(self, carrier: str, payload: Any = None, error: str | None = None) -> None:
+        """Answer the callback a carrier's quote request carried: a quote, or (`error`)
+        a failure."""
+        [request] = [q for q in self.sink.received if q.path == f"/carriers/{carrier}"]
+        [token] = tokens_in(str(request.body["answerTo"]))
+        if error is None:
+            completion, activity = self.rt.complete_callback(token, payload, source="demo")
+            what = f"quoted {json.dumps(payload)}"
+        else:
+            completion, activity = self.rt.fail_callback(token, error, None, source="demo")
+            what = f"failed {error}"
+        then = "the run resumes" if completion.run_due else "kept for its await"
+        self.out.line(
+            f"  {self.out.status('completed' if error is None else 'failed')}  {carrier}: "
+            f"callback of run {completion.run_id} {what}; {then}"
         )
         self.show(activity)
 

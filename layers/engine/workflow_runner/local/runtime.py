@@ -22,13 +22,13 @@ import os
 import sys
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from .. import ports
 from ..aws.inprocess import FakeLambdaContext, InMemoryResumeQueue, RecordingNudger
@@ -36,60 +36,34 @@ from ..aws.ports import PinnedHttpSender
 from ..aws.template import load_handlers
 from ..callback_tokens import checked_base_url
 from ..clock import ManualClock, SystemClock
-from ..definition import WorkflowRegistry
+from ..cron import CronSchedule
+from ..definition import CronTrigger, WorkflowRegistry
+from ..definition.hosts import ArchivedDefinitions, DefinitionHosts
 from ..durations import format_instant
-from ..engine.callbacks import CallbackCompletion, complete_callback, enqueue_resume
+from ..engine.callbacks import (
+    CallbackCompletion,
+    CallbackHeartbeatRecorded,
+    complete_callback,
+    enqueue_resume,
+    fail_callback,
+    heartbeat_callback,
+)
 from ..envelope import MAX_DETAIL_DEPTH, MAX_EVENT_BYTES
 from ..errors import DidNotSettle
 from ..json_input import parse_json
-from ..ports import HttpResponse, HttpSender, Runtime, set_runtime
+from ..ports import HttpSender, Runtime, set_runtime
 from ..settings import Settings
-from ..store import CapturedMail, Store, StoredEvent
-from ..webhook_guard import WebhookGuard, system_resolver
+from ..store import CapturedMail, LoggedLine, Store, StoredEvent
+from ..webhook_guard import WebhookGuard
 from . import routes as r
 from .application import find_template, no_template_message
+from .redirects import RedirectingHttpSender, parse_redirects, redirecting_resolver
+from .run_log import keeping_run_log
 from .state import CapturedMailer, LocalResumeQueue, as_request
 
 # A runaway loop guard for settle(): far more rounds than any workflow needs.
 MAX_SETTLE_ROUNDS = 1000
 DEFAULT_MAIL_SENDER = "workflows@localhost"
-
-
-class RedirectingHttpSender:
-    """Sends webhooks for real, but for the listed hosts to a local URL instead
-    (e.g. the samples' hooks.example.com to a sink on 127.0.0.1)."""
-
-    def __init__(self, inner: HttpSender, redirects: Mapping[str, str]) -> None:
-        self._inner = inner
-        self._redirects = {host.lower(): base.rstrip("/") for host, base in redirects.items()}
-
-    def rewrite(self, url: str) -> str:
-        parts = urlsplit(url)
-        base = self._redirects.get((parts.hostname or "").lower())
-        if base is None:
-            return url
-        target = urlsplit(base)
-        return urlunsplit((target.scheme, target.netloc, parts.path, parts.query, ""))
-
-    def send(
-        self, method: str, url: str, headers: dict[str, str], body: bytes, timeout: float
-    ) -> HttpResponse:
-        return self._inner.send(method, self.rewrite(url), headers, body, timeout)
-
-
-def parse_redirects(text: str | None) -> dict[str, str]:
-    """`host=http://127.0.0.1:8080,other=...` (WFR_WEBHOOK_REDIRECTS) as a mapping.
-
-    Raises:
-        RoutingError: an item is not host=URL.
-    """
-    redirects: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in (text or "").split(","))):
-        host, sep, url = item.partition("=")
-        if not sep or not host or urlsplit(url).scheme not in ("http", "https"):
-            raise r.RoutingError(f"WFR_WEBHOOK_REDIRECTS: expected host=http://..., got {item!r}")
-        redirects[host.strip().lower()] = url.strip()
-    return redirects
 
 
 class InvocationDied(BaseException):
@@ -102,20 +76,25 @@ class InvocationDied(BaseException):
 
 @dataclass
 class Activity:
-    """What one step of the local runtime did: handler answers and new stream events."""
+    """What one step of the local runtime did: handler answers, new stream events, the
+    mail captured and the lines of the local log about runs (run_log.py)."""
 
     now: datetime
     answers: list[tuple[str, Any]] = field(default_factory=list)
     events: list[StoredEvent] = field(default_factory=list)
     mail: list[CapturedMail] = field(default_factory=list)
+    log: list[LoggedLine] = field(default_factory=list)
 
 
 @contextmanager
 def quiet_powertools() -> Iterator[None]:
-    """Keep the handlers' Powertools output off stdout while they run locally: logs at
-    WARNING and above go to stderr, EMF metrics are neither printed nor kept, and the
-    warning Metrics gives when a flush has nothing to publish is not shown (it is about
-    CloudWatch, which a local run has none of)."""
+    """Keep the handlers' output off stdout while they run locally, where stdout carries
+    only what a `wfr` command answers (its `--json` document): logs at WARNING and above
+    go to stderr, EMF metrics are neither printed nor kept (in Lambda they are stdout
+    lines by design: that is how CloudWatch receives them), anything else printed (a
+    workflow's own `print`) goes to stderr, and the warning Metrics gives when a flush
+    has nothing to publish is not shown (it is about CloudWatch, which a local run has
+    none of)."""
     from ..aws import lambda_support  # imports Powertools: only when handlers run here
 
     saved_env = os.environ.get("POWERTOOLS_METRICS_DISABLED")
@@ -128,7 +107,7 @@ def quiet_powertools() -> Iterator[None]:
     if isinstance(handler, logging.StreamHandler):
         handler.setStream(sys.stderr)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), redirect_stdout(sys.stderr):
             warnings.filterwarnings("ignore", message="No application metrics to publish")
             yield
     finally:
@@ -155,6 +134,9 @@ class LocalRuntime:
         guard: the dispatcher's SSRF guard (default: WEBHOOK_ALLOW_HOSTS from environ).
         start: business time when this database has no local clock yet (default: now).
         environ: WEBHOOK_ALLOW_HOSTS, WFR_WEBHOOK_REDIRECTS, MAIL_SENDER, CALLBACK_BASE_URL.
+        kept: where definitions gone from `registry` still run, loaded in this process
+            (definition/hosts.py: the test kit's archive, `wfr local`'s kept modules; default:
+            nothing is kept).
     """
 
     def __init__(
@@ -166,10 +148,12 @@ class LocalRuntime:
         guard: WebhookGuard | None = None,
         start: datetime | None = None,
         environ: Mapping[str, str] | None = None,
+        kept: DefinitionHosts | None = None,
     ) -> None:
         env = dict(os.environ if environ is None else environ)
         self.store = store
         self.registry = registry
+        self.kept = kept if kept is not None else ArchivedDefinitions()
         self.routing = r.load_routes(template)
         # The functions of the application the template names (see local/application).
         application = self.routing.application
@@ -185,15 +169,16 @@ class LocalRuntime:
         # Redirected hosts are explicitly pointed at a local target: allow them, and it.
         allow |= set(redirects) | {urlsplit(u).hostname or "" for u in redirects.values()}
         allow.discard("")
-        self.guard = guard or WebhookGuard(allow, _redirecting_resolver(redirects))
+        self.guard = guard or WebhookGuard(allow, redirecting_resolver(redirects))
         sender: HttpSender = http or PinnedHttpSender(self.guard)
         self.http = RedirectingHttpSender(sender, redirects) if redirects else sender
         self.settings = Settings(
             database_url=store.dsn or "postgresql:///local",
             mail_sender=env.get("MAIL_SENDER") or DEFAULT_MAIL_SENDER,
             webhook_allow_hosts=frozenset(allow),
-            # The same redaction policy as in AWS: exception text only when opted in.
-            log_exception_text=(env.get("LOG_EXCEPTION_TEXT") or "false").strip().lower()
+            # Locally, exception text is what a developer needs (run_log.py): in full
+            # unless LOG_EXCEPTION_TEXT says otherwise. Stored events stay as in AWS.
+            log_exception_text=(env.get("LOG_EXCEPTION_TEXT") or "true").strip().lower()
             in ("1", "true", "yes", "on"),
             callback_base_url=checked_base_url(env.get("CALLBACK_BASE_URL")),
         )
@@ -217,6 +202,7 @@ class LocalRuntime:
                 settings=self.settings,
                 registry=self.registry,
                 webhook_guard=self.guard,
+                definition_hosts=self.kept,
             )
         )
         try:
@@ -230,7 +216,7 @@ class LocalRuntime:
         handler = self.handlers.get(folder)
         if handler is None:
             raise r.RoutingError(f"template.yaml has no function with CodeUri functions/{folder}")
-        with self.installed():
+        with self.installed(), keeping_run_log(self.store, self.clock.now):
             try:
                 return handler(event, self._context(function_name=f"local-{folder}"))
             except InvocationDied as died:
@@ -248,20 +234,27 @@ class LocalRuntime:
 
     def next_due_after(self, moment: datetime) -> datetime | None:
         """The first instant after `moment` at which something becomes due: a pending
-        row, a delayed resume message or a dispatch retry (None: nothing scheduled)."""
-        return self.store.local.next_due(moment)
+        row, a delayed resume message, a dispatch or task retry, or a cron instant of a
+        registered workflow (None: nothing scheduled)."""
+        due = [self.store.local.next_due(moment), next_cron_instant(self.registry, moment)]
+        return min((d for d in due if d is not None), default=None)
 
-    def travel(self, until: datetime, every: timedelta) -> Iterator[Activity]:
-        """Run cycles up to `until`: at most `every` apart, and also exactly when
-        something falls due in between, so timers fire on time however coarse `every`.
+    def travel(self, until: datetime, every: timedelta | None = None) -> Iterator[Activity]:
+        """Run cycles up to `until`: one at once (the minutely schedules would have run
+        one since the last command: it starts the cron clock of a tenant seen since),
+        then at most `every` apart (None: only when something falls due), and exactly
+        when something falls due in between — a timer, a retry, a cron instant — so
+        everything fires at its own instant however coarse `every` (`wfr local tick
+        --until`, the test kit's `advance`).
 
         Raises:
             ValueError: `every` is not positive.
         """
-        if every <= timedelta(0):
+        if every is not None and every <= timedelta(0):
             raise ValueError("every must be positive")
+        yield self.tick()
         while self.now() < until:
-            step = min(self.now() + every, until)
+            step = until if every is None else min(self.now() + every, until)
             due = self.next_due_after(self.now())
             if due is not None and due < step:
                 step = due
@@ -319,11 +312,46 @@ class LocalRuntime:
 
         Raises:
             CallbackRefused: unknown token, used before, expired, or the run moved on.
-            InvalidInput: the payload is null, not JSON or too large.
+            InvalidInput: the payload is not JSON or too large (null is no payload: it completes).
+        """
+        return self._answered(
+            lambda: complete_callback(self.store, token, payload, self.now(), source)
+        )
+
+    def fail_callback(
+        self, token: str, error: str, message: str | None, source: str = "wfr.local"
+    ) -> tuple[CallbackCompletion, Activity]:
+        """Report a callback failed as the callback endpoint does, and run what follows.
+
+        Raises:
+            CallbackRefused: unknown token, answered before, expired, or the run moved on.
+            InvalidInput: the error name or message is not what a failure takes.
+        """
+        return self._answered(
+            lambda: fail_callback(self.store, token, error, message, self.now(), source)
+        )
+
+    def heartbeat_callback(self, token: str) -> tuple[CallbackHeartbeatRecorded, Activity]:
+        """A callback's heartbeat, as the callback endpoint records it.
+
+        Raises:
+            CallbackRefused: unknown token, answered before, expired, the run moved on,
+                or the callback takes no heartbeats.
         """
         mark = self._mark()
         activity = Activity(self.now())
-        completion = complete_callback(self.store, token, payload, self.now(), source)
+        beat = heartbeat_callback(self.store, token, self.now())
+        self.nudger.nudge_projection()
+        self._settle(activity)
+        self._collect(activity, mark)
+        return beat, activity
+
+    def _answered(
+        self, answer: Callable[[], CallbackCompletion]
+    ) -> tuple[CallbackCompletion, Activity]:
+        mark = self._mark()
+        activity = Activity(self.now())
+        completion = answer()
         enqueue_resume(self.store, self.queue, completion, self.now())
         self.nudger.nudge_projection()
         self._settle(activity)
@@ -348,12 +376,13 @@ class LocalRuntime:
                 return
         raise DidNotSettle(f"the local runtime did not settle in {MAX_SETTLE_ROUNDS} rounds")
 
-    def _mark(self) -> tuple[int, int]:
+    def _mark(self) -> tuple[int, int, int]:
         return self.store.local.activity_mark()
 
-    def _collect(self, activity: Activity, mark: tuple[int, int]) -> None:
+    def _collect(self, activity: Activity, mark: tuple[int, int, int]) -> None:
         activity.events = self.store.local.events_since(mark[0])
         activity.mail = self.store.local.mail(mark[1])
+        activity.log = self.store.local.log_since(mark[2])
 
 
 def catch_up_local(
@@ -361,6 +390,7 @@ def catch_up_local(
     registry: WorkflowRegistry,
     environ: Mapping[str, str] | None = None,
     template: Path | None = None,
+    kept: DefinitionHosts | None = None,
 ) -> Activity | None:
     """After an operator's action on a local database (one with a local clock), run
     the nudges the functions would have sent (see LocalRuntime.catch_up).
@@ -375,19 +405,17 @@ def catch_up_local(
     found = template or find_template()
     if found is None:
         raise r.RoutingError(no_template_message())
-    return LocalRuntime(store, registry, found, environ=environ).catch_up()
+    return LocalRuntime(store, registry, found, environ=environ, kept=kept).catch_up()
 
 
-def _redirecting_resolver(redirects: Mapping[str, str]) -> Callable[[str, int], Sequence[str]]:
-    """The guard resolves redirected hosts to where they are redirected."""
-
-    def resolve(host: str, port: int) -> Sequence[str]:
-        base = redirects.get(host.lower())
-        if base is not None:
-            return [urlsplit(base).hostname or "127.0.0.1"]
-        return system_resolver(host, port)
-
-    return resolve
+def next_cron_instant(registry: WorkflowRegistry, after: datetime) -> datetime | None:
+    """The first instant after `after` at which a registered cron workflow is due."""
+    instants = [
+        CronSchedule.parse(wf.trigger.schedule).next_after(after)
+        for wf in registry.cron_workflows()
+        if isinstance(wf.trigger, CronTrigger)
+    ]
+    return min(instants, default=None)
 
 
 def to_eventbridge_event(entry: Mapping[str, Any], now: datetime) -> dict[str, Any]:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from .callbacks import CallbackRow, NewCallback
+from .callbacks import CallbackRow, CreatedCallbackRow, NewCallback
 from .children import ChildOutcome, ChildRow, ClaimedJoin, JoinCount, NewChild, UntoldChild
 from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
 from .definitions import NewDefinition, StoredDefinition
 from .erasure import Relation
+from .hosts import HostRow
 from .inbox import CandidateEvent, InboxEvent, NewInboxEvent
-from .local import CapturedMail, QueuedMessage
+from .local import CapturedMail, KeptModule, LoggedLine, QueuedMessage
 from .migrate import (
     Migration,
     MigrationTimeout,
@@ -44,11 +45,15 @@ __all__ = [
     "ChildRow",
     "ClaimedJoin",
     "ClaimedTask",
+    "CreatedCallbackRow",
     "DispatchStatus",
     "DueRow",
+    "HostRow",
     "InboxEvent",
     "InboxPageRow",
     "JoinCount",
+    "KeptModule",
+    "LoggedLine",
     "Migration",
     "MigrationTimeout",
     "MovedRow",

@@ -27,6 +27,7 @@ from .console import ConsoleStore
 from .cron import CronStore
 from .definitions import DefinitionStore
 from .erasure import ErasureStore
+from .hosts import DefinitionHostStore
 from .inbox import InboxStore
 from .local import LocalStore
 from .migrate import Migration, apply_migrations, apply_migrations_within
@@ -100,6 +101,10 @@ class Store:
     @cached_property
     def definitions(self) -> DefinitionStore:
         return DefinitionStore(self._sql)
+
+    @cached_property
+    def hosts(self) -> DefinitionHostStore:
+        return DefinitionHostStore(self._sql)
 
     @cached_property
     def outbox(self) -> OutboxStore:

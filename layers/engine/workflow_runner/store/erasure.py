@@ -75,5 +75,7 @@ class ErasureStore:
         self._sql.run("erase_blank_dispatches", self._runs(tenant_id, run_ids))
 
     def blank_local_mail(self, tenant_id: str, run_ids: Sequence[str]) -> None:
-        """Blank the mail the local runtime captured for the runs' requests."""
+        """Blank the mail the local runtime captured for the runs' requests, and the
+        exception text its log kept for the runs."""
         self._sql.run("erase_blank_local_mail", self._runs(tenant_id, run_ids))
+        self._sql.run("erase_blank_local_log", self._runs(tenant_id, run_ids))

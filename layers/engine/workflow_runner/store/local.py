@@ -1,6 +1,7 @@
-"""The local runtime's state (`wfr local`, `wfr demo`): clock, resume queue, mailbox.
+"""The local runtime's state (`wfr local`, `wfr demo`, the test kit): clock, resume
+queue, mailbox, and its log of what went wrong in runs.
 
-Tables of migration 0002_local_runtime; unused in AWS.
+Tables of migrations 0002_local_runtime and 0012_local_run_log; unused in AWS.
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ class QueuedMessage:
 
 
 @dataclass(frozen=True)
+class KeptModule:
+    """The source of a workflow module as an earlier `wfr local` command ran it."""
+
+    module: str
+    source_sha: str
+    source: str
+    kept_at: datetime
+
+
+@dataclass(frozen=True)
 class CapturedMail:
     """A mail the local dispatcher captured instead of sending."""
 
@@ -41,6 +52,26 @@ class CapturedMail:
     subject: str
     body: str
     sent_at: datetime
+
+
+@dataclass(frozen=True)
+class LoggedLine:
+    """One line of the local runtime's log about a run: the engine's warning (`message`,
+    with the task it concerns) and the exception text behind it (`detail`), which stored
+    events never carry. Business time."""
+
+    position: int
+    tenant_id: str
+    run_id: str
+    logged_at: datetime
+    message: str
+    task_key: str | None
+    detail: str | None
+
+    @property
+    def text(self) -> str:
+        """`message: detail`, as one line."""
+        return f"{self.message}: {self.detail}" if self.detail else self.message
 
 
 class LocalStore:
@@ -129,16 +160,71 @@ class LocalStore:
             for r in self._sql.all("local_mail_list", {"after": after})
         ]
 
-    def activity_mark(self) -> tuple[int, int]:
-        """(newest stream event position, newest mailbox position)."""
+    def log(self, lines: Sequence[LoggedLine]) -> None:
+        """Keep lines of the local log (their positions are assigned here)."""
+        for line in lines:
+            self._sql.run(
+                "local_log_append",
+                {
+                    "tenant_id": line.tenant_id,
+                    "run_id": line.run_id,
+                    "logged_at": line.logged_at,
+                    "message": line.message,
+                    "task_key": line.task_key,
+                    "detail": line.detail,
+                },
+            )
+
+    def log_since(self, after: int) -> list[LoggedLine]:
+        """Lines of the local log after position `after`, oldest first."""
+        return [LoggedLine(**r) for r in self._sql.all("local_log_since", {"after": after})]
+
+    def log_of_run(self, tenant_id: str, run_id: str) -> list[LoggedLine]:
+        """A run's lines of the local log, oldest first (none on a database that never
+        ran the local runtime)."""
+        rows = self._sql.all("local_log_of_run", {"tenant_id": tenant_id, "run_id": run_id})
+        return [LoggedLine(**r) for r in rows]
+
+    def activity_mark(self) -> tuple[int, int, int]:
+        """(newest stream event, mailbox and local log positions)."""
         row = self._sql.one("local_activity_mark", {})
         assert row is not None
-        return int(row["events"]), int(row["mail"])
+        return int(row["events"]), int(row["mail"]), int(row["log"])
 
     def events_since(self, after_position: int) -> list[StoredEvent]:
         """Stream events appended after a position, in order."""
         rows = self._sql.all("local_activity_since", {"after": after_position})
         return [StoredEvent.from_row({**r, "metadata": {}}) for r in rows]
+
+    def keep_module(
+        self,
+        module: str,
+        source_sha: str,
+        source: str,
+        definitions: Sequence[tuple[str, str]],
+        now: datetime,
+    ) -> None:
+        """Keep a module's source and the (workflow, fingerprint) definitions it made
+        (once per content)."""
+        self._sql.run(
+            "local_keep_module",
+            {
+                "module": module,
+                "source_sha": source_sha,
+                "source": source,
+                "definitions": Jsonb(
+                    [{"workflow_name": n, "fingerprint": f} for n, f in definitions]
+                ),
+                "now": now,
+            },
+        )
+
+    def kept_modules_with(self, workflow_name: str, fingerprint: str) -> list[KeptModule]:
+        """The kept module sources that made this definition, newest first."""
+        rows = self._sql.all(
+            "local_kept_modules_with", {"workflow_name": workflow_name, "fingerprint": fingerprint}
+        )
+        return [KeptModule(**r) for r in rows]
 
     def next_due(self, now: datetime) -> datetime | None:
         """The first instant after `now` at which a row, a queued resume or a dispatch

@@ -225,6 +225,21 @@ class PendingStore:
             },
         )
 
+    def extend_wake(
+        self, tenant_id: str, run_id: str, suspension_version: int, wake_at: datetime
+    ) -> None:
+        """A heartbeat moved a callback wait's deadline to `wake_at` (never earlier; not
+        once the wait has its answer)."""
+        self._sql.run(
+            "extend_pending_wake",
+            {
+                "tenant_id": tenant_id,
+                "run_id": run_id,
+                "suspension_version": suspension_version,
+                "wake_at": wake_at,
+            },
+        )
+
     def mark_matched(
         self,
         tenant_id: str,

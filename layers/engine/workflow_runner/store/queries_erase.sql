@@ -76,6 +76,12 @@ SET request = NULL,
 WHERE tenant_id = %(tenant_id)s AND run_id = ANY(%(run_ids)s::uuid[])
   AND (request IS NOT NULL OR status = 'pending');
 
+-- name: erase_blank_local_log
+-- Blank the exception text the local runtime logged for the runs (it may quote the event).
+UPDATE local_run_log
+SET detail = NULL
+WHERE tenant_id = %(tenant_id)s AND run_id = ANY(%(run_ids)s::uuid[]) AND detail IS NOT NULL;
+
 -- name: erase_blank_local_mail
 -- Blank the mail the local runtime captured for the runs' dispatch requests.
 UPDATE local_mailbox m

@@ -1,5 +1,6 @@
--- Named queries of the local runtime (`wfr local`, `wfr demo`): its clock, resume queue
--- and captured mail (tables of migration 0002_local_runtime).
+-- Named queries of the local runtime (`wfr local`, `wfr demo`, the test kit): its clock,
+-- resume queue and captured mail (tables of migration 0002_local_runtime), and its log of
+-- what went wrong in runs (0015_local_run_log).
 
 -- name: local_clock_exists
 -- Whether this database has the local runtime's tables (migrated to 0002 or later).
@@ -52,10 +53,33 @@ FROM local_mailbox
 WHERE position > %(after)s
 ORDER BY position;
 
+-- name: local_log_append
+-- Keep one line of the local runtime's log about a run.
+INSERT INTO local_run_log (tenant_id, run_id, logged_at, message, task_key, detail)
+VALUES (%(tenant_id)s, %(run_id)s, %(logged_at)s, %(message)s, %(task_key)s, %(detail)s);
+
+-- name: local_log_since
+-- Lines of the local log after a position, oldest first.
+SELECT position, tenant_id::text AS tenant_id, run_id::text AS run_id, logged_at, message,
+       task_key, detail
+FROM local_run_log
+WHERE position > %(after)s
+ORDER BY position;
+
+-- name: local_log_of_run
+-- A run's lines of the local log, oldest first (none on a database without the table).
+SELECT position, tenant_id::text AS tenant_id, run_id::text AS run_id, logged_at, message,
+       task_key, detail
+FROM local_run_log
+WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s
+ORDER BY position;
+
 -- name: local_activity_mark
--- The newest stream event and captured mail positions (what happened after them is news).
+-- The newest stream event, captured mail and local log positions (what happened after
+-- them is news).
 SELECT (SELECT coalesce(max(position), 0) FROM wf_events) AS events,
-       (SELECT coalesce(max(position), 0) FROM local_mailbox) AS mail;
+       (SELECT coalesce(max(position), 0) FROM local_mailbox) AS mail,
+       (SELECT coalesce(max(position), 0) FROM local_run_log) AS log;
 
 -- name: local_activity_since
 -- Stream events appended after a position, in order (the local runtime runs one writer).
@@ -77,3 +101,17 @@ SELECT least(
     (SELECT min(next_attempt_at) FROM task_queue
      WHERE status IN ('pending', 'running') AND next_attempt_at > %(now)s)
 ) AS next_due;
+
+-- name: local_keep_module
+-- Keep the source of a module that defined workflows (once per content).
+INSERT INTO local_kept_modules (module, source_sha, source, definitions, kept_at)
+VALUES (%(module)s, %(source_sha)s, %(source)s, %(definitions)s, %(now)s)
+ON CONFLICT (module, source_sha) DO NOTHING;
+
+-- name: local_kept_modules_with
+-- The kept module sources that defined one definition, newest first.
+SELECT module, source_sha, source, kept_at
+FROM local_kept_modules
+WHERE definitions @> jsonb_build_array(jsonb_build_object(
+          'workflow_name', %(workflow_name)s::text, 'fingerprint', %(fingerprint)s::text))
+ORDER BY kept_at DESC, module, source_sha;

@@ -140,6 +140,11 @@ queued_deleted AS (
     WHERE x.tenant_id = p.tenant_id AND x.run_id = p.run_id
     RETURNING x.tenant_id
 ),
+local_log_deleted AS (
+    DELETE FROM local_run_log x USING picked p
+    WHERE x.tenant_id = p.tenant_id AND x.run_id = p.run_id
+    RETURNING x.tenant_id
+),
 joins_deleted AS (
     DELETE FROM run_joins j USING picked p
     WHERE j.tenant_id = p.tenant_id AND j.parent_run_id = p.run_id
@@ -159,7 +164,8 @@ SELECT (SELECT count(*) FROM runs_deleted) AS runs,
          + (SELECT count(*) FROM tasks_deleted) + (SELECT count(*) FROM callbacks_deleted)
          + (SELECT count(*) FROM pending_deleted) + (SELECT count(*) FROM queued_deleted)
          + (SELECT count(*) FROM joins_deleted) + (SELECT count(*) FROM children_deleted)
-         + (SELECT count(*) FROM mail_deleted) AS other_rows;
+         + (SELECT count(*) FROM mail_deleted) + (SELECT count(*) FROM local_log_deleted)
+           AS other_rows;
 
 -- name: purge_inbox_page
 -- The next page of inbox rows in insertion order, after a position: what one inbox batch

@@ -112,6 +112,16 @@ WHERE (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
 ORDER BY created_at DESC, task_id DESC
 LIMIT %(limit)s;
 
+-- name: adopt_task
+-- A claim another worker took and handed here (a kept version runs its attempt): the row
+-- as claimed, while that claim still holds it (same attempt, lease not ended).
+SELECT tenant_id::text AS tenant_id, task_id::text AS task_id, run_id::text AS run_id,
+       workflow_name, definition_fingerprint, task_key, step_kind, path, scope, request,
+       attempts, max_attempts, timeout_ms, leased_until, 'running' AS was
+FROM task_queue
+WHERE tenant_id = %(tenant_id)s AND task_id = %(task_id)s AND status = 'running'
+  AND attempts = %(attempt)s AND leased_until > %(now)s;
+
 -- name: migrate_tasks
 -- An operator migrated the run: the tasks of its open suspension run their step where
 -- it moved to (%(moves)s: a JSON array of {task_id, path}) on definition %(fingerprint)s.

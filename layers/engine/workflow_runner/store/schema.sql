@@ -267,6 +267,20 @@ CREATE TABLE local_mailbox (
     sent_at     timestamptz NOT NULL
 );
 
+-- The local runtime's log of what went wrong in a run, with the exception's text that
+-- stored events never carry (invariant 8): read by `wfr local`, `wfr runs show` on a
+-- local database and the test kit. Unused in AWS.
+CREATE TABLE local_run_log (
+    position   bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id  uuid        NOT NULL,
+    run_id     uuid        NOT NULL,
+    logged_at  timestamptz NOT NULL,
+    message    text        NOT NULL,
+    task_key   text,
+    detail     text
+);
+CREATE INDEX local_run_log_run_idx ON local_run_log (tenant_id, run_id, position);
+
 -- A join: the child runs one step of a parent asked for. The worker starts them, at
 -- most `concurrency` running at once; each child's terminal transaction marks its own
 -- row settled (uncounted), and the worker counts settled rows into the join and, when
@@ -318,9 +332,10 @@ CREATE INDEX run_children_running ON run_children (tenant_id, child_run_id)
 CREATE INDEX run_children_by_child ON run_children (tenant_id, child_run_id);
 CREATE INDEX run_children_uncounted ON run_children (tenant_id, join_id) WHERE NOT counted;
 
--- Callback tokens of wait_for_callback steps: one row per token a pass handed out, with
--- its SHA-256 (never the token), the suspension it completes, until when, and its
--- completion (set once, in the transaction that records it on the run stream).
+-- Callback tokens: one row per token a pass handed out (a wait_for_callback's, or a
+-- created callback's), with its SHA-256 (never the token), the suspension it completes
+-- (a created callback: the version of the pass's outcome that made it), until when, and
+-- its answer (set once, in the transaction that records it on the run stream).
 CREATE TABLE callbacks (
     token_hash           text        PRIMARY KEY,
     tenant_id            uuid        NOT NULL,
@@ -332,7 +347,19 @@ CREATE TABLE callbacks (
     expires_at           timestamptz NOT NULL,
     created_at           timestamptz NOT NULL,
     completed_at         timestamptz,
-    completion_event_id  text
+    completion_event_id  text,
+    -- A created callback's name and what its token is derived from with the run's
+    -- secret (useless without it). NULL: a wait_for_callback's token.
+    name                 text,
+    mint                 text,
+    -- The heartbeat interval (NULL: none) and the last heartbeat.
+    heartbeat_seconds    integer,
+    last_heartbeat_at    timestamptz,
+    failed_error         text,        -- an answer that reported a failure: its error name
+    -- The run stopped listening without an answer: timeout, heartbeat_timeout, moved_on,
+    -- superseded.
+    closed_at            timestamptz,
+    closed_reason        text
 );
 CREATE INDEX callbacks_run_idx ON callbacks (tenant_id, run_id);
 
@@ -347,4 +374,28 @@ CREATE TABLE workflow_definitions (
     pinning        text        NOT NULL CHECK (pinning IN ('shape', 'exact')),
     registered_at  timestamptz NOT NULL,
     PRIMARY KEY (workflow_name, fingerprint)
+);
+
+-- Which function version has which definition's code (registered by ResumeRun and
+-- StepDispatcher at a container's start): a waiting run whose definition the current
+-- code lacks, and whose shape no longer agrees, is handed to a version that has it.
+CREATE TABLE workflow_definition_hosts (
+    workflow_name  text        NOT NULL,
+    fingerprint    text        NOT NULL,
+    function_role  text        NOT NULL CHECK (function_role IN ('resume-run', 'step-dispatcher')),
+    function_arn   text        NOT NULL,
+    registered_at  timestamptz NOT NULL,
+    PRIMARY KEY (workflow_name, fingerprint, function_role, function_arn)
+);
+CREATE INDEX workflow_definition_hosts_arn_idx ON workflow_definition_hosts (function_arn);
+
+-- `wfr local`: the source of each module that defined workflows, by its hash, so a later
+-- command whose code changed still runs the runs that started on the old code.
+CREATE TABLE local_kept_modules (
+    module       text        NOT NULL,
+    source_sha   text        NOT NULL,
+    source       text        NOT NULL,
+    definitions  jsonb       NOT NULL,
+    kept_at      timestamptz NOT NULL,
+    PRIMARY KEY (module, source_sha)
 );

@@ -100,25 +100,18 @@ class TaskStore:
             "claim_task",
             {"now": now, "max_ms": max_ms, "default_ms": default_ms, "margin_s": margin_s},
         )
-        if row is None:
-            return None
-        return ClaimedTask(
-            tenant_id=row["tenant_id"],
-            task_id=row["task_id"],
-            run_id=row["run_id"],
-            workflow_name=row["workflow_name"],
-            definition_fingerprint=row["definition_fingerprint"],
-            task_key=row["task_key"],
-            step_kind=row["step_kind"],
-            path=list(row["path"]),
-            scope=dict(row["scope"] or {}),
-            request=row["request"],
-            attempt=int(row["attempts"]),
-            max_attempts=int(row["max_attempts"]),
-            timeout_ms=row["timeout_ms"],
-            leased_until=row["leased_until"],
-            lost_attempt=row["was"] == "running",
+        return None if row is None else _claimed(row)
+
+    def adopt(
+        self, tenant_id: str, task_id: str, attempt: int, now: datetime
+    ) -> ClaimedTask | None:
+        """A claim another worker took and handed here, while it still holds the row
+        (attempt `attempt`, lease not ended); None when it no longer does."""
+        row = self._sql.one(
+            "adopt_task",
+            {"tenant_id": tenant_id, "task_id": task_id, "attempt": attempt, "now": now},
         )
+        return None if row is None else _claimed(row)
 
     def retry(self, task: ClaimedTask, next_attempt_at: datetime, error: str) -> None:
         """Schedule the next attempt (only while this claim holds the row)."""
@@ -222,6 +215,26 @@ class TaskStore:
         """When the earliest open task is due (None: none is open)."""
         row = self._sql.one("next_task_due", {})
         return None if row is None else row["due"]
+
+
+def _claimed(row: dict[str, Any]) -> ClaimedTask:
+    return ClaimedTask(
+        tenant_id=row["tenant_id"],
+        task_id=row["task_id"],
+        run_id=row["run_id"],
+        workflow_name=row["workflow_name"],
+        definition_fingerprint=row["definition_fingerprint"],
+        task_key=row["task_key"],
+        step_kind=row["step_kind"],
+        path=list(row["path"]),
+        scope=dict(row["scope"] or {}),
+        request=row["request"],
+        attempt=int(row["attempts"]),
+        max_attempts=int(row["max_attempts"]),
+        timeout_ms=row["timeout_ms"],
+        leased_until=row["leased_until"],
+        lost_attempt=row["was"] == "running",
+    )
 
 
 def _task_row(row: dict[str, Any]) -> TaskRow:

@@ -16,10 +16,19 @@ from __future__ import annotations
 
 from .callbacks import (
     CALLBACK_COMPLETED,
+    CALLBACK_CREATED,
     CALLBACK_EVENT_TYPE,
+    CALLBACK_FAILED,
+    CALLBACK_HEARTBEAT,
     STEP_WAITING_FOR_CALLBACK,
+    CallbackAnswer,
     CallbackCompleted,
+    CallbackCreated,
+    CallbackFailed,
+    CallbackHeartbeat,
+    CallbackTimer,
     StepWaitingForCallback,
+    callback_deadline,
 )
 from .children import ChildrenRequested, ChildrenSettled
 from .codec import SUSPENDING_FACTS, Fact, UnknownFact, decode, type_of
@@ -90,7 +99,10 @@ from .tasks import TaskAttemptFailed, TaskCompleted, TaskFailed, TaskOutcome
 
 __all__ = [
     "CALLBACK_COMPLETED",
+    "CALLBACK_CREATED",
     "CALLBACK_EVENT_TYPE",
+    "CALLBACK_FAILED",
+    "CALLBACK_HEARTBEAT",
     "CHILDREN_REQUESTED",
     "CHILDREN_SETTLED",
     "CHILDREN_WAITING",
@@ -127,7 +139,12 @@ __all__ = [
     "TASK_FAILED",
     "TASK_SCHEDULED",
     "TERMINAL_TYPES",
+    "CallbackAnswer",
     "CallbackCompleted",
+    "CallbackCreated",
+    "CallbackFailed",
+    "CallbackHeartbeat",
+    "CallbackTimer",
     "ChildrenRequested",
     "ChildrenSettled",
     "ChildrenWaiting",
@@ -168,6 +185,7 @@ __all__ = [
     "TaskScheduled",
     "TasksScheduled",
     "UnknownFact",
+    "callback_deadline",
     "decode",
     "fold_run",
     "type_of",

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from ..fast_init import fast_init
-from .callbacks import CallbackCompleted, StepWaitingForCallback
+from .callbacks import (
+    CallbackCompleted,
+    CallbackCreated,
+    CallbackFailed,
+    CallbackHeartbeat,
+    StepWaitingForCallback,
+)
 from .children import ChildrenRequested, ChildrenSettled
 from .conditions import StepWaitingForCondition
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
@@ -74,6 +80,9 @@ Fact: TypeAlias = (
     | StepWaitingForCallback
     | StepWaitingForCondition
     | CallbackCompleted
+    | CallbackFailed
+    | CallbackHeartbeat
+    | CallbackCreated
     | UnknownFact
 )
 
@@ -113,6 +122,9 @@ _KNOWN: dict[str, Any] = {
         OperatorAction,
         RunMigrated,
         CallbackCompleted,
+        CallbackFailed,
+        CallbackHeartbeat,
+        CallbackCreated,
     )
 }
 

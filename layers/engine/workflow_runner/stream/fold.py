@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
 from ..definition.completion import CompletionReason, decide
 from ..fast_init import fast_init
-from .callbacks import CallbackCompleted, StepWaitingForCallback
+from .callbacks import (
+    CallbackCompleted,
+    CallbackFailed,
+    CallbackHeartbeat,
+    StepWaitingForCallback,
+)
 from .children import ChildrenSettled
 from .codec import SUSPENDING_FACTS, Fact
 from .conditions import StepWaitingForCondition
@@ -63,6 +68,8 @@ class RunState:
     moved_from: tuple[int, ...] = ()
     # The first event that matched the open wait (a callback's payload event included).
     matched_event_id: str | None = None
+    # The error name the open callback wait's token answered with (CallbackFailed).
+    callback_error: str | None = None
     # The recorded outcomes of the open suspension's task(s), by task id.
     task_outcomes: dict[str, TaskOutcome] = field(default_factory=dict)
     children_settled: ChildrenSettled | None = None  # the open join's children settled
@@ -171,6 +178,21 @@ class RunState:
     def wake_at(self) -> datetime | None:
         return None if self.suspension is None else self.suspension.due_at
 
+    def _settles_open_callback(
+        self, fact: CallbackCompleted | CallbackFailed | CallbackHeartbeat
+    ) -> bool:
+        """Whether a callback's fact is about the callback wait open now, still without
+        an answer (a completion recorded before callbacks could be created names no
+        token: its version decides)."""
+        open_ = self.suspension
+        return (
+            fact.run_due
+            and isinstance(open_, StepWaitingForCallback)
+            and fact.suspension_version == self.suspension_version
+            and fact.token_hash in (None, open_.token_hash)
+            and self.matched_event_id is None
+        )
+
     def apply(self, recorded: RecordedFact) -> None:
         """Fold one more fact (oldest first)."""
         self.version = recorded.version
@@ -186,6 +208,7 @@ class RunState:
             self.suspension_version = recorded.version
             self.moved_from = ()
             self.matched_event_id = None
+            self.callback_error = None
             self.task_outcomes = {}
             self.children_settled = None
             self.stopped = None
@@ -193,13 +216,15 @@ class RunState:
         elif isinstance(fact, StepEventMatched):
             if self.matched_event_id is None:
                 self.matched_event_id = fact.event_id
-        elif isinstance(fact, CallbackCompleted):
-            if (
-                isinstance(self.suspension, StepWaitingForCallback)
-                and fact.suspension_version == self.suspension_version
-                and self.matched_event_id is None
-            ):
+        elif isinstance(fact, (CallbackCompleted, CallbackFailed)):
+            if self._settles_open_callback(fact):
                 self.matched_event_id = fact.event_id
+                if isinstance(fact, CallbackFailed):
+                    self.callback_error = fact.error
+        elif isinstance(fact, CallbackHeartbeat):
+            open_ = self.suspension
+            if self._settles_open_callback(fact) and isinstance(open_, StepWaitingForCallback):
+                self.suspension = replace(open_, heartbeat_at=fact.deadline)
         elif isinstance(fact, (TaskCompleted, TaskFailed)):
             if self.waits_for_task(fact.task_id):
                 self.task_outcomes[fact.task_id] = fact
@@ -220,6 +245,7 @@ class RunState:
             self.status = "running"
             self.suspension = None
             self.matched_event_id = None
+            self.callback_error = None
             self.task_outcomes = {}
             self.children_settled = None
             self.stopped = None

@@ -53,8 +53,9 @@ RunStatus: TypeAlias = Literal["running", "waiting", "completed", "failed", "can
 RUN_STATUSES: tuple[RunStatus, ...] = ("running", "waiting", "completed", "failed", "cancelled")
 SETTLED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
+# "heartbeat_timeout": a callback wait whose heartbeats stopped (its own timeout: "timeout").
 ResumedBy: TypeAlias = Literal[
-    "event", "timeout", "timer", "forced", "task", "children", "callback"
+    "event", "timeout", "timer", "forced", "task", "children", "callback", "heartbeat_timeout"
 ]
 
 # A task suspension has no time of its own: it is due when its outcome is recorded.

@@ -20,8 +20,9 @@ from __future__ import annotations
 from ..engine.callbacks import CallbackRefused
 from ..engine.pinning import PinnedDefinition
 from ..engine.run_migration import MigrationReport
-from .env import WorkflowTestEnv, registry_of
+from .env import WorkflowTestEnv
 from .records import RunEvent, RunSnapshot, SentMail, SentWebhook
+from .workflows import registry_of
 
 __all__ = [
     "CallbackRefused",

@@ -8,41 +8,43 @@ PostgreSQL database, with captured mail and stubbable webhooks.
 
 from __future__ import annotations
 
-import importlib
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..callback_tokens import is_token, tokens_in
-from ..cron import CronSchedule
-from ..definition import (
-    CronTrigger,
-    StepContext,
-    WorkflowDefinition,
-    WorkflowRegistry,
-    default_registry,
-    run_id_for,
-)
+from ..definition import StepContext, WorkflowDefinition, WorkflowRegistry, run_id_for
+from ..definition.hosts import ArchivedDefinitions
+from ..definition.registry import unknown_workflow_message
 from ..durations import format_instant, parse_duration, parse_instant
 from ..embedded import drop_database
 from ..engine.operator_actions import Operator
 from ..engine.pinning import PinnedDefinition, pinned_definitions
+from ..engine.run_lookup import workflow_names
 from ..engine.run_migration import MigrationReport, MigrationRequest, migrate_runs
 from ..engine.step_mapping import parse_mapping
 from ..envelope import MAX_DETAIL_DEPTH, MAX_EVENT_BYTES
-from ..errors import NotConfigured, RunNotFound, WorkflowDefinitionError
+from ..errors import (
+    InvalidInput,
+    NotConfigured,
+    RunNotFound,
+    UnknownWorkflow,
+)
 from ..json_input import check_json_value
 from ..local.application import find_template, no_template_message
 from ..local.runtime import LocalRuntime
-from ..storable import DEFAULT_MAX_RESULT_BYTES
 from ..store import Store, connect
+from ..stream import RunStarted
+from ..suggest import did_you_mean, listing
 from ..webhook_guard import WebhookGuard
+from .callbacks import CallbackAnswers
 from .records import RunSnapshot, SentMail, SentWebhook, StubbedHttp, snapshot
 from .server import fresh_database, server_url
-from .tasks import dying_at, swap_task
+from .tasks import dying_at
+from .workflows import registry_of, swap_task
 
 DEFAULT_NOW = "2030-01-01T09:00:00Z"
 # Webhook hosts resolve here in tests: a public address, so the SSRF guard judges URLs
@@ -54,36 +56,7 @@ def _public_resolver(host: str, port: int) -> list[str]:
     return [_PUBLIC_ADDRESS]
 
 
-def registry_of(
-    modules: Sequence[str] = (), workflows: Sequence[WorkflowDefinition] = ()
-) -> WorkflowRegistry:
-    """The workflows the modules register when imported (as WORKFLOW_MODULES would load
-    them), plus `workflows`.
-
-    Raises:
-        WorkflowDefinitionError: a module cannot be imported, or registers no workflow.
-    """
-    registry = WorkflowRegistry()
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise WorkflowDefinitionError(
-                f"module {module!r} cannot be imported: {error}"
-            ) from error
-        found = default_registry().defined_in(module)
-        if not found:
-            raise WorkflowDefinitionError(
-                f"module {module!r} registers no workflow (define_workflow(...) at import)"
-            )
-        for definition in found:
-            registry.register(definition)
-    for definition in workflows:
-        registry.register(definition)
-    return registry
-
-
-class WorkflowTestEnv:
+class WorkflowTestEnv(CallbackAnswers):
     """A test environment: your workflows, the engine's handlers, a database of its own.
 
     Use it as a context manager; everything happens at business time `now`, which only
@@ -140,6 +113,9 @@ class WorkflowTestEnv:
         self._runtime: LocalRuntime | None = None
         self._database: tuple[str, str] | None = None  # (admin URL, name)
         self._http = StubbedHttp(self._clock_now)
+        # The definitions of earlier deploys, kept loaded as AWS keeps their versions.
+        self._kept = ArchivedDefinitions()
+        self._deploys = 0
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -159,6 +135,7 @@ class WorkflowTestEnv:
                 ),
                 start=self._start,
                 environ=self._environ,
+                kept=self._kept,
             )
         except BaseException:
             self.close()
@@ -227,10 +204,32 @@ class WorkflowTestEnv:
         Returns:
             The event id.
 
+        Warns:
+            UserWarning: no registered workflow starts on or waits for `type` (the event
+                is put all the same, and ignored), with the closest types.
+
         Raises:
-            InvalidInput: `payload` is nested deeper than an event's detail may be (99
-                levels) or larger than an event (256 KB).
+            InvalidInput: `tenant` is not a UUID, `payload` is not a JSON object, nested
+                deeper than an event's detail may be (99 levels) or larger than an event
+                (256 KB).
         """
+        if not isinstance(payload, dict):
+            raise InvalidInput(
+                f"put_event: payload must be a JSON object (a dict: the event's detail), "
+                f"got {payload.__class__.__name__}"
+            )
+        try:
+            tenant = str(uuid.UUID(tenant))
+        except (TypeError, ValueError, AttributeError):
+            raise InvalidInput(f"put_event: tenant must be a UUID, got {tenant!r}") from None
+        known = self.registry.trigger_types() | self.registry.awaited_types()
+        if type not in known:
+            warnings.warn(
+                f"put_event: no registered workflow starts on or waits for {type!r}; it is "
+                f"ignored{did_you_mean(type, sorted(known))}",
+                UserWarning,
+                stacklevel=2,
+            )
         check_json_value(
             payload,
             "put_event(payload=...)",
@@ -255,13 +254,13 @@ class WorkflowTestEnv:
         return event_id
 
     def advance(self, duration: str | timedelta) -> None:
-        """Move business time forward by `duration` (ISO-8601, e.g. "PT1H", or a
+        """Move business time forward by `duration` ("PT1H", "1h", "3d": durations.py; or a
         timedelta) and run everything that becomes due on the way, each at its instant:
         timers, timeouts, retries, cron starts, webhook redeliveries. `advance("PT0S")`
         runs one scheduled cycle without moving the clock.
 
         Raises:
-            InvalidDuration: `duration` is not an ISO-8601 duration.
+            InvalidDuration: `duration` is not a duration.
         """
         delta = parse_duration(duration) if isinstance(duration, str) else duration
         if delta < timedelta(0):
@@ -273,21 +272,10 @@ class WorkflowTestEnv:
         until = parse_instant(moment) if isinstance(moment, str) else moment
         if until < self.now:
             raise ValueError(f"advance_to: {format_instant(until)} is in the past")
-        # A cycle now first, as the minutely schedules would have run one since the last
-        # event: it starts the cron clocks of tenants seen for the first time.
-        self.runtime.tick()
-        while self.now < until:
-            stops = [until, self.runtime.next_due_after(self.now), self._next_cron(self.now)]
-            self.runtime.set_now(min(s for s in stops if s is not None))
-            self.runtime.tick()
-
-    def _next_cron(self, after: datetime) -> datetime | None:
-        instants = [
-            CronSchedule.parse(wf.trigger.schedule).next_after(after)
-            for wf in self.registry.cron_workflows()
-            if isinstance(wf.trigger, CronTrigger)
-        ]
-        return min(instants) if instants else None
+        # The same time travel as `wfr local tick --until`: a cycle now, then one at
+        # each instant something falls due (timers, retries, cron instants).
+        for _ in self.runtime.travel(until):
+            pass
 
     # --- what happened -----------------------------------------------------------------
 
@@ -303,19 +291,45 @@ class WorkflowTestEnv:
         tenant's only run of that workflow), as its stream records it now.
 
         Raises:
-            RunNotFound: there is no such run for this tenant (or several, without a key).
+            UnknownWorkflow: no workflow of that name is registered or has runs (the
+                message offers the closest names).
+            RunNotFound: there is no such run for this tenant (or several, without a
+                key); the message lists the keys of the workflow's runs there.
         """
+        known = workflow_names(self.store, self.registry)
+        if workflow not in known:
+            raise UnknownWorkflow(unknown_workflow_message(workflow, known, "registered"))
         if run_id is None and key is not None:
             run_id = run_id_for(workflow, key)
         if run_id is None:
             runs = self.store.runs.for_tenant(tenant, workflow_name=workflow, limit=2)
             if len(runs) != 1:
-                raise RunNotFound(tenant, f"<{len(runs)} runs of {workflow}: pass key=>")
+                raise self._not_found(tenant, workflow, None, f"{len(runs)} runs")
             run_id = runs[0].run_id
         events = self.store.streams.load(tenant, run_id)
         if not events:
-            raise RunNotFound(tenant, run_id)
+            raise self._not_found(tenant, workflow, key, run_id)
         return snapshot(self.store, tenant, run_id, events)
+
+    def _not_found(self, tenant: str, workflow: str, key: str | None, found: str) -> RunNotFound:
+        """What env.run could not find, with the keys the tenant's runs of it have."""
+        runs = self.store.runs.for_tenant(tenant, workflow_name=workflow, limit=50)
+        if not runs:
+            return RunNotFound(tenant, found, f"tenant {tenant} has no runs of {workflow!r}")
+        keys = []
+        for run in runs:
+            first = self.store.streams.load(tenant, run.run_id)[:1]
+            started = first[0].fact if first else None
+            if isinstance(started, RunStarted) and started.idempotency_key is not None:
+                keys.append(started.idempotency_key)
+        wanted = f"with key {key!r}" if key is not None else "(pass key=)"
+        hint = did_you_mean(key, keys) if key is not None else ""
+        return RunNotFound(
+            tenant,
+            found,
+            f"no run of {workflow!r} {wanted} for tenant {tenant}{hint} "
+            f"(its {len(runs)} run(s) there have the keys: {listing(keys)})",
+        )
 
     def runs(self, *, tenant: str, workflow: str | None = None) -> list[RunSnapshot]:
         """Every run of a tenant (of one workflow), most recently updated first."""
@@ -339,33 +353,6 @@ class WorkflowTestEnv:
         """Webhook delivery attempts so far, oldest first (nothing leaves the process)."""
         return list(self._http.sent)
 
-    def complete_callback(self, token: str, payload: Any) -> None:
-        """Complete a wait_for_callback as an outside system would through the callback
-        endpoint, and run what follows at once (the resumed pass, its mail, webhooks).
-
-        Args:
-            token: the token, or the text that carried it to the outside system (a mail
-                body, a link, a webhook body) holding exactly one.
-            payload: the JSON the outside system sends (not null); it lands under the
-                wait's result key.
-
-        Raises:
-            ValueError: `token` holds no token, or several.
-            CallbackRefused: unknown token, used before, expired, or the run moved on.
-            InvalidInput: the payload is null, not JSON, too large (256 KB) or nested
-                too deeply (100 levels).
-        """
-        check_json_value(
-            payload, "complete_callback(payload=...)", max_bytes=DEFAULT_MAX_RESULT_BYTES
-        )
-        found = [token] if is_token(token) else tokens_in(token)
-        if len(found) != 1:
-            raise ValueError(
-                f"complete_callback: expected one callback token (wfrcb_...), found {len(found)} "
-                f"in {token[:80]!r}"
-            )
-        self.runtime.complete_callback(found[0], payload, source="tests")
-
     def stub_webhook(self, url: str, *statuses: int | None) -> None:
         """Answer webhooks to `url` with `statuses` in turn, the last one repeating
         (default for every URL: 200). None: the connection fails. A trailing `*` in
@@ -381,7 +368,8 @@ class WorkflowTestEnv:
         or raises. The definition keeps its fingerprint: runs stay pinned to it.
 
         Raises:
-            ValueError: no registered workflow has a task with this key.
+            ValueError: no registered workflow has a task with this key (the message
+                offers the closest task keys).
         """
         self._use(swap_task(self.registry, "stub_task", key, lambda _: fn, workflow))
 
@@ -411,8 +399,10 @@ class WorkflowTestEnv:
 
     def pinned_definitions(self) -> list[PinnedDefinition]:
         """The definitions waiting runs are pinned to, judged against the registered
-        workflows (what `wfr doctor` checks)."""
-        return pinned_definitions(self.store, self.registry)
+        workflows and the code kept from earlier deploys (what `wfr doctor` checks):
+        each says how many of its runs resume on their own definition (`exact`), on one
+        whose shape agrees (`by_shape`), stay on kept code (`kept`) or fail."""
+        return pinned_definitions(self.store, self.registry, hosts=self._kept)
 
     def migrate_runs(
         self,
@@ -449,15 +439,34 @@ class WorkflowTestEnv:
         return report
 
     def redeploy(
-        self, modules: Sequence[str] = (), workflows: Sequence[WorkflowDefinition] = ()
+        self,
+        modules: Sequence[str] = (),
+        workflows: Sequence[WorkflowDefinition] = (),
+        *,
+        keep_previous: bool = True,
     ) -> list[PinnedDefinition]:
         """Replace the registered workflows, as a deploy of new code would, and return
         the definitions whose waiting runs will now fail (empty: the change is safe for
         the runs in this database). The environment goes on with the new workflows.
 
+        As in AWS, where every deploy publishes a function version and older ones are
+        kept, the definitions registered until now stay loaded: a waiting run whose
+        definition the new code lacks, and whose shape no longer agrees, goes on on its
+        old code (its entry's `kept` count) instead of failing.
+
+        Args:
+            keep_previous: False: the code before this deploy is gone, with that of every
+                earlier one (as if their versions were deleted): such runs fail loud
+                with workflow_definition_changed.
+
         Raises:
             WorkflowDefinitionError: a module cannot be imported or defines no workflow.
         """
         registry = registry_of(modules, workflows)
+        self._deploys += 1
+        if keep_previous:
+            self._kept.keep(self.registry, f"the code before redeploy {self._deploys}")
+        else:
+            self._kept.clear()
         self._use(registry)
-        return [p for p in pinned_definitions(self.store, registry) if p.fails]
+        return [p for p in self.pinned_definitions() if p.fails]

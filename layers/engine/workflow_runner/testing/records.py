@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..pass_result import TASK_FAILED_REASON
 from ..ports import HttpResponse
-from ..store import Store, StoredEvent
+from ..storable import NotStorable
+from ..store import LoggedLine, Store, StoredEvent
 from ..stream import (
     CALLBACK_EVENT_TYPE,
     RETURNED_FAILURE,
@@ -47,7 +49,13 @@ class RunSnapshot:
             failed the run computed.
         result: the returned value of a completed run or of a returned failure.
         reason, error: why a failed run failed (`reason` e.g. returned_failure or
-            invalid_argument:timeout) and the stored generic error text.
+            invalid_argument:timeout) and the stored generic error text
+            (`workflow step failed (ValueError)`: stored events never carry more).
+        error_detail: the text behind `error`, from the local runtime's log: the
+            exception's class and message (`ValueError: card declined`), or for a value
+            that could not be stored, the key, the place inside it and its type.
+        log: every line the local runtime logged about the run, oldest first (failed
+            task attempts with their text, refused webhooks, the failed step).
         waiting_for: the event type a waiting run waits for (`workflow.callback` at a
             wait_for_callback; None: not waiting for an event).
         wake_at: when a waiting run is due (its timer, timeout or next retry).
@@ -67,6 +75,8 @@ class RunSnapshot:
     wake_at: datetime | None
     definition_fingerprint: str
     events: list[RunEvent]
+    error_detail: str | None = None
+    log: list[str] = field(default_factory=list)
 
     @property
     def event_types(self) -> list[str]:
@@ -102,6 +112,7 @@ def snapshot(store: Store, tenant_id: str, run_id: str, events: list[StoredEvent
             reason, error = fact.reason, fact.error
             result = fact.result if fact.reason == RETURNED_FAILURE else None
     suspension = state.suspension
+    logged = store.local.log_of_run(tenant_id, run_id)
     return RunSnapshot(
         run_id=run_id,
         tenant_id=tenant_id,
@@ -118,7 +129,22 @@ def snapshot(store: Store, tenant_id: str, run_id: str, events: list[StoredEvent
             RunEvent(e.version, e.type, shown_payload(e), e.recorded_at, describe_event(e))
             for e in events
         ],
+        error_detail=_error_detail(error, reason, logged),
+        log=[line.text for line in logged],
     )
+
+
+def _error_detail(
+    error: str | None, reason: str | None, logged: Sequence[LoggedLine]
+) -> str | None:
+    """The text behind a failed run's stored error: the last line about a task when a
+    task failed it (the run's own line only says that the task failed), else the last
+    line about the run."""
+    if error is None or reason == RETURNED_FAILURE:
+        return None
+    if reason in (TASK_FAILED_REASON, NotStorable.reason):
+        logged = [line for line in logged if line.task_key is not None] or logged
+    return logged[-1].detail if logged else None
 
 
 def _waiting_for(suspension: object) -> str | None:

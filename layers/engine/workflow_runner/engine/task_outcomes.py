@@ -1,0 +1,188 @@
+"""Recording a task attempt's outcome on the run stream (the task worker's writes).
+
+The outcome is appended at the stream's current version after checking, in the same
+transaction, that the run still waits at this task without an outcome: the append is
+what makes an attempt count once when two workers ran it (a lease that ran out). A
+final outcome also marks the run's pending row due; the caller enqueues the resume.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from ..definition import RetryPolicy
+from ..store import ClaimedTask, Store
+from ..stream import (
+    RUN_STREAM,
+    RecordedFact,
+    RunState,
+    StepStopped,
+    TaskAttemptFailed,
+    TaskCompleted,
+    TaskFailed,
+    TasksScheduled,
+)
+from .passes import load_run_for_pass
+from .projection import TASK_OUTCOME
+
+_APPEND_TRIES = 5
+
+
+class AttemptFailure(Exception):
+    """An attempt failed: `final` when no attempt may follow; `reason` is the task's
+    when it ends with this failure (attempts_exhausted when the attempts ran out,
+    unless `keeps_reason`)."""
+
+    def __init__(
+        self,
+        error_class: str,
+        final: bool,
+        reason: str,
+        status: int | None = None,
+        keeps_reason: bool = False,
+    ) -> None:
+        super().__init__(error_class)
+        self.error_class = error_class
+        self.final = final
+        self.reason = reason
+        self.status = status
+        self.keeps_reason = keeps_reason
+
+
+TaskFact = TaskAttemptFailed | TaskCompleted | TaskFailed
+
+
+def _append(
+    store: Store, task: ClaimedTask, build: Callable[[int], TaskFact], now: datetime
+) -> tuple[int, bool] | None:
+    """Append a task fact at the run stream's current version, in the caller's
+    transaction, while the run still waits at this task without an outcome. Returns
+    the suspension's version and whether the run is now due (every task of a parallel
+    settled, or one failed uncaught, or its completion policy decided: then the tasks
+    left are stopped), or None when the run moved on (cancelled, stopped, or another
+    worker recorded the outcome first). `build` makes the fact for a version."""
+    for _ in range(_APPEND_TRIES):
+        state = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True).state
+        if not state.waits_for_task(task.task_id):
+            return None
+        fact = build(state.suspension_version)
+        state.apply(RecordedFact(state.version + 1, now, fact))
+        due = state.outcome_ready
+        if isinstance(fact, (TaskCompleted, TaskFailed)) and not due:
+            fact = replace(fact, run_due=False)  # the projection marks the row due or not
+        stopped = state.parallel_stop() if due else None
+        facts: list[TaskFact | StepStopped] = [fact] if stopped is None else [fact, stopped]
+        if store.streams.append(
+            task.tenant_id, task.run_id, RUN_STREAM, state.version - 1, facts, now
+        ):
+            if stopped is not None:
+                _cancel_stopped(store, task, state, stopped, now)
+            return state.suspension_version, due
+    return None
+
+
+def _cancel_stopped(
+    store: Store, task: ClaimedTask, state: RunState, stopped: StepStopped, now: datetime
+) -> None:
+    """Cancel the rows of the tasks a parallel's stop ended: never claimed again."""
+    open_ = state.suspension
+    assert isinstance(open_, TasksScheduled)
+    for other in open_.tasks:
+        if other.task_key in stopped.task_keys:
+            store.tasks.settle(task.tenant_id, other.task_id, "cancelled", now)
+
+
+def record_success(
+    store: Store, task: ClaimedTask, value: Any, now: datetime
+) -> tuple[Literal["completed", "dropped"], bool]:
+    def completed(version: int) -> TaskCompleted:
+        return TaskCompleted(
+            task_key=task.task_key,
+            task_id=task.task_id,
+            suspension_version=version,
+            attempt=task.attempt,
+            result=value,
+        )
+
+    with store.transaction():
+        appended = _append(store, task, completed, now)
+        if appended is None:
+            store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
+            return "dropped", False
+        version, due = appended
+        store.tasks.settle(task.tenant_id, task.task_id, "completed", now)
+        if due:
+            store.pending.mark_matched(
+                task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
+            )
+    return "completed", due
+
+
+def record_failure(
+    store: Store,
+    task: ClaimedTask,
+    attempt: int,
+    failure: AttemptFailure,
+    policy: RetryPolicy,
+    now: datetime,
+    rng: random.Random,
+    attempt_running: bool = False,
+) -> tuple[Literal["failed", "retry", "dropped"], bool]:
+    """Record a failed attempt: a TaskAttemptFailed and when the next attempt runs, or
+    the TaskFailed that ends the task. `attempt_running`: the next attempt has already
+    been claimed (a lost attempt found by a claim), so none is scheduled; a lost
+    attempt recorded without it (at most once) gives the claim back, due after the
+    backoff."""
+    final = failure.final or attempt >= task.max_attempts
+    error = f"workflow step failed ({failure.error_class})"
+    retry_at = (
+        now if attempt_running else now + timedelta(seconds=policy.delay(attempt, rng.random))
+    )
+
+    def fact(version: int) -> TaskFact:
+        if final:
+            return TaskFailed(
+                task_key=task.task_key,
+                task_id=task.task_id,
+                suspension_version=version,
+                attempts=attempt,
+                error=error,
+                error_class=failure.error_class,
+                reason=failure.reason
+                if failure.final or failure.keeps_reason
+                else "attempts_exhausted",
+                status=failure.status,
+            )
+        return TaskAttemptFailed(
+            task_key=task.task_key,
+            task_id=task.task_id,
+            suspension_version=version,
+            attempt=attempt,
+            error=error,
+            error_class=failure.error_class,
+            retry_at=retry_at,
+            status=failure.status,
+        )
+
+    with store.transaction():
+        appended = _append(store, task, fact, now)
+        if appended is None:
+            store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
+            return "dropped", False
+        version, due = appended
+        if final:
+            store.tasks.settle(task.tenant_id, task.task_id, "failed", now, error)
+            if due:
+                store.pending.mark_matched(
+                    task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
+                )
+            return "failed", due
+        if attempt < task.attempt:
+            store.tasks.release(task, retry_at, error)  # the claim that found it, unstarted
+        elif not attempt_running:
+            store.tasks.retry(task, retry_at, error)
+    return "retry", False

@@ -90,8 +90,7 @@ def test_max_concurrency_below_one_is_a_definition_error_naming_its_place(bad: A
         ),
         (
             lambda s: [s.parallel(branches=[[one(s)], [s.wait(for_="soon")]])],
-            "quotes › step 0 (parallel) › branch 1 › step 0 (wait) › for_: Invalid ISO-8601 "
-            'duration "soon"',
+            'quotes › step 0 (parallel) › branch 1 › step 0 (wait) › for_: Invalid duration "soon"',
         ),
     ],
 )

@@ -49,6 +49,7 @@ from .definition.dsl import (
 from .definition.retry import RetryPolicy
 from .durations import format_instant, is_duration
 from .graph_conditions import condition_text
+from .graph_lanes import Cluster, lanes
 from .match_builders import describe_match
 from .refs import Ref
 from .store import Store, StoredEvent
@@ -92,15 +93,6 @@ class Edge:
     target: str
     label: str = ""
     dotted: bool = False
-
-
-@dataclass
-class Cluster:
-    """A group of nodes drawn together: one branch of a parallel (a lane)."""
-
-    id: str
-    label: str
-    node_ids: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -301,7 +293,14 @@ class _Builder:
                 self.chart.edges.append(Edge(source, node.id, label or "next item", dotted=True))
             return [(node.id, "done")]
         if isinstance(step, Parallel) and step.branches is not None:
-            return self.branches(step, node, (*head, (index, "")))
+            return lanes(
+                self.chart.nodes,
+                self.chart.clusters,
+                self.sequence,
+                step,
+                node.id,
+                (*head, (index, "")),
+            )
         if isinstance(step, Parallel):
             joined: list[tuple[str, str]] = []
             for j, task in enumerate(step.steps):
@@ -320,19 +319,6 @@ class _Builder:
             )
             return body
         return [(node.id, "")]
-
-    def branches(self, step: Parallel, node: Node, at: StepKey) -> list[tuple[str, str]]:
-        """Each branch a lane (a cluster) from the parallel's node; the lanes join after it."""
-        if not step.branches:
-            return [(node.id, "nothing to run")]
-        joined: list[tuple[str, str]] = []
-        for k, lane in enumerate(step.branches):
-            first = len(self.chart.nodes)
-            *head, (index, _arm) = at
-            joined += self.sequence(lane, (*head, (index, f"b{k}")), [(node.id, f"branch {k}")])
-            ids = [n.id for n in self.chart.nodes[first:]]
-            self.chart.clusters.append(Cluster(f"{node.id}_b{k}", f"branch {k}", ids))
-        return joined
 
 
 def flowchart(definition: WorkflowDefinition) -> Flowchart:

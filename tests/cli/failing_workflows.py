@@ -1,6 +1,8 @@
-"""Workflows that fail the way a new user's do, for the local loop's tests (loaded through
+"""Workflows that fail the way a new user's do, for the local loop's tests (named in
 WORKFLOW_MODULES): a task whose result is not JSON, a step whose exception carries
-personal data."""
+personal data. Not registered at import: test_cli_local_errors.py puts them in the
+default registry while its tests run, so that other tests of the process (the doctor's
+template check) see the registry without them."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ charge = define_workflow(
     name="charge",
     trigger=on_event("charge.requested"),
     idempotency_key=Event.payload["orderId"],
+    register=False,
     steps=lambda s: [s.task("charge", paid), s.return_({"isSuccess": True})],
 )
 
@@ -31,5 +34,6 @@ refusal = define_workflow(
     name="refusal",
     trigger=on_event("refusal.requested"),
     idempotency_key=Event.payload["orderId"],
+    register=False,
     steps=lambda s: [s.compute("answer", refuse), s.return_({"isSuccess": True})],
 )

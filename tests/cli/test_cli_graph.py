@@ -152,6 +152,42 @@ def test_every_node_is_connected(cli: Cli, name: str) -> None:
         assert f" {node} " in f" {edges} ", node
 
 
+def test_the_branches_of_a_parallel_are_lanes_that_join_after_it() -> None:
+    definition = define_workflow(
+        "cli-lanes",
+        on_event("lanes.go"),
+        steps=lambda s: [
+            s.parallel(
+                branches=[
+                    [s.wait(for_="PT1H"), s.task("slow", lambda ctx: 1)],
+                    [s.compute("fast", lambda ctx: 2), s.branch_result("done")],
+                ],
+                max_concurrency=1,
+                result_key="both",
+            ),
+            s.return_(),
+        ],
+        register=False,
+    )
+    text = to_mermaid(flowchart(definition))
+    assert '    s0{"parallel (2 branches, 1 at once) → both"}' in text
+    lane = text.index('    subgraph s0_b0 ["branch 0"]\n')
+    assert text[lane:].startswith(
+        '    subgraph s0_b0 ["branch 0"]\n'
+        '        s0b0_0(["wait PT1H"])\n'
+        '        s0b0_1[["task slow → slow, ×3 exponential"]]\n'
+        "    end\n"
+        '    subgraph s0_b1 ["branch 1"]\n'
+        '        s0b1_0["compute fast"]\n'
+        '        s0b1_1("branch result done")\n'
+        "    end\n"
+    )
+    assert '    s0 -- "branch 0" --> s0b0_0' in text
+    assert '    s0 -- "branch 1" --> s0b1_0' in text
+    assert "    s0b0_1 --> s1" in text  # the lanes join at the step after the parallel
+    assert '    s0b1_1 -- "branch ends" --> s1' in text
+
+
 def test_a_misspelt_workflow_is_bad_input_with_the_closest_names(cli: Cli) -> None:
     """The README promises exit 2 and the closest names for an unknown workflow, as
     `wfr runs list --workflow` gives them."""

@@ -6,14 +6,28 @@ events never carry it (invariant 8), and AWS logs show a class and a hash."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import failing_workflows
+import pytest
 from cli_support import TENANT, Cli
 from failing_workflows import SECRET
+from workflow_runner.definition import default_registry
 
 ENV = {"WORKFLOW_MODULES": "failing_workflows"}
 T0 = "2026-01-05T09:00:00Z"
+
+
+@pytest.fixture(autouse=True)
+def _registered() -> Iterator[None]:
+    """The failing workflows are in the default registry for these tests only."""
+    for definition in (failing_workflows.charge, failing_workflows.refusal):
+        default_registry().register(definition)
+    yield
+    for definition in (failing_workflows.charge, failing_workflows.refusal):
+        default_registry().unregister(definition.name)
 
 
 def _events(tmp_path: Path, *entries: tuple[str, dict[str, Any]]) -> str:

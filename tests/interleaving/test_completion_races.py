@@ -42,7 +42,8 @@ from workflow_runner.engine.ingest import ingest_domain_event
 from workflow_runner.engine.joins import count_settled_children
 from workflow_runner.engine.passes import load_run
 from workflow_runner.engine.resume import resume_run
-from workflow_runner.engine.tasks import TaskPorts, _record_success, run_task
+from workflow_runner.engine.task_outcomes import record_success
+from workflow_runner.engine.tasks import TaskPorts, run_task
 from workflow_runner.store import ClaimedTask, Store
 from workflow_runner.webhook_guard import WebhookGuard
 
@@ -391,7 +392,7 @@ def test_an_interrupted_attempt_found_while_its_worker_still_records_counts_once
 
     def slow_worker(store: Store) -> Any:
         # The first worker, alive after all, records what its call returned.
-        return _record_success(store, claimed["task"], {"ok": True}, after_lease)
+        return record_success(store, claimed["task"], {"ok": True}, after_lease)
 
     def next_claim(store: Store) -> Any:
         return run_task(store, PORTS, lambda: after_lease, lambda: 60.0, random.Random(7))

@@ -96,6 +96,18 @@ class FaultPlan:
             raise InjectedCrash(self.fired)
 
 
+def one_point_per_boundary(
+    plan: FaultPlan, rng: random.Random, kind: Callable[[str], str] = lambda label: label
+) -> list[tuple[int, str]]:
+    """Crash points covering every kind of boundary a counted run met: for each kind
+    (`kind(label)`, in the order first met) one of its boundaries, chosen by `rng`, in
+    both phases."""
+    by_kind: dict[str, list[int]] = {}
+    for index, label in enumerate(plan.labels, start=1):
+        by_kind.setdefault(kind(label), []).append(index)
+    return [(rng.choice(ix), phase) for ix in by_kind.values() for phase in ("before", "after")]
+
+
 @cache
 def _query_names() -> dict[str, str]:
     return {text: name for name, text in queries().items()}

@@ -30,6 +30,7 @@ from tests.reliability.harness import (
     delivered_effects,
     eventbridge,
     histories,
+    one_point_per_boundary,
     record,
     requests_per_effect,
 )
@@ -168,11 +169,8 @@ def test_a_crash_at_each_kind_of_boundary_recovers_to_the_fault_free_history(
     baseline = _baseline(fresh_db(), samples)
     plan = baseline[0]
     rng = random.Random(33)
-    by_label: dict[str, list[int]] = {}
-    for index, label in enumerate(plan.labels, start=1):
-        by_label.setdefault(label, []).append(index)
     # One point of each boundary kind (each statement and port), in both phases.
-    points = [(rng.choice(ix), phase) for ix in by_label.values() for phase in ("before", "after")]
+    points = one_point_per_boundary(plan, rng)
     _crash_and_recover(fresh_db, samples, points, baseline)
 
 

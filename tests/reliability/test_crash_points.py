@@ -17,6 +17,7 @@ from tests.reliability.harness import (
     check_invariants,
     delivered_effects,
     histories,
+    one_point_per_boundary,
     record,
     requests_per_effect,
 )
@@ -97,12 +98,9 @@ def test_a_sample_of_crash_points_recovers_to_the_fault_free_history(
     plan = baseline[0]
     # Cover every kind of boundary (each port, statements of each handler), then random.
     rng = random.Random(5)
-    by_label: dict[str, list[int]] = {}
-    for index, label in enumerate(plan.labels, start=1):
-        by_label.setdefault(label.split(":")[0] if label.startswith("sql") else label, []).append(
-            index
-        )
-    points = [(rng.choice(ix), phase) for ix in by_label.values() for phase in ("before", "after")]
+    points = one_point_per_boundary(
+        plan, rng, lambda label: label.split(":")[0] if label.startswith("sql") else label
+    )
     points += [(rng.randint(1, plan.count), rng.choice(["before", "after"])) for _ in range(8)]
     _crash_and_recover(fresh_db, samples, points, baseline)
 

@@ -75,6 +75,33 @@ def test_labels_are_escaped_and_long_words_wrap_at_slashes() -> None:
     assert "https://hooks.example.com/a/very/" in spans
 
 
+def test_the_branches_of_a_parallel_are_drawn_as_lanes_around_their_steps() -> None:
+    definition = define_workflow(
+        "svg-lanes",
+        on_event("lanes.go"),
+        steps=lambda s: [
+            s.parallel(
+                branches=[
+                    [s.wait(for_="PT1H"), s.compute("a", lambda ctx: 1)],
+                    [s.compute("b", lambda ctx: 2)],
+                ]
+            ),
+            s.return_(),
+        ],
+        register=False,
+    )
+    chart = flowchart(definition)
+    assert [(c.label, c.node_ids) for c in chart.clusters] == [
+        ("branch 0", ["s0b0_0", "s0b0_1"]),
+        ("branch 1", ["s0b1_0"]),
+    ]
+    boxes = layout(chart).boxes
+    assert boxes["s0b0_0"].x != boxes["s0b1_0"].x  # side by side
+    svg = str(to_svg(chart))
+    assert svg.count('class="lane"') == 2
+    assert 'data-cluster="s0_b0"' in svg and ">branch 1</text>" in svg
+
+
 def test_a_waits_two_edges_to_the_same_step_are_one_route_naming_both() -> None:
     waiting = define_workflow(
         name="svg-wait",

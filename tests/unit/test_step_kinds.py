@@ -48,6 +48,7 @@ TARGET = definition(
         s.for_each(lambda ctx: [1, 2], as_="item", do=[s.wait(for_="PT1H")]),
         s.retry(times=3, do=[s.compute("y", lambda ctx: 1)]),
         s.map(lambda ctx: [1], workflow="kid", key=lambda ctx: "k", result_key="kids"),
+        s.parallel(branches=[[s.wait(for_="PT1H")], [s.wait(for_="PT2H")]], result_key="both"),
     ]
 )
 WAITING = StepWaiting(**COMMON, wake_at=T)
@@ -105,3 +106,25 @@ def test_a_join_needs_the_same_child_workflow_and_result_key() -> None:
         "v2 step 4 is a map of 'kid' under 'kids'; the run waits at a map of 'pup' under 'kids'"
     )
     assert refusal(TARGET, waiting("kid", "all"), [{"i": 4}]) is not None
+
+
+def test_a_parallel_of_branches_needs_as_many_branches_at_the_same_place() -> None:
+    def waiting(family: str, children: int = 2, result_key: str = "both") -> SuspensionFact:
+        return ChildrenWaiting(
+            **COMMON,
+            join_id="j",
+            join_kind="map",
+            child_workflow=family,
+            children=children,
+            concurrency=children,
+            result_key=result_key,
+        )
+
+    assert refusal(TARGET, waiting("w/5/branch-*@v1"), [{"i": 5}]) is None  # from v1
+    assert refusal(TARGET, waiting("w/5/branch-*@v1", children=3), [{"i": 5}]) == (
+        "v2 step 5 is a parallel of 2 branch(es) under 'both'; "
+        "the run waits at a parallel of 3 branch(es) under 'both'"
+    )
+    assert refusal(TARGET, waiting("w/4/branch-*@v1"), [{"i": 5}]) is not None  # elsewhere
+    assert refusal(TARGET, waiting("w/5/branch-*@v1", result_key="all"), [{"i": 5}]) is not None
+    assert refusal(TARGET, waiting("w/5/branch-*@v1"), [{"i": 4}]) is not None  # a map

@@ -25,6 +25,7 @@ from typing import Any
 from .definition.dsl import (
     AwaitCallback,
     Branch,
+    BranchResult,
     CallWorkflow,
     Compute,
     CreateCallback,
@@ -48,6 +49,7 @@ from .definition.dsl import (
 from .definition.retry import RetryPolicy
 from .durations import format_instant, is_duration
 from .graph_conditions import condition_text
+from .graph_lanes import Cluster, lanes
 from .match_builders import describe_match
 from .refs import Ref
 from .store import Store, StoredEvent
@@ -102,6 +104,7 @@ class Flowchart:
     edges: list[Edge] = field(default_factory=list)
     marks: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    clusters: list[Cluster] = field(default_factory=list)
 
     def node_for_id(self, node_id: str) -> Node | None:
         return next((node for node in self.nodes if node.id == node_id), None)
@@ -187,10 +190,18 @@ def _label(step: Step) -> tuple[str, str]:
             f"map {step.workflow} ×{step.concurrency} at once{into}{policy}{catch}",
             "subroutine",
         )
+    if isinstance(step, BranchResult):
+        value = _static(step.value)
+        return "branch result" + (f" {value}" if value else ""), "round"
     if isinstance(step, Parallel):
         into = f" → {step.result_key}" if step.result_key else ""
         policy = f", {step.completion.describe()}" if step.completion else ""
         catch = ", catch" if step.catch else ""
+        if step.branches is not None:
+            limit = f", {step.max_concurrency} at once" if step.max_concurrency else ""
+            count = len(step.branches)
+            what = f"{count} branch{'' if count == 1 else 'es'}{limit}"
+            return f"parallel ({what}){into}{policy}{catch}", "diamond"
         return f"parallel ({len(step.steps)} tasks){into}{policy}{catch}", "diamond"
     return type(step).__name__, "rect"  # pragma: no cover - every step kind is above
 
@@ -265,6 +276,8 @@ class _Builder:
         if isinstance(step, Return):
             self.chart.edges.append(Edge(node.id, "finish"))
             return []
+        if isinstance(step, BranchResult):
+            return [(node.id, "branch ends")]
         if isinstance(step, Branch):
             condition = condition_text(step.if_)
             true_exits = self.sequence(step.on_true, (*head, (index, "t")), [(node.id, condition)])
@@ -279,6 +292,15 @@ class _Builder:
             for source, label in body:
                 self.chart.edges.append(Edge(source, node.id, label or "next item", dotted=True))
             return [(node.id, "done")]
+        if isinstance(step, Parallel) and step.branches is not None:
+            return lanes(
+                self.chart.nodes,
+                self.chart.clusters,
+                self.sequence,
+                step,
+                node.id,
+                (*head, (index, "")),
+            )
         if isinstance(step, Parallel):
             joined: list[tuple[str, str]] = []
             for j, task in enumerate(step.steps):

@@ -26,12 +26,26 @@ def _quote(text: str) -> str:
 def to_mermaid(chart: Flowchart) -> str:
     """Mermaid `flowchart TD` source of a chart, with classes for a run's marks."""
     lines = ["---", f"title: {chart.title}", "---", "flowchart TD"]
+    opened: list[str] = []  # the clusters the node lines are inside, innermost last
     for node in chart.nodes:
         left, right = _SHAPES[node.shape]
         label = node.label
         if node.id in chart.notes:
             label = f"{label}<br/><i>{chart.notes[node.id]}</i>"
-        lines.append(f"    {node.id}{left}{_quote(label)}{right}")
+        inside = _clusters_of(chart, node.id)
+        while opened and opened[-1] not in inside:
+            opened.pop()
+            lines.append("    " * (len(opened) + 1) + "end")
+        for cluster_id in inside[len(opened) :]:
+            lines.append(
+                "    " * (len(opened) + 1)
+                + f"subgraph {cluster_id} [{_quote(_cluster_label(chart, cluster_id))}]"
+            )
+            opened.append(cluster_id)
+        lines.append("    " * (len(opened) + 1) + f"{node.id}{left}{_quote(label)}{right}")
+    while opened:
+        opened.pop()
+        lines.append("    " * (len(opened) + 1) + "end")
     for edge in chart.edges:
         arrow = "-.->" if edge.dotted else "-->"
         if edge.label:
@@ -47,6 +61,17 @@ def to_mermaid(chart: Flowchart) -> str:
             if ids:
                 lines.append(f"    class {','.join(ids)} {mark}")
     return "\n".join(lines) + "\n"
+
+
+def _clusters_of(chart: Flowchart, node_id: str) -> list[str]:
+    """The clusters holding a node, outermost first (a nested parallel's lanes sit in
+    its branch's lane)."""
+    holding = [c for c in chart.clusters if node_id in c.node_ids]
+    return [c.id for c in sorted(holding, key=lambda c: -len(c.node_ids))]
+
+
+def _cluster_label(chart: Flowchart, cluster_id: str) -> str:
+    return next(c.label for c in chart.clusters if c.id == cluster_id)
 
 
 class GraphUnavailable(WorkflowRunnerError):

@@ -11,10 +11,12 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from .definition.branches import family_member
 from .definition.dsl import (
     CallWorkflow,
     MailSend,
     Map,
+    Parallel,
     Retry,
     Task,
     WaitForEvent,
@@ -207,3 +209,41 @@ def _key(value: Any, join_id: str, index: int | None) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
         raise InvalidArgument("key", "a child's key is a non-empty string")
     return str(value)
+
+
+def branches_join(
+    step: Parallel,
+    family: str,
+    run_id: str,
+    seed: str,
+    path: Path,
+    branch_input: dict[str, Any],
+    max_bytes: int,
+    join_id: str | None = None,
+) -> ChildJoin:
+    """The child runs of a parallel of branches: a map over its branches whose item k
+    runs branch k's internal workflow (`family`, definition/branches.py) with the same
+    input (the parent's event and results).
+
+    Raises:
+        NotStorable: the input is too large to store.
+    """
+    join_id = join_id or seeded_id(run_id, seed, "join", path)
+    check_storable(branch_input, "a branch's input (the run's event and results)", max_bytes)
+    children = []
+    for index in range(len(step.branches or ())):
+        member = family_member(family, index)
+        assert member is not None
+        key = _key(None, join_id, index)
+        children.append(ChildSpec(key, run_id_for(member[0], key), branch_input))
+    return ChildJoin(
+        join_id=join_id,
+        kind="map",
+        workflow=family,
+        children=tuple(children),
+        concurrency=step.max_concurrency or max(1, len(children)),
+        result_key=step.result_key,
+        catch=step.catch,
+        path=path,
+        completion=step.completion,
+    )

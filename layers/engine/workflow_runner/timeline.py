@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from .definition.branches import family_base
 from .durations import parse_instant
 from .errors import InvalidInput
 from .step_paths import describe_path
@@ -141,6 +142,13 @@ def describe_event(e: StoredEvent) -> str:
     if isinstance(f, ChildrenWaiting):
         if f.join_kind == "call":
             return f"step {f.step_index}: called {f.child_workflow} (run {f.child_run_id})"
+        family = family_base(f.child_workflow)
+        if family is not None:  # a parallel of branches (definition/branches.py)
+            return (
+                f"step {f.step_index}: parallel of {f.children} branch(es) ({family}), "
+                f"{f.concurrency} at once"
+                + (f", {f.completion.describe()}" if f.completion else "")
+            )
         return (
             f"step {f.step_index}: map over {f.children} item(s) of {f.child_workflow}, "
             f"{f.concurrency} at once" + (f", {f.completion.describe()}" if f.completion else "")

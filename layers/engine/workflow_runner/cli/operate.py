@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..definition import WorkflowRegistry
+from ..definition.branches import shown_child
 from ..engine.callbacks import run_callbacks
 from ..engine.doctor import run_doctor
 from ..engine.erase import erase_event
@@ -164,9 +165,9 @@ def cmd_runs_show(ctx: Context) -> int:
                 "children": [
                     {
                         "runId": c.child_run_id,
-                        "workflowName": c.child_workflow,
+                        "workflowName": shown_child(c.child_workflow, c.item_index, c.kind)[0],
                         "index": c.item_index,
-                        "step": c.kind,
+                        "step": shown_child(c.child_workflow, c.item_index, c.kind)[1],
                         "status": c.status,
                         "reason": c.reason,
                     }
@@ -213,7 +214,12 @@ def cmd_runs_show(ctx: Context) -> int:
         out.table(
             ["CHILD RUN", "WORKFLOW", "STEP", "ITEM", "STATUS"],
             [
-                [c.child_run_id, c.child_workflow, c.kind, c.item_index, c.status]
+                [
+                    c.child_run_id,
+                    *shown_child(c.child_workflow, c.item_index, c.kind),
+                    c.item_index,
+                    c.status,
+                ]
                 for c in children[:CHILDREN_SHOWN]
             ],
             colours=[None, None, None, None, "status"],

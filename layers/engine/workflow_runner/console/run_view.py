@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..definition import WorkflowDefinition
+from ..definition.branches import family_base, shown_child
 from ..definition.completion import is_batch_result
 from ..engine.callbacks import run_callbacks
 from ..engine.run_lookup import workflow_version_of
@@ -285,8 +286,7 @@ def _children(view: View, run: RunSummary) -> Markup:
                 short_id(c.child_run_id),
                 href=url(f"/runs/{c.child_run_id}", {"tenant": run.tenant_id}),
             ),
-            c.child_workflow,
-            c.kind,
+            *shown_child(c.child_workflow, c.item_index, c.kind),
             str(c.item_index),
             status_badge(c.status),
             c.reason or "",
@@ -350,7 +350,7 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
         where = el(
             "p",
             f"Waiting at step {waits.step_index} for {waits.children} child run(s) of "
-            f"{waits.child_workflow}",
+            f"{family_base(waits.child_workflow) or waits.child_workflow}",
             class_="where",
         )
     elif isinstance(state.suspension, StepWaitingForCondition):

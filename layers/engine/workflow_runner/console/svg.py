@@ -337,6 +337,30 @@ def to_svg(chart: Flowchart, title: str | None = None) -> Markup:
             '<path d="M0,0 L10,5 L0,10 z" class="arrowhead taken"/></marker></defs>'
         )
     ]
+    for cluster in chart.clusters:  # a parallel's branch: a lane behind its steps
+        inside = [boxes[i] for i in cluster.node_ids if i in boxes]
+        if not inside:
+            continue
+        left = min(b.x - b.w / 2 for b in inside) - 8
+        right = max(b.x + b.w / 2 for b in inside) + 8
+        top = min(b.y for b in inside) - 18
+        bottom = max(b.bottom for b in inside) + 8
+        parts.append(
+            el(
+                "g",
+                el(
+                    "rect",
+                    x=f"{left:.1f}",
+                    y=f"{top:.1f}",
+                    width=f"{right - left:.1f}",
+                    height=f"{bottom - top:.1f}",
+                    rx="6",
+                ),
+                el("text", cluster.label, x=f"{left + 6:.1f}", y=f"{top + 12:.1f}"),
+                class_="lane",
+                data_cluster=cluster.id,
+            )
+        )
     for route in plan.routes:
         chain = [boxes[b] for b in route.boxes]
         points = [(chain[0].x, chain[0].bottom)]

@@ -14,14 +14,13 @@ from ..match import validate_event_match
 from ..refs import contains_refs
 from ..suggest import did_you_mean, listing
 from .callbacks import CallbackSteps
-from .checks import Unbuilt
 from .completion import Completion
 from .conditions import ConditionSteps
 from .dsl import (
     MAX_MAP_CONCURRENCY,
     MAX_TASK_TIMEOUT,
-    STEP_TYPES,
     Branch,
+    BranchResult,
     CallWorkflow,
     Compute,
     ForEach,
@@ -38,23 +37,9 @@ from .dsl import (
     WaitForEvent,
     WebhookSend,
 )
+from .parallel_args import build_parallel
 from .retry import BackoffKind, JitterKind, RetryPolicy, check_backoff
-
-
-def as_steps(value: object, where: str) -> tuple[Step, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise WorkflowDefinitionError(f"{where} must be a list of steps")
-    steps = tuple(value)
-    for i, step in enumerate(steps):
-        # Unbuilt: a step the builder refused, reported with its place once the tree is built.
-        if not isinstance(step, (*STEP_TYPES, Unbuilt)):
-            raise WorkflowDefinitionError(
-                f"{where}[{i}] is not a step (got {type(step).__name__}); "
-                "build steps with the builder passed to steps=lambda s: [...]"
-            )
-    return steps
+from .step_lists import as_steps
 
 
 class StepBuilder(CallbackSteps, ConditionSteps):
@@ -404,53 +389,42 @@ class StepBuilder(CallbackSteps, ConditionSteps):
     def parallel(
         self,
         *tasks: Step,
+        branches: Sequence[Sequence[Step]] | None = None,
+        max_concurrency: int | None = None,
         result_key: str | None = None,
         completion: Completion | None = None,
         catch: bool = False,
     ) -> Parallel:
-        """Run several tasks (`s.task(...)`, or `mail_send`/`webhook_send` with a
-        `result_key`) at once; the run goes on when all have settled. Each result lands
-        under its own key; `result_key` also gets the list of them, in order. A task
-        that fails for good and does not catch fails the run at once (the other tasks
-        are stopped: they do not run again).
+        """Run several tasks, or several branches of steps, at once; the run goes on when
+        all have settled.
+
+        Tasks (`s.task(...)`, or `mail_send`/`webhook_send` with a `result_key`): each
+        result lands under its own key; `result_key` also gets the list of them, in
+        order. A task that fails for good and does not catch fails the run at once (the
+        other tasks are stopped: they do not run again).
+
+        `branches=[[steps...], [steps...]]`: each branch is a step list that may wait,
+        call tasks or workflows and retry; it runs as a child run of an internal
+        workflow (see the docs: "Parallel branches"), at most `max_concurrency` at once
+        (default: all). It sees the run's `ctx.event` and the results stored before the
+        parallel in `ctx.steps` (its own results stay in the branch). Its result is the
+        value of its `s.branch_result(value)` step, else the value stored by its last
+        top-level step that stores one (None when none does); `result_key` gets them in
+        branch order. The first branch that fails fails the run (reason child_failed)
+        and stops the others. `s.parallel()` with nothing completes with `[]`.
 
         With `completion=Completion(...)` the step yields a batch result under
-        `result_key` instead and ends as the policy says (see Completion): the tasks
-        still waiting are stopped, and an attempt already running finishes unheard.
-        `catch=True` (only with `completion`) lets the run go on when a tolerance is
-        exceeded.
+        `result_key` instead and ends as the policy says (see Completion): the tasks or
+        branches still waiting are stopped (a task attempt already running finishes
+        unheard; a running branch is cancelled). `catch=True` (only with `completion`)
+        lets the run go on when a tolerance is exceeded.
         """
-        if not tasks:
-            raise WorkflowDefinitionError("parallel: give at least one task")
-        for i, task in enumerate(tasks):
-            if isinstance(task, Task) or (
-                isinstance(task, (MailSend, WebhookSend)) and task.result_key is not None
-            ):
-                continue
-            if isinstance(task, Unbuilt):
-                continue
-            raise WorkflowDefinitionError(
-                f"parallel: argument {i} is a {getattr(task, 'kind', type(task).__name__)} "
-                "step; give s.task(...) or mail_send/webhook_send with result_key="
-            )
-        if result_key is not None and (not isinstance(result_key, str) or not result_key):
-            raise WorkflowDefinitionError("parallel: result_key must be a non-empty string")
-        _check_completion("parallel", completion)
-        needed = completion.min_successful if completion is not None else None
-        if needed is not None and needed > len(tasks):
-            raise WorkflowDefinitionError(
-                f"parallel: completion needs {needed} tasks to succeed, but it has {len(tasks)}"
-            )
-        if not isinstance(catch, bool):
-            raise WorkflowDefinitionError("parallel: catch must be True or False")
-        if catch and completion is None:
-            raise WorkflowDefinitionError(
-                "parallel: catch=True needs completion=Completion(...) (without one, each "
-                "task catches its own failure: s.task(..., catch=True))"
-            )
-        return Parallel(
-            steps=tuple(tasks), result_key=result_key, completion=completion, catch=catch
-        )
+        return build_parallel(tasks, branches, max_concurrency, result_key, completion, catch)
+
+    def branch_result(self, value: Resolver = None) -> BranchResult:
+        """End the parallel's branch this step is in, with `value` (resolvable) as the
+        branch's result. Only inside `s.parallel(branches=[...])`."""
+        return BranchResult(value=value)
 
     def return_(self, value: Resolver = None) -> Return:
         """End the run. `{"isSuccess": False, ...}` ends it as failed (reason returned_failure)."""

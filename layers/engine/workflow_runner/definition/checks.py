@@ -35,6 +35,7 @@ from .dsl import (
     CATCHUP_POLICIES,
     AwaitCallback,
     Branch,
+    BranchResult,
     CallWorkflow,
     Compute,
     CreateCallback,
@@ -183,6 +184,7 @@ class _Walk:
     problems: list[DefinitionProblem] = field(default_factory=list)
     writers: list[_Writer] = field(default_factory=list)
     uses: list[tuple[Ref, str, str, tuple[str, ...]]] = field(default_factory=list)
+    in_branch: int = 0  # how many parallels' branches the walk is inside
 
     def problem(self, place: str, argument: str | None, message: str) -> None:
         self.problems.append(DefinitionProblem(self.definition.name, place, argument, message))
@@ -229,6 +231,12 @@ class _Walk:
             self.steps(step.do, f"{place} › do › ", arms, (*scopes, step.as_))
         elif isinstance(step, Retry):
             self.steps(step.do, f"{place} › do › ", arms, scopes)
+        elif isinstance(step, Parallel) and step.branches is not None:
+            self.in_branch += 1
+            for k, lane in enumerate(step.branches):
+                # Branches run apart (each its own child run): their keys never meet.
+                self.steps(lane, f"{place} › branch {k} › ", (*arms, (place, f"b{k}")), scopes)
+            self.in_branch -= 1
         elif isinstance(step, Parallel):
             self.steps(step.steps, f"{place} › ", arms, scopes)
         elif isinstance(step, Map):
@@ -246,7 +254,16 @@ class _Walk:
         if isinstance(step, (Task, MailSend, WebhookSend)) and step.retry is not None:
             for argument, message in step.retry.problems:
                 self.problem(place, f"retry › {argument}", message)
-        elif isinstance(step, Return) and _static(step.value):
+        elif isinstance(step, Return) and self.in_branch:
+            self.problem(
+                place,
+                None,
+                "return_ inside a parallel's branch would end only the branch; "
+                "use s.branch_result(value)",
+            )
+        elif isinstance(step, BranchResult) and not self.in_branch:
+            self.problem(place, None, "branch_result belongs inside s.parallel(branches=[...])")
+        elif isinstance(step, (Return, BranchResult)) and _static(step.value):
             self.check(place, "value", lambda: _storable(step.value, "the return value"))
         for key in _written_keys(step):
             self.writers.append(_Writer(key, place, arms))
@@ -349,6 +366,7 @@ def _arguments(step: Step) -> list[tuple[str, Any]]:
         CallWorkflow: ("input", "key"),
         Map: ("over", "key"),
         Return: ("value",),
+        BranchResult: ("value",),
         **dict.fromkeys((WaitForCallback, CreateCallback), ("timeout",)),
         WaitForCondition: ("initial",),
     }

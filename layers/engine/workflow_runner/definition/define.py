@@ -8,7 +8,8 @@ from typing import Any, cast
 
 from ..errors import InvalidInput, WorkflowDefinitionError
 from ..flow.constructs import flow_control
-from .builder import StepBuilder, as_steps
+from .branches import BRANCH_MARK
+from .builder import StepBuilder
 from .checks import PlacingBuilder, check_definition
 from .dsl import (
     CallTrigger,
@@ -23,6 +24,7 @@ from .fingerprint import compute_fingerprint
 from .registry import default_registry
 from .retry import deferred_policy_checks
 from .shape import PINNINGS
+from .step_lists import as_steps
 
 
 def define_workflow(
@@ -98,6 +100,11 @@ def define_workflow(
     if not isinstance(name, str) or not name.strip() or "|" in name:
         raise WorkflowDefinitionError(
             "define_workflow: name must be a non-empty string without '|'"
+        )
+    if BRANCH_MARK in name:
+        raise WorkflowDefinitionError(
+            f"define_workflow: {name!r}: names containing {BRANCH_MARK!r} are reserved for "
+            "the branches of s.parallel(branches=[...])"
         )
     if not isinstance(trigger, (EventTrigger, CronTrigger, CallTrigger)):
         raise WorkflowDefinitionError(

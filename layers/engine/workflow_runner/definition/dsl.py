@@ -46,8 +46,8 @@ class WorkflowInfo:
     `retry_attempt` is the attempt of the innermost retry (1 outside one) or, inside a
     task's function, the task's attempt; `task_key` (in a task's function only) is the
     attempt group's idempotency key: the same for every attempt of this task.
-    `map_index` is the index of the item a map started this run for (0-based; None in a
-    run no map started).
+    `map_index` is the index of the item a map started this run for, or of the branch a
+    parallel's branch runs (0-based; None in a run no map or parallel started).
     """
 
     run_id: str
@@ -323,7 +323,8 @@ class Map:
 @dataclass(frozen=True)
 class Parallel:
     """Tasks (or deliveries with a result_key) run at once; the run goes on when all
-    have settled."""
+    have settled. With `branches` (not None), step lists instead: each branch runs as a
+    child run (definition/branches.py), at most `max_concurrency` at once."""
 
     steps: tuple[Step, ...]
     result_key: str | None
@@ -331,6 +332,16 @@ class Parallel:
     completion: Completion | None = field(default=None, metadata=ADDED_LATER)
     # With a completion policy: an exceeded tolerance lets the run go on with the batch.
     catch: bool = field(default=False, metadata=ADDED_LATER)
+    branches: tuple[tuple[Step, ...], ...] | None = field(default=None, metadata=ADDED_LATER)
+    max_concurrency: int | None = field(default=None, metadata=ADDED_LATER)
+
+
+@dataclass(frozen=True)
+class BranchResult:
+    """End a parallel's branch with `value` as its result."""
+
+    value: Resolver
+    kind: str = "branch_result"
 
 
 @dataclass(frozen=True)
@@ -372,6 +383,7 @@ Step: TypeAlias = (
     | Parallel
     | Return
     | WaitForCallback
+    | BranchResult
     | CreateCallback
     | AwaitCallback
     | WaitForCondition
@@ -430,6 +442,7 @@ STEP_TYPES = (
     Parallel,
     Return,
     WaitForCallback,
+    BranchResult,
     CreateCallback,
     AwaitCallback,
     WaitForCondition,
@@ -460,6 +473,9 @@ class WorkflowDefinition:
     # Its flow control (flow/constructs.py; None: none, and no hot path looks further).
     # Not part of the fingerprint or the shape: changing a limit fails no run in flight.
     flow: FlowControl | None = None
+    # Set on the internal workflow of a parallel's branch (definition/branches.py): a
+    # BranchOf. Not part of the fingerprint (a branch's derives from its parent's).
+    branch_of: Any = None
 
     def key_for(self, event: DomainEvent) -> str | None:
         """Return the idempotency key for a trigger event (None when the workflow has none)."""

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from ..errors import UnknownWorkflow, WorkflowDefinitionError
 from ..retention import Retention, parse_retention
 from ..suggest import did_you_mean, listing
+from .branches import branch_definitions, is_branch_name
 from .dsl import CronTrigger, EventTrigger, WorkflowDefinition
 
 DEFAULT_WORKFLOW_MODULES = "sample_workflows"
@@ -29,8 +30,11 @@ class WorkflowRegistry:
 
     def register(self, definition: WorkflowDefinition, module: str | None = None) -> None:
         """Add or replace (same name and version) a definition; `module`: the module
-        that defined it (`define_workflow` passes it, for `defined_in`)."""
+        that defined it (`define_workflow` passes it, for `defined_in`). The internal
+        workflows of its parallels' branches come along (definition/branches.py)."""
         self._by_name.setdefault(definition.name, {})[definition.version] = definition
+        for branch in branch_definitions(definition):
+            self._by_name.setdefault(branch.name, {})[branch.version] = branch
         if module:
             self._by_module.setdefault(module, []).append(definition)
 
@@ -74,7 +78,16 @@ class WorkflowRegistry:
         return None
 
     def names(self) -> list[str]:
-        return sorted(self._by_name)
+        """The workflows' names (not the internal workflows of parallels' branches)."""
+        return sorted(name for name in self._by_name if not is_branch_name(name))
+
+    def all_names(self) -> set[str]:
+        """Every registered name, the internal workflows of parallels' branches too."""
+        return {name for name, versions in self._by_name.items() if versions}
+
+    def version(self, name: str, version: int) -> WorkflowDefinition | None:
+        """One version of a workflow (None: not registered)."""
+        return self._by_name.get(name, {}).get(version)
 
     def __iter__(self) -> Iterator[WorkflowDefinition]:
         for versions in self._by_name.values():

@@ -119,6 +119,8 @@ def _step(step: Step, awaits: Mapping[str, str]) -> Shape:
     elif isinstance(step, Parallel):
         shape["resultKey"] = step.result_key
         shape["steps"] = _steps(step.steps, awaits)
+        if step.branches is not None:  # only then: a parallel of tasks keeps its shape
+            shape["branches"] = [_steps(lane, awaits) for lane in step.branches]
     return shape
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..definition import DomainEvent, WorkflowRegistry
+from ..definition.branches import family_member
 from ..store import ClaimedJoin, NewChild, Store
 from .ingest import start_run
 from .joins import UNKNOWN_WORKFLOW, count_if_settled, run_settled
@@ -118,9 +119,21 @@ def _start_one(
 ) -> str:
     """Start the child's run: `started` (it waits), `ended` (its first pass settled it),
     `attached` (the run existed) or `unknown` (no such workflow; nothing written)."""
-    try:
-        definition = registry.latest(join.child_workflow)
-    except Exception:
+    member = family_member(join.child_workflow, child.item_index)
+    if member is not None:
+        # A parallel's branch: that branch of the parent's version (its latest when that
+        # version is gone: the parent goes on on another of the same shape).
+        definition = registry.version(*member)
+        if definition is None and member[0] in registry.all_names():
+            definition = registry.latest(member[0])
+    else:
+        try:
+            definition = registry.latest(join.child_workflow)
+        except Exception:
+            return "unknown"
+        if definition.branch_of is not None:
+            definition = None  # a branch runs only for its parallel
+    if definition is None:
         return "unknown"
     outcome = start_run(
         store,

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..definition import DomainEvent, WorkflowDefinition
+from ..definition.branches import family_base
 from ..durations import parse_instant
 from ..errors import RunNotFound
 from ..fast_init import fast_init
@@ -308,7 +309,8 @@ def work_failure(
     elif isinstance(suspension, ChildrenWaiting) and not suspension.catch:
         settled = work.children_settled
         if settled is not None and settled.failed:
-            return ChildFailedError(suspension.child_workflow, settled.reason or "failed")
+            family = family_base(suspension.child_workflow)  # a parallel's branches
+            return ChildFailedError(family or suspension.child_workflow, settled.reason or "failed")
     return None
 
 

@@ -36,6 +36,7 @@ from ..definition import (
     WebhookSend,
     WorkflowDefinition,
 )
+from ..definition.branches import family_base, family_name, static_place
 from ..definition.dsl import Branch, ForEach, Step, Wait
 from ..step_paths import describe_path
 from ..step_requests import task_key
@@ -117,7 +118,7 @@ def refusal(
     elif isinstance(suspension, TasksScheduled):
         same = isinstance(step, Parallel) and _same_tasks(step, suspension)
     else:
-        same = _same_join(step, suspension)
+        same = _same_join(step, suspension, target, to)
     if same:
         return None
     return (
@@ -138,7 +139,19 @@ def _same_tasks(step: Parallel, suspension: TasksScheduled) -> bool:
     )
 
 
-def _same_join(step: Step, suspension: ChildrenWaiting) -> bool:
+def _same_join(
+    step: Step, suspension: ChildrenWaiting, target: WorkflowDefinition, to: Path
+) -> bool:
+    family = family_base(suspension.child_workflow)
+    if family is not None:  # a parallel of branches: as many, at the same place
+        place = family_name(target.name, static_place(to), target.version)
+        return (
+            family == family_base(place)
+            and isinstance(step, Parallel)
+            and step.branches is not None
+            and len(step.branches) == suspension.children
+            and step.result_key == suspension.result_key
+        )
     if suspension.join_kind == "call":
         kind_agrees = isinstance(step, CallWorkflow) and step.wait
     else:
@@ -163,6 +176,8 @@ def describe_step(definition: WorkflowDefinition, step: Step) -> str:
     if isinstance(step, Task) or (isinstance(step, (MailSend, WebhookSend)) and step.result_key):
         assert isinstance(step, (Task, MailSend, WebhookSend))
         return f"a {step.kind} {task_key(step)!r}"
+    if isinstance(step, Parallel) and step.branches is not None:
+        return f"a parallel of {len(step.branches)} branch(es) under {step.result_key!r}"
     if isinstance(step, Parallel):
         keys = [task_key(s) for s in step.steps if isinstance(s, (Task, MailSend, WebhookSend))]
         return f"a parallel of {keys} under {step.result_key!r}"
@@ -187,6 +202,8 @@ def suspension_text(
         return f"a {suspension.step_kind} {suspension.task_key!r}"
     if isinstance(suspension, TasksScheduled):
         return f"a parallel of {list(suspension.keys)} under {suspension.result_key!r}"
+    if isinstance(suspension, ChildrenWaiting) and family_base(suspension.child_workflow):
+        return f"a parallel of {suspension.children} branch(es) under {suspension.result_key!r}"
     if isinstance(suspension, ChildrenWaiting):
         kind = "call_workflow" if suspension.join_kind == "call" else "map"
         return f"a {kind} of {suspension.child_workflow!r} under {suspension.result_key!r}"

@@ -51,6 +51,7 @@ from ..definition import (
     WorkflowInfo,
     WorkflowRegistry,
 )
+from ..definition.branches import branch_context, is_branch_name
 from ..definition.hosts import REGISTERED_HOSTS, STEP_DISPATCHER, DefinitionHosts
 from ..errors import ForwardFailed, HostGone, WorkflowRunnerError
 from ..flow.tasks import claim_within_limits, release_task_slots
@@ -417,12 +418,16 @@ def _run_function(
     if trigger is None or batch is None:
         raise AttemptFailure("TriggerEventUnavailable", True, "trigger_event_unavailable")
     stored = store.results.of_run(task.tenant_id, task.run_id)
+    steps = dict(stored.values)
+    if is_branch_name(task.workflow_name):
+        # A parallel's branch sees its parent's event and results (its own over them).
+        trigger, steps = branch_context(trigger, steps)
     # The run's created callbacks, read before the function runs (outside any pass).
     secret = run.state.started.callback_secret if run.state.started else None
     known = known_callbacks(store, task.tenant_id, task.run_id) if secret else []
     ctx = StepContext(
         event=trigger,
-        steps=dict(stored.values),
+        steps=steps,
         scope=dict(task.scope),
         workflow=WorkflowInfo(
             run_id=task.run_id,

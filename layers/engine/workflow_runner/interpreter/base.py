@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ..callback_tokens import PassCallback, callback_base_url
+from ..definition.branches import branch_context
 from ..definition.dsl import (
     DomainEvent,
     Step,
@@ -121,6 +122,9 @@ class PassState:
         self.run_id = run_id
         self.now = now
         self.results: dict[str, Any] = dict(results or {})
+        if definition.branch_of is not None:
+            # A parallel's branch sees its parent's event and results (its own over them).
+            self.event, self.results = branch_context(event, self.results)
         self.awaited_refs: dict[str, str | None] = dict(awaited_refs or {})
         self.written: dict[str, None] = dict.fromkeys(written)
         self.dispatch_seed = dispatch_seed

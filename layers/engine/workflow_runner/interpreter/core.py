@@ -8,6 +8,7 @@ from typing import Any
 from ..definition.dsl import (
     AwaitCallback,
     Branch,
+    BranchResult,
     CallWorkflow,
     Compute,
     CreateCallback,
@@ -65,6 +66,10 @@ class Interpreter(ContainerSteps, WaitSteps, CallbackSteps, ConditionSteps, Work
             return self._result("completed", return_value=value)
         except StepFailed as failed:
             return self._failed(failed.error, failed.path)
+        branch = self.definition.branch_of
+        if branch is not None and branch.result_key is not None:
+            # A parallel's branch ends with the value its last storing step stored.
+            return self._result("completed", return_value=self.results.get(branch.result_key))
         return self._result("completed")
 
     def _run_step(
@@ -110,6 +115,6 @@ class Interpreter(ContainerSteps, WaitSteps, CallbackSteps, ConditionSteps, Work
             self._run_parallel(step, path, scope)
         elif isinstance(step, (CallWorkflow, Map)):
             self._children(step, path, scope)
-        elif isinstance(step, Return):
+        elif isinstance(step, (Return, BranchResult)):
             value = self._checked(self._call(step.value, path, scope), "return value", path)
             raise Returned(value)

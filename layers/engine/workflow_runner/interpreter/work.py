@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ..definition.branches import branch_input, family_name, static_place
 from ..definition.completion import (
     FAILURE_TOLERANCE_EXCEEDED,
     CompletionReason,
@@ -25,7 +26,14 @@ from ..pass_result import (
     TaskWait,
     ToleranceExceededError,
 )
-from ..step_requests import DISPATCH_NAMESPACE, child_join, delivery_request, task_id_for, task_key
+from ..step_requests import (
+    DISPATCH_NAMESPACE,
+    branches_join,
+    child_join,
+    delivery_request,
+    task_id_for,
+    task_key,
+)
 from ..stream import NEVER, Path
 from .base import PassState, StepFailed, Suspend
 
@@ -55,6 +63,9 @@ class WorkSteps(PassState):
         self._request_dispatch(step, path, request)
 
     def _run_parallel(self, step: Parallel, path: Path, scope: dict[str, Any]) -> None:
+        if step.branches is not None:
+            self._run_branches(step, path)
+            return
         reentered = self._reentered(path)
         kept = reentered.kept_tasks if reentered else frozenset()
         tasks = tuple(
@@ -134,6 +145,29 @@ class WorkSteps(PassState):
             raise
         except Exception as error:
             raise StepFailed(error, path) from error
+        self._await_join(join, path)
+
+    def _run_branches(self, step: Parallel, path: Path) -> None:
+        """A parallel of branches: one child run per branch (definition/branches.py),
+        waited for as a map's children are."""
+        reentered = self._reentered(path)
+        family = family_name(self.definition.name, static_place(path), self.definition.version)
+        try:
+            join = branches_join(
+                step,
+                family,
+                self.run_id,
+                self.dispatch_seed,
+                path,
+                branch_input(self.event, self.results),
+                self.max_result_bytes,
+                join_id=reentered.join_id if reentered else None,
+            )
+        except Exception as error:
+            raise StepFailed(error, path) from error
+        self._await_join(join, path)
+
+    def _await_join(self, join: ChildJoin, path: Path) -> None:
         decided = decide(join.completion, len(join.children), 0, 0) if join.completion else None
         if join.kind == "start":
             self.starts.append(join)

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..callback_tokens import tokens_in
 from ..definition import load_workflow_modules
+from ..definition.branches import shown_child
 from ..engine.cancel import cancel_run
 from ..engine.doctor import DoctorReport, run_doctor
 from ..graph import run_chart
@@ -353,7 +354,13 @@ class Demo:
         self.out.table(
             ["ITEM", "CHILD RUN", "WORKFLOW", "STATUS", "REASON"],
             [
-                [c.item_index, c.child_run_id[:8], c.child_workflow, c.status, c.reason or ""]
+                [
+                    c.item_index,
+                    c.child_run_id[:8],
+                    shown_child(c.child_workflow, c.item_index, c.kind)[0],
+                    c.status,
+                    c.reason or "",
+                ]
                 for c in children
             ],
             colours=[None, None, None, "status"],

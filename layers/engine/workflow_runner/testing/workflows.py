@@ -78,7 +78,12 @@ def with_task_fn(
             replaced += inside
         elif isinstance(step, Parallel):
             tasks, inside = with_task_fn(step.steps, key, swap)
-            step = dataclasses.replace(step, steps=tasks)
+            lanes = None
+            if step.branches is not None:  # a parallel's branches run their own runs
+                swapped = [with_task_fn(lane, key, swap) for lane in step.branches]
+                lanes = tuple(lane for lane, _ in swapped)
+                inside += sum(count for _, count in swapped)
+            step = dataclasses.replace(step, steps=tasks, branches=lanes)
             replaced += inside
         out.append(step)
     return tuple(out), replaced
@@ -102,6 +107,8 @@ def swap_task(
     swapped = WorkflowRegistry()
     replaced = 0
     for definition in registry:
+        if definition.branch_of is not None:
+            continue  # registered again with its parent (whose branches hold the swap)
         if workflow is None or definition.name == workflow:
             steps, count = with_task_fn(definition.steps, key, swap)
             definition = dataclasses.replace(definition, steps=steps)

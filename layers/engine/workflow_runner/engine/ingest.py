@@ -12,7 +12,7 @@ effect repeats.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -31,12 +31,12 @@ from ..errors import StoreError, TransientStoreError
 from ..flow.cancels import cancel_matching, register_cancel_keys
 from ..flow.starts import hold_or_start, judge_trigger
 from ..interpreter import Interpreter
-from ..match import inbox_keys
 from ..pass_result import describe_step_error
 from ..redaction import exception_for_log
 from ..refs import UnresolvedReference
-from ..store import NewInboxEvent, Store
+from ..store import Store
 from ..stream import RUN_STREAM, FlowHeld, RunFailed, RunStarted
+from .inbox_writes import store_inbox_events
 from .passes import cron_event
 from .persist import PassWrites, RunOutcome, persist_pass
 
@@ -68,35 +68,6 @@ class IngestResult:
     skipped: list[str] = field(default_factory=list)  # workflows whose filter said no / run existed
     existing: list[ExistingRun] = field(default_factory=list)  # of those, the runs that existed
     filtered: list[str] = field(default_factory=list)  # of those, whose filter said no
-
-
-def store_inbox_events(
-    store: Store, events: Sequence[DomainEvent], now: datetime
-) -> Callable[[], set[tuple[str, str]]]:
-    """Store domain events (a redelivery changes nothing) and remember their tenants, in
-    one statement sent without waiting; the returned function (after the pipeline)
-    gives the (tenant, event id) stored now.
-
-    With each go the keys it offers, so a wait created later finds it by index (the
-    look-back, engine/projection.py)."""
-    rows = [
-        NewInboxEvent(
-            e.tenant_id,
-            e.id,
-            e.source,
-            e.type,
-            e.payload,
-            e.time,
-            inbox_keys(e.payload),
-        )
-        for e in events
-    ]
-    return store.inbox.insert_many(rows, now, register_tenants=True)
-
-
-def store_inbox_event(store: Store, event: DomainEvent, now: datetime) -> None:
-    """Store one domain event (see store_inbox_events)."""
-    store_inbox_events(store, [event], now)
 
 
 def start_run(

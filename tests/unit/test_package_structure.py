@@ -30,12 +30,13 @@ MODULE_LEVEL = {
     "workflow_runner.flow.keys": LAYERS.index("definition"),
     "workflow_runner.flow.limits": LAYERS.index("store"),
     "workflow_runner.flow.store": LAYERS.index("store"),
+    "workflow_runner.flow.store_reads": LAYERS.index("store"),
 }
 # Packages that only the store layer (and the embedded test server) may import.
 DRIVER = "psycopg"
 DRIVER_ALLOWED = {"store", "embedded"}
 # Modules outside the store package that reach the database through named queries.
-STORE_MODULES = {"workflow_runner.flow.store"}
+STORE_MODULES = {"workflow_runner.flow.store", "workflow_runner.flow.store_reads"}
 
 
 def _level(name: str) -> int | None:

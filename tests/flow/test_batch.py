@@ -138,3 +138,9 @@ def test_the_test_kit_batches_by_size_and_by_timeout_in_business_time(make_env: 
     runs = env.runs(tenant=TENANT_A, workflow="invoice")
     assert len(runs) == 3 and {r.status for r in runs} == {"completed"}
     assert sorted(r.result["total"] for r in runs) == [3, 5, 7]
+
+
+def test_a_batch_of_more_than_100_events_is_refused_at_definition() -> None:
+    with pytest.raises(WorkflowDefinitionError, match="max_size must be at most 100"):
+        Batch(101, "PT1M")
+    assert Batch(100, "PT1M").max_size == 100

@@ -23,6 +23,9 @@ SCOPES: tuple[Scope, ...] = ("tenant", "workflow", "global")
 SingletonMode: TypeAlias = Literal["skip", "cancel"]
 # The largest limit a construct takes (slots are rows; a rate limit keeps its window).
 MAX_LIMIT = 10_000
+# A batch's events are in every pass and task of its run (ctx.events): at EventBridge's
+# 256 KB per event, 100 of them stay within what a Lambda invocation can carry.
+MAX_BATCH = 100
 # Priority: seconds of head start among a tenant's due work (as Inngest's).
 MAX_PRIORITY = 600
 
@@ -181,6 +184,11 @@ class Batch:
 
     def __post_init__(self) -> None:
         _limit("Batch", self.max_size, "max_size")
+        if self.max_size > MAX_BATCH:
+            raise WorkflowDefinitionError(
+                f"Batch: max_size must be at most {MAX_BATCH} (the batch's events are in"
+                f" every pass of its run), not {self.max_size}"
+            )
         _period("Batch", self.timeout, "timeout")
         _key("Batch", self.key)
 

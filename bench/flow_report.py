@@ -37,9 +37,10 @@ def flow_section(flow: dict[str, Any] | None) -> list[str]:
         "",
         f"**Throttle rate error** ({flow['throttle_rate_error']}): {thr['triggers']:,} "
         f"triggers of a workflow throttled to {thr['limit_per_s']} starts a second, through "
-        "the in-process pipeline (ingest, projection, due scan, resume workers); over "
-        f"{thr['window_s']} s after the first seconds, {thr['observed_per_s']} starts a "
-        "second.",
+        "the in-process pipeline (ingest, projection, due scan, resume workers), all "
+        f"ingested first ({thr.get('ingest_s', '?')} s, each reserving its turn); over the "
+        f"{thr['window_s']} s after that, {thr['observed_per_s']} starts a second, the "
+        f"busiest second {thr.get('busiest_second', '?')}.",
         "",
         f"**Overhead** ({flow['overhead_ratio']}): workload 1's sleep workflow "
         f"(n={over['sleep_n']}) without and with a generous Concurrency on every run "

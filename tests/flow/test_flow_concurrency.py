@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from workflow_runner import Concurrency, Event, Steps, define_workflow, on_event
 from workflow_runner.engine.task_outcomes import record_success as _record_success
+from workflow_runner.errors import TransientStoreError
 from workflow_runner.flow.keys import flow_key
 from workflow_runner.store import Sql, Store, connect
 from workflow_runner.stream import NEVER
@@ -453,3 +454,30 @@ def test_a_resume_of_a_limited_workflow_takes_its_slots_in_one_statement(
     finally:
         REGISTRY.unregister("plain-too")
         store.close()
+
+
+def test_a_claim_whose_look_after_its_commit_fails_still_runs_its_attempt(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given: account a-1's slot held by a claim; a second call of a-1 and one of b-1 due
+    put(store, "one-call", 1, now=at(0.1))
+    assert claim(store, at(1)) is not None
+    put(store, "one-call", 2, now=at(0.2))
+    put(store, "one-call", 3, now=at(0.3), account="b-1")
+
+    # When: one claim holds a-1's call back (asking for a look of a-1's key) and admits
+    # b-1's, and the look after its commit fails transiently (a deadlock, say)
+    import workflow_runner.flow.wake as wake
+
+    def deadlocked(*args: Any, **kwargs: Any) -> Any:
+        raise TransientStoreError("deadlock detected")
+
+    monkeypatch.setattr(wake, "wake_key", deadlocked)
+    admitted = claim(store, at(1))
+
+    # Then: the committed claim is returned to be run, not stranded until its lease
+    # ends, and a-1's key stays asked for, for the next look
+    assert admitted is not None and admitted.run_id == run_of("one-call", 3)
+    assert flow_key("concurrency", "tenant", TENANT_A, "one-call", "call", "a-1") in (
+        store.flow.wakes
+    )

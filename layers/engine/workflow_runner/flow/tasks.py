@@ -24,14 +24,18 @@ for that moment (flow/wake.py).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 
+from ..errors import TransientStoreError
 from ..store import ClaimedTask, Store
 from ..stream import NEVER
 from .limits import LimitSpec
 from .store import Waiter
 from .wake import queue_on_one, wake_after_commit
+
+log = logging.getLogger("workflow_runner")
 
 # Attempts a claim may hold back in one transaction before it commits and goes on.
 HOLDS_PER_TRANSACTION = 200
@@ -61,7 +65,13 @@ def claim_within_limits(
                     break
                 held += 1
         if store.flow.wakes:
-            wake_after_commit(store, now())
+            try:
+                wake_after_commit(store, now())
+            except TransientStoreError:
+                # The claim is committed: raising now would strand the admitted attempt
+                # until its lease ends. The keys not looked at stay asked for; the
+                # attempt's outcome looks again (the safety timer is the backstop).
+                log.warning("a look after a claim failed; its keys stay asked for")
         if held < HOLDS_PER_TRANSACTION:
             return admitted
 

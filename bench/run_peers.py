@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import event_wait, fan_out
+from . import event_wait, fan_out, sleep_workflow
 from .absurd_peer import WorkerSettings
 from .common import create_database, drop_database, fresh_database
 from .peer_figures import best_setting, makespan_ratio, throughput_ratio
@@ -27,19 +27,18 @@ from .peer_figures import best_setting, makespan_ratio, throughput_ratio
 ROOT = Path(__file__).resolve().parent.parent
 
 # Absurd's worker shapes tried for the sleep workflow: processes (2 and 4 on this
-# 2-core machine), tasks claimed per poll, idle poll interval (the SDK's default is
-# 250 ms; a sleeping task is claimable again only at the next poll after its second).
+# 2-core machine) and tasks claimed per poll, polling every 50 ms when idle (the
+# SDK's default is 250 ms; with N = 5,000 in flight the workers are rarely idle).
 ABSURD_SLEEP_SETTINGS = (
     WorkerSettings(2, 10, 0.05),
     WorkerSettings(2, 100, 0.05),
     WorkerSettings(4, 10, 0.05),
     WorkerSettings(4, 100, 0.05),
-    WorkerSettings(2, 100, 0.25),
 )
 # For the event wait the poll interval is the wake-up latency's floor: tried at the
 # SDK's default and below it, with the processes and batch the sleep sweep favours.
-ABSURD_EVENT_POLLS = (0.25, 0.05, 0.01)
-# The fan-out's children: the shape, with one more process for the parent.
+ABSURD_EVENT_POLLS = (0.25, 0.05)
+# The fan-out's children (one more process, batch 1, for the parent).
 ABSURD_FAN_SETTINGS = (WorkerSettings(2, 100, 0.05), WorkerSettings(2, 100, 0.01))
 
 
@@ -149,3 +148,34 @@ def run_fan_out_peers(n: int, workers: int, admin_url: str) -> dict[str, Any]:
         "ratio_vs_absurd": makespan_ratio(ours["makespan_s"], best["makespan_s"]),
         "ratio_vs_dbos": makespan_ratio(ours["makespan_s"], dbos["makespan_s"]),
     }
+
+
+def absurd_figures(ours: dict[str, Any], absurd: dict[str, Any]) -> dict[str, Any]:
+    """The sleep workflow's Absurd keys: its sweep and the ratio to its best shape."""
+    return {
+        "absurd": absurd,
+        "absurd_runs_per_s": absurd["best"]["runs_per_s"],
+        "ratio_vs_absurd": throughput_ratio(ours["runs_per_s"], absurd["best"]["runs_per_s"]),
+    }
+
+
+def only_peers(
+    sizes: Any, workload: str, results: dict[str, Any], admin_url: str
+) -> tuple[str, dict[str, Any]]:
+    """A side-by-side part alone, merged into its section of the existing results."""
+    if workload == "absurd":
+        n = sizes.sleep_n[-1]
+        with fresh_database(admin_url, "bench_sleep") as url:
+            ours = sleep_workflow.run_ours(url, n, 4)
+        log(f"  ours n={n}: {ours['runs_per_s']} runs/s")
+        absurd = absurd_sleep(admin_url, sizes.absurd_sweep_n, n)
+        figures = {"absurd_ours_runs_per_s": ours["runs_per_s"], **absurd_figures(ours, absurd)}
+        return "sleep_workflow", {**results.get("sleep_workflow", {}), **figures}
+    if workload == "event_wait":
+        shape = WorkerSettings(2, 100, 0.05)
+        sleep = results.get("sleep_workflow", {})
+        if "absurd" in sleep:
+            shape = WorkerSettings(**sleep["absurd"]["best"]["settings"])
+        return "event_wait", run_event_wait(sizes.event_wait_n, 4, admin_url, shape)
+    peers = run_fan_out_peers(sizes.fan_out_peers_n, 4, admin_url)
+    return "fan_out", {**results.get("fan_out", {}), **peers}

@@ -282,7 +282,7 @@ REPRODUCE = [
     "```",
     "make bench         # full sizes, under 15 minutes; rewrites bench/results.json,",
     "                   # bench/results.png and this file",
-    "make bench-quick   # reduced sizes, under 2 minutes",
+    "make bench-quick   # reduced sizes, under 4 minutes",
     "```",
     "",
     "Both create `.venv-bench` on first use (this project editable, plus the pinned",

@@ -2,7 +2,7 @@
 results (bench/results.json), the report (docs/BENCHMARKS.md) and the plot.
 
     python -m bench.run           # make bench: full sizes (under 15 minutes)
-    python -m bench.run --quick   # make bench-quick: reduced sizes (under 2 minutes)
+    python -m bench.run --quick   # make bench-quick: reduced sizes (under 4 minutes)
 
 The server keeps PostgreSQL's default durability settings (fsync, synchronous_commit
 and full_page_writes on) for every workload, ours and the peers'.

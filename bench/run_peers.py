@@ -26,10 +26,12 @@ from .peer_figures import best_setting, makespan_ratio, throughput_ratio
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Absurd's worker shapes tried for the sleep workflow: processes (2 and 4 on this
-# 2-core machine) and tasks claimed per poll, polling every 50 ms when idle (the
-# SDK's default is 250 ms; with N = 5,000 in flight the workers are rarely idle).
+# Absurd's worker shapes tried for the sleep workflow: the SDK's defaults (a claim of
+# one task, 250 ms polls) in two processes, then processes (2 and 4 on this 2-core
+# machine) by tasks claimed per poll, polling every 50 ms when idle (with N = 5,000
+# in flight the workers are rarely idle).
 ABSURD_SLEEP_SETTINGS = (
+    WorkerSettings(2, 1, 0.25),
     WorkerSettings(2, 10, 0.05),
     WorkerSettings(2, 100, 0.05),
     WorkerSettings(4, 10, 0.05),

@@ -63,12 +63,19 @@ def raw_commit_rate_processes(url: str, connections: int, seconds: float) -> dic
 
 
 def _drain_worker(
-    url: str, batch: int, lease_batch: int, prepared: bool, start: Any, out: Any
+    url: str,
+    batch: int,
+    lease_batch: int,
+    prepared: bool,
+    start: Any,
+    out: Any,
+    limited: bool = False,
 ) -> None:
     """Lease due rows like the due scan (SKIP LOCKED + lease, `lease_batch` a statement;
     DueScan leases up to 500), resume them `batch` per transaction like ResumeRun does
-    with an SQS batch; until nothing is due."""
-    registry = bench_registry()
+    with an SQS batch; until nothing is due. `limited`: the workflow has a generous
+    concurrency limit (flow control)."""
+    registry = bench_registry(limited)
     store = connect(url, prepared_statements=prepared)
     heap.settle()  # as ResumeRun's warm container (workflow_runner.heap)
     done = 0
@@ -125,11 +132,13 @@ def drain_processes(
     batch: int = 10,
     lease_batch: int = 100,
     prepared_statements: bool = True,
+    limited: bool = False,
 ) -> dict[str, Any]:
     """Seed `n` due runs and time `workers` processes resuming all of them (`batch` per
     transaction, leased `lease_batch` at a time), with the pending projection catching
-    up in another process meanwhile; `prepared_statements` as DB_PREPARED_STATEMENTS."""
-    registry = bench_registry()
+    up in another process meanwhile; `prepared_statements` as DB_PREPARED_STATEMENTS;
+    `limited`: bench-sleep with a generous concurrency limit (flow control)."""
+    registry = bench_registry(limited)
     seed_started = time.perf_counter()
     seed_sleeping_runs(url, registry, n, datetime.now(UTC) - timedelta(hours=1))
     seed_s = time.perf_counter() - seed_started
@@ -139,7 +148,7 @@ def drain_processes(
     procs = [
         ctx.Process(
             target=_drain_worker,
-            args=(url, batch, lease_batch, prepared_statements, start, out),
+            args=(url, batch, lease_batch, prepared_statements, start, out, limited),
         )
         for _ in range(workers)
     ]

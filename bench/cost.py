@@ -41,6 +41,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench import cost_durable
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "cost.json"
 REPORT = ROOT / "docs" / "COST.md"
@@ -74,6 +76,13 @@ class Prices:
     sfn_express_request: float = 1.00 / 1e6
     sfn_express_gb_s: float = 0.00001667
     scheduler_invocation: float = 1.00 / 1e6
+    # Lambda durable functions, from aws.amazon.com/lambda/pricing/ as transcribed by two
+    # secondary copies of that page (api-evangelist/aws-lambda's price harvest of
+    # 2026-09-20: "$8.00/M"; a survey citing it: $8.00 per million durable operations,
+    # $0.25 per GB written, $0.15 per GB-month retained). Not read from AWS's page here.
+    durable_operation: float = 8.00 / 1e6
+    durable_data_written_gb: float = 0.25
+    durable_data_retained_gb_month: float = 0.15
 
 
 @dataclass(frozen=True)
@@ -530,6 +539,15 @@ def price(m: Measured, narrowed: Measured) -> dict[str, Any]:
     ours = sum(shipped.values())
     fixed_total = sum(fixed.values())
     saving_per_run = (sfn["standard_per_million"] - ours) / 1e6
+    from sample_workflows.user_onboarding import user_onboarding
+
+    durable = cost_durable.durable_function(user_onboarding.steps, PRICES, ASSUMPTIONS)
+    durable["per_month_at_runs_per_month"] = round(
+        durable["variable_per_million_total"] * ASSUMPTIONS.runs_per_month / 1e6, 2
+    )
+    durable["break_even_runs_per_month_vs_shipped"] = cost_durable.break_even_runs(
+        durable["variable_per_million_total"], ours, fixed_total
+    )
     result: dict[str, Any] = {
         "assumptions": asdict(ASSUMPTIONS),
         "prices": asdict(PRICES),
@@ -547,6 +565,7 @@ def price(m: Measured, narrowed: Measured) -> dict[str, Any]:
         "fixed_per_month_ha": fixed_ha,
         "fixed_per_month_ha_total": round(sum(fixed_ha.values()), 2),
         "step_functions": sfn,
+        "durable_functions": durable,
         "ratio_vs_standard": round(ours / sfn["standard_per_million"], 3),
         "break_even_runs_per_month_vs_standard": round(fixed_total / saving_per_run),
         "break_even_runs_per_month_vs_standard_ha": round(
@@ -647,6 +666,12 @@ def write_report(r: dict[str, Any], path: Path) -> None:
             _usd(sfn["express_with_scheduler_per_million"]),
             "$0.00",
         ],
+        [
+            f"Lambda durable functions ({r['durable_functions']['operations_per_run']} durable "
+            f"operations, {r['durable_functions']['invocations_per_run']} invocations)",
+            _usd(r["durable_functions"]["variable_per_million_total"]),
+            "$0.00",
+        ],
     ]
     out += _table(["design", "variable, per million runs", "fixed, per month"], rows)
     out += [
@@ -666,6 +691,7 @@ def write_report(r: dict[str, Any], path: Path) -> None:
         "every volume, and what it costs instead is building what the engine provides (state "
         "carried between executions, waits for events with timeouts and correlation, "
         "retries across executions, idempotent triggers, a run history to query).",
+        cost_durable.summary_line(r),
         "- **X-Ray** is the largest single item when on: Lambda samples one request per second "
         "and 5% beyond, so at low volume nearly every invocation is traced "
         f"({r['xray_traces_per_run']} traces per run at {a['runs_per_month']:,} runs a month, "
@@ -748,7 +774,8 @@ def write_report(r: dict[str, Any], path: Path) -> None:
         [[k, arithmetic[k], _usd(val)] for k, val in v.items()]
         + [["**total**", "", f"**{_usd(r['variable_per_million_total'])}**"]],
     )
-    out += ["", "## Fixed cost per month", ""]
+    out += ["", *cost_durable.report_lines(r)]
+    out += ["## Fixed cost per month", ""]
     fixed_rows = [[k, _usd(val)] for k, val in r["fixed_per_month_ha"].items()]
     shipped_keys = set(r["fixed_per_month"])
     out += _table(

@@ -1,4 +1,4 @@
-"""Workload 13, ours: N runs each waiting for its own correlated event, then the N
+"""Workload 14, ours: N runs each waiting for its own correlated event, then the N
 events at once.
 
 The runs are bench-await (common.py): `wait_for_event("bench.go")` with an `eq` match

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .flow_report import flow_section
 from .report_findings import FINDINGS, REPRODUCE
 from .report_format import table as _table
 from .report_peers import event_wait_section, fan_out_peers_section, sleep_vs_absurd
@@ -401,6 +402,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         )
     out += _hardening(results.get("hardening"))
     out += _noisy_neighbor_section(results.get("noisy_neighbor"))
+    out += flow_section(results.get("flow"))
     out += event_wait_section(results.get("event_wait"))
     out += ["", "## What limits the figures", "", *FINDINGS, "", "## Reproduce", ""]
     out += REPRODUCE

@@ -1,5 +1,5 @@
 """Sections of docs/BENCHMARKS.md for the side-by-side workloads against Absurd (and
-DBOS): the sleep workflow's Absurd sweep, the event wait (13) and the fan-out with
+DBOS): the sleep workflow's Absurd sweep, the event wait (14) and the fan-out with
 one-step children (9b). Each says which of a peer's settings were tried."""
 
 from __future__ import annotations
@@ -99,13 +99,13 @@ def sleep_vs_absurd(sw: dict[str, Any]) -> list[str]:
 
 
 def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
-    """Workload 13: N correlated waits, N events at once, ours against Absurd and DBOS."""
+    """Workload 14: N correlated waits, N events at once, ours against Absurd and DBOS."""
     if not ew:
         return []
     ours, dbos, absurd = ew["ours"], ew["dbos"], ew["absurd"]
     out = [
         "",
-        "## 13. Event wait side by side (vs Absurd and DBOS)",
+        "## 14. Event wait side by side (vs Absurd and DBOS)",
         "",
         f"{ew['n']:,} runs each wait for their own event; once all are waiting, the "
         f"{ew['n']:,} events are sent at once.",

@@ -31,6 +31,7 @@ from . import (
     console_list,
     due_scan_cost,
     fan_out,
+    flow_control,
     hardening,
     latency,
     long_run,
@@ -75,7 +76,7 @@ class Sizes:
     noisy_unbounded_a: int = 10_000  # the same without the tenant share, for comparison
     memory_n: int = 10_000  # waiting runs for the memory figure
     absurd_sweep_n: int = 500  # the sleep workflow's runs for each of Absurd's shapes
-    event_wait_n: int = 1000  # correlated waits woken at once (workload 13)
+    event_wait_n: int = 1000  # correlated waits woken at once (workload 14)
     fan_out_peers_n: int = 1000  # one-step children of the side-by-side fan-out
 
 
@@ -117,6 +118,10 @@ TARGETS = {
     "long_run.bytes_per_suspension_ratio_1000_vs_10": ("<=", 1.1),
     "cold_start.import_s_max": ("<=", 0.6),
     "noisy_neighbor.p99_s": ("<=", 2.0),
+    "flow.concurrency_violations": ("<=", 0),
+    "flow.throttle_rate_error": ("<=", 0.05),
+    "flow.overhead_ratio": ("<=", 1.1),
+    "flow.hot_key_p99_s": ("<=", 2.0),
 }
 
 
@@ -302,6 +307,7 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     results["hardening"] = hardening.run(admin_url, sizes.lookback_events, sizes.broadcast_runs)
     log(f"  {results['hardening']}")
     results["noisy_neighbor"] = run_noisy_neighbor(sizes, workers, admin_url)
+    results["flow"] = flow_control.run(admin_url, sizes is QUICK, workers, log)
     shape = WorkerSettings(**absurd["best"]["settings"])
     results["event_wait"] = run_event_wait(sizes.event_wait_n, workers, admin_url, shape)
     return results
@@ -399,6 +405,7 @@ def main() -> None:
             "long_run",
             "fan_out",
             "noisy_neighbor",
+            "flow",
             "absurd",
             "event_wait",
             "fan_out_peers",
@@ -457,6 +464,8 @@ def only(sizes: Sizes, workload: str) -> None:
                 measured = run_fan_out(sizes, 4, admin_url)
             elif workload == "noisy_neighbor":
                 measured = run_noisy_neighbor(sizes, 4, admin_url)
+            elif workload == "flow":
+                measured = flow_control.run(admin_url, sizes is QUICK, 4, log)
             else:
                 measured = run_long(admin_url)
         measured["generated_at"] = datetime.now(UTC).isoformat(timespec="seconds")

@@ -4,7 +4,7 @@ database of its own on the same server as ours.
 - Absurd's sleep workflow over a sweep of worker shapes (`ABSURD_SLEEP_SETTINGS`, at a
   sweep size), its best shape again at the sleep workload's largest N: the
   denominator of `sleep_workflow.ratio_vs_absurd`.
-- Workload 13, the event wait: ours, Absurd (a few poll intervals) and DBOS.
+- Workload 14, the event wait: ours, Absurd (a few poll intervals) and DBOS.
 - The fan-out side by side: one parent, N one-step children, joined; ours (`s.map`),
   Absurd (child tasks, `await_task_result`) and DBOS (`start_workflow` handles).
 """
@@ -91,8 +91,8 @@ def absurd_sleep(admin_url: str, sweep_n: int, n: int) -> dict[str, Any]:
 
 
 def run_event_wait(n: int, workers: int, admin_url: str, shape: WorkerSettings) -> dict[str, Any]:
-    """Workload 13: N correlated waits, N events at once; ours against both peers."""
-    log(f"13 event wait: {n} runs each waiting for its own event, the events at once")
+    """Workload 14: N correlated waits, N events at once; ours against both peers."""
+    log(f"14 event wait: {n} runs each waiting for its own event, the events at once")
     with fresh_database(admin_url, "bench_event_wait") as url:
         ours = event_wait.run_ours(url, n, workers)
     log(f"  ours: {ours['runs_per_s']} runs/s, p50 {ours['p50_ms']} ms, p99 {ours['p99_ms']} ms")

@@ -30,9 +30,12 @@ from .common import TENANT, bench_registry, summary
 from .harness import Pipeline, wait_until
 
 
-def run_ours(url: str, n: int, workers: int, timeout: float = 600.0) -> dict[str, Any]:
-    """Run N sleep workflows through the pipeline; throughput and latency figures."""
-    registry = bench_registry()
+def run_ours(
+    url: str, n: int, workers: int, timeout: float = 600.0, limited: bool = False
+) -> dict[str, Any]:
+    """Run N sleep workflows through the pipeline; throughput and latency figures
+    (`limited`: with a generous concurrency limit on every run, flow control)."""
+    registry = bench_registry(limited)
     lock = threading.Lock()
     started: dict[str, float] = {}
     completed: dict[str, float] = {}

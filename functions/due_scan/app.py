@@ -14,6 +14,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
+from workflow_runner.aws.flow_metrics import report_limits_queued
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ScheduledInput
 from workflow_runner.aws.observability import heartbeat
@@ -51,6 +52,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     support.count("ResumeEnqueueRefused", result.refused)
     support.count("DueBacklogLeft", 0 if result.drained else 1)
     support.count("DueLagSeconds", result.max_lag_seconds, MetricUnit.Seconds)
+    support.with_store(lambda store: report_limits_queued(store, rt.clock.now()))
     if support.record_outcomes(result.cron_started):
         rt.nudger.nudge_projection()
         rt.nudger.nudge_dispatcher()

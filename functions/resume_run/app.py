@@ -18,6 +18,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
+from workflow_runner.aws.flow_metrics import report_limit_waits
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ResumeMessage
 from workflow_runner.aws.observability import annotate, annotate_resume_batch
@@ -31,7 +32,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     support.host_definitions(RESUME_RUN, context)
     if isinstance(event, dict) and "Records" in event:
         annotate_resume_batch(event)
-        return support.resume_sqs_batch(event)
-    message = support.parse_model(event, ResumeMessage, "resume request")
-    annotate(tenant_id=message.tenant_id, run_id=message.run_id)
-    return support.resume(message)
+        answer = support.resume_sqs_batch(event)
+    else:
+        message = support.parse_model(event, ResumeMessage, "resume request")
+        annotate(tenant_id=message.tenant_id, run_id=message.run_id)
+        answer = support.resume(message)
+    support.with_store(report_limit_waits)  # runs that waited for a limit and now ran
+    return answer

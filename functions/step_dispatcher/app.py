@@ -19,9 +19,11 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from workflow_runner.aws import lambda_support as support
+from workflow_runner.aws.flow_metrics import report_limit_waits
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.models import ForwardedTask, ScheduledInput
 from workflow_runner.aws.observability import heartbeat
+from workflow_runner.clock import SystemClock
 from workflow_runner.definition.hosts import STEP_DISPATCHER
 from workflow_runner.engine.worker import work
 
@@ -59,8 +61,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             seconds_left,
             max_attempts=cfg.dispatch_max_attempts,
             webhook_timeout=cfg.webhook_timeout_seconds,
+            # A throttled task's next turn within the budget is waited for (deployed:
+            # real time; the local runtime's clock moves only when told).
+            wait=time.sleep if isinstance(rt.clock, SystemClock) else None,
         )
     )
     answer = support.report_work(result)
+    support.with_store(report_limit_waits)  # attempts that waited for a limit
     heartbeat("StepDispatcher")
     return answer

@@ -38,7 +38,10 @@ def prepare(event: dict[str, Any]) -> DomainEvent | None:
 
 
 def _domain(envelope: EventBridgeEvent) -> DomainEvent | None:
-    if envelope.detail_type not in support.registry().trigger_types():
+    registry = support.registry()
+    kind = envelope.detail_type
+    # A trigger, or an event a workflow's cancel_on cancels runs on (flow control).
+    if kind not in registry.trigger_types() and kind not in registry.cancel_types():
         support.ignore(envelope, NOT_A_TRIGGER)
         return None
     return support.domain_event(envelope)

@@ -124,6 +124,7 @@ def test_template_that_misses_event_types(cli: Cli, tmp_path: Path) -> None:
     check = _checks(result.json())["template routes every trigger and awaited event type"]
     assert check["status"] == "problem"
     assert check["items"] == [
+        "trigger type 'account.updated' does not reach trigger_projection",
         "trigger type 'batch.submitted' does not reach trigger_projection",
         "trigger type 'data.processed' does not reach trigger_projection",
         "trigger type 'inventory.changed' does not reach trigger_projection",

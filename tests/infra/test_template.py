@@ -299,7 +299,8 @@ def test_parameters_narrow_the_rules(template: dict[str, Any]) -> None:
 
 SAMPLE_TYPES = {
     "TriggerDetailTypes": (
-        "user.signed-up,order.placed,inventory.changed,data.processed,batch.submitted,parcel.ready,shipment.ready"
+        "user.signed-up,order.placed,inventory.changed,data.processed,batch.submitted,"
+        "parcel.ready,shipment.ready,account.updated"
     ),
     "AwaitedDetailTypes": "order.approved",
 }

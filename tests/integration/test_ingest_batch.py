@@ -12,7 +12,7 @@ from workflow_runner import ManualClock, on_event, run_id_for
 from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
-from workflow_runner.engine.ingest import store_inbox_event
+from workflow_runner.engine.inbox_writes import store_inbox_event
 from workflow_runner.errors import TransientStoreError
 from workflow_runner.store import Store
 from workflow_runner.store.streams import PassWrite, StreamStore

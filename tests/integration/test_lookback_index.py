@@ -17,7 +17,7 @@ from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.engine.erase import erase_event
-from workflow_runner.engine.ingest import store_inbox_event
+from workflow_runner.engine.inbox_writes import store_inbox_event
 from workflow_runner.match import inbox_keys
 from workflow_runner.store import Store, connect
 from workflow_runner.store.queries import query

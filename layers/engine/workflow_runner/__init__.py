@@ -5,6 +5,7 @@ Public API::
     from workflow_runner import define_workflow, on_event, on_cron, on_call, run_id_for, RetryPolicy
     from workflow_runner import Completion, TaskInterrupted   # map/parallel batches, tasks
     from workflow_runner import Event, Steps, Scope, ref      # references, no lambda needed
+    from workflow_runner import Concurrency, Throttle, RateLimit, Singleton, Debounce  # limits
     from workflow_runner import Done, Continue                 # what a condition's check returns
     from workflow_runner.match import eq, in_, all_of, ...     # EventMatch builders
     from workflow_runner.testing import WorkflowTestEnv        # tests of your workflows
@@ -41,25 +42,33 @@ from .errors import (
     WorkflowDefinitionError,
     WorkflowRunnerError,
 )
+from .flow import Batch, CancelOn, Concurrency, Debounce, RateLimit, Singleton, Throttle
 from .refs import Event, Scope, Steps, ref
 
 __all__ = [
+    "Batch",
+    "CancelOn",
     "Clock",
     "Completion",
+    "Concurrency",
     "Continue",
+    "Debounce",
     "DomainEvent",
     "Done",
     "Event",
     "InvalidInput",
     "ManualClock",
+    "RateLimit",
     "RetryPolicy",
     "RunNotFound",
     "Scope",
+    "Singleton",
     "StepContext",
     "Steps",
     "StoreError",
     "SystemClock",
     "TaskInterrupted",
+    "Throttle",
     "TransientStoreError",
     "UnknownWorkflow",
     "WorkflowDefinition",

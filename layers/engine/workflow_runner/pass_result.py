@@ -211,6 +211,8 @@ class TaskWait:
     catch: bool
     scope: dict[str, Any]
     request: dict[str, Any] | None = None
+    # Its limits (flow/store.py LimitSpec as JSON, keys resolved by this pass; None: none).
+    limits: list[dict[str, Any]] | None = None
 
 
 @fast_init

@@ -5,6 +5,7 @@ Set WORKFLOW_MODULES=sample_workflows (the default) to load them in the function
 
 from __future__ import annotations
 
+from .account_sync import account_sync
 from .batch_fulfilment import batch_fulfilment, fulfil_order
 from .daily_report import daily_report
 from .freight_quotes import freight_quotes
@@ -15,6 +16,7 @@ from .user_onboarding import user_onboarding
 from .webhook_delivery import webhook_delivery
 
 __all__ = [
+    "account_sync",
     "batch_fulfilment",
     "daily_report",
     "freight_quotes",

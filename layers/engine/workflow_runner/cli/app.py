@@ -30,6 +30,7 @@ from . import (
     console_command,
     dispatches,
     dlq,
+    limits,
     local_commands,
     operate,
     project_commands,
@@ -166,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="enable cancel, resume, redrive (default: read-only)",
     )
     p.add_argument("--template", metavar="FILE", help="SAM template for doctor's routing check")
+
+    limits.add_limits_command(commands, command)
 
     p = command(
         commands, "pending", operate.cmd_pending, "list pending rows (of every tenant, or one)"
@@ -371,6 +374,7 @@ def _runs_list_options(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument(
         "--after", metavar="CURSOR", default=none(None), help="the page after this cursor"
     )
+    limits.add_skipped_option(parser, default)
 
 
 class _WarningsTo(logging.Handler):

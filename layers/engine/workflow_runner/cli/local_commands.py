@@ -106,7 +106,9 @@ def prepare_events(
 def unused_types(events: Sequence[dict[str, Any]], registry: WorkflowRegistry) -> list[str]:
     """A warning per event whose detail-type no registered workflow starts on or waits
     for (the functions will ignore it), with the closest names as a hint."""
-    known = sorted(registry.trigger_types() | registry.awaited_types())
+    known = sorted(
+        registry.trigger_types() | registry.cancel_types() | registry.awaited_types()
+    )
     warnings = []
     for number, event in enumerate(events, start=1):
         kind = str(event.get("detail-type"))

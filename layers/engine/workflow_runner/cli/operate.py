@@ -37,6 +37,7 @@ from ..timeline import (
 )
 from .callbacks import callbacks_json
 from .context import Context, UsageError, parse_duration_arg, parse_now, parse_since
+from .limits import cmd_runs_skipped, show_limit_waits
 
 
 def cmd_migrate(ctx: Context) -> int:
@@ -73,6 +74,8 @@ def cmd_runs_list(ctx: Context) -> int:
     args = ctx.args
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
+    if args.skipped:
+        return cmd_runs_skipped(ctx)
     if args.version is not None and not args.workflow:
         raise UsageError("--version needs --workflow")
     now = ctx.now() if (args.since or args.until) else None
@@ -138,8 +141,11 @@ def cmd_runs_show(ctx: Context) -> int:
     parent = state.started.parent_run_id if state.started else None
     children = ctx.store().children.of_run(tenant, run_id, limit=CHILDREN_SHOWN + 1)
     callbacks = run_callbacks(ctx.store(), tenant, run_id, ctx.now())
+    out = ctx.output
     local_log = ctx.store().local.log_of_run(tenant, run_id)
     if ctx.output.as_json:
+        # Present only while flow control holds the run (or one of its tasks) back.
+        waits = show_limit_waits(out, ctx.store(), state, ctx.now())
         ctx.output.json(
             {
                 "runId": run_id,
@@ -155,6 +161,7 @@ def cmd_runs_show(ctx: Context) -> int:
                     if e.stream_type != RUN_STREAM
                 ],
                 "parentRunId": parent,
+                **({"limitWaits": waits} if waits else {}),
                 "children": [
                     {
                         "runId": c.child_run_id,
@@ -173,7 +180,6 @@ def cmd_runs_show(ctx: Context) -> int:
             }
         )
         return 0
-    out = ctx.output
     out.heading(f"run {run_id}  {state.workflow_name}  {out.status(state.status)}")
     out.line(f"tenant {tenant}")
     if parent:
@@ -187,6 +193,7 @@ def cmd_runs_show(ctx: Context) -> int:
             f"{which} open until {instant(c.deadline)}"
             + (f", last heartbeat {instant(beat)}" if beat else "")
         )
+    show_limit_waits(out, ctx.store(), state, ctx.now())
     out.table(
         ["V", "RECORDED", "AFTER", "EVENT", "DETAIL"],
         [

@@ -41,7 +41,7 @@ from ..definition import WorkflowRegistry
 from ..engine.run_lookup import AmbiguousRunId, resolve_run
 from ..errors import InvalidInput, RunNotFound, StoreError
 from ..store import RunSummary, Store, connect
-from . import access, actions, deliveries, migrate, run_view, views
+from . import access, actions, deliveries, limits_page, migrate, run_view, views
 from .layout import View, error_page
 
 log = logging.getLogger("workflow_runner")
@@ -312,6 +312,8 @@ class ConsoleApp:
             return _html(*views.doctor_page(view))
         if path == "/deliveries":
             return _html(*deliveries.deliveries_page(view, request.query))
+        if path == "/limits":
+            return _html(*limits_page.limits_page(view, request.query))
         migration = _MIGRATE_PATH.match(path)
         if migration is not None:  # the dry run, and with actions the form that does it
             return _html(*migrate.confirm_page(view, migration.group(1), request.query))

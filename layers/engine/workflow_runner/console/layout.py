@@ -18,7 +18,13 @@ from ..stream import NEVER
 from ..timeline import duration, instant
 from .html import Markup, el, join, url
 
-NAV = (("/", "Runs"), ("/pending", "Pending"), ("/deliveries", "Deliveries"), ("/doctor", "Doctor"))
+NAV = (
+    ("/", "Runs"),
+    ("/pending", "Pending"),
+    ("/deliveries", "Deliveries"),
+    ("/limits", "Limits"),
+    ("/doctor", "Doctor"),
+)
 
 
 @dataclass

@@ -40,6 +40,7 @@ from .layout import (
     table,
     when,
 )
+from .limits_page import limit_waits_block
 from .migrate import migrate_links
 from .svg import to_svg
 
@@ -396,6 +397,7 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
                 class_="run-head",
             ),
             where,
+            limit_waits_block(view, state),
             migrate_links(view, run.workflow_name, run.tenant_id, run.workflow_version)
             if status == "waiting"
             else "",

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..durations import canonical_duration, is_duration, parse_duration
 from ..errors import DefinitionArgumentError, WorkflowDefinitionError
+from ..flow.constructs import step_limits
 from ..match import validate_event_match
 from ..refs import contains_refs
 from ..suggest import did_you_mean, listing
@@ -166,6 +167,8 @@ class StepBuilder(CallbackSteps, ConditionSteps):
         result_key: str | None = None,
         retry: RetryPolicy | None = None,
         catch: bool = False,
+        concurrency: Any = None,
+        throttle: Any = None,
     ) -> MailSend:
         """Send a mail after the pass commits.
 
@@ -178,8 +181,13 @@ class StepBuilder(CallbackSteps, ConditionSteps):
         Args:
             key: store `{"requestId": ...}` under this key (fire and forget).
             retry: attempts and backoff for failures the provider reports.
+            concurrency: `Concurrency(...)` (or a list of up to two): at most so many
+                sends in flight at once per key (with `result_key` only).
+            throttle: `Throttle(...)`: at most so many sends per period per key (with
+                `result_key` only).
         """
         _check_delivery("mail_send", key, result_key, retry, catch)
+        limits, rate = _limits("mail_send", result_key, concurrency, throttle)
         return MailSend(
             to=to,
             subject=subject,
@@ -189,6 +197,8 @@ class StepBuilder(CallbackSteps, ConditionSteps):
             result_key=result_key,
             retry=retry,
             catch=catch,
+            concurrency=limits,
+            throttle=rate,
         )
 
     def webhook_send(
@@ -202,6 +212,8 @@ class StepBuilder(CallbackSteps, ConditionSteps):
         result_key: str | None = None,
         retry: RetryPolicy | None = None,
         catch: bool = False,
+        concurrency: Any = None,
+        throttle: Any = None,
     ) -> WebhookSend:
         """Call an HTTPS endpoint after the pass commits (Idempotency-Key: the request id).
 
@@ -210,13 +222,15 @@ class StepBuilder(CallbackSteps, ConditionSteps):
         `{"status": <int>, "body": <JSON or text, at most 64 KB>}` under `result_key`.
         5xx, 429 and network errors are retried by `retry`; other statuses and a
         refused destination fail the task at once (`catch=True` lets the run go on with
-        `{"failed": true, "error": ..., "attempts": n}`).
+        `{"failed": true, "error": ..., "attempts": n}`). `concurrency=` and `throttle=`
+        (with `result_key` only) bound the calls in flight and their rate per key.
         """
         if isinstance(method, str) and method not in ("POST", "PUT", "PATCH"):
             raise WorkflowDefinitionError(
                 f"webhook_send: method must be POST, PUT or PATCH, not {method!r}"
             )
         _check_delivery("webhook_send", key, result_key, retry, catch)
+        limits, rate = _limits("webhook_send", result_key, concurrency, throttle)
         return WebhookSend(
             url=url,
             method=method,
@@ -227,6 +241,8 @@ class StepBuilder(CallbackSteps, ConditionSteps):
             result_key=result_key,
             retry=retry,
             catch=catch,
+            concurrency=limits,
+            throttle=rate,
         )
 
     def task(
@@ -236,6 +252,8 @@ class StepBuilder(CallbackSteps, ConditionSteps):
         retry: RetryPolicy | None = None,
         timeout: str = "PT30S",
         catch: bool = False,
+        concurrency: Any = None,
+        throttle: Any = None,
     ) -> Task:
         """Run `fn(ctx)` on a worker, outside the pass's transaction, and store its JSON
         result under `key` for the steps after it.
@@ -254,6 +272,11 @@ class StepBuilder(CallbackSteps, ConditionSteps):
             catch: on final failure go on with `{"failed": true, "error": "<Class>",
                 "attempts": n}` under `key` instead of failing the run (reason task_failed;
                 result_not_storable when its result is not JSON or over 256 KB).
+            concurrency: `Concurrency(limit, key=..., scope=...)` (or a list of up to two:
+                per tenant and global): at most `limit` attempts in flight at once per
+                key; the others wait, woken as a slot frees.
+            throttle: `Throttle(limit, period, key=..., burst=...)`: at most `limit`
+                attempts per `period` per key, in arrival order.
         """
         if not isinstance(key, str) or not key:
             raise WorkflowDefinitionError("task: key must be a non-empty string")
@@ -270,12 +293,15 @@ class StepBuilder(CallbackSteps, ConditionSteps):
             )
         if not isinstance(catch, bool):
             raise WorkflowDefinitionError(f"task({key!r}): catch must be True or False")
+        limits, rate = step_limits(f"task({key!r})", concurrency, throttle)
         return Task(
             key=key,
             fn=fn,
             retry=retry or RetryPolicy(),
             timeout=canonical_duration(timeout),
             catch=catch,
+            concurrency=limits,
+            throttle=rate,
         )
 
     def call_workflow(
@@ -403,6 +429,15 @@ class StepBuilder(CallbackSteps, ConditionSteps):
     def return_(self, value: Resolver = None) -> Return:
         """End the run. `{"isSuccess": False, ...}` ends it as failed (reason returned_failure)."""
         return Return(value=value)
+
+
+def _limits(where: str, result_key: object, concurrency: object, throttle: object) -> Any:
+    if result_key is None and (concurrency is not None or throttle is not None):
+        raise WorkflowDefinitionError(
+            f"{where}: concurrency= and throttle= need result_key= (a fire-and-forget "
+            "delivery is not a task)"
+        )
+    return step_limits(where, concurrency, throttle)
 
 
 def _duration(value: Resolver) -> Resolver:

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 from ..errors import InvalidInput, WorkflowDefinitionError
+from ..flow.constructs import flow_control
 from .branches import BRANCH_MARK
 from .builder import StepBuilder
 from .checks import PlacingBuilder, check_definition
@@ -37,6 +38,14 @@ def define_workflow(
     register: bool = True,
     retention: str | timedelta | None = None,
     pinning: str = "shape",
+    concurrency: Any = None,
+    throttle: Any = None,
+    rate_limit: Any = None,
+    debounce: Any = None,
+    singleton: Any = None,
+    batch: Any = None,
+    priority: Any = None,
+    cancel_on: Any = None,
 ) -> WorkflowDefinition:
     """Define a workflow and register it in the default registry.
 
@@ -64,6 +73,24 @@ def define_workflow(
             subject, URL, duration or function resumes; a changed place fails loud);
             "exact" — only this very definition (every value stays as it started).
             Not part of the fingerprint.
+        concurrency: `Concurrency(limit, key=..., scope=...)`, or a list of up to two
+            (per tenant and global): at most `limit` runs executing a pass or a task at
+            once per key (a waiting run holds no slot).
+        throttle: `Throttle(limit, period, key=..., burst=...)`: at most `limit` run
+            starts per `period` per key; later triggers wait their turn, in order.
+        rate_limit: `RateLimit(limit, period, key=...)`: triggers beyond `limit` per
+            `period` per key start nothing (recorded as skipped, with the reason).
+        debounce: `Debounce(period, key, timeout=...)`: start once `period` passed
+            without another trigger of the key, with the last event.
+        singleton: `Singleton(key, mode="skip"|"cancel")`: at most one unsettled run per
+            key; a new trigger is skipped, or cancels that run and starts.
+        batch: `Batch(max_size, timeout, key=...)`: one run per batch of triggers.
+        priority: an integer from -600 to 600 (or a reference into the trigger event):
+            seconds of head start among the tenant's due work.
+        cancel_on: `[CancelOn(event_type, match={...}, within=...)]`: an arriving event
+            that matches cancels the unsettled runs it names.
+            None of these is part of the fingerprint or the shape: changing a limit
+            fails no run in flight (see docs/workflows/flow-control.md).
 
     Raises:
         WorkflowDefinitionError: the definition is malformed; every static argument is
@@ -118,6 +145,23 @@ def define_workflow(
         description=description,
         retention=retention,
         pinning="exact" if pinning == "exact" else "shape",
+    )
+    definition = WorkflowDefinition(
+        **{
+            **definition.__dict__,
+            "flow": flow_control(
+                f"workflow {name!r}",
+                concurrency=concurrency,
+                throttle=throttle,
+                rate_limit=rate_limit,
+                debounce=debounce,
+                singleton=singleton,
+                batch=batch,
+                priority=priority,
+                cancel_on=cancel_on,
+                is_event_triggered=isinstance(trigger, EventTrigger),
+            ),
+        }
     )
     check_definition(definition)
     fingerprint = compute_fingerprint(definition, steps)

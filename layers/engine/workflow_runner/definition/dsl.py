@@ -11,6 +11,7 @@ from typing import Any, Literal, TypeAlias
 from ..callback_tokens import NO_CALLBACK, Callback
 from ..errors import WorkflowDefinitionError
 from ..fast_init import fast_init
+from ..flow.constructs import Concurrency, FlowControl, Throttle
 from ..refs import substitute_refs
 from .completion import Completion
 from .retry import BackoffKind, JitterKind, RetryPolicy
@@ -76,6 +77,13 @@ class StepContext:
     now: datetime
     callback: Callback = NO_CALLBACK
     callbacks: Mapping[str, Callback] = field(default_factory=dict)
+    batch_events: tuple[DomainEvent, ...] = ()  # a Batch's trigger events (see `events`)
+
+    @property
+    def events(self) -> list[DomainEvent]:
+        """The run's trigger events: a batch's (`Batch`), in arrival order; otherwise
+        the one trigger event (`[ctx.event]`)."""
+        return list(self.batch_events) if self.batch_events else [self.event]
 
 
 Resolver: TypeAlias = Any  # a value, or a callable taking StepContext
@@ -190,6 +198,9 @@ class WaitForEvent:
 # Fields added to a step after release 0.1 carry this metadata: the fingerprint leaves
 # them out while they hold their default, so definitions written before keep theirs.
 ADDED_LATER: Mapping[str, bool] = {"added_later": True}
+# A step's limits (flow control): part of the definition, never of its fingerprint or
+# shape, so changing a limit fails no run in flight.
+LIMITS: Mapping[str, bool] = {"limits": True}
 
 
 @dataclass(frozen=True)
@@ -214,6 +225,8 @@ class MailSend:
     result_key: str | None = field(default=None, metadata=ADDED_LATER)
     retry: RetryPolicy | None = field(default=None, metadata=ADDED_LATER)
     catch: bool = field(default=False, metadata=ADDED_LATER)
+    concurrency: tuple[Concurrency, ...] = field(default=(), metadata=LIMITS)
+    throttle: Throttle | None = field(default=None, metadata=LIMITS)
 
 
 @dataclass(frozen=True)
@@ -228,6 +241,8 @@ class WebhookSend:
     result_key: str | None = field(default=None, metadata=ADDED_LATER)
     retry: RetryPolicy | None = field(default=None, metadata=ADDED_LATER)
     catch: bool = field(default=False, metadata=ADDED_LATER)
+    concurrency: tuple[Concurrency, ...] = field(default=(), metadata=LIMITS)
+    throttle: Throttle | None = field(default=None, metadata=LIMITS)
 
 
 @dataclass(frozen=True)
@@ -238,6 +253,8 @@ class Task:
     timeout: str
     catch: bool = False
     kind: str = "task"
+    concurrency: tuple[Concurrency, ...] = field(default=(), metadata=LIMITS)
+    throttle: Throttle | None = field(default=None, metadata=LIMITS)
 
 
 @dataclass(frozen=True)
@@ -453,6 +470,9 @@ class WorkflowDefinition:
     # What its waiting runs resume on once it is gone (definition/shape.py): "shape" or
     # "exact". Not part of the fingerprint.
     pinning: Literal["shape", "exact"] = "shape"
+    # Its flow control (flow/constructs.py; None: none, and no hot path looks further).
+    # Not part of the fingerprint or the shape: changing a limit fails no run in flight.
+    flow: FlowControl | None = None
     # Set on the internal workflow of a parallel's branch (definition/branches.py): a
     # BranchOf. Not part of the fingerprint (a branch's derives from its parent's).
     branch_of: Any = None

@@ -124,6 +124,16 @@ class WorkflowRegistry:
             if wf.retention is not None
         }
 
+    def cancel_types(self) -> set[str]:
+        """Every event type a workflow's cancel_on (latest versions) cancels runs on: the
+        trigger intake must receive them."""
+        return {
+            cancel.event_type
+            for wf in self.latest_all()
+            if wf.flow is not None
+            for cancel in wf.flow.cancel_on
+        }
+
     def awaited_types(self) -> set[str]:
         """Every event type any registered version may wait for."""
         return {event_type for wf in self for event_type in wf.awaits.values()}

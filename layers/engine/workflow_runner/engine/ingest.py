@@ -12,7 +12,7 @@ effect repeats.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -28,13 +28,15 @@ from ..definition import (
 from ..definition.dsl import has_callback_wait
 from ..durations import format_instant
 from ..errors import StoreError, TransientStoreError
+from ..flow.cancels import cancel_matching, register_cancel_keys
+from ..flow.starts import hold_or_start, judge_trigger
 from ..interpreter import Interpreter
-from ..match import inbox_keys
 from ..pass_result import describe_step_error
 from ..redaction import exception_for_log
 from ..refs import UnresolvedReference
-from ..store import NewInboxEvent, Store
-from ..stream import RUN_STREAM, RunFailed, RunStarted
+from ..store import Store
+from ..stream import RUN_STREAM, FlowHeld, RunFailed, RunStarted
+from .inbox_writes import store_inbox_events
 from .passes import cron_event
 from .persist import PassWrites, RunOutcome, persist_pass
 
@@ -66,35 +68,6 @@ class IngestResult:
     skipped: list[str] = field(default_factory=list)  # workflows whose filter said no / run existed
     existing: list[ExistingRun] = field(default_factory=list)  # of those, the runs that existed
     filtered: list[str] = field(default_factory=list)  # of those, whose filter said no
-
-
-def store_inbox_events(
-    store: Store, events: Sequence[DomainEvent], now: datetime
-) -> Callable[[], set[tuple[str, str]]]:
-    """Store domain events (a redelivery changes nothing) and remember their tenants, in
-    one statement sent without waiting; the returned function (after the pipeline)
-    gives the (tenant, event id) stored now.
-
-    With each go the keys it offers, so a wait created later finds it by index (the
-    look-back, engine/projection.py)."""
-    rows = [
-        NewInboxEvent(
-            e.tenant_id,
-            e.id,
-            e.source,
-            e.type,
-            e.payload,
-            e.time,
-            inbox_keys(e.payload),
-        )
-        for e in events
-    ]
-    return store.inbox.insert_many(rows, now, register_tenants=True)
-
-
-def store_inbox_event(store: Store, event: DomainEvent, now: datetime) -> None:
-    """Store one domain event (see store_inbox_events)."""
-    store_inbox_events(store, [event], now)
 
 
 def start_run(
@@ -143,6 +116,7 @@ class _Start:
     event: DomainEvent
     run_id: str
     started: RunStarted
+    held: FlowHeld | None = None  # flow control holds it before its first pass
 
 
 def _run_started(
@@ -174,6 +148,13 @@ def _first_pass(
     """A started run's first pass, persisted (`writes`: see persist_pass)."""
     definition, event, started = start.definition, start.event, start.started
     tenant = event.tenant_id
+    if definition.flow is not None:
+        if definition.flow.cancel_on:
+            register_cancel_keys(store, definition, event, start.run_id, now)
+        add = None if writes is None else (lambda write: writes.add(write, now))
+        held = hold_or_start(store, definition, event, start.run_id, started, start.held, now, add)
+        if held is not None:
+            return RunOutcome(tenant, start.run_id, definition.name, "suspended", 0, held.wake_at)
     result = Interpreter(
         definition,
         event,
@@ -263,8 +244,15 @@ def _prepare_start(
             store, definition, event, fallback_id, now, error, f"{IDEMPOTENCY_KEY_FAILED}{where}"
         )
     run_id = run_id_for(definition.name, key) if key is not None else fallback_id
+    flow = definition.flow
+    judged = (
+        judge_trigger(store, definition, event, run_id, now) if flow and flow.gates_start else None
+    )
+    if judged is not None and judged.verdict != "start":
+        return None  # skipped (recorded, with the reason) or folded into a debounce
+    run_id = judged.run_id if judged is not None else run_id
     started = _run_started(definition, event, idempotency_key=key, trigger_event_id=event.id)
-    return _Start(definition, event, run_id, started)
+    return _Start(definition, event, run_id, started, judged.held if judged else None)
 
 
 def _start_triggered(
@@ -351,6 +339,8 @@ def _ingest_in_transaction(
     savepoint and a refusal fails only that run. Of two starts of one run id in a batch
     the first (in event order) starts it; the other is skipped, as a redelivery."""
     claimed = _store_and_claim(store, events, now)
+    for n in sorted(claimed):  # cancel_on: before the runs the event starts
+        cancel_matching(store, registry, events[n], now)
     planned: list[list[tuple[WorkflowDefinition, _Planned]] | None] = []
     for n, event in enumerate(events):
         if n not in claimed:
@@ -420,6 +410,7 @@ def ingest_domain_event(
     with store.transaction():
         if not _store_and_claim(store, [event], now):
             return IngestResult(event.id, stored=False)
+        cancel_matching(store, registry, event, now)
         return _ingested(event, [(definition, _refused(store, definition, event, now, refusal))])
 
 

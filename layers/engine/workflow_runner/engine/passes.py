@@ -30,6 +30,7 @@ from ..store import InboxEvent, Store, StoredEvent, StoredResults
 from ..stream import (
     CALLBACK_EVENT_TYPE,
     ChildrenWaiting,
+    FlowHeld,
     RunStarted,
     RunState,
     StepWaitingForCallback,
@@ -149,9 +150,30 @@ def trigger_event(store: Store, run: LoadedRun) -> DomainEvent | None:
     if state.trigger_event_id is None:
         return None
     row = run.trigger_row
+    if state.trigger_override is not None:  # a debounce's last trigger
+        row = store.inbox.get(state.tenant_id, state.trigger_override)
     if row is None or row.detail is None:
         return None
     return domain_event_of(row)
+
+
+def batch_events(
+    store: Store, state: RunState, batched: bool
+) -> tuple[DomainEvent, ...] | None:
+    """A batch run's trigger events in arrival order (`batched`: its workflow has a
+    Batch; () for another run; None when one is no longer stored). The held facts that
+    name them may precede the tail a resume reads: the whole stream is read for them."""
+    if not batched:
+        return ()
+    events, _ = store.streams.load_run(state.tenant_id, state.run_id)
+    ids = fold_run(state.run_id, state.tenant_id, [e.recorded for e in events]).batch_event_ids
+    found = []
+    for event_id in ids:
+        row = store.inbox.get(state.tenant_id, event_id)
+        if row is None or row.detail is None:
+            return None
+        found.append(domain_event_of(row))
+    return tuple(found)
 
 
 @fast_init
@@ -353,7 +375,10 @@ def continue_run(
         )
 
     trigger = trigger_event(store, run)
-    if trigger is None:
+    batch = batch_events(
+        store, state, definition.flow is not None and definition.flow.batch is not None
+    )
+    if trigger is None or batch is None:
         return fail(
             "trigger_event_unavailable", f"the trigger event of run {run_id} is no longer stored"
         )
@@ -407,7 +432,8 @@ def continue_run(
         map_index=state.started.map_index if state.started else None,
         known_callbacks=lambda: known_callbacks(store, tenant_id, run_id),
         callback_error=answered.callback_error if answered is not None else None,
-    ).run(path)
+        batch_events=batch,
+    ).run(None if isinstance(suspension, FlowHeld) else path)  # held: not started yet
     return persist_pass(
         store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now, writes
     )

@@ -184,6 +184,7 @@ def _new_task(
         request=spec.request,
         max_attempts=spec.max_attempts,
         timeout_ms=spec.timeout_ms,
+        limits=spec.limits,
     )
 
 

@@ -31,6 +31,7 @@ from ..stream import (
     CallbackFailed,
     CallbackHeartbeat,
     ChildrenSettled,
+    FlowHeld,
     RetryScheduled,
     RunMigrated,
     StepEventMatched,
@@ -99,7 +100,7 @@ class _PendingDeletes:
 
 def _pending_row(
     e: StoredEvent,
-    fact: Suspension | StepWaitingForCallback | StepWaitingForCondition,
+    fact: Suspension | StepWaitingForCallback | StepWaitingForCondition | FlowHeld,
     lookback_after: Cursor | None = None,
 ) -> NewPendingRow:
     wait = fact if isinstance(fact, StepWaitingForEvent) else None
@@ -208,6 +209,7 @@ _TIMED_SUSPENSIONS = (
     RetryScheduled,
     StepWaitingForCallback,
     StepWaitingForCondition,
+    FlowHeld,  # a run held for its throttle turn or its debounce's quiet period
 )
 _TIMED = frozenset(cls.TYPE for cls in _TIMED_SUSPENSIONS)
 

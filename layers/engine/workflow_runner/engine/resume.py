@@ -16,16 +16,18 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Literal
 
 from ..definition import WorkflowDefinition, WorkflowRegistry, default_registry
 from ..definition.hosts import REGISTERED_HOSTS, RESUME_RUN, DefinitionHosts
 from ..errors import RunNotFound, StoreError, StreamConflict, TransientStoreError
 from ..fast_init import fast_init
+from ..flow.passes import admit_passes, pass_work
+from ..flow.wake import wake_after_commit
 from ..redaction import exception_for_log
 from ..store import Store
 from ..stream import (
     ChildrenWaiting,
+    FlowHeld,
     ResumedBy,
     RetryScheduled,
     StepResumed,
@@ -36,61 +38,14 @@ from ..stream import (
     TaskScheduled,
     TasksScheduled,
 )
-from .passes import LoadedRun, continue_run, load_run_for_pass, load_runs_for_resume
+from .passes import LoadedRun, continue_run, load_runs_for_resume, trigger_event
 from .persist import PassWrites, fail_run
 from .pinning import serving_definition
+from .resume_answers import ResumeRequestItem, ResumeResult, fail_refused_pass
+
+__all__ = ["ResumeRequestItem", "ResumeResult", "resume_run", "resume_runs"]
 
 log = logging.getLogger("workflow_runner")
-
-ResumeOutcome = Literal[
-    "already-resumed", "not-due", "suspended", "completed", "failed", "on-kept-version"
-]
-
-
-@fast_init
-@dataclass(frozen=True)
-class ResumeResult:
-    """The outcome of resume_run; never an exception for an expected outcome.
-
-    `wake_at`: when the claimed suspension was due (None: a task without its outcome
-    yet, reason waiting_for_task); `suspended_at` and `resumed_wake_at`: where and until
-    when the pass suspended again; `task_id`: the task it suspended at, if any;
-    `waiting_at`: set with `already-resumed` when the run waits at another step than the
-    one asked for (a direct invoke reports it; a stale queue message is simply done);
-    `kept_on`: the kept function version that has the run's definition — with
-    `on-kept-version` nothing was done here and the request is for that version; with
-    any other outcome, that version answered it.
-    """
-
-    outcome: ResumeOutcome
-    tenant_id: str
-    run_id: str
-    step_index: int
-    wake_at: datetime | None = None
-    suspended_at: int | None = None
-    reason: str | None = None
-    resumed_wake_at: datetime | None = None
-    task_id: str | None = None
-    waiting_at: int | None = None
-    kept_on: str | None = None
-
-
-@fast_init
-@dataclass(frozen=True)
-class ResumeRequestItem:
-    """One suspension to resume in `resume_runs`.
-
-    `forwarded_from`: another version handed it here as the kept code of the run's
-    definition; it is never handed on (a loop guard). `gone`: a kept version found gone
-    (deleted) while handing it on, named if nothing else serves the run.
-    """
-
-    tenant_id: str
-    run_id: str
-    step_index: int
-    force: bool = False
-    forwarded_from: str | None = None
-    gone: str | None = None
 
 
 def _not_registered_error(registry: WorkflowRegistry, name: str, run_id: str, pinned: str) -> str:
@@ -168,6 +123,8 @@ def _resume_all(
             if isinstance(decision, _Claim):
                 claimed.add(key)
             decided.append(decision)
+    if any(isinstance(d, _Claim) and d.definition.flow is not None for d in decided):
+        decided = _within_limits(store, decided, now)
     claims = [d for d in decided if isinstance(d, _Claim)]
     claims_last = claims_last and bool(claims) and all(map(_reads_nothing_more, claims))
     sent = store.statements_sent
@@ -187,6 +144,36 @@ def _resume_all(
         writes.flush(store)
     writes.finish(store)
     return results
+
+
+def _within_limits(
+    store: Store, decided: list[ResumeResult | RunNotFound | _Claim], now: datetime
+) -> list[ResumeResult | RunNotFound | _Claim]:
+    """The claims whose passes their workflow's concurrency admits now (flow/passes.py);
+    one held back answers `not-due` (reason held_by_limit): it waits, queued, until a
+    slot that frees wakes it."""
+    works = []
+    for at, claim in enumerate(decided):
+        if isinstance(claim, _Claim) and claim.definition.flow is not None:
+            event = trigger_event(store, claim.run)
+            base = claim.base
+            work = event and pass_work(claim.definition, event, base.run_id, base.step_index, now)
+            if work:
+                works.append((at, work))
+    held = admit_passes(store, [work for _, work in works], now)
+    decided = list(decided)
+    for n in held:
+        at = works[n][0]
+        claim = decided[at]
+        assert isinstance(claim, _Claim)
+        decided[at] = replace(claim.base, outcome="not-due", reason="held_by_limit")
+    for claim in decided:
+        state = claim.run.state if isinstance(claim, _Claim) else None
+        if state is not None and isinstance(state.suspension, FlowHeld) and state.started_at:
+            # A run held before its first step starts now (metric LimitWaitSeconds).
+            waited = (now - state.started_at).total_seconds()
+            store.flow.waits.append((state.workflow_name, waited))
+    return decided
 
 
 def _reads_nothing_more(claim: _Claim) -> bool:
@@ -392,7 +379,10 @@ def resume_run(
     """
     item = ResumeRequestItem(tenant_id, run_id, step_index, force)
     with store.transaction():
-        return _resume_in_transaction(store, item, now, registry or default_registry(), hosts)
+        result = _resume_in_transaction(store, item, now, registry or default_registry(), hosts)
+    if store.flow.wakes:
+        wake_after_commit(store, now)
+    return result
 
 
 def resume_runs(
@@ -420,7 +410,12 @@ def resume_runs(
     for claims_last in (True, False):
         try:
             with store.transaction():
-                return list(_resume_all(store, requests, now, registry, hosts, claims_last))
+                done: list[ResumeResult | Exception] = list(
+                    _resume_all(store, requests, now, registry, hosts, claims_last)
+                )
+            if store.flow.wakes:  # held back, or freed a slot held work waits for
+                wake_after_commit(store, now)
+            return done
         except TransientStoreError:
             raise
         except (_Rerun, StreamConflict) as error:
@@ -445,39 +440,9 @@ def resume_runs(
         except StoreError as error:
             # The database refused what the pass wrote: repeating it would fail the
             # same way forever. The run fails instead, recorded, never resent.
-            isolated.append(_fail_refused_pass(store, item, now, error))
+            isolated.append(fail_refused_pass(store, item, now, error))
         except Exception as error:  # one bad item must not sink the others
             isolated.append(error)
+    if store.flow.wakes:
+        wake_after_commit(store, now)
     return isolated
-
-
-PASS_NOT_STORABLE = "pass_not_storable"
-
-
-def _fail_refused_pass(
-    store: Store, item: ResumeRequestItem, now: datetime, error: StoreError
-) -> ResumeResult | Exception:
-    log.warning(
-        "the database refused a pass; the run fails",
-        extra={
-            "tenant_id": item.tenant_id,
-            "run_id": item.run_id,
-            "detail": exception_for_log(error),
-        },
-    )
-    base = ResumeResult("already-resumed", item.tenant_id, item.run_id, item.step_index)
-    try:
-        with store.transaction():
-            state = load_run_for_pass(store, item.tenant_id, item.run_id, tail=True).state
-            suspension = state.suspension
-            if state.status != "waiting" or suspension is None:
-                return base
-            text = f"workflow step failed ({type(error).__name__})"
-            step = suspension.step_index
-            if fail_run(store, state, state.version, step, PASS_NOT_STORABLE, text, now):
-                return replace(base, outcome="failed", reason=PASS_NOT_STORABLE)
-            return base
-    except TransientStoreError:
-        raise
-    except Exception as failure:
-        return failure

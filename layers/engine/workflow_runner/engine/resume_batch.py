@@ -23,7 +23,7 @@ from ..definition.hosts import REGISTERED_HOSTS, DefinitionHosts
 from ..errors import RunNotFound
 from ..ports import Nudger, ResumeQueue, ResumeRequest
 from ..store import Store
-from .enqueue import MAX_DELAY_SECONDS
+from .enqueue import MAX_DELAY_SECONDS, enqueue_due
 from .handing import ResumeForwarder, forward_kept
 from .resume import ResumeRequestItem, ResumeResult, resume_runs
 
@@ -86,6 +86,9 @@ def resume_batch(
             that version (None: they are answered `on-kept-version`).
     """
     results = resume_runs(store, requests, now, registry, hosts)
+    woken, store.flow.woken = store.flow.woken, []
+    if woken:  # held work a freed slot woke (flow control): to the queue at once
+        enqueue_due(store, queue, woken, now)
     if hold is not None and hold.seconds > 0:
         now = _resume_held(store, requests, results, now, registry, hold, hosts)
     if forwarder is not None:

@@ -51,6 +51,7 @@ from ..store import RunKey, RunQuery, RunSummary, Store
 from ..stream import (
     RUN_STREAM,
     Fact,
+    FlowHeld,
     OperatorAction,
     Path,
     RunMigrated,
@@ -248,6 +249,21 @@ def judge(
     suspension = state.suspension
     own = suspension.entry_path if suspension is not None else []
     stored = store.definitions.get(state.workflow_name, state.fingerprint)
+    if isinstance(suspension, FlowHeld):  # flow control holds it before its first step
+        return RunMove(
+            tenant_id=state.tenant_id,
+            run_id=state.run_id,
+            from_version=from_version
+            if from_version is not None
+            else getattr(stored, "version", None),
+            from_fingerprint=state.fingerprint,
+            suspension_version=state.suspension_version,
+            waiting=f"held by {suspension.reason} before its first step",
+            from_path=own,
+            to_path=own,
+            outcome="refused",
+            why=f"it is held by flow control ({suspension.limit}) and has run no step yet",
+        )
     move = RunMove(
         tenant_id=state.tenant_id,
         run_id=state.run_id,
@@ -300,7 +316,11 @@ def _move(
                     )
                 judged = judge(store, state, planned.from_version, target, mapping)
                 suspension = state.suspension
-                if judged.outcome != "would-move" or suspension is None:
+                if (
+                    judged.outcome != "would-move"
+                    or suspension is None
+                    or isinstance(suspension, FlowHeld)
+                ):
                     return judged
                 return _record(store, state, suspension, judged, target, operator, now)
         except _Retry:

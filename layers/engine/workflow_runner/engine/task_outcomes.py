@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from ..definition import RetryPolicy
+from ..flow.tasks import release_task_slots
 from ..store import ClaimedTask, Store
 from ..stream import (
     RUN_STREAM,
@@ -109,6 +110,7 @@ def record_success(
         )
 
     with store.transaction():
+        release_task_slots(store, task)  # flow control: its slots, with its outcome
         appended = _append(store, task, completed, now)
         if appended is None:
             store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
@@ -169,6 +171,8 @@ def record_failure(
         )
 
     with store.transaction():
+        if not attempt_running:
+            release_task_slots(store, task)  # flow control: its slots, with its outcome
         appended = _append(store, task, fact, now)
         if appended is None:
             store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)

@@ -53,7 +53,8 @@ from ..definition import (
 )
 from ..definition.branches import branch_context, is_branch_name
 from ..definition.hosts import REGISTERED_HOSTS, STEP_DISPATCHER, DefinitionHosts
-from ..errors import ForwardFailed, HostGone
+from ..errors import ForwardFailed, HostGone, WorkflowRunnerError
+from ..flow.tasks import claim_within_limits, release_task_slots
 from ..interpreter.callback_view import created_links
 from ..pass_result import WorkflowStepError
 from ..ports import HttpSender, Mailer
@@ -64,7 +65,7 @@ from ..store import ClaimedTask, Store
 from ..webhook_guard import WebhookGuard
 from .callback_passes import known_callbacks
 from .delivery import DeliveryFailed, deliver_mail, deliver_webhook
-from .passes import LoadedRun, load_run_for_pass, trigger_event
+from .passes import LoadedRun, batch_events, load_run_for_pass, trigger_event
 from .persist import fail_run
 from .pinning import serving_definition
 from .task_outcomes import AttemptFailure, record_failure, record_success
@@ -155,8 +156,12 @@ def run_task(
     left_ms = int((seconds_left() - LEASE_MARGIN_SECONDS) * 1000)
     if left_ms < 1000:
         return None
-    with store.transaction():
-        task = store.tasks.claim(now(), left_ms, DELIVERY_TIMEOUT_MS, LEASE_MARGIN_SECONDS)
+    # One transaction leases the task and whatever its limits say (flow/tasks.py).
+    task = claim_within_limits(
+        store,
+        lambda: store.tasks.claim(now(), left_ms, DELIVERY_TIMEOUT_MS, LEASE_MARGIN_SECONDS),
+        now,
+    )
     if task is None:
         return None
     return _run_claimed(store, ports, task, now, seconds_left, rng)
@@ -206,7 +211,9 @@ def _run_claimed(
     """The attempt of a claimed task (see the module's docstring)."""
     run = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True)
     if not run.state.waits_for_task(task.task_id):
-        store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now())
+        with store.transaction():
+            store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now())
+            release_task_slots(store, task)
         return _result(task, "dropped", False)
     step, host = _step_of(store, ports, task, forwarded)
     if host is not None:
@@ -372,7 +379,7 @@ def _attempt(
     timeout = (task.timeout_ms or DELIVERY_TIMEOUT_MS) / 1000
     timeout = max(0.001, min(timeout, seconds_left() - LEASE_MARGIN_SECONDS))
     if isinstance(step, Task):
-        return _run_function(store, task, run, step, timeout, now)
+        return _run_function(store, task, run, step, timeout, now, _batched(ports, task))
     request = task.request or {}
     context = _log_context(task)
     try:
@@ -388,11 +395,27 @@ def _attempt(
         raise AttemptFailure(failure.error_class, final, reason, failure.status) from failure
 
 
+def _batched(ports: TaskPorts, task: ClaimedTask) -> bool:
+    """Whether the task's workflow gathers its triggers in batches (ctx.events)."""
+    try:
+        flow = ports.registry.latest(task.workflow_name).flow
+    except WorkflowRunnerError:
+        return False
+    return flow is not None and flow.batch is not None
+
+
 def _run_function(
-    store: Store, task: ClaimedTask, run: LoadedRun, step: Task, timeout: float, now: datetime
+    store: Store,
+    task: ClaimedTask,
+    run: LoadedRun,
+    step: Task,
+    timeout: float,
+    now: datetime,
+    batched: bool = False,
 ) -> Any:
     trigger = trigger_event(store, run)
-    if trigger is None:
+    batch = batch_events(store, run.state, batched)
+    if trigger is None or batch is None:
         raise AttemptFailure("TriggerEventUnavailable", True, "trigger_event_unavailable")
     stored = store.results.of_run(task.tenant_id, task.run_id)
     steps = dict(stored.values)
@@ -418,6 +441,7 @@ def _run_function(
         ),
         now=now,
         callbacks=created_links(secret, callback_base_url(), known),
+        batch_events=batch,
     )
     try:
         return call_with_timeout(lambda: step.fn(ctx), timeout)

@@ -37,7 +37,7 @@ from ..ports import ResumeQueue
 from ..store import Store, WaitingRow
 from ..stream import RUN_STREAM, StepEventMatched
 from .enqueue import DEFAULT_LEASE_SECONDS, enqueue_matched
-from .ingest import store_inbox_event
+from .inbox_writes import store_inbox_event
 
 # Waits recorded per transaction: a few hundred milliseconds of work at most.
 WAKE_CHUNK = 1000

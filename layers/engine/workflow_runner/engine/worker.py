@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..flow.tasks import wait_for_turn
+from ..flow.wake import wake_after_commit
 from ..ports import ResumeQueue, ResumeRequest
 from ..store import Store
 from .children import start_children
@@ -59,6 +61,7 @@ def work(
     max_attempts: int = 5,
     webhook_timeout: float = 10.0,
     rng: random.Random | None = None,
+    wait: Callable[[float], None] | None = None,
 ) -> WorkResult:
     """Run due tasks, then deliver due requests, until nothing is due or time is short.
 
@@ -70,6 +73,8 @@ def work(
         seconds_left: the time the invocation has left (checked before every call).
         max_attempts: attempts of a fire-and-forget delivery without a RetryPolicy.
         webhook_timeout: bound of one fire-and-forget webhook call, seconds.
+        wait: how to pause for the next throttle turn of a task within the time left
+            (a deployed worker: time.sleep); None: leave it to the next invocation.
     """
     rng = rng or random.Random()
     result = WorkResult()
@@ -80,8 +85,16 @@ def work(
         result.children_started += started.started + started.attached + started.unknown
         if started.joins == 0 and counted == 0:
             break
-    while (attempt := run_task(store, ports, now, seconds_left, rng)) is not None:
+    while (attempt := run_task(store, ports, now, seconds_left, rng)) is not None or (
+        wait is not None and wait_for_turn(store, now, seconds_left, wait)
+    ):
+        if attempt is None:
+            continue  # waited for a throttle's next turn
         result.tasks.append(attempt)
+        # Slots the attempt gave back wake held work (flow control): resumes go out now.
+        woken = wake_after_commit(store, now()) if store.flow.wakes else []
+        if woken:
+            enqueue_due(store, resume_queue, woken, now())
         if attempt.run_due:
             due = _Due(attempt.tenant_id, attempt.run_id, attempt.step_index)
             sent, _ = enqueue_due(store, resume_queue, [due], now())

@@ -90,6 +90,7 @@ class PassState:
             (`ctx.workflow.map_index`).
         known_callbacks: reads the callbacks earlier passes created (None: none).
         callback_error: the error the callback the resume re-enters at answered with.
+        batch_events: a batch's trigger events (`ctx.events`; Batch).
     """
 
     def __init__(
@@ -114,6 +115,7 @@ class PassState:
         map_index: int | None = None,
         known_callbacks: LoadCallbacks | None = None,
         callback_error: str | None = None,
+        batch_events: Sequence[DomainEvent] = (),
     ) -> None:
         self.definition = definition
         self.event = event
@@ -135,6 +137,7 @@ class PassState:
         self.max_result_bytes = max_result_bytes
         self.parent_run_id = parent_run_id
         self.map_index = map_index
+        self.batch_events = tuple(batch_events)
         self.dispatches: list[DispatchRequest] = []
         self.starts: list[ChildJoin] = []
         self._attempts: list[int] = []
@@ -210,6 +213,7 @@ class PassState:
             now=self.now,
             callback=self.callback,
             callbacks=self.callback_names,
+            batch_events=self.batch_events,
         )
 
     def _reentered(self, path: Path) -> Reentry | None:

@@ -18,6 +18,7 @@ from ..definition.completion import (
 from ..definition.dsl import CallWorkflow, MailSend, Map, Parallel, Step, Task, WebhookSend
 from ..definition.retry import RetryPolicy
 from ..durations import parse_duration
+from ..flow.keys import task_limits
 from ..pass_result import (
     ChildJoin,
     DispatchRequest,
@@ -110,6 +111,13 @@ class WorkSteps(PassState):
             catch=step.catch,
             scope=scope_copy,
             request=request,
+            limits=task_limits(
+                self.definition,
+                step,
+                task_key(step),
+                self._ctx(path, scope),
+                lambda v: self._call(v, path, scope),
+            ),
         )
 
     def _request_of(self, step: Step, path: Path, scope: dict[str, Any]) -> dict[str, Any] | None:

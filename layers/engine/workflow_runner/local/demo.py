@@ -122,7 +122,7 @@ class Demo:
 
         self.scene(
             "Monday 08:00 — two sign-ups, two orders, an inventory change, two exports, "
-            "a parcel to quote"
+            "a parcel to quote, three edits of an account"
         )
         self.put("ada", "user.signed-up", {"userId": "active-ada", "email": "ada@example.com"})
         self.put("bob", "user.signed-up", {"userId": "bob", "email": "bob@example.com"})
@@ -158,6 +158,13 @@ class Demo:
         )
 
         self.put("shipment s-1", "shipment.ready", {"shipmentId": "s-1", "weightKg": 120})
+
+        for revision in (1, 2, 3):  # a burst of edits: one sync, two minutes after the last
+            self.put(
+                f"account a-7 edit {revision}",
+                "account.updated",
+                {"accountId": "a-7", "revision": revision},
+            )
 
         self.scene("A batch of 8 orders fans out: one fulfil-order run per order, 5 at a time")
         self.put("batch b-1", "batch.submitted", {"batchId": "b-1", "orders": BATCH_ORDERS})
@@ -283,6 +290,7 @@ class Demo:
             "batch b-1": "completed",
             "parcel p-1": "completed",
             "shipment s-1": "completed",
+            "account a-7 edit 1": "completed",  # one debounced run, revision 3
         }
         wrong = {
             label: status

@@ -124,7 +124,7 @@ def unrouted_types(routing: Routing, registry: WorkflowRegistry) -> list[str]:
 
     missing = [
         f"trigger type {t!r} does not reach {TRIGGER_PROJECTION}"
-        for t in sorted(registry.trigger_types())
+        for t in sorted(registry.trigger_types() | registry.cancel_types())
         if not reaches(t, TRIGGER_PROJECTION)
     ]
     missing += [

@@ -21,6 +21,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_dumps, set_json_loads
 
+from ..flow.store import FlowStore
 from .callbacks import CallbackStore
 from .children import ChildStore
 from .console import ConsoleStore
@@ -133,6 +134,10 @@ class Store:
     @cached_property
     def local(self) -> LocalStore:
         return LocalStore(self._sql)
+
+    @cached_property
+    def flow(self) -> FlowStore:
+        return FlowStore(self._sql)
 
     # --- plumbing ----------------------------------------------------------------------
 

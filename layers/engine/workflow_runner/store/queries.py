@@ -11,14 +11,24 @@ from ..errors import StoreError
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
+# Folders of the engine package whose queries*.sql are loaded too: flow control keeps its
+# SQL beside its store module (flow/store.py), a room of its own.
+_OTHER_FOLDERS = ("flow",)
+
+
 @cache
 def queries() -> dict[str, str]:
-    """Map query name -> SQL text, from queries.sql and every queries_<area>.sql beside it."""
+    """Map query name -> SQL text, from queries.sql and every queries_<area>.sql beside it
+    (and in the folders of _OTHER_FOLDERS)."""
     found: dict[str, str] = {}
+    package = resources.files(__package__)
+    top = resources.files(__package__.rsplit(".", 1)[0])
+    folders = [package, *(top.joinpath(name) for name in _OTHER_FOLDERS)]
     files = sorted(
         (
             entry
-            for entry in resources.files(__package__).iterdir()
+            for folder in folders
+            for entry in folder.iterdir()
             if entry.name.startswith("queries") and entry.name.endswith(".sql")
         ),
         key=lambda entry: entry.name,

@@ -154,6 +154,11 @@ children_deleted AS (
     DELETE FROM run_children c USING joins_deleted j
     WHERE c.tenant_id = j.tenant_id AND c.join_id = j.join_id
     RETURNING c.tenant_id
+),
+cancel_keys_deleted AS (
+    DELETE FROM flow_cancel_keys x USING picked p
+    WHERE x.tenant_id = p.tenant_id AND x.run_id = p.run_id
+    RETURNING x.tenant_id
 )
 SELECT (SELECT count(*) FROM runs_deleted) AS runs,
        (SELECT count(*) FROM (SELECT 1 FROM candidates LIMIT %(limit)s) s) AS candidates,
@@ -165,7 +170,7 @@ SELECT (SELECT count(*) FROM runs_deleted) AS runs,
          + (SELECT count(*) FROM pending_deleted) + (SELECT count(*) FROM queued_deleted)
          + (SELECT count(*) FROM joins_deleted) + (SELECT count(*) FROM children_deleted)
          + (SELECT count(*) FROM mail_deleted) + (SELECT count(*) FROM local_log_deleted)
-           AS other_rows;
+         + (SELECT count(*) FROM cancel_keys_deleted) AS other_rows;
 
 -- name: purge_inbox_page
 -- The next page of inbox rows in insertion order, after a position: what one inbox batch

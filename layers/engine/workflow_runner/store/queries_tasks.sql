@@ -5,10 +5,10 @@
 -- A task a pass scheduled (a repeated pass schedules the same id once).
 INSERT INTO task_queue (tenant_id, task_id, run_id, workflow_name, definition_fingerprint,
                         task_key, step_kind, path, scope, request, max_attempts, timeout_ms,
-                        next_attempt_at, created_at)
+                        next_attempt_at, created_at, flow)
 VALUES (%(tenant_id)s, %(task_id)s, %(run_id)s, %(workflow_name)s, %(definition_fingerprint)s,
         %(task_key)s, %(step_kind)s, %(path)s, %(scope)s, %(request)s, %(max_attempts)s,
-        %(timeout_ms)s, %(now)s, %(now)s)
+        %(timeout_ms)s, %(now)s, %(now)s, %(limits)s)
 ON CONFLICT (tenant_id, task_id) DO NOTHING;
 
 -- name: claim_task
@@ -33,7 +33,8 @@ FROM (
 WHERE t.tenant_id = due.tenant_id AND t.task_id = due.task_id
 RETURNING t.tenant_id::text AS tenant_id, t.task_id::text AS task_id, t.run_id::text AS run_id,
           t.workflow_name, t.definition_fingerprint, t.task_key, t.step_kind, t.path, t.scope,
-          t.request, t.attempts, t.max_attempts, t.timeout_ms, t.leased_until, due.was;
+          t.request, t.attempts, t.max_attempts, t.timeout_ms, t.leased_until, due.was,
+          t.flow, t.flow_ticket;
 
 -- name: retry_task
 -- Schedule the next attempt (only while this worker's lease holds the row).
@@ -117,7 +118,7 @@ LIMIT %(limit)s;
 -- as claimed, while that claim still holds it (same attempt, lease not ended).
 SELECT tenant_id::text AS tenant_id, task_id::text AS task_id, run_id::text AS run_id,
        workflow_name, definition_fingerprint, task_key, step_kind, path, scope, request,
-       attempts, max_attempts, timeout_ms, leased_until, 'running' AS was
+       attempts, max_attempts, timeout_ms, leased_until, 'running' AS was, flow, flow_ticket
 FROM task_queue
 WHERE tenant_id = %(tenant_id)s AND task_id = %(task_id)s AND status = 'running'
   AND attempts = %(attempt)s AND leased_until > %(now)s;

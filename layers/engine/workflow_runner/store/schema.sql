@@ -200,6 +200,10 @@ CREATE TABLE task_queue (
     last_error              text,
     created_at              timestamptz NOT NULL,
     settled_at              timestamptz,
+    -- Its limits (flow control: flow/keys.py LimitSpec; NULL: none), and the throttle
+    -- turn its next attempt reserved.
+    flow                    jsonb,
+    flow_ticket             timestamptz,
     PRIMARY KEY (tenant_id, task_id)
 );
 CREATE INDEX task_queue_due_idx ON task_queue (next_attempt_at)
@@ -375,6 +379,82 @@ CREATE TABLE workflow_definitions (
     registered_at  timestamptz NOT NULL,
     PRIMARY KEY (workflow_name, fingerprint)
 );
+
+-- Flow control (workflow_runner.flow): one row per limit key, with the state a throttle
+-- (its next turn), a rate limit (its recent admissions), a singleton, a debounce or a batch
+-- (the key's latest run) keeps between triggers.
+CREATE TABLE flow_limits (
+    flow_key       text        PRIMARY KEY,
+    kind           text        NOT NULL
+        CHECK (kind IN ('concurrency', 'throttle', 'rate_limit', 'singleton', 'debounce',
+                        'batch')),
+    tenant_id      uuid,                  -- NULL: shared by every tenant
+    workflow_name  text        NOT NULL,
+    step_key       text,                  -- a step's limit: its task key
+    key_value      text        NOT NULL DEFAULT '',
+    lim            integer     NOT NULL,
+    period_ms      bigint      NOT NULL DEFAULT 0,
+    burst          integer     NOT NULL DEFAULT 1,
+    tat            timestamptz,           -- throttle: when the next token is due (GCRA)
+    recent         timestamptz[],         -- rate limit: admissions within the period
+    run_id         uuid,                  -- singleton, debounce: the key's latest run
+    updated_at     timestamptz NOT NULL
+);
+
+-- A concurrency limit's slots, `lim` rows per key: a pass holds one by its row lock, a
+-- task attempt by a lease (`holder` until `leased_until`).
+CREATE TABLE flow_slots (
+    flow_key      text        NOT NULL,
+    slot          integer     NOT NULL,
+    holder        text,
+    leased_until  timestamptz,
+    PRIMARY KEY (flow_key, slot)
+);
+
+-- Work a concurrency limit holds back, first in first out per key.
+CREATE TABLE flow_waiters (
+    flow_key       text        NOT NULL,
+    seq            bigint      GENERATED ALWAYS AS IDENTITY,
+    tenant_id      uuid        NOT NULL,
+    work           text        NOT NULL,  -- 'pass' or 'task:<task id>'
+    run_id         uuid        NOT NULL,
+    step_index     integer     NOT NULL,
+    workflow_name  text        NOT NULL,
+    queued_at      timestamptz NOT NULL,
+    rank_at        timestamptz NOT NULL,  -- queued_at less its priority's head start
+    woken_at       timestamptz,
+    PRIMARY KEY (flow_key, seq),
+    CONSTRAINT flow_waiters_work_key UNIQUE (flow_key, tenant_id, run_id, work)
+);
+CREATE INDEX flow_waiters_run_idx ON flow_waiters (tenant_id, run_id);
+CREATE INDEX flow_waiters_rank_idx ON flow_waiters (flow_key, rank_at, seq);
+
+-- Trigger events a rate limit or a singleton let start nothing, with the reason.
+CREATE TABLE flow_skipped (
+    tenant_id      uuid        NOT NULL,
+    event_id       text        NOT NULL,
+    workflow_name  text        NOT NULL,
+    reason         text        NOT NULL CHECK (reason IN ('rate_limit', 'singleton')),
+    flow_key       text        NOT NULL,
+    detail         text        NOT NULL,
+    run_id         uuid,                  -- singleton: the unsettled run it kept
+    skipped_at     timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, event_id, workflow_name)
+);
+CREATE INDEX flow_skipped_recent_idx ON flow_skipped (skipped_at, tenant_id);
+
+-- cancel_on: what cancels a run of a workflow with CancelOn(...), written when the run
+-- starts (the cancelling event's type and the [path, value] pairs its payload must carry).
+CREATE TABLE flow_cancel_keys (
+    tenant_id      uuid        NOT NULL,
+    event_type     text        NOT NULL,
+    match_value    text        NOT NULL,
+    workflow_name  text        NOT NULL,
+    run_id         uuid        NOT NULL,
+    started_at     timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, event_type, match_value, workflow_name, run_id)
+);
+CREATE INDEX flow_cancel_keys_run_idx ON flow_cancel_keys (tenant_id, run_id);
 
 -- Which function version has which definition's code (registered by ResumeRun and
 -- StepDispatcher at a container's start): a waiting run whose definition the current

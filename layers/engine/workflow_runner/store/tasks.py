@@ -30,6 +30,7 @@ class NewTask:
     request: dict[str, Any] | None
     max_attempts: int
     timeout_ms: int | None
+    limits: list[dict[str, Any]] | None = None  # flow control (flow/store.py LimitSpec)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class ClaimedTask:
     timeout_ms: int | None
     leased_until: datetime
     lost_attempt: bool
+    limits: list[dict[str, Any]] | None = None  # flow control (flow/store.py LimitSpec)
+    flow_ticket: datetime | None = None  # the throttle turn its attempt reserved
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class TaskStore:
             path=Jsonb(task.path),
             scope=Jsonb(task.scope),
             request=None if task.request is None else Jsonb(task.request),
+            limits=None if task.limits is None else Jsonb(task.limits),
             now=now,
         )
         self._sql.run("insert_task", params)
@@ -234,6 +238,8 @@ def _claimed(row: dict[str, Any]) -> ClaimedTask:
         timeout_ms=row["timeout_ms"],
         leased_until=row["leased_until"],
         lost_attempt=row["was"] == "running",
+        limits=row.get("flow"),
+        flow_ticket=row.get("flow_ticket"),
     )
 
 

@@ -34,6 +34,7 @@ from .children import ChildrenRequested, ChildrenSettled
 from .codec import SUSPENDING_FACTS, Fact, UnknownFact, decode, type_of
 from .conditions import STEP_WAITING_FOR_CONDITION, StepWaitingForCondition
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
+from .flow import FLOW_HELD, FlowHeld
 from .fold import RecordedFact, RunState, fold_run
 from .names import (
     CHILDREN_REQUESTED,
@@ -111,6 +112,7 @@ __all__ = [
     "DISPATCH_FAILED",
     "DISPATCH_REQUESTED",
     "DISPATCH_STREAM",
+    "FLOW_HELD",
     "NEVER",
     "OPERATOR_ACTION",
     "RETRY_SCHEDULED",
@@ -153,6 +155,7 @@ __all__ = [
     "DispatchRequested",
     "Dispatched",
     "Fact",
+    "FlowHeld",
     "Frame",
     "OperatorAction",
     "OperatorActionName",

@@ -17,6 +17,7 @@ from .callbacks import (
 from .children import ChildrenRequested, ChildrenSettled
 from .conditions import StepWaitingForCondition
 from .dispatch import DispatchAttemptFailed, Dispatched, DispatchFailed, DispatchRequested
+from .flow import FlowHeld
 from .operator import OperatorAction, RunMigrated
 from .run import (
     RunCancelled,
@@ -83,6 +84,7 @@ Fact: TypeAlias = (
     | CallbackFailed
     | CallbackHeartbeat
     | CallbackCreated
+    | FlowHeld
     | UnknownFact
 )
 
@@ -95,6 +97,7 @@ SUSPENDING_FACTS = (
     TasksScheduled,
     ChildrenWaiting,
     StepWaitingForCallback,
+    FlowHeld,
     StepWaitingForCondition,
 )
 

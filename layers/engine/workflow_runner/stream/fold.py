@@ -18,6 +18,7 @@ from .callbacks import (
 from .children import ChildrenSettled
 from .codec import SUSPENDING_FACTS, Fact
 from .conditions import StepWaitingForCondition
+from .flow import FlowHeld
 from .names import SETTLED_STATUSES, RunStatus
 from .operator import RunMigrated
 from .run import (
@@ -61,7 +62,9 @@ class RunState:
     status: RunStatus | Literal["missing"] = "missing"
     fingerprint: str = ""
     # the open suspension
-    suspension: Suspension | StepWaitingForCallback | StepWaitingForCondition | None = None
+    suspension: Suspension | StepWaitingForCallback | StepWaitingForCondition | FlowHeld | None = (
+        None
+    )
     suspension_version: int = 0
     # The step indexes the open suspension had before a migration moved it (a resume
     # request sent for one of them is for this very suspension).
@@ -77,6 +80,11 @@ class RunState:
     outcome_recorded_at: datetime | None = None
     last_failure: RunFailed | None = None
     cancel_reason: str | None = None  # why it was cancelled, if it was
+    # The trigger event the run started with when it is not RunStarted's (a debounce
+    # starts with the last trigger of its key: flow control's FlowHeld names it).
+    trigger_override: str | None = None
+    # A batch's trigger events (flow control's Batch), in arrival order; () otherwise.
+    batch_event_ids: tuple[str, ...] = ()
 
     @property
     def workflow_name(self) -> str:
@@ -213,6 +221,12 @@ class RunState:
             self.children_settled = None
             self.stopped = None
             self.fingerprint = fact.definition_fingerprint or self.fingerprint
+            if isinstance(fact, FlowHeld) and fact.event_id is not None:
+                if fact.reason == "batch":
+                    if fact.event_id not in self.batch_event_ids:
+                        self.batch_event_ids = (*self.batch_event_ids, fact.event_id)
+                else:
+                    self.trigger_override = fact.event_id
         elif isinstance(fact, StepEventMatched):
             if self.matched_event_id is None:
                 self.matched_event_id = fact.event_id

@@ -1,0 +1,77 @@
+"""The flow-control section of docs/BENCHMARKS.md (workload 13)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def flow_section(flow: dict[str, Any] | None) -> list[str]:
+    """Workload 13, when the results have it."""
+    if not flow:
+        return []
+    one, pair = flow["one_key"], flow["pair"]
+    thr, over, hot = flow["throttle"], flow["overhead"], flow["hot_key"]
+    generated = f" (run {flow['generated_at']}, alone)" if flow.get("generated_at") else ""
+    out = [
+        "",
+        f"## 13. Flow control{generated}",
+        "",
+        "Limits enforced in PostgreSQL by the engine's own stages (workflow_runner.flow):",
+        "concurrency slots (a pass's row lock, a task attempt's lease), throttle turns",
+        "(GCRA on the key's row), work held back as parked rows woken when a slot frees.",
+        "",
+        f"**Concurrency violations** ({flow['concurrency_violations']}): "
+        f"{one['attempts']:,} task attempts of one key (limit {one['limit']}) claimed by "
+        f"{one['workers']} (more claimers than slots, so the limit bites); a sampler "
+        f"counted the attempts running {one['samples']:,} times from its own connection.",
+        f"At most {one['max_in_flight']} were seen at once; {one['attempts_per_s']} attempts/s.",
+        f"The pair (per tenant {pair['tenant_limit']}, global {pair['limit']}, over "
+        f"{pair['tenants']} tenants): at most {pair['max_in_flight']} in all and "
+        f"{pair['max_in_flight_per_tenant']} of one tenant.",
+        "",
+        f"**Throttle rate error** ({flow['throttle_rate_error']}): {thr['triggers']:,} "
+        f"triggers of a workflow throttled to {thr['limit_per_s']} starts a second, through "
+        "the in-process pipeline (ingest, projection, due scan, resume workers), all "
+        f"ingested first ({thr.get('ingest_s', '?')} s, each reserving its turn); over the "
+        f"{thr['window_s']} s after that, {thr['observed_per_s']} starts a second, the "
+        f"busiest second {thr.get('busiest_second', '?')}.",
+        "",
+        f"**Overhead** ({flow['overhead_ratio']}): workload 1's sleep workflow "
+        f"(n={over['sleep_n']}) without and with a generous Concurrency on every run "
+        "(10,000 of the tenant at once, never reached), alternating, the best of two each:",
+        "without / with. The backlog drain (workload 2, "
+        f"n={over['drain_n']:,}) the same way: ratio {over['drain_overhead_ratio']}.",
+        "",
+    ]
+    out += _table(
+        ["figure", "none", "generous Concurrency"],
+        [
+            [
+                "sleep workflow runs/s",
+                over["sleep_runs_per_s"]["none"],
+                over["sleep_runs_per_s"]["generous_concurrency"],
+            ],
+            [
+                "backlog drain resumes/s",
+                over["drain_resumes_per_s"]["none"],
+                over["drain_resumes_per_s"]["generous_concurrency"],
+            ],
+        ],
+    )
+    lat = hot["lateness_s"]
+    out += [
+        "",
+        f"**Hot key** (p99 {flow['hot_key_p99_s']} s): {hot['hot_runs']:,} runs of one "
+        "account (Concurrency(1) per account) queued for their slot "
+        f"({hot['queued_at_start']:,} waiting when the measurement began, "
+        f"{hot['queued_at_end']:,} at its end) while another account's runs fell due one "
+        f"every 100 ms ({hot['cold_runs']} of them): their lateness, resume committed minus "
+        f"due time: p50 {lat.get('p50')} s, p99 {lat.get('p99')} s, max {lat.get('max')} s.",
+    ]
+    return out

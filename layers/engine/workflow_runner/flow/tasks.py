@@ -1,0 +1,169 @@
+"""A task attempt takes its turn and its slots in its claim's transaction, and gives the
+slots back with its outcome.
+
+A task's limits ride on its row (`task_queue.flow`, keys resolved by the pass that
+scheduled it): its step's own concurrency and throttle, and its workflow's concurrency
+(a run running a task holds a slot of its workflow). At the claim, in order:
+
+- throttle: the attempt reserves its turn (flow_limits, GCRA). A turn still ahead puts
+  the row back, due at that turn, holding the turn (`flow_ticket`), so the attempt
+  claimed then uses it without reserving another: arrival order, nothing dropped.
+- concurrency: one slot per key is leased to the attempt (`holder` = tenant/task/attempt)
+  until the claim's lease ends. A key with held work waiting gives its free slots to
+  the woken first. Without a slot the row goes back, pending with no due time, queued;
+  a slot that frees wakes it (flow/wake.py) and the worker's loop claims it. A woken
+  attempt waits for the slots' row locks rather than skip them (a look counting the
+  key's slots holds them all for a moment; see flow_lease_slots_waiting).
+
+The outcome's transaction gives the attempt's slots back (only its own lease: a worker
+whose lease ran out and was taken over frees nothing) and, when work is held for a key,
+has it looked at after the commit. A worker that dies frees its slots when its lease
+ends: the next claim may take them, and the oldest held work of the key has a timer
+for that moment (flow/wake.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from ..store import ClaimedTask, Store
+from ..stream import NEVER
+from .limits import LimitSpec
+from .store import Waiter
+from .wake import queue_on_one, wake_after_commit
+
+# Attempts a claim may hold back in one transaction before it commits and goes on.
+HOLDS_PER_TRANSACTION = 200
+
+
+def holder_of(task: ClaimedTask) -> str:
+    """The lease name of one attempt's slots."""
+    return f"{task.tenant_id}/{task.task_id}/{task.attempt}"
+
+
+def claim_within_limits(
+    store: Store, claim: Callable[[], ClaimedTask | None], now: Callable[[], datetime]
+) -> ClaimedTask | None:
+    """Claim the oldest due task whose limits admit its attempt now (None: nothing due).
+
+    `claim` leases the next due task in the current transaction. Attempts held back go
+    back to the queue in the same transaction; after each commit the keys they wait for
+    are looked at again (a slot may have freed meanwhile)."""
+    while True:
+        held = 0
+        admitted: ClaimedTask | None = None
+        with store.transaction():
+            while held < HOLDS_PER_TRANSACTION:
+                task = claim()
+                if task is None or not task.limits or admit_task(store, task, now()):
+                    admitted = task
+                    break
+                held += 1
+        if store.flow.wakes:
+            wake_after_commit(store, now())
+        if held < HOLDS_PER_TRANSACTION:
+            return admitted
+
+
+def admit_task(store: Store, task: ClaimedTask, now: datetime) -> bool:
+    """Take a claimed attempt's turn and slots (see the module docstring); False when it
+    was put back to wait."""
+    specs = [LimitSpec.from_json(item) for item in task.limits or ()]
+    throttles = [s for s in specs if s.kind == "throttle"]
+    ticket = task.flow_ticket
+    if throttles and (ticket is None or ticket > now):
+        turn = max(store.flow.reserve_turn(spec, now) for spec in throttles)
+        if turn > now:
+            store.flow.waits.append((task.workflow_name, (turn - now).total_seconds()))
+            store.flow.park_task(task.tenant_id, task.task_id, task.attempt, turn, turn)
+            return False
+        ticket = turn
+    slots = [s for s in specs if s.kind == "concurrency"]
+    if slots and not _take_slots(store, task, slots, ticket, now):
+        return False
+    if task.flow_ticket is not None:
+        store.flow.use_ticket(task.tenant_id, task.task_id)
+    return True
+
+
+def _take_slots(
+    store: Store,
+    task: ClaimedTask,
+    slots: list[LimitSpec],
+    ticket: datetime | None,
+    now: datetime,
+) -> bool:
+    waiters = [
+        Waiter(
+            s.flow_key,
+            task.tenant_id,
+            task.run_id,
+            int(task.path[0]["i"]),
+            f"task:{task.task_id}",
+            task.workflow_name,
+            s.priority,
+        )
+        for s in slots
+    ]
+    state = store.flow.queue_state(waiters)
+    blocked = [w for w, (queued, mine) in zip(waiters, state, strict=True) if queued and not mine]
+    if not blocked:
+        limits = {s.flow_key: s.limit for s in slots}
+        holder = holder_of(task)
+        # Woken work waits for the slots' locks: a look (its own, or another worker's)
+        # locks every slot of a key while it counts them, and skipping those would hold
+        # back again the very attempt the look promised a slot to (see the query).
+        woken = any(mine for _, mine in state)
+        until = task.leased_until
+        leased = store.flow.lease_slots(limits, holder, until, now, waiting=woken)
+        if len(leased) < len(limits):
+            store.flow.ensure_slots([s for s in slots if s.flow_key not in leased], now)
+            missing = {k: v for k, v in limits.items() if k not in leased}
+            leased |= store.flow.lease_slots(missing, holder, until, now, waiting=woken)
+        blocked = [w for w in waiters if w.flow_key not in leased]
+        if blocked:
+            store.flow.release_slots(holder)
+    if blocked:
+        queue_on_one(store, waiters, blocked, {s.flow_key: s.limit for s in slots}, now)
+        # Its turn (if it reserved one) stays with it for when a slot wakes it.
+        store.flow.park_task(task.tenant_id, task.task_id, task.attempt, NEVER, ticket)
+        return False
+    queued_here = [w for w, (_, mine) in zip(waiters, state, strict=True) if mine is not None]
+    if queued_here:
+        store.flow.admitted(queued_here)
+    return True
+
+
+def release_task_slots(store: Store, task: ClaimedTask) -> None:
+    """Give back the slots of a task's attempt that ended, in its outcome's transaction;
+    keys with held work are looked at after the commit (`wake_after_commit`)."""
+    if not task.limits:
+        return
+    limits = {
+        spec.flow_key: spec.limit
+        for spec in map(LimitSpec.from_json, task.limits)
+        if spec.kind == "concurrency"
+    }
+    for key, queued in store.flow.release_slots(holder_of(task)):
+        if queued and key in limits:
+            store.flow.wakes[key] = limits[key]
+
+
+def wait_for_turn(
+    store: Store,
+    now: Callable[[], datetime],
+    seconds_left: Callable[[], float],
+    wait: Callable[[float], None],
+) -> bool:
+    """Wait for the next throttle turn of a task attempt if it comes within the time
+    left (a deployed worker: nothing else would run the attempt before the next
+    invocation); False when there is none that soon."""
+    turn = store.flow.next_turn(now())
+    if turn is None:
+        return False
+    pause = (turn - now()).total_seconds()
+    if not 0 < pause < seconds_left():
+        return False
+    wait(pause)
+    return True

@@ -152,3 +152,33 @@ def test_a_task_limited_to_one_at_a_time_waits_for_a_dead_workers_lease(
     assert completed_at >= dead.leased_until
     u1 = env.run(tenant=TENANT_A, workflow="signup", key="u1")
     assert u1.status == "completed"
+
+
+def test_a_debounced_run_keeps_its_last_trigger_after_a_wait_and_in_its_tasks(
+    make_env: MakeEnv,
+) -> None:
+    # the held facts naming the last trigger precede the first pass; a pass after a wait
+    # and a task read the run's tail, which no longer has them
+    def version_of(ctx: Any) -> int:
+        return int(ctx.event.payload["version"])
+
+    debounced = define_workflow(
+        name="republish",
+        trigger=on_event("doc.edited"),
+        debounce=Debounce("PT2M", key=Event.payload["docId"]),
+        steps=lambda s: [
+            s.wait(for_="PT1H"),
+            s.task("seen", version_of),
+            s.return_({"event": Event.payload["version"], "task": Steps["seen"]}),
+        ],
+        register=False,
+    )
+    env = make_env(workflows=[debounced])
+    for version in range(1, 4):
+        env.put_event(
+            tenant=TENANT_A, type="doc.edited", payload={"docId": "d1", "version": version}
+        )
+        env.advance("PT1M")
+    env.advance("PT2H")
+    (run,) = env.runs(tenant=TENANT_A, workflow="republish")
+    assert run.status == "completed" and run.result == {"event": 3, "task": 3}

@@ -236,6 +236,10 @@ def test_the_cost_page_quotes_the_measured_figures(results: dict[str, Any]) -> N
             results["step_functions"]["express_with_scheduler_per_million"],
             0.0,
         ),
+        "Lambda durable functions": (
+            results["durable_functions"]["variable_per_million_total"],
+            0.0,
+        ),
     }
     for label, (variable, fixed) in rows.items():
         got = quoted(label)

@@ -398,3 +398,51 @@ def test_freight_quotes_without_any_quote_in_a_day_fails(env: WorkflowTestEnv) -
     assert not [w for w in env.webhooks if w.url.endswith("/bookings")]
     with pytest.raises(CallbackRefused, match="expired"):
         env.complete_callback(links["north_freight"], {"price": 280})
+
+
+def test_account_sync_syncs_a_burst_of_edits_once_with_the_last_revision(
+    env: WorkflowTestEnv,
+) -> None:
+    for revision in range(1, 6):
+        env.put_event(
+            tenant=TENANT_A,
+            type="account.updated",
+            payload={"accountId": "acme", "revision": revision},
+        )
+        env.advance("PT1M")  # each edit within the two quiet minutes of the last
+    [held] = env.runs(tenant=TENANT_A, workflow="account-sync")
+    assert held.status == "waiting"  # held by the debounce: no CRM call yet
+
+    env.advance("PT2M")
+
+    [run] = env.runs(tenant=TENANT_A, workflow="account-sync")
+    assert run.status == "completed" and run.result == {"isSuccess": True, "revision": 5}
+
+
+def test_account_sync_calls_the_crm_ten_times_a_minute_per_account(env: WorkflowTestEnv) -> None:
+    # a bulk import: 30 accounts' edits, each its own debounce key; the CRM limit is per
+    # account, so every account syncs once, none waits for another's turn
+    for n in range(30):
+        env.put_event(
+            tenant=TENANT_A, type="account.updated", payload={"accountId": f"a{n}", "revision": 1}
+        )
+    env.advance("PT2M")
+    runs = env.runs(tenant=TENANT_A, workflow="account-sync")
+    assert len(runs) == 30 and {r.status for r in runs} == {"completed"}
+
+    # one account edited again and again beyond the debounce's ten-minute bound: each
+    # bound starts a run, and their CRM calls keep to the account's turns
+    for minute in range(25):
+        env.put_event(
+            tenant=TENANT_A,
+            type="account.updated",
+            payload={"accountId": "a0", "revision": 2 + minute},
+        )
+        env.advance("PT1M")
+    env.advance("PT3M")
+    a0 = [
+        r
+        for r in env.runs(tenant=TENANT_A, workflow="account-sync")
+        if r.status == "completed" and r.result["revision"] > 1
+    ]
+    assert len(a0) >= 2  # the timeout bounded the delay: it did not wait for quiet

@@ -141,8 +141,12 @@ def cron_event(tenant_id: str, workflow_name: str, scheduled_at: str) -> DomainE
     )
 
 
-def trigger_event(store: Store, run: LoadedRun) -> DomainEvent | None:
-    """The run's trigger event (None when it is no longer stored, e.g. erased)."""
+def trigger_event(store: Store, run: LoadedRun, debounced: bool = False) -> DomainEvent | None:
+    """The run's trigger event (None when it is no longer stored, e.g. erased).
+
+    `debounced`: its workflow has a Debounce, so the run starts with its key's last
+    trigger, named by the held facts before its first step; a tail read after the first
+    pass no longer has them, and the whole stream is read for them."""
     state = run.state
     started = state.started
     if started is not None and started.cron_scheduled_at:
@@ -150,16 +154,20 @@ def trigger_event(store: Store, run: LoadedRun) -> DomainEvent | None:
     if state.trigger_event_id is None:
         return None
     row = run.trigger_row
-    if state.trigger_override is not None:  # a debounce's last trigger
-        row = store.inbox.get(state.tenant_id, state.trigger_override)
+    override = state.trigger_override
+    if override is None and debounced:
+        events, _ = store.streams.load_run(state.tenant_id, state.run_id)
+        override = fold_run(
+            state.run_id, state.tenant_id, [e.recorded for e in events]
+        ).trigger_override
+    if override is not None:  # a debounce's last trigger
+        row = store.inbox.get(state.tenant_id, override)
     if row is None or row.detail is None:
         return None
     return domain_event_of(row)
 
 
-def batch_events(
-    store: Store, state: RunState, batched: bool
-) -> tuple[DomainEvent, ...] | None:
+def batch_events(store: Store, state: RunState, batched: bool) -> tuple[DomainEvent, ...] | None:
     """A batch run's trigger events in arrival order (`batched`: its workflow has a
     Batch; () for another run; None when one is no longer stored). The held facts that
     name them may precede the tail a resume reads: the whole stream is read for them."""
@@ -374,10 +382,9 @@ def continue_run(
             tenant_id, run_id, state.workflow_name, "failed", step_index, reason=reason
         )
 
-    trigger = trigger_event(store, run)
-    batch = batch_events(
-        store, state, definition.flow is not None and definition.flow.batch is not None
-    )
+    flow = definition.flow
+    trigger = trigger_event(store, run, flow is not None and flow.debounce is not None)
+    batch = batch_events(store, state, flow is not None and flow.batch is not None)
     if trigger is None or batch is None:
         return fail(
             "trigger_event_unavailable", f"the trigger event of run {run_id} is no longer stored"

@@ -154,8 +154,9 @@ def _within_limits(
     slot that frees wakes it."""
     works = []
     for at, claim in enumerate(decided):
-        if isinstance(claim, _Claim) and claim.definition.flow is not None:
-            event = trigger_event(store, claim.run)
+        flow = claim.definition.flow if isinstance(claim, _Claim) else None
+        if isinstance(claim, _Claim) and flow is not None:
+            event = trigger_event(store, claim.run, flow.debounce is not None)
             base = claim.base
             work = event and pass_work(claim.definition, event, base.run_id, base.step_index, now)
             if work:

@@ -54,6 +54,7 @@ from ..definition import (
 from ..definition.branches import branch_context, is_branch_name
 from ..definition.hosts import REGISTERED_HOSTS, STEP_DISPATCHER, DefinitionHosts
 from ..errors import ForwardFailed, HostGone, WorkflowRunnerError
+from ..flow.constructs import FlowControl
 from ..flow.tasks import claim_within_limits, release_task_slots
 from ..interpreter.callback_view import created_links
 from ..pass_result import WorkflowStepError
@@ -379,7 +380,7 @@ def _attempt(
     timeout = (task.timeout_ms or DELIVERY_TIMEOUT_MS) / 1000
     timeout = max(0.001, min(timeout, seconds_left() - LEASE_MARGIN_SECONDS))
     if isinstance(step, Task):
-        return _run_function(store, task, run, step, timeout, now, _batched(ports, task))
+        return _run_function(store, task, run, step, timeout, now, _flow_of(ports, task))
     request = task.request or {}
     context = _log_context(task)
     try:
@@ -395,13 +396,13 @@ def _attempt(
         raise AttemptFailure(failure.error_class, final, reason, failure.status) from failure
 
 
-def _batched(ports: TaskPorts, task: ClaimedTask) -> bool:
-    """Whether the task's workflow gathers its triggers in batches (ctx.events)."""
+def _flow_of(ports: TaskPorts, task: ClaimedTask) -> FlowControl | None:
+    """The flow control of the task's workflow: whether it gathers its triggers in
+    batches (ctx.events) or starts with a debounce's last trigger (ctx.event)."""
     try:
-        flow = ports.registry.latest(task.workflow_name).flow
+        return ports.registry.latest(task.workflow_name).flow
     except WorkflowRunnerError:
-        return False
-    return flow is not None and flow.batch is not None
+        return None
 
 
 def _run_function(
@@ -411,10 +412,10 @@ def _run_function(
     step: Task,
     timeout: float,
     now: datetime,
-    batched: bool = False,
+    flow: FlowControl | None = None,
 ) -> Any:
-    trigger = trigger_event(store, run)
-    batch = batch_events(store, run.state, batched)
+    trigger = trigger_event(store, run, flow is not None and flow.debounce is not None)
+    batch = batch_events(store, run.state, flow is not None and flow.batch is not None)
     if trigger is None or batch is None:
         raise AttemptFailure("TriggerEventUnavailable", True, "trigger_event_unavailable")
     stored = store.results.of_run(task.tenant_id, task.run_id)

@@ -65,13 +65,16 @@ def _seed(url: str, n: int) -> None:
         conn.execute("VACUUM ANALYZE workflow_runs")
 
 
+_HOST = "127.0.0.1:8080"
+
+
 def _render(app: ConsoleApp, query: dict[str, str]) -> float:
     """Milliseconds to answer GET / with `query` (the whole page)."""
     environ = {
         "REQUEST_METHOD": "GET",
         "PATH_INFO": "/",
         "QUERY_STRING": urlencode(query),
-        "HTTP_HOST": "127.0.0.1:8080",
+        "HTTP_HOST": _HOST,
         "wsgi.input": io.BytesIO(b""),
     }
     status: list[str] = []
@@ -131,7 +134,13 @@ def run(url: str, n: int, repeats: int = 15) -> dict[str, Any]:
     _seed(url, n)
     seeded_s = round(time.perf_counter() - began, 1)
     registry = default_registry()
-    app = ConsoleApp(ConsoleConfig(database_url=url, registry=registry, database_label="bench"))
+    config = ConsoleConfig(
+        database_url=url,
+        registry=registry,
+        database_label="bench",
+        allowed_hosts=frozenset({_HOST}),  # the Host every request below names
+    )
+    app = ConsoleApp(config)
     store = connect(url)
     try:
         cursor = None

@@ -23,7 +23,7 @@ from workflow_runner import engine as ops
 from workflow_runner.aws.inprocess import InMemoryResumeQueue
 from workflow_runner.clock import ManualClock
 from workflow_runner.embedded import start_embedded_postgres
-from workflow_runner.engine.ingest import store_inbox_event
+from workflow_runner.engine.inbox_writes import store_inbox_event
 from workflow_runner.store import Sql, connect
 
 from .common import TENANT, fresh_database, summary

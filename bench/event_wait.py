@@ -1,0 +1,56 @@
+"""Workload 14, ours: N runs each waiting for its own correlated event, then the N
+events at once.
+
+The runs are bench-await (common.py): `wait_for_event("bench.go")` with an `eq` match
+on the event's `id`, the same workflow as the wakeup workload (4). Once every run is
+suspended in the pending set, all N events are handed to the pipeline's EventWakeup
+at once (the wakeup workload sends 100/s); each is matched against the waiting runs'
+correlation values, and the resume it sends completes its run. Throughput: runs
+resumed per second from the first send to the last resume's commit; latency: from an
+event's hand-over to the commit of the resume it caused. The peers' sides are
+`absurd_peer.event_wait` and `dbos_peer.event_wait`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from workflow_runner import DomainEvent, run_id_for
+
+from .common import TENANT, bench_registry
+from .harness import Pipeline, wait_until
+from .latency import _pending_count
+from .peer_figures import wake_figures
+
+
+def run_ours(url: str, n: int, workers: int) -> dict[str, Any]:
+    """N correlated waits woken by N events sent at once; throughput and latency."""
+    sent: dict[str, float] = {}
+    done: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def on_resumed(request: Any, result: Any, committed: float) -> None:
+        if result.outcome == "completed":
+            with lock:
+                done[request.run_id] = committed
+
+    def event(kind: str, i: int) -> DomainEvent:
+        return DomainEvent(id=f"{kind}-{i}", type=kind, payload={"id": f"e{i}"}, tenant_id=TENANT)
+
+    with Pipeline(url, bench_registry(), workers=workers, on_resumed=on_resumed) as pipeline:
+        for i in range(n):
+            pipeline.ingest(event("bench.await-start", i))
+        if not wait_until(lambda: _pending_count(url) >= n, 300, poll=0.1):
+            raise RuntimeError("event wait: the waiting runs were not all projected")
+        time.sleep(0.5)  # let the pipeline go quiet before measuring
+        for i in range(n):
+            now = time.time()
+            sent[run_id_for("bench-await", f"e{i}")] = now
+            pipeline.wake(event("bench.go", i), now)
+        finished = wait_until(lambda: len(done) >= n, 300)
+        stats = pipeline.stats
+    if not finished or stats.errors:
+        raise RuntimeError(f"event wait: {len(done)}/{n} resumed; errors {stats.errors[:3]}")
+    return {**wake_figures(sent, done), "workers": workers}

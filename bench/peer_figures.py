@@ -1,0 +1,45 @@
+"""The arithmetic the side-by-side workloads share: wake-up figures from send and
+resume times, the best of a peer's settings, and the ratios against a peer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .common import summary
+
+
+def wake_figures(sent: Mapping[Any, float], done: Mapping[Any, float]) -> dict[str, Any]:
+    """Throughput from the first send to the last resumed run, and each run's latency
+    from its event's send to its resume (both in wall-clock seconds, keyed by run)."""
+    missing = set(done) - set(sent)
+    if missing or not done:
+        raise ValueError(f"wake figures: {len(done)} resumed, {len(missing)} without a send")
+    latency = summary([done[k] - sent[k] for k in done], scale=1000.0, digits=2)
+    span = max(done.values()) - min(sent.values())
+    return {
+        "n": len(done),
+        "span_s": round(span, 3),
+        "runs_per_s": round(len(done) / span, 1),
+        "latency_ms": latency,
+        "p50_ms": latency["p50"],
+        "p99_ms": latency["p99"],
+    }
+
+
+def best_setting(tried: Sequence[dict[str, Any]], key: str = "runs_per_s") -> dict[str, Any]:
+    """The try with the highest `key` (a peer's best shape: the ratio's denominator);
+    the first of equals, so the order tried decides a tie."""
+    if not tried:
+        raise ValueError("no settings tried")
+    return max(tried, key=lambda t: t[key])
+
+
+def throughput_ratio(ours: float, peer: float) -> float:
+    """Our rate over the peer's (> 1: we are faster)."""
+    return round(ours / peer, 2)
+
+
+def makespan_ratio(ours_s: float, peer_s: float) -> float:
+    """The peer's makespan over ours (> 1: we finish sooner)."""
+    return round(peer_s / ours_s, 2)

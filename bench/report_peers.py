@@ -1,0 +1,212 @@
+"""Sections of docs/BENCHMARKS.md for the side-by-side workloads against Absurd (and
+DBOS): the sleep workflow's Absurd sweep, the event wait (14) and the fan-out with
+one-step children (9b). Each says which of a peer's settings were tried."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .report_format import table
+
+
+def _shape(settings: dict[str, Any]) -> list[Any]:
+    return [settings["processes"], settings["batch"], f"{settings['poll_s'] * 1000:g} ms"]
+
+
+def _faster(ratio: float, peer: str, what: str) -> str:
+    """'ours is N× the peer's <what>', saying so when the peer is the faster one."""
+    said = f"ours is **{ratio}×** {peer}'s {what}"
+    return said if ratio >= 1 else f"{said} (**{peer} is faster here**)"
+
+
+def _slower(ratio: float, peer: str) -> str:
+    """'the peer's makespan is N× ours', saying so when the peer finished sooner."""
+    said = f"{peer}'s makespan is **{ratio}×** ours"
+    return said if ratio >= 1 else f"{said} (**{peer} is faster here**)"
+
+
+def _mark(tried: dict[str, Any], best: dict[str, Any], ratio: float) -> str:
+    return f"**{ratio}×**" if tried == best else ""
+
+
+_ABSURD_WORKERS = [
+    "**Absurd** (absurd-sdk and the schema `absurdctl.BUNDLED_SCHEMA_SQL`, same version)",
+    "runs in processes of its own on its own database on the same server: each worker",
+    "process is one `Absurd.start_worker` on its own connection, claiming up to `batch`",
+    "tasks per `absurd.claim_task` call and sleeping `poll` when a claim comes back empty",
+    "(there is no LISTEN/NOTIFY: a task made claimable by its timer or an event waits for",
+    "some worker's next claim). A synchronous worker runs its claimed tasks one after the",
+    "other on that connection (its `concurrency` option runs them on threads that share",
+    "the one connection), so worker processes are its way to more connections and cores.",
+    "Tasks are spawned (and events emitted) by the driver from 4 threads with a client",
+    "each, as our pipeline's 4 workers ingest.",
+]
+
+
+def sleep_vs_absurd(sw: dict[str, Any]) -> list[str]:
+    """Workload 1 against Absurd: every worker shape tried, and the ratio to the best."""
+    absurd = sw.get("absurd")
+    if not absurd:
+        return []  # results of a run before the Absurd peer existed
+    best = absurd["best"]
+    out = [
+        "",
+        "### Against Absurd",
+        "",
+        *_ABSURD_WORKERS,
+        "",
+        "The task: `ctx.step` -> `ctx.sleep_for(1 s)` -> `ctx.step`. Every worker shape below",
+        f"ran {absurd['sweep_n']:,} tasks; the best of them ran again at N = {best['n']:,}, the",
+        "ratio's denominator. Throughput: N / (last `completed_at` - first spawn); latency",
+        "from the task's `enqueue_at` to its run's `completed_at`.",
+        "",
+    ]
+    rows = [
+        [
+            *_shape(t["settings"]),
+            t["n"],
+            t["runs_per_s"],
+            t["latency_s"]["p50"],
+            t["latency_s"]["p99"],
+        ]
+        for t in absurd["tried"]
+    ]
+    rows.append(
+        [
+            *_shape(best["settings"]),
+            f"**{best['n']:,}**",
+            f"**{best['runs_per_s']}**",
+            best["latency_s"]["p50"],
+            best["latency_s"]["p99"],
+        ]
+    )
+    out += table(["processes", "batch", "poll", "N", "runs/s", "p50 s", "p99 s"], rows)
+    ours = sw.get("absurd_ours_runs_per_s", sw["ours_runs_per_s"])
+    out += [
+        "",
+        f"At N = {best['n']:,}: ours {ours} runs/s against Absurd's best {best['runs_per_s']}:",
+        f"{_faster(sw['ratio_vs_absurd'], 'Absurd', 'throughput')}.",
+        "Where the difference comes from (read in the SDK and the schema, and seen in",
+        "`top`: Absurd's server processes and disk waits, not its Python, fill the",
+        "machine): every SDK call is its own autocommitted",
+        "statement, so one sleep task commits five times (the first step's checkpoint, the",
+        "sleep's checkpoint, `schedule_run`, the second step's checkpoint, `complete_run`)",
+        "besides its two claims and two checkpoint reads, each a PL/pgSQL function whose",
+        "`EXECUTE format(...)` statements are planned on every call. Ours ingests and",
+        "resumes ten runs per transaction and leases due rows 500 per statement.",
+    ]
+    return out
+
+
+def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
+    """Workload 14: N correlated waits, N events at once, ours against Absurd and DBOS."""
+    if not ew:
+        return []
+    ours, dbos, absurd = ew["ours"], ew["dbos"], ew["absurd"]
+    out = [
+        "",
+        "## 14. Event wait side by side (vs Absurd and DBOS)",
+        "",
+        f"{ew['n']:,} runs each wait for their own event; once all are waiting, the "
+        f"{ew['n']:,} events are sent at once.",
+        "**Ours**: the wakeup workload's runs (`wait_for_event` with an `eq` match on the",
+        "event's `id`), the events all handed to EventWakeup's call at once (workload 4 sends",
+        '100/s). **Absurd**: `ctx.await_event(f"go:{i}")`, the events `emit_event` from 4',
+        'threads. **DBOS**: `DBOS.recv("go")`, the events `DBOS.send` from 4 threads.',
+        "Throughput: runs resumed per second from the first send to the last resumed run",
+        "(ours: its resume's commit; the peers: the task's or workflow's completion, which",
+        "follows the wake with no further step); latency: an event's send to that moment.",
+        "Absurd's worker processes and batch are the sleep sweep's best; its poll interval",
+        "was tried at each value below, the best throughput is the ratio's denominator.",
+        "",
+    ]
+    rows = [["ours", "", "", "", ours["runs_per_s"], ours["p50_ms"], ours["p99_ms"], ""]]
+    rows += [
+        [
+            "Absurd",
+            *_shape(t["settings"]),
+            t["runs_per_s"],
+            t["p50_ms"],
+            t["p99_ms"],
+            _mark(t, absurd["best"], ew["ratio_vs_absurd"]),
+        ]
+        for t in absurd["tried"]
+    ]
+    dbos_ratio = f"**{ew['ratio_vs_dbos']}×**"
+    rows.append(
+        ["DBOS", "", "", "", dbos["runs_per_s"], dbos["p50_ms"], dbos["p99_ms"], dbos_ratio]
+    )
+    out += table(
+        ["system", "processes", "batch", "poll", "runs/s", "p50 ms", "p99 ms", "ours / peer"],
+        rows,
+    )
+    out += [
+        "",
+        f"Against Absurd {_faster(ew['ratio_vs_absurd'], 'Absurd', 'throughput')}; against",
+        f"DBOS {_faster(ew['ratio_vs_dbos'], 'DBOS', 'throughput')}.",
+        "Why, from the code paths and a py-spy profile of ours at 2,000 events (the wake",
+        "jobs spent 81% of their time waiting for the server, more than half of it in",
+        "commits): ours makes three write commits per event before its resume — the",
+        "inbox row; the match on the run stream with the pending row made due (the read",
+        "of the waits before it takes the (tenant, type) advisory lock that every event of",
+        "this burst shares); the lease `enqueue_due` takes — and the resumes then go ten",
+        "a transaction. Absurd's `emit_event` stores the event and makes its waiting run",
+        "claimable in one statement, and the run completes in one more; its latency floor",
+        "is the claim poll. DBOS wakes a `recv` at once (a NOTIFY to the thread that",
+        "waits: its low latency), but each `send` from outside a workflow is a durable",
+        "operation of its own and every waiting workflow holds a thread. Our three",
+        "commits are the wakeup's design (engine/wakeup.py: the inbox row first, for the",
+        "look-back; matches in chunks, so one event can wake 50,000 runs within a time",
+        "budget; the lease read back from the database, so a retry finishes what a",
+        "crashed call matched); taking the events of one SQS batch through one set of",
+        "transactions would share them. Our latency here is mostly queueing: the",
+        "pipeline's 4 workers take jobs first in, first out, so all N wake jobs run",
+        "before the resumes they sent; workload 4 measures the same path at 100 events/s.",
+    ]
+    return out
+
+
+def fan_out_peers_section(fan: dict[str, Any] | None) -> list[str]:
+    """Workload 9b: one parent, N one-step children, joined: ours, Absurd and DBOS."""
+    if not fan or "peers_ours" not in fan:
+        return []
+    ours, dbos, absurd = fan["peers_ours"], fan["peers_dbos"], fan["peers_absurd"]
+    out = [
+        "",
+        "### 9b. Fan-out side by side (vs Absurd and DBOS)",
+        "",
+        f"One parent, {fan['peers_n']:,} children that each run one step, joined. **Ours**:",
+        "`s.map` onto a one-step child workflow (the starter starts children 100 per",
+        "transaction, each settles into the join, the last wakes the parent). **Absurd**:",
+        "the parent task spawns the children into a queue of their own (one checkpoint",
+        "for all the spawns) and calls `ctx.await_task_result` on each in turn (the SDK's",
+        "join: a step per child that polls the child's state, backing off from 50 ms to",
+        "1 s); the children's workers as below, one more worker process for the parent.",
+        "**DBOS**: the parent workflow `DBOS.start_workflow`s each child and sums the",
+        "handles' `get_result()`. Makespan: the parent's start to its completion; the",
+        "ratio is the peer's makespan over ours (> 1: ours finishes sooner).",
+        "",
+    ]
+    rows = [["ours", "", "", "", ours["makespan_s"], ours["children_per_s"], ""]]
+    for t in absurd["tried"]:
+        mark = _mark(t, absurd["best"], fan["ratio_vs_absurd"])
+        rows.append(["Absurd", *_shape(t["settings"]), t["makespan_s"], t["children_per_s"], mark])
+    dbos_ratio = f"**{fan['ratio_vs_dbos']}×**"
+    rows.append(["DBOS", "", "", "", dbos["makespan_s"], dbos["children_per_s"], dbos_ratio])
+    out += table(
+        ["system", "processes", "batch", "poll", "makespan s", "children/s", "peer / ours"], rows
+    )
+    out += [
+        "",
+        f"{_slower(fan['ratio_vs_absurd'], 'Absurd')}; {_slower(fan['ratio_vs_dbos'], 'DBOS')}.",
+        "Absurd's parent spawns its children one statement (one commit) each and then",
+        "writes one checkpoint per child it joins, sequentially on one connection; DBOS",
+        "starts a thread per child. Ours: a one-step child completes as it starts, so the",
+        "makespan is the starter's (StepDispatcher's share, one thread): it claims",
+        "children 100 per transaction, but a py-spy profile at 1,000 children puts 92% of",
+        "its time in waits for the server on statements made once per child (starting the",
+        "run, loading its stream to count it into the join, recording the join's passes),",
+        "while the 4 workers idle. Counting children into the join set-wise, or more than",
+        "one starter, is where the ratio to Absurd would grow (engine code, not done here).",
+    ]
+    return out

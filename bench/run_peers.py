@@ -1,0 +1,183 @@
+"""The side-by-side parts of `make bench`: each peer in processes of its own, on a
+database of its own on the same server as ours.
+
+- Absurd's sleep workflow over a sweep of worker shapes (`ABSURD_SLEEP_SETTINGS`, at a
+  sweep size), its best shape again at the sleep workload's largest N: the
+  denominator of `sleep_workflow.ratio_vs_absurd`.
+- Workload 14, the event wait: ours, Absurd (a few poll intervals) and DBOS.
+- The fan-out side by side: one parent, N one-step children, joined; ours (`s.map`),
+  Absurd (child tasks, `await_task_result`) and DBOS (`start_workflow` handles).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import event_wait, fan_out, sleep_workflow
+from .absurd_peer import WorkerSettings
+from .common import create_database, drop_database, fresh_database
+from .peer_figures import best_setting, makespan_ratio, throughput_ratio
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Absurd's worker shapes tried for the sleep workflow: the SDK's defaults (a claim of
+# one task, 250 ms polls) in two processes, then processes (2 and 4 on this 2-core
+# machine) by tasks claimed per poll, polling every 50 ms when idle (with N = 5,000
+# in flight the workers are rarely idle).
+ABSURD_SLEEP_SETTINGS = (
+    WorkerSettings(2, 1, 0.25),
+    WorkerSettings(2, 10, 0.05),
+    WorkerSettings(2, 100, 0.05),
+    WorkerSettings(4, 10, 0.05),
+    WorkerSettings(4, 100, 0.05),
+)
+# For the event wait the poll interval is the wake-up latency's floor: tried at the
+# SDK's default and below it, with the processes and batch the sleep sweep favours.
+ABSURD_EVENT_POLLS = (0.25, 0.05)
+# The fan-out's children (one more process, batch 1, for the parent).
+ABSURD_FAN_SETTINGS = (WorkerSettings(2, 100, 0.05), WorkerSettings(2, 100, 0.01))
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def peer_process(
+    admin_url: str, module: str, workload: str, n: int, extra: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Run `python -m bench.<module> WORKLOAD URL N ...` on a fresh, unmigrated
+    database and return the JSON object it printed."""
+    url = create_database(admin_url, f"bench_{module}", migrate=False)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", f"bench.{module}", workload, url, str(n), *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    finally:
+        drop_database(admin_url, url)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{module} {workload} failed:\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def absurd(admin_url: str, workload: str, n: int, settings: WorkerSettings) -> dict[str, Any]:
+    extra = [f"--processes={settings.processes}", f"--batch={settings.batch}"]
+    return peer_process(
+        admin_url, "absurd_peer", workload, n, [*extra, f"--poll={settings.poll_s}"]
+    )
+
+
+def absurd_sleep(admin_url: str, sweep_n: int, n: int) -> dict[str, Any]:
+    """Absurd's sleep workflow: every shape at `sweep_n`, the best again at `n`."""
+    tried = []
+    for settings in ABSURD_SLEEP_SETTINGS:
+        measured = absurd(admin_url, "sleep", sweep_n, settings)
+        log(f"  absurd n={sweep_n} ({settings.label()}): {measured['runs_per_s']} runs/s")
+        tried.append(measured)
+    best = WorkerSettings(**best_setting(tried)["settings"])
+    final = absurd(admin_url, "sleep", n, best)
+    log(f"  absurd n={n}, best shape ({best.label()}): {final['runs_per_s']} runs/s")
+    return {"sweep_n": sweep_n, "tried": tried, "best": final}
+
+
+def run_event_wait(n: int, workers: int, admin_url: str, shape: WorkerSettings) -> dict[str, Any]:
+    """Workload 14: N correlated waits, N events at once; ours against both peers."""
+    log(f"14 event wait: {n} runs each waiting for its own event, the events at once")
+    with fresh_database(admin_url, "bench_event_wait") as url:
+        ours = event_wait.run_ours(url, n, workers)
+    log(f"  ours: {ours['runs_per_s']} runs/s, p50 {ours['p50_ms']} ms, p99 {ours['p99_ms']} ms")
+    tried = []
+    for poll in ABSURD_EVENT_POLLS:
+        settings = WorkerSettings(shape.processes, shape.batch, poll)
+        measured = absurd(admin_url, "event_wait", n, settings)
+        log(
+            f"  absurd ({settings.label()}): {measured['runs_per_s']} runs/s,"
+            f" p50 {measured['p50_ms']} ms, p99 {measured['p99_ms']} ms"
+        )
+        tried.append(measured)
+    best = best_setting(tried)
+    dbos = peer_process(admin_url, "dbos_peer", "event_wait", n)
+    log(f"  dbos: {dbos['runs_per_s']} runs/s, p50 {dbos['p50_ms']} ms, p99 {dbos['p99_ms']} ms")
+    return {
+        "n": n,
+        "ours": ours,
+        "absurd": {"tried": tried, "best": best},
+        "dbos": dbos,
+        "ours_runs_per_s": ours["runs_per_s"],
+        "absurd_runs_per_s": best["runs_per_s"],
+        "dbos_runs_per_s": dbos["runs_per_s"],
+        "ours_p50_ms": ours["p50_ms"],
+        "ours_p99_ms": ours["p99_ms"],
+        "absurd_p50_ms": best["p50_ms"],
+        "absurd_p99_ms": best["p99_ms"],
+        "dbos_p50_ms": dbos["p50_ms"],
+        "dbos_p99_ms": dbos["p99_ms"],
+        "ratio_vs_absurd": throughput_ratio(ours["runs_per_s"], best["runs_per_s"]),
+        "ratio_vs_dbos": throughput_ratio(ours["runs_per_s"], dbos["runs_per_s"]),
+    }
+
+
+def run_fan_out_peers(n: int, workers: int, admin_url: str) -> dict[str, Any]:
+    """One parent, N one-step children, joined: ours, Absurd and DBOS. Keys prefixed
+    `peers_` / `ratio_vs_` so they sit beside workload 9's own figures."""
+    log(f"9b fan-out side by side: one parent, {n} one-step children, joined")
+    with fresh_database(admin_url, "bench_fan_step") as url:
+        ours = fan_out.run(url, n, workers, step_child=True)
+    log(f"  ours: makespan {ours['makespan_s']} s ({ours['children_per_s']} children/s)")
+    tried = []
+    for settings in ABSURD_FAN_SETTINGS:
+        measured = absurd(admin_url, "fan_out", n, settings)
+        log(f"  absurd ({settings.label()}): makespan {measured['makespan_s']} s")
+        tried.append(measured)
+    best = best_setting(tried, key="children_per_s")
+    dbos = peer_process(admin_url, "dbos_peer", "fan_out", n)
+    log(f"  dbos: makespan {dbos['makespan_s']} s")
+    return {
+        "peers_n": n,
+        "peers_ours": ours,
+        "peers_absurd": {"tried": tried, "best": best},
+        "peers_dbos": dbos,
+        "ratio_vs_absurd": makespan_ratio(ours["makespan_s"], best["makespan_s"]),
+        "ratio_vs_dbos": makespan_ratio(ours["makespan_s"], dbos["makespan_s"]),
+    }
+
+
+def absurd_figures(ours: dict[str, Any], absurd: dict[str, Any]) -> dict[str, Any]:
+    """The sleep workflow's Absurd keys: its sweep and the ratio to its best shape."""
+    return {
+        "absurd": absurd,
+        "absurd_runs_per_s": absurd["best"]["runs_per_s"],
+        "ratio_vs_absurd": throughput_ratio(ours["runs_per_s"], absurd["best"]["runs_per_s"]),
+    }
+
+
+def only_peers(
+    sizes: Any, workload: str, results: dict[str, Any], admin_url: str
+) -> tuple[str, dict[str, Any]]:
+    """A side-by-side part alone, merged into its section of the existing results."""
+    if workload == "absurd":
+        n = sizes.sleep_n[-1]
+        with fresh_database(admin_url, "bench_sleep") as url:
+            ours = sleep_workflow.run_ours(url, n, 4)
+        log(f"  ours n={n}: {ours['runs_per_s']} runs/s")
+        absurd = absurd_sleep(admin_url, sizes.absurd_sweep_n, n)
+        figures = {"absurd_ours_runs_per_s": ours["runs_per_s"], **absurd_figures(ours, absurd)}
+        return "sleep_workflow", {**results.get("sleep_workflow", {}), **figures}
+    if workload == "event_wait":
+        shape = WorkerSettings(2, 100, 0.05)
+        sleep = results.get("sleep_workflow", {})
+        if "absurd" in sleep:
+            shape = WorkerSettings(**sleep["absurd"]["best"]["settings"])
+        return "event_wait", run_event_wait(sizes.event_wait_n, 4, admin_url, shape)
+    peers = run_fan_out_peers(sizes.fan_out_peers_n, 4, admin_url)
+    return "fan_out", {**results.get("fan_out", {}), **peers}

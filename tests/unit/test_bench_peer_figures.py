@@ -1,0 +1,88 @@
+"""The side-by-side benchmarks' arithmetic: wake-up figures, the peer's best setting
+(the ratio's denominator) and the ratios' directions, and the report marking the
+setting the ratio was taken against."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.peer_figures import best_setting, makespan_ratio, throughput_ratio, wake_figures
+from bench.report_peers import event_wait_section
+
+
+def test_wake_figures_span_from_the_first_send_to_the_last_resume() -> None:
+    sent = {"a": 100.0, "b": 100.5, "c": 101.0}
+    done = {"a": 100.25, "b": 101.0, "c": 102.0}
+
+    figures = wake_figures(sent, done)
+
+    assert figures["span_s"] == 2.0
+    assert figures["runs_per_s"] == 1.5
+    assert (figures["p50_ms"], figures["latency_ms"]["max"]) == (500.0, 1000.0)
+
+
+def test_a_resume_without_its_send_is_refused() -> None:
+    with pytest.raises(ValueError, match="without a send"):
+        wake_figures({"a": 1.0}, {"a": 2.0, "b": 3.0})
+
+
+def test_the_best_setting_is_the_fastest_and_the_first_of_equals() -> None:
+    tried = [
+        {"settings": {"processes": 2}, "runs_per_s": 150.0},
+        {"settings": {"processes": 4}, "runs_per_s": 180.0},
+        {"settings": {"processes": 8}, "runs_per_s": 180.0},
+    ]
+
+    assert best_setting(tried)["settings"] == {"processes": 4}
+    assert best_setting(tried[:1], key="runs_per_s") is tried[0]
+    with pytest.raises(ValueError):
+        best_setting([])
+
+
+def test_ratios_are_above_one_when_ours_is_faster() -> None:
+    assert throughput_ratio(1800.0, 200.0) == 9.0  # runs/s: ours over the peer's
+    assert makespan_ratio(0.5, 2.0) == 4.0  # seconds: the peer's over ours
+    assert throughput_ratio(100.0, 300.0) == 0.33
+
+
+def _tried(poll: float, rate: float) -> dict[str, object]:
+    settings = {"processes": 2, "batch": 100, "poll_s": poll}
+    return {"settings": settings, "runs_per_s": rate, "p50_ms": 1.0, "p99_ms": 2.0}
+
+
+def test_the_event_wait_report_marks_the_peer_setting_the_ratio_used() -> None:
+    tried = [_tried(0.25, 200.0), _tried(0.05, 300.0)]
+    ours = {"runs_per_s": 600.0, "p50_ms": 5.0, "p99_ms": 9.0}
+    dbos = {"runs_per_s": 100.0, "p50_ms": 50.0, "p99_ms": 90.0}
+    results = {
+        "n": 1000,
+        "ours": ours,
+        "absurd": {"tried": tried, "best": best_setting(tried)},
+        "dbos": dbos,
+        "ratio_vs_absurd": throughput_ratio(600.0, 300.0),
+        "ratio_vs_dbos": throughput_ratio(600.0, 100.0),
+    }
+
+    lines = event_wait_section(results)
+
+    rows = [line for line in lines if line.startswith("| Absurd")]
+    assert rows[0].endswith("|  |") and rows[1].endswith("| **2.0×** |")
+    assert any(line.startswith("| DBOS") and "**6.0×**" in line for line in lines)
+    assert not any("is faster here" in line for line in lines)
+
+
+def test_the_report_says_when_the_peer_is_faster() -> None:
+    tried = [_tried(0.05, 300.0)]
+    results = {
+        "n": 1000,
+        "ours": {"runs_per_s": 150.0, "p50_ms": 5.0, "p99_ms": 9.0},
+        "absurd": {"tried": tried, "best": tried[0]},
+        "dbos": {"runs_per_s": 100.0, "p50_ms": 50.0, "p99_ms": 90.0},
+        "ratio_vs_absurd": throughput_ratio(150.0, 300.0),
+        "ratio_vs_dbos": throughput_ratio(150.0, 100.0),
+    }
+
+    text = "\n".join(event_wait_section(results))
+
+    assert "ours is **0.5×** Absurd's throughput (**Absurd is faster here**)" in text
+    assert "DBOS is faster" not in text

@@ -34,6 +34,11 @@ def flow_section(flow: dict[str, Any] | None) -> list[str]:
         f"The pair (per tenant {pair['tenant_limit']}, global {pair['limit']}, over "
         f"{pair['tenants']} tenants): at most {pair['max_in_flight']} in all and "
         f"{pair['max_in_flight_per_tenant']} of one tenant.",
+        f"Within {one.get('budget_s', '?')} s each: {one.get('completed', '?')} of "
+        f"{one.get('tasks', '?')} tasks completed for the one key, "
+        f"{pair.get('completed', '?')} of {pair.get('tasks', '?')} for the pair "
+        f"({pair.get('attempts_per_s', '?')} attempts/s). A hot key's slot rows serialise "
+        "every lease, release and look, so one key runs tens of attempts a second here.",
         "",
         f"**Throttle rate error** ({flow['throttle_rate_error']}): {thr['triggers']:,} "
         f"triggers of a workflow throttled to {thr['limit_per_s']} starts a second, through "

@@ -146,6 +146,7 @@ def _claimer(url: str, threads: int, start: Any, out: Any, budget_s: float) -> N
     registry = flow_registry()
     ports = TaskPorts(registry, mailer=None, http=None, guard=WebhookGuard([]))  # type: ignore[arg-type]
     done: list[int] = []
+    transient: list[str] = []
 
     def loop() -> None:
         store = connect(url)
@@ -158,7 +159,8 @@ def _claimer(url: str, threads: int, start: Any, out: Any, budget_s: float) -> N
             while idle < 50 and time.monotonic() < deadline:
                 try:
                     attempt = run_task(store, ports, clock.now, lambda: 600.0, rng)
-                except TransientStoreError:
+                except TransientStoreError as error:
+                    transient.append(str(error).splitlines()[0][:120])
                     # As the Lambda wrapper does: the transaction rolled back, try again
                     # (two claimers creating a key's slots at once may deadlock); the
                     # keys still to be looked at stay asked for.
@@ -189,7 +191,7 @@ def _claimer(url: str, threads: int, start: Any, out: Any, budget_s: float) -> N
         worker.start()
     for worker in workers:
         worker.join()
-    out.put(sum(done))
+    out.put((sum(done), transient))
 
 
 def _sample(url: str, stop: threading.Event, out: list[dict[str, int]]) -> None:
@@ -238,7 +240,9 @@ def violations(
     sampler.start()
     start.wait()
     began = time.perf_counter()
-    attempts = sum(out.get(timeout=1800) for _ in procs)
+    answers = [out.get(timeout=1800) for _ in procs]
+    attempts = sum(n for n, _ in answers)
+    transient = [error for _, errors in answers for error in errors]
     elapsed = time.perf_counter() - began
     stop.set()
     sampler.join()
@@ -261,6 +265,10 @@ def violations(
         "limit": LIMIT,
         "violations": max(0, most - LIMIT),
         "attempts_per_s": round(attempts / elapsed, 1),
+        # Attempts whose transaction failed transiently (a deadlock, say): rolled back
+        # and tried again, or left to their lease's end when the claim had committed.
+        "transient_errors": len(transient),
+        "transient_kinds": sorted(set(transient))[:5],
         "elapsed_s": round(elapsed, 1),
     }
     if workflow == "bench-pair":

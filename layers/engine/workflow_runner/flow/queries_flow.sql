@@ -85,9 +85,20 @@ RETURNING s.flow_key;
 
 -- name: flow_release_slots
 -- Give back the slots an attempt leased (only its own lease: a worker whose lease
--- ended and was taken over frees nothing); the keys that have held work waiting.
+-- ended and was taken over frees nothing); the keys that have held work waiting. The
+-- rows are locked in key and slot order first, the order every statement that waits
+-- for slot locks takes them (flow_lease_slots_waiting, flow_count_free): an attempt
+-- holding a per-tenant and a global slot released them in the heap's order, and
+-- deadlocked with a woken attempt locking the same two keys.
+WITH mine AS (
+    SELECT flow_key, slot FROM flow_slots
+    WHERE holder = %(holder)s
+    ORDER BY flow_key, slot
+    FOR UPDATE
+)
 UPDATE flow_slots s SET holder = NULL, leased_until = NULL
-WHERE s.holder = %(holder)s
+FROM mine m
+WHERE s.flow_key = m.flow_key AND s.slot = m.slot AND s.holder = %(holder)s
 RETURNING s.flow_key,
           EXISTS (SELECT 1 FROM flow_waiters q WHERE q.flow_key = s.flow_key) AS queued;
 

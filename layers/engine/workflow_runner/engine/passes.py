@@ -156,15 +156,20 @@ def trigger_event(store: Store, run: LoadedRun, debounced: bool = False) -> Doma
     row = run.trigger_row
     override = state.trigger_override
     if override is None and debounced:
-        events, _ = store.streams.load_run(state.tenant_id, state.run_id)
-        override = fold_run(
-            state.run_id, state.tenant_id, [e.recorded for e in events]
-        ).trigger_override
+        override = _whole_stream_state(store, state).trigger_override
     if override is not None:  # a debounce's last trigger
         row = store.inbox.get(state.tenant_id, override)
     if row is None or row.detail is None:
         return None
     return domain_event_of(row)
+
+
+def _whole_stream_state(store: Store, state: RunState) -> RunState:
+    """A run's state folded from its whole stream: what only the held facts before its
+    first step name (a debounce's last trigger, a batch's events), which a tail read
+    after the first pass no longer has."""
+    events, _ = store.streams.load_run(state.tenant_id, state.run_id)
+    return fold_run(state.run_id, state.tenant_id, [e.recorded for e in events])
 
 
 def batch_events(store: Store, state: RunState, batched: bool) -> tuple[DomainEvent, ...] | None:
@@ -173,8 +178,7 @@ def batch_events(store: Store, state: RunState, batched: bool) -> tuple[DomainEv
     name them may precede the tail a resume reads: the whole stream is read for them."""
     if not batched:
         return ()
-    events, _ = store.streams.load_run(state.tenant_id, state.run_id)
-    ids = fold_run(state.run_id, state.tenant_id, [e.recorded for e in events]).batch_event_ids
+    ids = _whole_stream_state(store, state).batch_event_ids
     found = []
     for event_id in ids:
         row = store.inbox.get(state.tenant_id, event_id)

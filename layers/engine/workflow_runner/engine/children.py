@@ -88,8 +88,9 @@ def _start_batch(
 ) -> StartedChildren:
     """Start a batch of a claimed join's children, in the caller's transaction, in a few
     round trips whatever the batch's size: the inputs stored and the runs claimed (their
-    first events, one statement), the rows marked running, the first passes' writes and
-    the join's count (one pipeline), the attached children read and counted if settled."""
+    first events, one statement), the rows marked running, the join's count and the
+    first passes' writes (one pipeline), the attached children read and counted if
+    settled (one statement, and one more if some had)."""
     events = [_trigger(join, child, now) for child in children]
     starts = [_child_start(registry, join, c, e) for c, e in zip(children, events, strict=True)]
     known = [start for start in starts if start is not None]
@@ -118,12 +119,12 @@ def _start_batch(
         # settled before the mark committed is counted here, one that settles after finds
         # its row running (see record_pass's lock order).
         store.children.mark_running(join, [c.item_index for c in children], now)
+        last = children[-1].item_index + 1 if children else join.next_index
+        store.children.started(join, last, len(children), now)
         first_passes(store, known, won, now)
         # No such workflow: the child fails at once (it has no run to show).
         failed = RunEnd("failed", None, UNKNOWN_WORKFLOW)
         runs_settled(store, join.tenant_id, [(c.child_run_id, failed) for c in unknown], now)
-        last = children[-1].item_index + 1 if children else join.next_index
-        store.children.started(join, last, len(children), now)
     count_settled_runs(store, join.tenant_id, [c.child_run_id for c in attached], now)
     return StartedChildren(1, len(known) - len(attached), len(attached), len(unknown))
 

@@ -127,6 +127,8 @@ def count_settled_runs(store: Store, tenant_id: str, run_ids: Sequence[str], now
     """What count_if_settled does, for several children of a tenant: their streams read
     in one statement, those settled marked in another. Returns how many had settled."""
     runs = [(tenant_id, run_id) for run_id in dict.fromkeys(run_ids)]
+    if not runs:
+        return 0
     ended: list[tuple[str, RunEnd]] = []
     for (_, run_id), (events, _, _) in zip(runs, store.streams.load_for_resume(runs), strict=True):
         if not events:

@@ -15,10 +15,10 @@ from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.definition.branches import family_name
+from workflow_runner.engine import children as children_module
 from workflow_runner.engine.children import start_children
 from workflow_runner.engine.run_starts import start_run
 from workflow_runner.store import NewChild, Store
-from workflow_runner.store.children import ChildStore
 
 from tests.integration.test_held_statements import CountingConnection
 from tests.support import TENANT_A, event, register, stream
@@ -149,10 +149,10 @@ def test_a_crash_in_the_middle_of_a_batch_leaves_nothing_of_it(
     ops.ingest_domain_event(store, event("fan.go", {"id": "crash", "n": 8}), now, registry)
 
     def crash(*args: Any) -> None:
-        raise RuntimeError("worker died after the first passes")
+        raise RuntimeError("worker died after the batch's last statement")
 
     with monkeypatch.context() as patched:
-        patched.setattr(ChildStore, "started", crash)
+        patched.setattr(children_module, "count_settled_runs", crash)
         with pytest.raises(RuntimeError):
             start_children(store, registry, now, max_joins=1)
     assert {r["status"] for r in _children_rows(db_url)} == {"pending"}

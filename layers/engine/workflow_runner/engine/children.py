@@ -113,9 +113,11 @@ def _start_batch(
             _revive(store, registry, join.tenant_id, child.child_run_id, now)
     unknown = [child for child, start in zip(children, starts, strict=True) if start is None]
     with store.pipeline():
-        # The rows are marked running once every child's run exists and before the first
-        # passes: a child its first pass ends marks its rows settled in the pass's write,
-        # as a later end would. An attached child is read again after the mark: one that
+        # The rows are marked running once every child's run exists (marked before, they
+        # would be held while an append waits for another starter creating the same run,
+        # whose pass, settling it, waits for them) and before the first passes: a child
+        # its first pass ends marks its rows settled in the pass's write, as a later end
+        # would. An attached child is read again after the mark: one that
         # settled before the mark committed is counted here, one that settles after finds
         # its row running (see record_pass's lock order).
         store.children.mark_running(join, [c.item_index for c in children], now)

@@ -229,15 +229,23 @@ def match_events(
     waits = _waits_for(store, opened)
     # Batch order decides: a run an earlier event takes is no longer open for a later one.
     taken: set[tuple[str, str]] = set()
-    hits: list[Hit] = []
-    ends: list[tuple[DomainEvent, int]] = []  # each open event, and where its hits end
+    plans: list[list[Hit]] = []
     for event, _ in opened:
+        plan: list[Hit] = []
         for w in waits[(event.tenant_id, event.id)]:
             if (event.tenant_id, w.run_id) not in taken and matches_safely(
                 w.match_expr, event.payload
             ):
                 taken.add((event.tenant_id, w.run_id))
-                hits.append((event, w))
+                plan.append((event, w))
+        plans.append(plan)
+    # Who wins is decided; record the events with the fewest matches first, so as many
+    # as possible are finished before the time budget ends (the first chunk finishes
+    # every event that matched nothing).
+    hits: list[Hit] = []
+    ends: list[tuple[DomainEvent, int]] = []  # each open event, and where its hits end
+    for (event, _), plan in sorted(zip(opened, plans, strict=True), key=lambda p: len(p[1])):
+        hits += plan
         ends.append((event, len(hits)))
     woken: dict[tuple[str, str], list[WokenRun]] = {}
     finished = 0

@@ -30,7 +30,7 @@ from workflow_runner.engine import (
     WokenRun,
     ingest_domain_events,
     project_pending,
-    wake_on_event,
+    wake_and_enqueue_many,
 )
 from workflow_runner.engine.children import start_children
 from workflow_runner.engine.due_scan import due_scan
@@ -168,6 +168,7 @@ class Pipeline:
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._ready: collections.deque[ResumeRequest] = collections.deque()
         self._triggers: collections.deque[DomainEvent] = collections.deque()
+        self._awaited: collections.deque[DomainEvent] = collections.deque()
         self._nudge = threading.Event()
         self._stop = threading.Event()
         self.hold = hold
@@ -221,8 +222,14 @@ class Pipeline:
         self._jobs.put(self._ingest_ready)
 
     def wake(self, event: DomainEvent, put_at: float) -> None:
-        """Deliver an awaited event (EventWakeup)."""
-        self._jobs.put(lambda store: self._wake(store, event, put_at))
+        """Deliver an awaited event (EventWakeup): like the wakeup intake queue with batch
+        size 10, a worker takes every waiting awaited event up to ten and wakes them in
+        one engine call, which sends their resumes straight to the queue (EventWakeup's
+        wake_and_enqueue_many does the same). `put_at` is when it was sent (for callers'
+        latency figures)."""
+        with self._lock:
+            self._awaited.append(event)
+        self._jobs.put(self._wake_ready)
 
     def resume(self, requests: Sequence[ResumeRequest]) -> None:
         self.queue.send(requests)
@@ -308,13 +315,17 @@ class Pipeline:
             for event, result in zip(events, results, strict=True):
                 self.on_ingested(event, result, started, finished)
 
-    def _wake(self, store: Store, event: DomainEvent, put_at: float) -> None:
+    def _wake_ready(self, store: Store) -> None:
+        self._take_batch(store, self._awaited, self._wake)
+
+    def _wake(self, store: Store, events: Sequence[DomainEvent]) -> None:
         started = time.time()
-        woken = wake_on_event(store, event, self.clock.now())
+        wake_and_enqueue_many(store, self.queue, events, self.clock.now())
         self._nudge.set()
-        self._send_woken(store, woken)
         if self.on_woken is not None:
-            self.on_woken(event, started, time.time())
+            sent = time.time()
+            for event in events:
+                self.on_woken(event, started, sent)
 
     def _send_woken(self, store: Store, woken: Sequence[WokenRun]) -> None:
         if woken:

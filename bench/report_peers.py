@@ -110,7 +110,8 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         f"{ew['n']:,} runs each wait for their own event; once all are waiting, the "
         f"{ew['n']:,} events are sent at once.",
         "**Ours**: the wakeup workload's runs (`wait_for_event` with an `eq` match on the",
-        "event's `id`), the events all handed to EventWakeup's call at once (workload 4 sends",
+        "event's `id`), the events all handed to EventWakeup at once, ten per call as its",
+        "SQS batches (workload 4 sends",
         '100/s). **Absurd**: `ctx.await_event(f"go:{i}")`, the events `emit_event` from 4',
         'threads. **DBOS**: `DBOS.recv("go")`, the events `DBOS.send` from 4 threads.',
         "Throughput: runs resumed per second from the first send to the last resumed run",

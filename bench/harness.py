@@ -132,6 +132,7 @@ class Pipeline:
             its resumes were sent: (event, wall time the job started, wall time sent).
         on_resume_started: called from a worker as it begins a batch of resumes, with
             the batch and the wall time.
+        resumes_first: free workers take waiting resumes before wakes and ingests.
     """
 
     def __init__(
@@ -151,6 +152,7 @@ class Pipeline:
         run_scanner: bool = True,
         run_starter: bool = False,
         hold: float = 1.0,
+        resumes_first: bool = False,
     ) -> None:
         self.url = url
         self.registry = registry
@@ -165,7 +167,12 @@ class Pipeline:
         self.on_resume_started = on_resume_started
         self.stats = PipelineStats()
         self._lock = threading.Lock()
-        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        # (lane, order, job): with `resumes_first`, a free worker takes a waiting resume
+        # batch before a wake or an ingest (deployed, ResumeRun is a function of its own,
+        # never queued behind EventWakeup's invocations); otherwise first in, first out.
+        self._jobs: queue.PriorityQueue[tuple[int, int, Job | None]] = queue.PriorityQueue()
+        self._order = itertools.count()
+        self.resumes_first = resumes_first
         self._ready: collections.deque[ResumeRequest] = collections.deque()
         self._triggers: collections.deque[DomainEvent] = collections.deque()
         self._awaited: collections.deque[DomainEvent] = collections.deque()
@@ -207,7 +214,7 @@ class Pipeline:
         self.queue.stop()
         workers = [t for t in self._threads if t.name.startswith("worker-")]
         for _ in workers:
-            self._jobs.put(None)
+            self._put(None, lane=2)
         for thread in self._threads:
             thread.join(timeout=30)
 
@@ -219,7 +226,7 @@ class Pipeline:
         one transaction (TriggerProjection's ingest_domain_events does the same)."""
         with self._lock:
             self._triggers.append(event)
-        self._jobs.put(self._ingest_ready)
+        self._put(self._ingest_ready)
 
     def wake(self, event: DomainEvent, put_at: float) -> None:
         """Deliver an awaited event (EventWakeup): like the wakeup intake queue with batch
@@ -229,10 +236,13 @@ class Pipeline:
         latency figures)."""
         with self._lock:
             self._awaited.append(event)
-        self._jobs.put(self._wake_ready)
+        self._put(self._wake_ready)
 
     def resume(self, requests: Sequence[ResumeRequest]) -> None:
         self.queue.send(requests)
+
+    def _put(self, job: Job | None, lane: int = 1) -> None:
+        self._jobs.put((lane, next(self._order), job))
 
     def idle(self) -> bool:
         return self._jobs.unfinished_tasks == 0
@@ -244,7 +254,7 @@ class Pipeline:
         # resumes them in one transaction (ResumeRun's resume_batch does the same).
         with self._lock:
             self._ready.append(request)
-        self._jobs.put(self._resume_ready)
+        self._put(self._resume_ready, lane=0 if self.resumes_first else 1)
 
     def _resume_ready(self, store: Store) -> None:
         self._take_batch(store, self._ready, self._resume)
@@ -272,7 +282,7 @@ class Pipeline:
         store = connect(self.url)
         try:
             while True:
-                job = self._jobs.get()
+                _, _, job = self._jobs.get()
                 try:
                     if job is None:
                         return

@@ -25,18 +25,28 @@ from .passes import load_run
 from .persist import RunOutcome
 from .projection import PENDING_PROJECTION, CatchUpPacer, ProjectionResult, project_pending
 from .resume import ResumeRequestItem, ResumeResult, resume_run, resume_runs
-from .wakeup import WakeupResult, WokenRun, wake_and_enqueue, wake_on_event
+from .wakeup import (
+    EventMatches,
+    WakeupBatch,
+    WakeupResult,
+    WokenRun,
+    wake_and_enqueue,
+    wake_and_enqueue_many,
+    wake_on_event,
+)
 
 __all__ = [
     "PENDING_PROJECTION",
     "CancelResult",
     "CatchUpPacer",
     "DueScanResult",
+    "EventMatches",
     "IngestResult",
     "ProjectionResult",
     "ResumeRequestItem",
     "ResumeResult",
     "RunOutcome",
+    "WakeupBatch",
     "WakeupResult",
     "WokenRun",
     "cancel_run",
@@ -53,5 +63,6 @@ __all__ = [
     "start_cron_runs",
     "start_run",
     "wake_and_enqueue",
+    "wake_and_enqueue_many",
     "wake_on_event",
 ]

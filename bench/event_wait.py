@@ -4,10 +4,12 @@ events at once.
 The runs are bench-await (common.py): `wait_for_event("bench.go")` with an `eq` match
 on the event's `id`, the same workflow as the wakeup workload (4). Once every run is
 suspended in the pending set, all N events are handed to the pipeline's EventWakeup
-at once (the wakeup workload sends 100/s); each is matched against the waiting runs'
-correlation values, and the resume it sends completes its run. Throughput: runs
-resumed per second from the first send to the last resume's commit; latency: from an
-event's hand-over to the commit of the resume it caused. The peers' sides are
+at once (the wakeup workload sends 100/s), which takes them ten per call as its SQS
+batches; each is matched against the waiting runs' correlation values, and the resume
+it sends completes its run (the workers take waiting resumes before further wakes,
+see `run_ours`). Throughput: runs resumed per second from the first send to the last
+resume's commit; latency: from an event's hand-over to the commit of the resume it
+caused. The peers' sides are
 `absurd_peer.event_wait` and `dbos_peer.event_wait`.
 """
 
@@ -25,8 +27,12 @@ from .latency import _pending_count
 from .peer_figures import wake_figures
 
 
-def run_ours(url: str, n: int, workers: int) -> dict[str, Any]:
-    """N correlated waits woken by N events sent at once; throughput and latency."""
+def run_ours(url: str, n: int, workers: int, resumes_first: bool = True) -> dict[str, Any]:
+    """N correlated waits woken by N events sent at once; throughput and latency.
+
+    `resumes_first`: the workers take a waiting resume batch before the next wake
+    (deployed, EventWakeup and ResumeRun are separate functions, so the resumes a wake
+    sent do not queue behind the burst's other wakes); False: first in, first out."""
     sent: dict[str, float] = {}
     done: dict[str, float] = {}
     lock = threading.Lock()
@@ -39,7 +45,9 @@ def run_ours(url: str, n: int, workers: int) -> dict[str, Any]:
     def event(kind: str, i: int) -> DomainEvent:
         return DomainEvent(id=f"{kind}-{i}", type=kind, payload={"id": f"e{i}"}, tenant_id=TENANT)
 
-    with Pipeline(url, bench_registry(), workers=workers, on_resumed=on_resumed) as pipeline:
+    with Pipeline(
+        url, bench_registry(), workers=workers, on_resumed=on_resumed, resumes_first=resumes_first
+    ) as pipeline:
         for i in range(n):
             pipeline.ingest(event("bench.await-start", i))
         if not wait_until(lambda: _pending_count(url) >= n, 300, poll=0.1):

@@ -30,7 +30,7 @@ from workflow_runner.engine import (
     WokenRun,
     ingest_domain_events,
     project_pending,
-    wake_on_event,
+    wake_and_enqueue_many,
 )
 from workflow_runner.engine.children import start_children
 from workflow_runner.engine.due_scan import due_scan
@@ -132,6 +132,7 @@ class Pipeline:
             its resumes were sent: (event, wall time the job started, wall time sent).
         on_resume_started: called from a worker as it begins a batch of resumes, with
             the batch and the wall time.
+        resumes_first: free workers take waiting resumes before wakes and ingests.
     """
 
     def __init__(
@@ -151,6 +152,7 @@ class Pipeline:
         run_scanner: bool = True,
         run_starter: bool = False,
         hold: float = 1.0,
+        resumes_first: bool = False,
     ) -> None:
         self.url = url
         self.registry = registry
@@ -165,9 +167,15 @@ class Pipeline:
         self.on_resume_started = on_resume_started
         self.stats = PipelineStats()
         self._lock = threading.Lock()
-        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        # (lane, order, job): with `resumes_first`, a free worker takes a waiting resume
+        # batch before a wake or an ingest (deployed, ResumeRun is a function of its own,
+        # never queued behind EventWakeup's invocations); otherwise first in, first out.
+        self._jobs: queue.PriorityQueue[tuple[int, int, Job | None]] = queue.PriorityQueue()
+        self._order = itertools.count()
+        self.resumes_first = resumes_first
         self._ready: collections.deque[ResumeRequest] = collections.deque()
         self._triggers: collections.deque[DomainEvent] = collections.deque()
+        self._awaited: collections.deque[DomainEvent] = collections.deque()
         self._nudge = threading.Event()
         self._stop = threading.Event()
         self.hold = hold
@@ -206,7 +214,7 @@ class Pipeline:
         self.queue.stop()
         workers = [t for t in self._threads if t.name.startswith("worker-")]
         for _ in workers:
-            self._jobs.put(None)
+            self._put(None, lane=2)
         for thread in self._threads:
             thread.join(timeout=30)
 
@@ -218,14 +226,23 @@ class Pipeline:
         one transaction (TriggerProjection's ingest_domain_events does the same)."""
         with self._lock:
             self._triggers.append(event)
-        self._jobs.put(self._ingest_ready)
+        self._put(self._ingest_ready)
 
     def wake(self, event: DomainEvent, put_at: float) -> None:
-        """Deliver an awaited event (EventWakeup)."""
-        self._jobs.put(lambda store: self._wake(store, event, put_at))
+        """Deliver an awaited event (EventWakeup): like the wakeup intake queue with batch
+        size 10, a worker takes every waiting awaited event up to ten and wakes them in
+        one engine call, which sends their resumes straight to the queue (EventWakeup's
+        wake_and_enqueue_many does the same). `put_at` is when it was sent (for callers'
+        latency figures)."""
+        with self._lock:
+            self._awaited.append(event)
+        self._put(self._wake_ready)
 
     def resume(self, requests: Sequence[ResumeRequest]) -> None:
         self.queue.send(requests)
+
+    def _put(self, job: Job | None, lane: int = 1) -> None:
+        self._jobs.put((lane, next(self._order), job))
 
     def idle(self) -> bool:
         return self._jobs.unfinished_tasks == 0
@@ -237,7 +254,7 @@ class Pipeline:
         # resumes them in one transaction (ResumeRun's resume_batch does the same).
         with self._lock:
             self._ready.append(request)
-        self._jobs.put(self._resume_ready)
+        self._put(self._resume_ready, lane=0 if self.resumes_first else 1)
 
     def _resume_ready(self, store: Store) -> None:
         self._take_batch(store, self._ready, self._resume)
@@ -265,7 +282,7 @@ class Pipeline:
         store = connect(self.url)
         try:
             while True:
-                job = self._jobs.get()
+                _, _, job = self._jobs.get()
                 try:
                     if job is None:
                         return
@@ -308,13 +325,17 @@ class Pipeline:
             for event, result in zip(events, results, strict=True):
                 self.on_ingested(event, result, started, finished)
 
-    def _wake(self, store: Store, event: DomainEvent, put_at: float) -> None:
+    def _wake_ready(self, store: Store) -> None:
+        self._take_batch(store, self._awaited, self._wake)
+
+    def _wake(self, store: Store, events: Sequence[DomainEvent]) -> None:
         started = time.time()
-        woken = wake_on_event(store, event, self.clock.now())
+        wake_and_enqueue_many(store, self.queue, events, self.clock.now())
         self._nudge.set()
-        self._send_woken(store, woken)
         if self.on_woken is not None:
-            self.on_woken(event, started, time.time())
+            sent = time.time()
+            for event in events:
+                self.on_woken(event, started, sent)
 
     def _send_woken(self, store: Store, woken: Sequence[WokenRun]) -> None:
         if woken:

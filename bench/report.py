@@ -298,7 +298,8 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         "",
         f"{wk['n']:,} runs wait for their own event; the events arrive at "
         f"{wk['rate_per_s']:.0f}/s through",
-        "EventWakeup's call (`wake_on_event`, then `enqueue_due` to the resume queue) and",
+        "EventWakeup's call (`wake_and_enqueue_many` on an SQS batch of up to ten waiting",
+        "events, which sends the runs they matched to the resume queue) and",
         "a worker resumes the run. Latency: from handing the event over to the commit of",
         "the resume. kumiko resumes waits on its next minute tick; its figures are",
         "**modelled** (uniform arrival within a 60 s tick), not measured.",

@@ -1,15 +1,16 @@
-"""EventWakeup: an awaited event wakes the waiting runs it matches, at once.
+"""EventWakeup: awaited events wake the waiting runs they match, at once.
 
 Input: an SQS batch from the wakeup intake queue (each record's body is an EventBridge
 event; failed records come back as batch item failures, then land in the intake DLQ), or
 one EventBridge event by direct invoke, which raises when it fails.
 
-One engine call per event, safe to run again whole (`wake_and_enqueue`): the matches
-are recorded in chunks within the function's time, and every run the event matched
-that is not on its way yet goes to the resume queue straight away (no delay), so a run
-resumes well under a second after its event instead of at the next due-scan tick. When
-the time ran out with waits left, the record fails after enqueueing what it matched
-(WorkLeft): its redelivery continues.
+One engine call for the batch's awaited events, safe to run again whole
+(`wake_and_enqueue_many`): the matches are recorded in chunks within the function's
+time, and every run the events matched that is not on its way yet goes to the resume
+queue straight away (no delay), so a run resumes well under a second after its event
+instead of at the next due-scan tick. A record whose event's time ran out with waits
+left fails after what was matched is enqueued (WorkLeft): its redelivery continues. A
+bad record fails alone; if the batch call fails, each record is tried on its own.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from workflow_runner.aws import intake
 from workflow_runner.aws import lambda_support as support
 from workflow_runner.aws.lambda_support import logger, metrics, tracer
 from workflow_runner.aws.observability import annotate
-from workflow_runner.engine.wakeup import wake_and_enqueue
+from workflow_runner.definition import DomainEvent
+from workflow_runner.engine.wakeup import EventMatches, WakeupBatch, wake_and_enqueue_many
 from workflow_runner.errors import WorkLeft
 
 # Seconds of the function's timeout kept for enqueueing, logging and flushing metrics.
@@ -36,50 +38,87 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # The records of a batch share the invocation's time.
     deadline = time.monotonic() + context.get_remaining_time_in_millis() / 1000 - RESERVE_SECONDS
     if intake.is_sqs_batch(event):
-        return intake.each_event(event, lambda one: wake(one, deadline))
-    return wake(event, deadline)
+        return intake.all_events(
+            event,
+            prepare,
+            lambda domains: [error for error, _ in wake(domains, deadline)],
+            lambda one: wake_one(one, deadline),
+        )
+    return wake_one(event, deadline)
 
 
-def wake(event: dict[str, Any], deadline: float) -> dict[str, Any]:
+NOT_AWAITED = "no registered workflow waits for this type"
+
+
+def prepare(event: dict[str, Any]) -> DomainEvent | None:
+    """The domain event of an EventBridge event (None: no workflow waits for its type)."""
     envelope = support.parse_eventbridge(event)
     if envelope.detail_type not in support.registry().awaited_types():
-        return support.ignore(envelope, "no registered workflow waits for this type")
-    domain = support.domain_event(envelope)
-    annotate(tenant_id=domain.tenant_id, event_id=domain.id)
+        support.ignore(envelope, NOT_AWAITED)
+        return None
+    return support.domain_event(envelope)
+
+
+def wake_one(event: dict[str, Any], deadline: float) -> dict[str, Any]:
+    """One EventBridge event (a direct invoke, or a record of a batch that failed)."""
+    envelope = support.parse_eventbridge(event)
+    if envelope.detail_type not in support.registry().awaited_types():
+        return support.ignore(envelope, NOT_AWAITED)
+    error, answer = wake([support.domain_event(envelope)], deadline)[0]
+    if error is not None:
+        raise error
+    return answer
+
+
+def wake(
+    domains: list[DomainEvent], deadline: float
+) -> list[tuple[WorkLeft | None, dict[str, Any]]]:
+    """Wake and enqueue for the events in one engine call; per event, WorkLeft when
+    its time ran out with work left, and its answer."""
     rt = support.runtime()
     now = rt.clock.now()
     budget = max(1.0, deadline - time.monotonic())
-    result = support.with_store(
-        lambda store: wake_and_enqueue(
+    batch = support.with_store(
+        lambda store: wake_and_enqueue_many(
             store,
             rt.resume_queue,
-            domain,
+            domains,
             now,
             support.settings().resume_lease_seconds,
             budget_seconds=budget,
         )
     )
-    if result.matched == 1:
-        annotate(run_id=result.woken[0].run_id)
-    support.count("Wakeups", result.matched)
-    if result.refused:
-        support.count("ResumeEnqueueRefused", result.refused)
-    if result.matched:
+    matched = sum(len(m.woken) for m in batch.events)
+    support.count("Wakeups", matched)
+    if batch.refused:
+        support.count("ResumeEnqueueRefused", batch.refused)
+    if matched:
         rt.nudger.nudge_projection()
     logger.info(
-        "awaited event matched",
-        extra={"woken": result.matched, "enqueued": result.enqueued, "complete": result.complete},
+        "awaited events matched",
+        extra={"events": len(domains), "woken": matched, "enqueued": batch.enqueued},
     )
-    if not result.complete:
+    return [_outcome(batch, i, m) for i, m in enumerate(batch.events)]
+
+
+def _outcome(
+    batch: WakeupBatch, index: int, matches: EventMatches
+) -> tuple[WorkLeft | None, dict[str, Any]]:
+    event = matches.event
+    if len(batch.events) == 1:  # a batch's records share one trace segment
+        annotate(tenant_id=event.tenant_id, event_id=event.id)
+        if len(matches.woken) == 1:
+            annotate(run_id=matches.woken[0].run_id)
+    if not batch.complete(index):
         support.count("WakeupsLeft")
-        raise WorkLeft(
-            f"event {domain.id}: {result.matched} waits woken, {result.enqueued} runs "
+        return WorkLeft(
+            f"event {event.id}: {len(matches.woken)} waits woken, {batch.enqueued} runs "
             "enqueued before the time ran out; the retry wakes and enqueues the others"
-        )
-    return {
-        "eventId": domain.id,
-        "woken": [{"runId": w.run_id, "stepIndex": w.step_index} for w in result.woken[:100]],
-        "wokenCount": result.matched,
-        "enqueued": result.enqueued,
-        "refused": result.refused,
+        ), {}
+    return None, {
+        "eventId": event.id,
+        "woken": [{"runId": w.run_id, "stepIndex": w.step_index} for w in matches.woken[:100]],
+        "wokenCount": len(matches.woken),
+        "enqueued": batch.enqueued,
+        "refused": batch.refused,
     }

@@ -329,7 +329,7 @@ def test_an_intake_record_out_of_time_is_left_for_its_redelivery_which_finishes_
     SQS delivers it again and that delivery matches and enqueues the rest."""
     handler = handlers["EventWakeupFunction"]
     app = inspect.unwrap(handler).__globals__  # functions/event_wakeup/app.py
-    real = app["wake_and_enqueue"]
+    real = app["wake_and_enqueue_many"]
     ticks = iter([0.0, 0.0, 100.0])  # two chunks of 500, then the time is up
     attempts: list[int] = []
 
@@ -339,7 +339,7 @@ def test_an_intake_record_out_of_time_is_left_for_its_redelivery_which_finishes_
             kwargs.update(chunk=500, monotonic=lambda: next(ticks, 100.0))
         return real(*args, **kwargs)
 
-    monkeypatch.setitem(app, "wake_and_enqueue", short_of_time)
+    monkeypatch.setitem(app, "wake_and_enqueue_many", short_of_time)
     batch = {
         "Records": [
             {"messageId": "m-sale", "body": json.dumps(_sale("sale-6"))},

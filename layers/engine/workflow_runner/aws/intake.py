@@ -4,8 +4,9 @@ Each EventBridge rule delivers to an SQS queue whose event source mapping polls 
 a bounded concurrency, so a burst or a database failover waits in the queue instead of
 failing into a DLQ. A record's body is the EventBridge event, exactly as a rule with a
 Lambda target would have passed it. TriggerProjection ingests a batch's events in one
-engine transaction (`all_events`; if that fails, one transaction per record), the other
-functions handle every record on its own (`each_event`); a record that fails is reported
+engine transaction and EventWakeup wakes them in one engine call (`all_events`; if that
+fails, one call per record), the other functions handle every record on its own
+(`each_event`); a record that fails is reported
 as a batch item failure, so SQS delivers it again and, after the queue's
 maxReceiveCount, moves it to the intake DLQ, from which `wfr dlq redrive` sends it back.
 Records that succeeded are not redelivered.
@@ -16,7 +17,7 @@ is handled as before: the handler receives the event itself and raises on failur
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -81,18 +82,23 @@ def _handle_record(
             with traced(segment):
                 handle(event())
         return True
-    except InvalidInput:
+    except Exception as error:
+        _record_failed(error)
         return False
-    except WorkLeft as error:
+
+
+def _record_failed(error: Exception) -> None:
+    """Log and count a record's failure (its message id is on the logger)."""
+    if isinstance(error, InvalidInput):
+        return  # already logged and counted by the parsers
+    if isinstance(error, WorkLeft):
         # Not a fault: the record's work ran out of time with its progress committed,
         # and the redelivery continues it (logged without a traceback, not counted).
         logger.warning(str(error))
-        return False
-    except Exception:
-        # Logged with its traceback; the record is retried, then dead-lettered.
-        logger.exception("intake record failed")
-        support.count("IntakeRecordFailed")
-        return False
+        return
+    # Logged with its traceback; the record is retried, then dead-lettered.
+    logger.error("intake record failed", exc_info=error)
+    support.count("IntakeRecordFailed")
 
 
 def each_event(
@@ -126,18 +132,19 @@ def each_event(
 def all_events(
     batch: Mapping[str, Any],
     prepare: Callable[[dict[str, Any]], T | None],
-    handle_all: Callable[[list[T]], object],
+    handle_all: Callable[[list[T]], Sequence[Exception | None] | None],
     handle: Callable[[dict[str, Any]], object],
 ) -> dict[str, list[dict[str, str]]]:
-    """Handle an SQS batch's EventBridge events together (one engine transaction),
-    falling back to one at a time if that fails; report the records that failed.
+    """Handle an SQS batch's EventBridge events together (one engine call), falling
+    back to one at a time if that fails; report the records that failed.
 
     Every record is first parsed by `prepare` (a bad one fails alone, as in
     `each_event`; None: nothing to do for it). The prepared ones go to `handle_all`
-    at once (one engine transaction). If it raises, each of those records is handled
-    again on its own by `handle` (ingesting is idempotent: an event the batch did
-    store starts nothing twice), so one record that keeps failing is reported alone
-    and the rest of the batch goes on.
+    at once (one engine call), which may return, per item, the error that fails its
+    record (None: it succeeded; e.g. WorkLeft for one whose time ran out). If it
+    raises, each of those records is handled again on its own by `handle` (the engine
+    call is idempotent: an event the batch did handle does nothing twice), so one
+    record that keeps failing is reported alone and the rest of the batch goes on.
 
     Raises:
         InvalidInput: a record without a messageId (the whole batch fails).
@@ -163,10 +170,17 @@ def all_events(
     if len(prepared) > 1:
         try:
             with traced("## intake batch"):
-                handle_all([item for _, _, item in prepared])
-            prepared = []
+                errors = handle_all([item for _, _, item in prepared])
         except Exception:
             logger.warning("intake batch failed: handling its records one by one", exc_info=True)
+        else:
+            outcomes = [None] * len(prepared) if errors is None else errors
+            for (message_id, _, _), error in zip(prepared, outcomes, strict=True):
+                if error is not None:
+                    logger.append_keys(message_id=message_id)
+                    _record_failed(error)
+                    failures.append({"itemIdentifier": message_id})
+            prepared = []
     for message_id, event, _ in prepared:
         if not _handle_record(message_id, partial(dict, event), handle):
             failures.append({"itemIdentifier": message_id})

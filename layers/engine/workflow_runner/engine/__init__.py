@@ -21,18 +21,28 @@ from .persist import RunOutcome
 from .projection import PENDING_PROJECTION, CatchUpPacer, ProjectionResult, project_pending
 from .resume import ResumeRequestItem, ResumeResult, resume_run, resume_runs
 from .run_starts import start_run
-from .wakeup import WakeupResult, WokenRun, wake_and_enqueue, wake_on_event
+from .wakeup import (
+    EventMatches,
+    WakeupBatch,
+    WakeupResult,
+    WokenRun,
+    wake_and_enqueue,
+    wake_and_enqueue_many,
+    wake_on_event,
+)
 
 __all__ = [
     "PENDING_PROJECTION",
     "CancelResult",
     "CatchUpPacer",
     "DueScanResult",
+    "EventMatches",
     "IngestResult",
     "ProjectionResult",
     "ResumeRequestItem",
     "ResumeResult",
     "RunOutcome",
+    "WakeupBatch",
     "WakeupResult",
     "WokenRun",
     "cancel_run",
@@ -49,5 +59,6 @@ __all__ = [
     "start_cron_runs",
     "start_run",
     "wake_and_enqueue",
+    "wake_and_enqueue_many",
     "wake_on_event",
 ]

@@ -10,7 +10,7 @@ retries it, which is safe because a resume claims with optimistic concurrency.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -129,29 +129,38 @@ class Enqueued:
 def enqueue_matched(
     store: Store,
     queue: ResumeQueue,
-    tenant_id: str,
-    event_id: str,
+    events: Mapping[str, Sequence[str]],
     now: datetime,
     lease_seconds: int = DEFAULT_LEASE_SECONDS,
     out_of_time: Callable[[], bool] = lambda: False,
 ) -> Enqueued:
-    """Send every row an awaited event matched whose lease is free to the resume queue.
+    """Send every row awaited events matched whose lease is free to the resume queue.
 
-    What the database says is woken and not in flight, LEASE_CHUNK rows per statement:
-    whoever matched them (this call, an earlier attempt whose enqueue never happened),
-    they go out once per lease. It stops at the first refusal (the due scan retries
-    those rows), and between chunks when `out_of_time` says so (the rest stays matched
-    and free: running it again sends them).
+    `events` names the events, event ids per tenant. What the database says is woken
+    and not in flight, up to LEASE_CHUNK rows per tenant and transaction, all of them in
+    one send: whoever matched them (this call, an earlier attempt whose enqueue never
+    happened), they go out once per lease. It stops at the first refusal (the due scan
+    retries those rows), and between chunks when `out_of_time` says so (the rest stays
+    matched and free: running it again sends them).
     """
     lease_until = now + timedelta(seconds=lease_seconds)
     sent = refused = 0
-    while True:
+    left = {tenant_id: list(ids) for tenant_id, ids in sorted(events.items()) if ids}
+    while left:
         if sent and out_of_time():
             return Enqueued(sent, refused, complete=False)
         # Lease and send in one transaction: a crash in between leaves nothing leased.
         with store.transaction():
-            leased = store.pending.lease_matched(tenant_id, event_id, now, lease_until, LEASE_CHUNK)
-            chunk_sent, chunk_refused = send_leased(store, queue, leased, now, lease_until)
+            leased = {
+                tenant_id: store.pending.lease_matched(
+                    tenant_id, ids, now, lease_until, LEASE_CHUNK
+                )
+                for tenant_id, ids in left.items()
+            }
+            rows = [row for tenant_rows in leased.values() for row in tenant_rows]
+            chunk_sent, chunk_refused = send_leased(store, queue, rows, now, lease_until)
         sent, refused = sent + chunk_sent, refused + chunk_refused
-        if len(leased) < LEASE_CHUNK or chunk_refused:
+        if chunk_refused:
             return Enqueued(sent, refused)
+        left = {t: ids for t, ids in left.items() if len(leased[t]) == LEASE_CHUNK}
+    return Enqueued(sent, refused)

@@ -417,14 +417,20 @@ class PendingStore:
         return [DueRow(r["tenant_id"], r["run_id"], r["step_index"], r["wake_at"]) for r in found]
 
     def lease_matched(
-        self, tenant_id: str, event_id: str, now: datetime, lease_until: datetime, limit: int
+        self,
+        tenant_id: str,
+        event_ids: Sequence[str],
+        now: datetime,
+        lease_until: datetime,
+        limit: int,
     ) -> list[DueRow]:
-        """Lease up to `limit` rows the event matched whose lease is free (SKIP LOCKED)."""
+        """Lease up to `limit` rows the tenant's events matched whose lease is free
+        (SKIP LOCKED)."""
         found = self._sql.all(
             "lease_matched_rows",
             {
                 "tenant_id": tenant_id,
-                "event_id": event_id,
+                "event_ids": list(event_ids),
                 "now": now,
                 "lease_until": lease_until,
                 "limit": limit,

@@ -92,7 +92,7 @@ WHERE p.tenant_id = r.tenant_id AND p.run_id = r.run_id AND p.step_index = r.ste
 RETURNING p.tenant_id::text AS tenant_id, p.run_id::text AS run_id, p.step_index, p.wake_at;
 
 -- name: lease_matched_rows
--- Lease up to %(limit)s of a tenant's rows an awaited event matched whose lease is free:
+-- Lease up to %(limit)s of a tenant's rows awaited events matched whose lease is free:
 -- what the database says is woken and not on its way to the queue yet. SKIP LOCKED, so
 -- concurrent invocations for the same event take disjoint rows.
 UPDATE workflow_run_pending p
@@ -100,7 +100,7 @@ SET leased_until = %(lease_until)s
 FROM (
     SELECT tenant_id, run_id, step_index
     FROM workflow_run_pending
-    WHERE tenant_id = %(tenant_id)s AND awaited_event_id = %(event_id)s
+    WHERE tenant_id = %(tenant_id)s AND awaited_event_id = ANY(%(event_ids)s::text[])
       AND (leased_until IS NULL OR leased_until <= %(now)s)
     ORDER BY run_id
     LIMIT %(limit)s

@@ -1,0 +1,223 @@
+"""EventWakeup's batch form: an SQS batch of awaited events through one set of
+transactions (`wake_and_enqueue_many`), with the guarantees of one call per event."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from workflow_runner import DomainEvent, ManualClock, define_workflow, on_event, run_id_for
+from workflow_runner import engine as ops
+from workflow_runner import stream as ev
+from workflow_runner.aws.inprocess import InMemoryResumeQueue
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.ports import ResumeRequest
+from workflow_runner.store import Store
+
+from tests.support import TENANT_A, TENANT_B, trigger
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+SALE = T0 + timedelta(minutes=5)
+
+
+def _field_is_one(ctx: Any) -> dict[str, Any]:
+    """The run waits for a sale whose payload field `ctx.event.payload["field"]` is 1."""
+    path = [ctx.event.payload["field"]]
+    return {"version": 1, "expr": {"kind": "atom", "path": path, "op": {"kind": "eq", "value": 1}}}
+
+
+def _watchers(registry: WorkflowRegistry) -> None:
+    registry.register(
+        define_workflow(
+            name="watch",
+            trigger=on_event("watch.started"),
+            idempotency_key=lambda e: e.payload["k"],
+            awaits={"sale": "sale.started"},
+            register=False,
+            steps=lambda s: [
+                s.wait_for_event("sale.started", match=_field_is_one, timeout="P7D"),
+            ],
+        )
+    )
+
+
+def _watch(store: Store, registry: WorkflowRegistry, key: str, field: str, tenant: str) -> str:
+    trigger(store, registry, "watch.started", {"k": key, "field": field}, T0, tenant)
+    return run_id_for("watch", key)
+
+
+def _sale(event_id: str, tenant: str = TENANT_A, **payload: int) -> DomainEvent:
+    return DomainEvent(event_id, "sale.started", payload, tenant, SALE, "shop")
+
+
+def _matches(store: Store, tenant: str) -> dict[str, list[str]]:
+    """Per run of the tenant, the event ids recorded on its stream as matched."""
+    rows = store.conn.execute(
+        "SELECT stream_id::text AS run, payload->>'eventId' AS event FROM wf_events "
+        "WHERE tenant_id = %s AND type = %s ORDER BY stream_id, version",
+        (tenant, ev.STEP_EVENT_MATCHED),
+    ).fetchall()
+    found: dict[str, list[str]] = {}
+    for r in rows:
+        found.setdefault(r["run"], []).append(r["event"])
+    return found
+
+
+def _by_label(store: Store, tenant: str) -> dict[str, list[str]]:
+    """`_matches` with the runs of `_watch(..., f"{tenant}-{x}", ...)` named x."""
+    label = {run_id_for("watch", f"{tenant}-{x}"): x for x in ("a", "b")}
+    return {label[run]: ids for run, ids in _matches(store, tenant).items()}
+
+
+class CountingQueue(InMemoryResumeQueue):
+    """Counts the sends (one per lease transaction) besides what they carried."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.sends = 0
+
+    def send(self, requests: Any) -> list[ResumeRequest]:
+        self.sends += 1
+        return super().send(requests)
+
+
+@pytest.fixture
+def watching(registry: WorkflowRegistry) -> WorkflowRegistry:
+    _watchers(registry)
+    return registry
+
+
+def test_a_batch_of_events_wakes_each_its_own_run_with_one_send(
+    store: Store, watching: WorkflowRegistry, clock: ManualClock
+) -> None:
+    runs = {f: _watch(store, watching, f"k-{f}", f, TENANT_A) for f in ("a", "b", "c")}
+    queue = CountingQueue(clock)
+    clock.set(SALE)
+
+    batch = ops.wake_and_enqueue_many(
+        store, queue, [_sale(f"sale-{f}", **{f: 1}) for f in ("a", "b", "c")], SALE
+    )
+
+    assert [[w.run_id for w in m.woken] for m in batch.events] == [
+        [runs["a"]],
+        [runs["b"]],
+        [runs["c"]],
+    ]
+    assert all(batch.complete(i) for i in range(3))
+    assert _matches(store, TENANT_A) == {runs[f]: [f"sale-{f}"] for f in ("a", "b", "c")}
+    assert (batch.enqueued, queue.sends) == (3, 1)  # one lease and one send for the batch
+    assert sorted(r.run_id for r in queue.sent) == sorted(runs.values())
+
+
+@pytest.mark.parametrize("order", ["narrow-first", "wide-first"])
+def test_two_events_of_a_batch_matching_one_wait_give_it_to_the_first_as_separate_calls_would(
+    store: Store, watching: WorkflowRegistry, clock: ManualClock, order: str
+) -> None:
+    """Run `a` waits for a=1, run `b` for b=1. Event `narrow` offers a=1 only, `wide`
+    offers both: both match run `a`, whose wait goes to the first of the batch; the
+    second goes on to run `b` (wide) or matches nothing and is finished (narrow). The
+    same events in the same order as two separate calls (tenant B) end the same way."""
+    events = {"narrow": {"a": 1}, "wide": {"a": 1, "b": 1}}
+    names = ["narrow", "wide"] if order == "narrow-first" else ["wide", "narrow"]
+    for tenant in (TENANT_A, TENANT_B):
+        _watch(store, watching, f"{tenant}-a", "a", tenant)
+        _watch(store, watching, f"{tenant}-b", "b", tenant)
+    queue = InMemoryResumeQueue(clock)
+    clock.set(SALE)
+
+    batch = ops.wake_and_enqueue_many(
+        store, queue, [_sale(n, TENANT_A, **events[n]) for n in names], SALE
+    )
+    for n in names:
+        ops.wake_and_enqueue(store, queue, _sale(n, TENANT_B, **events[n]), SALE)
+
+    expected = (
+        {"a": ["narrow"], "b": ["wide"]}
+        if order == "narrow-first"
+        else {"a": ["wide"], "b": ["wide"]}
+    )
+    assert _by_label(store, TENANT_A) == expected
+    assert _by_label(store, TENANT_B) == expected  # the separate calls
+    woken = {m.event.id: sorted(w.run_id for w in m.woken) for m in batch.events}
+    assert woken == {
+        n: sorted(run_id_for("watch", f"{TENANT_A}-{x}") for x, ids in expected.items() if n in ids)
+        for n in names
+    }
+    # Every event of the batch is finished: a redelivery matches nothing more.
+    done = store.conn.execute(
+        "SELECT count(*) AS n FROM inbox WHERE tenant_id = %s AND woken_at IS NOT NULL",
+        (TENANT_A,),
+    ).fetchone()
+    assert done is not None and done["n"] == 2
+
+
+def test_a_batch_with_two_tenants_wakes_each_tenants_runs_only(
+    store: Store, watching: WorkflowRegistry, clock: ManualClock
+) -> None:
+    """The same event id and payload in two tenants: each wakes its tenant's run, and a
+    tenant with no matching wait gets nothing from another tenant's."""
+    run_a = _watch(store, watching, "ka", "a", TENANT_A)
+    run_b = _watch(store, watching, "kb", "a", TENANT_B)
+    _watch(store, watching, "only-a", "b", TENANT_A)  # waits for b=1: only tenant A has it
+    queue = InMemoryResumeQueue(clock)
+    clock.set(SALE)
+
+    batch = ops.wake_and_enqueue_many(
+        store,
+        queue,
+        [_sale("same", TENANT_A, a=1), _sale("same", TENANT_B, a=1), _sale("bee", TENANT_B, b=1)],
+        SALE,
+    )
+
+    assert [(m.event.tenant_id, [w.run_id for w in m.woken]) for m in batch.events] == [
+        (TENANT_A, [run_a]),
+        (TENANT_B, [run_b]),
+        (TENANT_B, []),
+    ]
+    assert _matches(store, TENANT_A) == {run_a: ["same"]}
+    assert _matches(store, TENANT_B) == {run_b: ["same"]}
+    assert sorted((r.tenant_id, r.run_id) for r in queue.sent) == sorted(
+        [(TENANT_A, run_a), (TENANT_B, run_b)]
+    )
+
+
+def test_a_redelivered_batch_wakes_and_sends_nothing_twice(
+    store: Store, watching: WorkflowRegistry, clock: ManualClock
+) -> None:
+    runs = [_watch(store, watching, f"k{f}", f, TENANT_A) for f in ("a", "b")]
+    events = [_sale("sa", a=1), _sale("sb", b=1), _sale("sa", a=1)]  # a duplicate inside too
+    queue = InMemoryResumeQueue(clock)
+    clock.set(SALE)
+
+    first = ops.wake_and_enqueue_many(store, queue, events, SALE)
+    again = ops.wake_and_enqueue_many(store, queue, events, SALE)
+
+    assert [len(m.woken) for m in first.events] == [1, 1, 0]
+    assert [len(m.woken) for m in again.events] == [0, 0, 0]
+    assert all(again.complete(i) for i in range(3)) and again.enqueued == 0
+    assert _matches(store, TENANT_A) == {runs[0]: ["sa"], runs[1]: ["sb"]}
+    assert Counter(r.run_id for r in queue.sent) == Counter(runs)
+
+
+def test_a_batch_that_died_after_its_matches_committed_is_enqueued_by_its_retry(
+    store: Store, watching: WorkflowRegistry, clock: ManualClock
+) -> None:
+    runs = [_watch(store, watching, f"k{f}", f, TENANT_A) for f in ("a", "b")]
+    events = [_sale("sa", a=1), _sale("sb", b=1)]
+    clock.set(SALE)
+
+    class Down(InMemoryResumeQueue):
+        def send(self, requests: Any) -> list[ResumeRequest]:
+            raise ConnectionError("the queue is down")
+
+    with pytest.raises(ConnectionError):
+        ops.wake_and_enqueue_many(store, Down(clock), events, SALE)
+    assert _matches(store, TENANT_A) == {runs[0]: ["sa"], runs[1]: ["sb"]}  # committed
+
+    queue = InMemoryResumeQueue(clock)
+    retry = ops.wake_and_enqueue_many(store, queue, events, SALE)
+
+    assert [len(m.woken) for m in retry.events] == [0, 0]  # nothing matched twice
+    assert retry.enqueued == 2 and sorted(r.run_id for r in queue.sent) == sorted(runs)

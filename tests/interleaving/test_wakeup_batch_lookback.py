@@ -1,0 +1,113 @@
+"""A batch wakeup and the pending projection creating the waiting row it would match
+(invariant 5, no lost wakeup), in both orders around the (tenant, type) lock.
+
+Each order is arranged on real PostgreSQL by running the other side, on a connection of
+its own, just before one side takes the lock: the batch's events are committed then, so
+whichever side reads second sees the other's part. The run is woken exactly once, and
+the batch's enqueue sends it whoever matched it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from workflow_runner import DomainEvent, ManualClock, define_workflow, on_event, run_id_for
+from workflow_runner import engine as ops
+from workflow_runner import stream as ev
+from workflow_runner.aws.inprocess import InMemoryResumeQueue
+from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.store import Store, connect
+
+from tests.support import TENANT_A, event
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+SALE = T0 + timedelta(minutes=5)
+
+
+def _order_match(ctx: Any) -> dict[str, Any]:
+    value = ctx.event.payload["order"]
+    return {
+        "version": 1,
+        "expr": {"kind": "atom", "path": ["order"], "op": {"kind": "eq", "value": value}},
+    }
+
+
+def _registry() -> WorkflowRegistry:
+    registry = WorkflowRegistry()
+    registry.register(
+        define_workflow(
+            name="pay",
+            trigger=on_event("order.placed"),
+            idempotency_key=lambda e: e.payload["order"],
+            awaits={"paid": "order.paid"},
+            register=False,
+            steps=lambda s: [s.wait_for_event("order.paid", match=_order_match, timeout="P1D")],
+        )
+    )
+    return registry
+
+
+def _before_first_lock(
+    store: Store, monkeypatch: pytest.MonkeyPatch, then: Callable[[], Any]
+) -> None:
+    """Run `then` once, just before `store` takes its first (tenant, type) lock."""
+    real = store.inbox.lock_type
+    pending = [then]
+
+    def lock_type(tenant_id: str, type: str) -> None:
+        while pending:
+            pending.pop()()
+        real(tenant_id, type)
+
+    monkeypatch.setattr(store.inbox, "lock_type", lock_type)
+
+
+def _matched(store: Store, run_id: str) -> list[str]:
+    return [
+        e.payload["eventId"]
+        for e in store.streams.load(TENANT_A, run_id)
+        if e.type == ev.STEP_EVENT_MATCHED
+    ]
+
+
+@pytest.mark.parametrize("second", ["batch-reads-second", "projection-reads-second"])
+def test_a_batch_wakeup_and_a_new_waiting_row_never_miss_each_other(
+    store: Store, db_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, second: str
+) -> None:
+    registry = _registry()
+    ops.ingest_domain_event(store, event("order.placed", {"order": "o1"}), T0, registry)
+    run_id = run_id_for("pay", "o1")  # suspended on its stream, no waiting row yet
+    batch = [
+        DomainEvent("paid-o1", "order.paid", {"order": "o1"}, TENANT_A, SALE, "shop"),
+        DomainEvent("paid-o2", "order.paid", {"order": "o2"}, TENANT_A, SALE, "shop"),
+    ]
+    queue = InMemoryResumeQueue(clock)
+    clock.set(SALE)
+    other = connect(db_url)
+    try:
+        if second == "batch-reads-second":
+            # The batch's events are committed; the projection writes the row and looks
+            # back (finding paid-o1) before the batch takes the lock and reads.
+            _before_first_lock(store, monkeypatch, lambda: ops.project_pending(other, SALE))
+            result = ops.wake_and_enqueue_many(store, queue, batch, SALE)
+            assert [m.woken for m in result.events] == [[], []]  # the look-back took it
+        else:
+            # The projection is about to write the row; the whole batch runs first and
+            # finds no waiting row.
+            result_box: list[Any] = []
+            _before_first_lock(
+                store,
+                monkeypatch,
+                lambda: result_box.append(ops.wake_and_enqueue_many(other, queue, batch, SALE)),
+            )
+            projected = ops.project_pending(store, SALE)
+            assert [m.woken for m in result_box[0].events] == [[], []]
+            assert [w.run_id for w in projected.woken] == [run_id]  # the look-back took it
+            ops.enqueue_due(store, queue, projected.woken, SALE)  # as PendingProjection
+    finally:
+        other.close()
+    assert _matched(store, run_id) == ["paid-o1"]  # woken, exactly once
+    assert [r.run_id for r in queue.sent] == [run_id]

@@ -205,11 +205,12 @@ def fan_out_peers_section(fan: dict[str, Any] | None) -> list[str]:
         "Absurd's parent spawns its children one statement (one commit) each and then",
         "writes one checkpoint per child it joins, sequentially on one connection; DBOS",
         "starts a thread per child. Ours: a one-step child completes as it starts, so the",
-        "makespan is the starter's (StepDispatcher's share, one thread): it claims",
-        "children 100 per transaction, but a py-spy profile at 1,000 children puts 92% of",
-        "its time in waits for the server on statements made once per child (starting the",
-        "run, loading its stream to count it into the join, recording the join's passes),",
-        "while the 4 workers idle. Counting children into the join set-wise, or more than",
-        "one starter, is where the ratio to Absurd would grow (engine code, not done here).",
+        "makespan is the starter's (StepDispatcher's share, one thread): it starts",
+        "children 100 per transaction, a batch in four round trips whatever its size (the",
+        "join claimed, its children read, their inputs stored and runs claimed together,",
+        "their rows marked running with the join's count and every first pass's writes in",
+        "one pipeline: engine/run_starts.py, as an intake batch starts its runs). Until",
+        "a459345 it made four round trips per child, and a py-spy profile put 92% of its",
+        "time in them. One join is started by one starter at a time (its claim locks it).",
     ]
     return out

@@ -19,8 +19,7 @@ from workflow_runner import (
     on_event,
 )
 from workflow_runner import stream as ev
-from workflow_runner.engine import children as children_module
-from workflow_runner.engine import joins
+from workflow_runner.engine import joins, run_starts
 from workflow_runner.engine.children import start_children
 from workflow_runner.engine.ingest import ingest_domain_event
 from workflow_runner.engine.joins import count_settled_children
@@ -101,7 +100,7 @@ def test_a_crash_while_starting_children_starts_none_and_the_retry_starts_each_o
     store: Store, registry: WorkflowRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     start_fan(store, registry, 3)
-    real = children_module.start_run
+    real = run_starts.first_pass
     calls = {"n": 0}
 
     def crash_on_second(*args: Any, **kwargs: Any) -> Any:
@@ -110,11 +109,11 @@ def test_a_crash_while_starting_children_starts_none_and_the_retry_starts_each_o
             raise RuntimeError("worker died")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(children_module, "start_run", crash_on_second)
+    monkeypatch.setattr(run_starts, "first_pass", crash_on_second)
     with pytest.raises(RuntimeError):
         start_children(store, registry, T0)
     assert runs_of(store, "kid") == []  # the whole batch rolled back
-    monkeypatch.setattr(children_module, "start_run", real)
+    monkeypatch.setattr(run_starts, "first_pass", real)
     assert start_children(store, registry, T0).started == 3
     assert start_children(store, registry, T0).started == 0
     assert len(runs_of(store, "kid")) == 3

@@ -346,7 +346,8 @@ class OperationMap:
         assert plan.keep_labels, "the boundaries' labels split the worker's transactions"
         count_real = worker_module.count_settled_children
         start_real = worker_module.start_children
-        one_real = children_module._start_one
+        child_start_real = children_module._child_start
+        attached_real = children_module.count_settled_runs
         resume_real = resume_batch_module.resume_runs
         outcomes: list[tuple[int, str]] = []  # (boundary count then, operation)
 
@@ -356,13 +357,16 @@ class OperationMap:
             self._add("count" if counted else "count-idle", first, plan.count)
             return counted
 
-        def start_one(store: Any, registry: Any, join: Any, child: Any, *rest: Any) -> str:
-            outcome: str = one_real(store, registry, join, child, *rest)
+        def child_start(registry: Any, join: Any, child: Any, *rest: Any) -> Any:
             if child.revive:
                 outcomes.append((plan.count, "revive"))
-            elif outcome == "attached":
+            return child_start_real(registry, join, child, *rest)
+
+        def count_attached(store: Any, tenant_id: str, run_ids: Any, *rest: Any) -> int:
+            if run_ids:  # the batch's children whose runs existed
                 outcomes.append((plan.count, "attach"))
-            return outcome
+            counted: int = attached_real(store, tenant_id, run_ids, *rest)
+            return counted
 
         def start(*args: Any, **kwargs: Any) -> Any:
             first = plan.count + 1
@@ -404,7 +408,8 @@ class OperationMap:
         patches: list[tuple[Any, str, Callable[..., Any]]] = [
             (worker_module, "count_settled_children", count),
             (worker_module, "start_children", start),
-            (children_module, "_start_one", start_one),
+            (children_module, "_child_start", child_start),
+            (children_module, "count_settled_runs", count_attached),
             (resume_batch_module, "resume_runs", resume_runs),
             (CompositionDriver, "invoke", operate),
         ]

@@ -121,8 +121,7 @@ def _not_json(value: Any, path: str, depth: int) -> str | None:
                 return found
         return None
     return (
-        f"{place} is {_a_type(value)}; JSON has objects, arrays, text, numbers, true/false "
-        "and null"
+        f"{place} is {_a_type(value)}; JSON has objects, arrays, text, numbers, true/false and null"
     )
 
 

@@ -106,9 +106,7 @@ def prepare_events(
 def unused_types(events: Sequence[dict[str, Any]], registry: WorkflowRegistry) -> list[str]:
     """A warning per event whose detail-type no registered workflow starts on or waits
     for (the functions will ignore it), with the closest names as a hint."""
-    known = sorted(
-        registry.trigger_types() | registry.cancel_types() | registry.awaited_types()
-    )
+    known = sorted(registry.trigger_types() | registry.cancel_types() | registry.awaited_types())
     warnings = []
     for number, event in enumerate(events, start=1):
         kind = str(event.get("detail-type"))
@@ -403,8 +401,7 @@ def cmd_sink(ctx: Context) -> int:
             body = json.dumps(request.body, ensure_ascii=False)
             key = request.idempotency_key or "-"
             line = (
-                f"{request.method} {request.path}  {request.status}  "
-                f"idempotency-key {key}  {body}"
+                f"{request.method} {request.path}  {request.status}  idempotency-key {key}  {body}"
             )
         out.line(line)
         out.out.flush()

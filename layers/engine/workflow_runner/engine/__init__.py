@@ -1,6 +1,7 @@
 """The engine's stages, one module each, in data-path order.
 
-ingest (trigger -> inbox -> run start; cron starts) · wakeup (awaited event -> match
+ingest (trigger -> inbox -> run start; cron starts) · run_starts (a run's first event and
+first pass, one run or a batch) · wakeup (awaited event -> match
 -> resume queue) · projection (run streams -> pending rows) · lookback (a new wait takes
 an event stored before it) · due_scan (pending rows ->
 resume queue) · enqueue (leases, delays) · resume and resume_batch (claim, pass,
@@ -14,17 +15,12 @@ from __future__ import annotations
 from .cancel import CancelResult, cancel_run
 from .due_scan import DueScanResult, due_scan, start_cron_runs
 from .enqueue import enqueue_due, enqueue_matched
-from .ingest import (
-    IngestResult,
-    ingest_domain_event,
-    ingest_domain_events,
-    start_cron_run,
-    start_run,
-)
+from .ingest import IngestResult, ingest_domain_event, ingest_domain_events, start_cron_run
 from .passes import load_run
 from .persist import RunOutcome
 from .projection import PENDING_PROJECTION, CatchUpPacer, ProjectionResult, project_pending
 from .resume import ResumeRequestItem, ResumeResult, resume_run, resume_runs
+from .run_starts import start_run
 from .wakeup import (
     EventMatches,
     WakeupBatch,

@@ -185,9 +185,7 @@ def deliver_mail(
             str(request.get("body") or ""),
         )
     except PermanentDeliveryError as error:
-        log.warning(
-            "mail rejected", extra={**context, "detail": exception_for_log(error)}
-        )
+        log.warning("mail rejected", extra={**context, "detail": exception_for_log(error)})
         raise DeliveryFailed("rejected", "mail delivery failed", "MailRejected") from error
     except DeliveryOutcomeUnknown as error:
         log.warning(

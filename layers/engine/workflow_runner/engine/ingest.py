@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..callback_tokens import new_run_secret
 from ..definition import (
     DomainEvent,
     EventTrigger,
@@ -25,20 +24,26 @@ from ..definition import (
     default_registry,
     run_id_for,
 )
-from ..definition.dsl import has_callback_wait
 from ..durations import format_instant
 from ..errors import StoreError, TransientStoreError
-from ..flow.cancels import cancel_matching, register_cancel_keys
-from ..flow.starts import hold_or_start, judge_trigger
-from ..interpreter import Interpreter
+from ..flow.cancels import cancel_matching
+from ..flow.starts import judge_trigger
 from ..pass_result import describe_step_error
 from ..redaction import exception_for_log
 from ..refs import UnresolvedReference
 from ..store import Store
-from ..stream import RUN_STREAM, FlowHeld, RunFailed, RunStarted
+from ..stream import RUN_STREAM, RunFailed, RunStarted
 from .inbox_writes import store_inbox_events
 from .passes import cron_event
-from .persist import PassWrites, RunOutcome, persist_pass
+from .persist import RunOutcome
+from .run_starts import (
+    RunStart,
+    claim_runs,
+    first_pass,
+    first_passes,
+    run_started,
+    start_run,
+)
 
 log = logging.getLogger("workflow_runner")
 
@@ -68,105 +73,6 @@ class IngestResult:
     skipped: list[str] = field(default_factory=list)  # workflows whose filter said no / run existed
     existing: list[ExistingRun] = field(default_factory=list)  # of those, the runs that existed
     filtered: list[str] = field(default_factory=list)  # of those, whose filter said no
-
-
-def start_run(
-    store: Store,
-    definition: WorkflowDefinition,
-    event: DomainEvent,
-    run_id: str,
-    now: datetime,
-    idempotency_key: str | None = None,
-    trigger_event_id: str | None = None,
-    cron_scheduled_at: str | None = None,
-    parent_run_id: str | None = None,
-    map_index: int | None = None,
-) -> RunOutcome | None:
-    """Start a run and execute it to its first suspension or its end.
-
-    Call inside a transaction. Returns None when the run id already has a stream (a
-    second trigger for the same run is a no-op, never a second run on one stream).
-    `parent_run_id` and `map_index` are recorded on its start (a child run's ctx reads
-    them), never in its run id or its input.
-    """
-    start = _Start(
-        definition,
-        event,
-        run_id,
-        _run_started(
-            definition,
-            event,
-            idempotency_key=idempotency_key,
-            trigger_event_id=trigger_event_id,
-            cron_scheduled_at=cron_scheduled_at,
-            parent_run_id=parent_run_id,
-            map_index=map_index,
-        ),
-    )
-    if not store.streams.append(event.tenant_id, run_id, RUN_STREAM, 0, [start.started], now):
-        return None
-    return _first_pass(store, start, now)
-
-
-@dataclass(frozen=True)
-class _Start:
-    """A run to start: its first event, appended at version 1 (its claim on the id)."""
-
-    definition: WorkflowDefinition
-    event: DomainEvent
-    run_id: str
-    started: RunStarted
-    held: FlowHeld | None = None  # flow control holds it before its first pass
-
-
-def _run_started(
-    definition: WorkflowDefinition,
-    event: DomainEvent,
-    idempotency_key: str | None = None,
-    trigger_event_id: str | None = None,
-    cron_scheduled_at: str | None = None,
-    parent_run_id: str | None = None,
-    map_index: int | None = None,
-) -> RunStarted:
-    return RunStarted(
-        workflow_name=definition.name,
-        workflow_version=definition.version,
-        trigger_event_type=event.type,
-        trigger_event_id=trigger_event_id,
-        definition_fingerprint=definition.fingerprint,
-        idempotency_key=idempotency_key,
-        cron_scheduled_at=cron_scheduled_at,
-        callback_secret=new_run_secret() if has_callback_wait(definition.steps) else None,
-        parent_run_id=parent_run_id,
-        map_index=map_index,
-    )
-
-
-def _first_pass(
-    store: Store, start: _Start, now: datetime, writes: PassWrites | None = None
-) -> RunOutcome:
-    """A started run's first pass, persisted (`writes`: see persist_pass)."""
-    definition, event, started = start.definition, start.event, start.started
-    tenant = event.tenant_id
-    if definition.flow is not None:
-        if definition.flow.cancel_on:
-            register_cancel_keys(store, definition, event, start.run_id, now)
-        add = None if writes is None else (lambda write: writes.add(write, now))
-        held = hold_or_start(store, definition, event, start.run_id, started, start.held, now, add)
-        if held is not None:
-            return RunOutcome(tenant, start.run_id, definition.name, "suspended", 0, held.wake_at)
-    result = Interpreter(
-        definition,
-        event,
-        start.run_id,
-        now,
-        dispatch_seed=f"{tenant}|1",
-        run_started_at=now,
-        callback_secret=started.callback_secret,
-        parent_run_id=started.parent_run_id,
-        map_index=started.map_index,
-    ).run()
-    return persist_pass(store, tenant, start.run_id, definition, event.type, 1, result, now, writes)
 
 
 def _trigger_failure(
@@ -222,7 +128,7 @@ def _trigger_failure(
 
 def _prepare_start(
     store: Store, definition: WorkflowDefinition, event: DomainEvent, now: datetime
-) -> RunOutcome | _Start | None:
+) -> RunOutcome | RunStart | None:
     """What a trigger event does to one workflow: a run to start, nothing (filtered
     out), or a run recorded as failed at once (its filter or key function raised)."""
     assert isinstance(definition.trigger, EventTrigger)
@@ -251,8 +157,8 @@ def _prepare_start(
     if judged is not None and judged.verdict != "start":
         return None  # skipped (recorded, with the reason) or folded into a debounce
     run_id = judged.run_id if judged is not None else run_id
-    started = _run_started(definition, event, idempotency_key=key, trigger_event_id=event.id)
-    return _Start(definition, event, run_id, started, judged.held if judged else None)
+    started = run_started(definition, event, idempotency_key=key, trigger_event_id=event.id)
+    return RunStart(definition, event, run_id, started, judged.held if judged else None)
 
 
 def _start_triggered(
@@ -260,12 +166,12 @@ def _start_triggered(
 ) -> RunOutcome | ExistingRun | None:
     """Start one workflow's run for a trigger event (None: filtered out)."""
     start = _prepare_start(store, definition, event, now)
-    if not isinstance(start, _Start):
+    if not isinstance(start, RunStart):
         return start
     tenant = event.tenant_id
     if not store.streams.append(tenant, start.run_id, RUN_STREAM, 0, [start.started], now):
         return _existing(start)
-    return _first_pass(store, start, now)
+    return first_pass(store, start, now)
 
 
 def _run_id_of(definition: WorkflowDefinition, event: DomainEvent) -> str:
@@ -324,7 +230,7 @@ def _store_and_claim(store: Store, events: Sequence[DomainEvent], now: datetime)
 
 
 # What the plan of a batch holds per workflow: a run to start, or what became of it.
-_Planned = RunOutcome | ExistingRun | _Start | None
+_Planned = RunOutcome | ExistingRun | RunStart | None
 
 
 def _ingest_in_transaction(
@@ -352,36 +258,22 @@ def _ingest_in_transaction(
             planned.append([(definition, _prepare_start(store, definition, event, now))])
         else:
             planned.append([(d, _start_isolated(store, d, event, now)) for d in definitions])
-    starts = [p for plan in planned for _, p in plan or () if isinstance(p, _Start)]
-    won = _claim_runs(store, starts, now)
-    writes = PassWrites()
+    starts = [p for plan in planned for _, p in plan or () if isinstance(p, RunStart)]
+    ran = dict(
+        zip(
+            map(id, starts),
+            first_passes(store, starts, claim_runs(store, starts, now), now),
+            strict=True,
+        )
+    )
     results: list[IngestResult] = []
-    with store.pipeline():
-        for event, plan in zip(events, planned, strict=True):
-            if plan is None:
-                results.append(IngestResult(event.id, stored=False))
-                continue
-            outcomes = [
-                (d, _first_pass(store, p, now, writes) if id(p) in won else _existing(p))
-                if isinstance(p, _Start)
-                else (d, p)
-                for d, p in plan
-            ]
-            results.append(_ingested(event, outcomes))
-        writes.flush(store)
-    writes.finish(store)
+    for event, plan in zip(events, planned, strict=True):
+        if plan is None:
+            results.append(IngestResult(event.id, stored=False))
+            continue
+        outcomes = [(d, _ran(p, ran) if isinstance(p, RunStart) else p) for d, p in plan]
+        results.append(_ingested(event, outcomes))
     return results
-
-
-def _claim_runs(store: Store, starts: Sequence[_Start], now: datetime) -> set[int]:
-    """Append each start's first event at version 1 (StreamStore.append_to_runs); the
-    ids (`id()`) of the starts that got their run. A run id taken already, or by an
-    earlier start of the list, is not started again."""
-    first: dict[tuple[str, str], _Start] = {}
-    for start in starts:
-        first.setdefault((start.event.tenant_id, start.run_id), start)
-    appends = [(tenant, run_id, 0, start.started) for (tenant, run_id), start in first.items()]
-    return {id(first[key]) for key in store.streams.append_to_runs(appends, now)}
 
 
 def ingest_domain_event(
@@ -467,7 +359,13 @@ def _ingested(
     )
 
 
-def _existing(start: _Start) -> ExistingRun:
+def _ran(start: RunStart, ran: dict[int, RunOutcome | None]) -> RunOutcome | ExistingRun:
+    """What became of a start of the batch: its first pass, or the run that existed."""
+    outcome = ran[id(start)]
+    return outcome if outcome is not None else _existing(start)
+
+
+def _existing(start: RunStart) -> ExistingRun:
     return ExistingRun(start.definition.name, start.run_id, start.started.idempotency_key)
 
 

@@ -24,6 +24,7 @@ that join.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
@@ -102,25 +103,45 @@ def run_settled(
     """A run just settled (in the caller's transaction): as a child, mark it settled in
     every join that waits for it (the worker counts it); as a parent, close the joins it
     opened and cancel their running children."""
-    ended = PassWrite(tenant_id, run_id, 0, ended=RunEnd(status, result, reason))
-    close_joins(store, store.streams.record_passes([ended], now)(), now)
+    runs_settled(store, tenant_id, [(run_id, RunEnd(status, result, reason))], now)
+
+
+def runs_settled(
+    store: Store, tenant_id: str, ended: Sequence[tuple[str, RunEnd]], now: datetime
+) -> None:
+    """What run_settled does, for several runs of a tenant, (run id, how it ended) each,
+    in one statement (a run listed twice counts once)."""
+    writes = {run_id: PassWrite(tenant_id, run_id, 0, ended=end) for run_id, end in ended}
+    if writes:
+        close_joins(store, store.streams.record_passes(list(writes.values()), now)(), now)
 
 
 def count_if_settled(store: Store, tenant_id: str, run_id: str, now: datetime) -> bool:
     """A child whose rows are running (just marked, or never told): if its run has
     settled, mark them settled now, as its terminal transaction would have (in the
     caller's transaction); otherwise its own settling does it later. True if settled."""
-    events, _ = store.streams.load_run(tenant_id, run_id, tail=True)
-    if not events:
-        return False
-    state = fold_run(run_id, tenant_id, [e.recorded for e in events])
-    if not state.settled:
-        return False
-    last = events[-1].fact
-    result = last.result if isinstance(last, RunCompleted) else None
-    reason = last.reason if isinstance(last, RunFailed) else None
-    run_settled(store, tenant_id, run_id, state.status, result, reason or state.status, now)
-    return True
+    return count_settled_runs(store, tenant_id, [run_id], now) > 0
+
+
+def count_settled_runs(store: Store, tenant_id: str, run_ids: Sequence[str], now: datetime) -> int:
+    """What count_if_settled does, for several children of a tenant: their streams read
+    in one statement, those settled marked in another. Returns how many had settled."""
+    runs = [(tenant_id, run_id) for run_id in dict.fromkeys(run_ids)]
+    if not runs:
+        return 0
+    ended: list[tuple[str, RunEnd]] = []
+    for (_, run_id), (events, _, _) in zip(runs, store.streams.load_for_resume(runs), strict=True):
+        if not events:
+            continue
+        state = fold_run(run_id, tenant_id, [e.recorded for e in events])
+        if not state.settled:
+            continue
+        last = events[-1].fact
+        result = last.result if isinstance(last, RunCompleted) else None
+        reason = last.reason if isinstance(last, RunFailed) else None
+        ended.append((run_id, RunEnd(state.status, result, reason or state.status)))
+    runs_settled(store, tenant_id, ended, now)
+    return len(ended)
 
 
 def tell_untold_children(store: Store, tenant_id: str | None, now: datetime) -> int:

@@ -117,9 +117,7 @@ def priority_of(flow: FlowControl | None, ctx: StepContext) -> int:
         value = resolve(flow.priority, ctx)
         number = int(value) if not isinstance(value, bool) else 0
     except Exception as error:
-        log.warning(
-            "a priority could not be resolved", extra={"detail": exception_for_log(error)}
-        )
+        log.warning("a priority could not be resolved", extra={"detail": exception_for_log(error)})
         return 0
     return max(-MAX_PRIORITY, min(MAX_PRIORITY, number))
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from psycopg.rows import dict_row
 from workflow_runner import DomainEvent, ManualClock, define_workflow, on_event, run_id_for
 from workflow_runner import engine as ops
 from workflow_runner import stream as ev
@@ -16,6 +17,7 @@ from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.ports import ResumeRequest
 from workflow_runner.store import Store
 
+from tests.integration.test_held_statements import CountingConnection
 from tests.support import TENANT_A, TENANT_B, trigger
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -109,6 +111,30 @@ def test_a_batch_of_events_wakes_each_its_own_run_with_one_send(
     assert _matches(store, TENANT_A) == {runs[f]: [f"sale-{f}"] for f in ("a", "b", "c")}
     assert (batch.enqueued, queue.sends) == (3, 1)  # one lease and one send for the batch
     assert sorted(r.run_id for r in queue.sent) == sorted(runs.values())
+
+
+def test_a_batch_reads_every_events_waits_in_one_round_trip_with_the_lock(
+    db_url: str, store: Store, watching: WorkflowRegistry, clock: ManualClock
+) -> None:
+    """Ten events of one (tenant, type): the lock and the ten reads of their waits go to
+    the server together (one round trip, the lock first), not one after the other."""
+    fields = [chr(ord("a") + i) for i in range(10)]
+    for f in fields:
+        _watch(store, watching, f"k-{f}", f, TENANT_A)
+    clock.set(SALE)
+    conn = CountingConnection.connect(db_url, autocommit=True, row_factory=dict_row)
+    counted = Store(conn)
+    try:
+        with counted.transaction():
+            conn.round_trips = 0
+            found = counted.pending.locked_waiting_for(
+                TENANT_A, "sale.started", [(SALE, None, f"sale-{f}") for f in fields]
+            )
+            trips = conn.round_trips
+    finally:
+        counted.close()
+    assert trips == 1
+    assert [len(rows) for rows in found] == [10] * 10  # no keys: every wait may take each
 
 
 @pytest.mark.parametrize("order", ["narrow-first", "wide-first"])

@@ -53,16 +53,23 @@ def _registry() -> WorkflowRegistry:
 def _before_first_lock(
     store: Store, monkeypatch: pytest.MonkeyPatch, then: Callable[[], Any]
 ) -> None:
-    """Run `then` once, just before `store` takes its first (tenant, type) lock."""
-    real = store.inbox.lock_type
+    """Run `then` once, just before `store` takes its first (tenant, type) lock: alone
+    (the projection's InboxStore.lock_type) or with the reads that follow it in one
+    round trip (the wakeup's PendingStore.locked_waiting_for)."""
     pending = [then]
 
-    def lock_type(tenant_id: str, type: str) -> None:
-        while pending:
-            pending.pop()()
-        real(tenant_id, type)
+    def first(real: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            while pending:
+                pending.pop()()
+            return real(*args)
 
-    monkeypatch.setattr(store.inbox, "lock_type", lock_type)
+        return call
+
+    monkeypatch.setattr(store.inbox, "lock_type", first(store.inbox.lock_type))
+    monkeypatch.setattr(
+        store.pending, "locked_waiting_for", first(store.pending.locked_waiting_for)
+    )
 
 
 def _matched(store: Store, run_id: str) -> list[str]:

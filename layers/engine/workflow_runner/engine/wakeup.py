@@ -203,12 +203,15 @@ def _waits_for(
         sorted(events, key=lambda e: (e[0].tenant_id, e[0].type)),
         key=lambda e: (e[0].tenant_id, e[0].type),
     ):
+        events_of = list(group)
         with store.transaction():
-            store.inbox.lock_type(tenant_id, type)
-            for event, instant in group:
-                waits[(tenant_id, event.id)] = store.pending.waiting_for(
-                    tenant_id, type, instant, payload_keys(event.payload), event.id
-                )
+            found = store.pending.locked_waiting_for(
+                tenant_id,
+                type,
+                [(instant, payload_keys(e.payload), e.id) for e, instant in events_of],
+            )
+        for (event, _), rows in zip(events_of, found, strict=True):
+            waits[(tenant_id, event.id)] = rows
     return waits
 
 

@@ -278,25 +278,25 @@ class PendingStore:
         at or before it, their run has not consumed it); `keys` (match.payload_keys)
         narrows by index. Ordered by run id."""
         rows = self._sql.all(
-            "waiting_rows_for_event",
-            {
-                "tenant_id": tenant_id,
-                "type": type,
-                "instant": instant,
-                "keys": None if keys is None else list(keys),
-                "event_id": event_id,
-            },
+            "waiting_rows_for_event", _waiting_params(tenant_id, type, instant, keys, event_id)
         )
-        return [
-            WaitingRow(
-                r["run_id"],
-                r["step_index"],
-                r["match_expr"],
-                r["suspension_version"],
-                r["match_after"],
-            )
-            for r in rows
+        return [_waiting_row(r) for r in rows]
+
+    def locked_waiting_for(
+        self,
+        tenant_id: str,
+        type: str,
+        events: Sequence[tuple[datetime, Sequence[str] | None, str]],
+    ) -> list[list[WaitingRow]]:
+        """Take the (tenant, type) lock (InboxStore.lock_type), then read, per event
+        (instant, keys, event id), what `waiting_for` reads: every statement in one round
+        trip, the lock first (the server runs them in order, so the reads see what was
+        committed before the lock was granted). Call inside a transaction."""
+        calls = [("lock_event_type", {"tenant_id": tenant_id, "type": type})]
+        calls += [
+            ("waiting_rows_for_event", _waiting_params(tenant_id, type, *event)) for event in events
         ]
+        return [[_waiting_row(r) for r in rows] for rows in self._sql.batch(calls)[1:]]
 
     def mark_matched_many(
         self,
@@ -454,3 +454,21 @@ class PendingStore:
         """The earliest wake time among rows not in flight (a local driver's next stop)."""
         row = self._sql.one("next_wake_at", {"now": now})
         return None if row is None else row["wake_at"]
+
+
+def _waiting_params(
+    tenant_id: str, type: str, instant: datetime, keys: Sequence[str] | None, event_id: str
+) -> dict[str, Any]:
+    return {
+        "tenant_id": tenant_id,
+        "type": type,
+        "instant": instant,
+        "keys": None if keys is None else list(keys),
+        "event_id": event_id,
+    }
+
+
+def _waiting_row(r: dict[str, Any]) -> WaitingRow:
+    return WaitingRow(
+        r["run_id"], r["step_index"], r["match_expr"], r["suspension_version"], r["match_after"]
+    )

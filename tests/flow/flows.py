@@ -80,6 +80,17 @@ def _registry() -> WorkflowRegistry:
             ],
             register=False,
         ),
+        # Two calls at a time per account (a step's own limit, no workflow limit).
+        define_workflow(
+            name="two-calls",
+            trigger=on_event("two-calls.go"),
+            idempotency_key=Event.payload["n"],
+            steps=lambda s: [
+                s.task("call", _echo, concurrency=Concurrency(2, key=Event.payload["account"])),
+                s.return_({"n": Steps["call"]}),
+            ],
+            register=False,
+        ),
         # One call at a time per account; a run's priority= from its trigger event.
         define_workflow(
             name="prio-call",

@@ -221,7 +221,7 @@ def test_a_woken_attempt_takes_its_slot_while_another_workers_look_counts_the_sl
     thread.join(timeout=30)
     other.close()
 
-    # Then: the call waited for the look and took the slot promised to it, instead of
+    # Then: the call waited for the look and took the slot handed over to it, instead of
     # going back to the queue to be woken again by yet another look (which would lock
     # the slots again: with many workers, a wake feeding on itself)
     claimed = done["task"]

@@ -110,7 +110,7 @@ def record_success(
         )
 
     with store.transaction():
-        release_task_slots(store, task)  # flow control: its slots, with its outcome
+        release_task_slots(store, task, now)  # flow control: its slots, with its outcome
         appended = _append(store, task, completed, now)
         if appended is None:
             store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
@@ -172,7 +172,7 @@ def record_failure(
 
     with store.transaction():
         if not attempt_running:
-            release_task_slots(store, task)  # flow control: its slots, with its outcome
+            release_task_slots(store, task, now)  # flow control: its slots, with its outcome
         appended = _append(store, task, fact, now)
         if appended is None:
             store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)

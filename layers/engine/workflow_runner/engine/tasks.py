@@ -214,7 +214,7 @@ def _run_claimed(
     if not run.state.waits_for_task(task.task_id):
         with store.transaction():
             store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now())
-            release_task_slots(store, task)
+            release_task_slots(store, task, now())
         return _result(task, "dropped", False)
     step, host = _step_of(store, ports, task, forwarded)
     if host is not None:

@@ -58,36 +58,22 @@ FROM picked p
 WHERE s.flow_key = p.flow_key AND s.slot = p.slot
 RETURNING s.flow_key;
 
--- name: flow_lease_slots_waiting
--- A woken task attempt's slots: as flow_lease_slots, but waiting for the locks on the
--- keys' slots instead of skipping them. A look that woke it (flow_count_free) locks every
--- slot of its key while it counts, and so may a look of another worker at that moment:
--- skipping those rows would find the slot promised to this attempt "taken", put it back
--- in the queue and ask for another look, which locks the slots again (a wake that feeds
--- on itself). Rows are locked in key and slot order, as flow_count_free does; the rows
--- seen are their latest versions once a lock is had.
-WITH locked AS (
-    SELECT s.flow_key, s.slot, s.holder, s.leased_until
-    FROM flow_slots s
-    JOIN unnest(%(keys)s::text[], %(limits)s::int[]) AS w(flow_key, lim)
-      ON s.flow_key = w.flow_key AND s.slot <= w.lim
-    ORDER BY s.flow_key, s.slot
-    FOR UPDATE OF s
-), picked AS (
-    SELECT DISTINCT ON (flow_key) flow_key, slot FROM locked
-    WHERE holder IS NULL OR leased_until <= %(now)s
-    ORDER BY flow_key, slot
-)
+-- name: flow_adopt_slots
+-- A woken task attempt's slots: those a release or a look handed over to its work while
+-- it waited (holder "handed:<tenant>/task:<task id>"), leased now to %(holder)s until
+-- %(until)s. Only rows still handed to it match: a handover whose lease ran out and was
+-- taken by another claim is not taken back. Returns the keys it had one of.
 UPDATE flow_slots s SET holder = %(holder)s, leased_until = %(until)s
-FROM picked p
-WHERE s.flow_key = p.flow_key AND s.slot = p.slot
+FROM unnest(%(keys)s::text[], %(handed)s::text[]) AS w(flow_key, handed)
+WHERE s.flow_key = w.flow_key AND s.holder = w.handed
 RETURNING s.flow_key;
 
 -- name: flow_release_slots
 -- Give back the slots an attempt leased (only its own lease: a worker whose lease
--- ended and was taken over frees nothing); the keys that have held work waiting. The
+-- ended and was taken over frees nothing); each slot with whether its key has held
+-- work waiting (flow_hand_over gives it on in the same transaction). The
 -- rows are locked in key and slot order first, the order every statement that waits
--- for slot locks takes them (flow_lease_slots_waiting, flow_count_free): an attempt
+-- for slot locks takes them (flow_adopt_slots, flow_count_free): an attempt
 -- holding a per-tenant and a global slot released them in the heap's order, and
 -- deadlocked with a woken attempt locking the same two keys.
 WITH mine AS (
@@ -99,7 +85,7 @@ WITH mine AS (
 UPDATE flow_slots s SET holder = NULL, leased_until = NULL
 FROM mine m
 WHERE s.flow_key = m.flow_key AND s.slot = m.slot AND s.holder = %(holder)s
-RETURNING s.flow_key,
+RETURNING s.flow_key, s.slot,
           EXISTS (SELECT 1 FROM flow_waiters q WHERE q.flow_key = s.flow_key) AS queued;
 
 -- name: flow_ensure_slots
@@ -186,13 +172,16 @@ WHERE tenant_id = %(tenant_id)s AND task_id = %(task_id)s;
 
 -- name: flow_count_free
 -- Lock every slot of a key, waiting for the passes that hold one to commit, and count
--- those free now (missing rows are free slots). Waiting here is what makes a wake after
--- a hold exact: a pass in progress when the work was held is seen once it has ended.
+-- those free now (missing rows are free slots), with the free rows' numbers (a look
+-- hands them over, flow_hand_over). Waiting here is what makes a wake after a hold
+-- exact: a pass in progress when the work was held is seen once it has ended.
 SELECT %(limit)s - count(*) + count(*) FILTER (
            WHERE s.holder IS NULL OR s.leased_until <= %(now)s) AS free,
+       coalesce(array_agg(s.slot ORDER BY s.slot) FILTER (
+           WHERE s.holder IS NULL OR s.leased_until <= %(now)s), '{}') AS free_slots,
        min(s.leased_until) FILTER (
            WHERE s.holder IS NOT NULL AND s.leased_until > %(now)s) AS next_lease_end
-FROM (SELECT holder, leased_until FROM flow_slots
+FROM (SELECT slot, holder, leased_until FROM flow_slots
       WHERE flow_key = %(key)s AND slot <= %(limit)s
       ORDER BY slot
       FOR UPDATE) s;
@@ -212,25 +201,76 @@ WHERE q.flow_key = %(key)s AND q.seq = h.seq
                 AND t.task_id = substr(q.work, 6)::uuid AND t.status IN ('pending', 'running'))
       END;
 
--- name: flow_wake_heads
+-- name: flow_hand_over
 -- Wake the first held work of a key (by rank: queued time less its priority's head
--- start, then arrival), as much as there are free slots not yet promised
--- to woken work; returns what was woken.
+-- start, then arrival) for the free slots %(slots)s, whose row locks the caller holds
+-- (a release freed them, a look counted them). A task attempt gets one outright: the
+-- slot is leased to its work ("handed:<tenant>/task:<task id>") until %(until)s and its
+-- row is due now, so its claim adopts the slot (flow_adopt_slots) with no look, no count
+-- and no wait. A pass is promised a free slot (woken; it takes one as it runs).
+-- %(wake)s: how many to wake at most. A look (%(look)s) wakes that many less the work
+-- woken earlier and still to take a free slot, passes included; a release wakes only
+-- the task attempts ahead of the first pass or busy attempt (a look after its commit
+-- does the rest). Rows other transactions hold are skipped, never waited for (a waiter
+-- being put back, a task row a claim holds: that claim puts it back to its place and
+-- asks for a look), so a release or a look never waits for a claim that holds task
+-- rows; a claim, for its part, never waits for slot locks while it holds them.
 WITH promised AS (
-    SELECT count(*) AS n FROM flow_waiters
-    WHERE flow_key = %(key)s AND woken_at IS NOT NULL
+    SELECT count(*) AS n FROM flow_waiters q
+    WHERE %(look)s AND q.flow_key = %(key)s AND q.woken_at IS NOT NULL
+      AND NOT EXISTS (
+          SELECT 1 FROM flow_slots s
+          WHERE s.flow_key = q.flow_key AND s.leased_until > %(now)s
+            AND s.holder = 'handed:' || q.tenant_id || '/' || q.work)
 ), heads AS (
-    SELECT seq FROM flow_waiters
+    SELECT seq, tenant_id, run_id, step_index, work, workflow_name, queued_at, rank_at,
+           CASE WHEN work LIKE 'task:%%' THEN substr(work, 6)::uuid END AS task_id
+    FROM flow_waiters
     WHERE flow_key = %(key)s AND woken_at IS NULL
     ORDER BY rank_at, seq
-    LIMIT greatest(0, %(free)s - (SELECT n FROM promised))
+    LIMIT greatest(0, %(wake)s - (SELECT n FROM promised))
     FOR UPDATE SKIP LOCKED
+), ready AS (
+    SELECT t.tenant_id, t.task_id FROM task_queue t
+    JOIN heads h ON t.tenant_id = h.tenant_id AND t.task_id = h.task_id
+    WHERE t.status = 'pending'
+    FOR UPDATE OF t SKIP LOCKED
+), ranked AS (
+    SELECT h.*, r.task_id IS NOT NULL AS ready,
+           bool_or(r.task_id IS NULL) OVER (ORDER BY h.rank_at, h.seq) AS stopped
+    FROM heads h
+    LEFT JOIN ready r ON r.tenant_id = h.tenant_id AND r.task_id = h.task_id
+), chosen AS (
+    SELECT *, row_number() OVER (PARTITION BY task_id IS NULL ORDER BY rank_at, seq) AS n
+    FROM ranked
+    WHERE CASE WHEN %(look)s THEN task_id IS NULL OR ready ELSE NOT stopped END
+), free AS (
+    SELECT f.slot, row_number() OVER (ORDER BY f.slot) AS n
+    FROM unnest(%(slots)s::int[]) AS f(slot)
+), handed AS (
+    UPDATE flow_slots s
+    SET holder = 'handed:' || c.tenant_id || '/' || c.work, leased_until = %(until)s
+    FROM chosen c JOIN free f ON f.n = c.n
+    WHERE c.task_id IS NOT NULL AND s.flow_key = %(key)s AND s.slot = f.slot
+      AND (s.holder IS NULL OR s.leased_until <= %(now)s)
+    RETURNING c.seq
+), woken AS (
+    UPDATE flow_waiters q SET woken_at = %(now)s
+    FROM chosen c
+    WHERE q.flow_key = %(key)s AND q.seq = c.seq
+      AND (%(look)s OR c.seq IN (SELECT seq FROM handed))
+    RETURNING q.seq, q.tenant_id, q.run_id, q.step_index, q.work, q.workflow_name,
+              q.queued_at
+), due AS (
+    UPDATE task_queue t SET next_attempt_at = %(now)s
+    FROM chosen c
+    WHERE t.tenant_id = c.tenant_id AND t.task_id = c.task_id
+      AND c.seq IN (SELECT seq FROM woken)
 )
-UPDATE flow_waiters q SET woken_at = %(now)s
-FROM heads h
-WHERE q.flow_key = %(key)s AND q.seq = h.seq
-RETURNING q.tenant_id::text AS tenant_id, q.run_id::text AS run_id, q.step_index, q.work,
-          q.workflow_name, q.queued_at;
+SELECT w.tenant_id::text AS tenant_id, w.run_id::text AS run_id, w.step_index, w.work,
+       w.workflow_name, w.queued_at, w.seq IN (SELECT seq FROM handed) AS handed
+FROM woken w
+ORDER BY w.seq;
 
 -- name: flow_next_head
 -- The first held work of a key not woken, by rank (its safety timer is set).
@@ -249,10 +289,16 @@ WHERE p.tenant_id = r.tenant_id AND p.run_id = r.run_id AND p.step_index = r.ste
 RETURNING p.tenant_id::text AS tenant_id, p.run_id::text AS run_id, p.step_index, p.wake_at;
 
 -- name: flow_due_tasks
--- Woken (or timed) held task attempts: due at %(at)s.
+-- Held task attempts due at %(at)s (the safety timer of a key's first held work). A row
+-- another transaction holds is skipped, not waited for: a claim holding it puts it back
+-- and asks for a look itself (see flow_hand_over).
 UPDATE task_queue t SET next_attempt_at = %(at)s
-FROM unnest(%(tenant_ids)s::uuid[], %(task_ids)s::uuid[]) AS r(tenant_id, task_id)
-WHERE t.tenant_id = r.tenant_id AND t.task_id = r.task_id AND t.status = 'pending';
+FROM (SELECT q.tenant_id, q.task_id FROM task_queue q
+      JOIN unnest(%(tenant_ids)s::uuid[], %(task_ids)s::uuid[]) AS r(tenant_id, task_id)
+        ON q.tenant_id = r.tenant_id AND q.task_id = r.task_id
+      WHERE q.status = 'pending'
+      FOR UPDATE OF q SKIP LOCKED) r
+WHERE t.tenant_id = r.tenant_id AND t.task_id = r.task_id;
 
 -- name: flow_reserve_turn
 -- A throttle's token bucket as virtual scheduling (GCRA): each unit of work reserves

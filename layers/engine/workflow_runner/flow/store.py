@@ -18,7 +18,16 @@ from ..store.sql import Sql, array_literal
 from .limits import LimitSpec
 from .store_reads import FlowReads, LimitRow, RunWait, SkippedTrigger
 
-__all__ = ["FlowStore", "LimitRow", "LockedLimit", "RunWait", "SkippedTrigger", "Waiter", "Woken"]
+__all__ = [
+    "FlowStore",
+    "FreeSlots",
+    "LimitRow",
+    "LockedLimit",
+    "RunWait",
+    "SkippedTrigger",
+    "Waiter",
+    "Woken",
+]
 
 
 @dataclass(frozen=True)
@@ -38,13 +47,30 @@ class Waiter:
     def task_id(self) -> str | None:
         return self.work[5:] if self.work.startswith("task:") else None
 
+    @property
+    def handed_to(self) -> str:
+        """The holder of a slot handed over to this work while it waited."""
+        return f"handed:{self.tenant_id}/{self.work}"
+
 
 @dataclass(frozen=True)
 class Woken:
-    """Held work a freed slot woke, and since when it waited."""
+    """Held work a freed slot woke, since when it waited, and whether the slot was
+    handed over to it (a task attempt) or only promised (a pass)."""
 
     waiter: Waiter
     queued_at: datetime
+    handed: bool = False
+
+
+@dataclass(frozen=True)
+class FreeSlots:
+    """A key's free slots counted by a look (their rows locked): how many (missing rows
+    count), the rows' numbers, and when the first task lease among the others ends."""
+
+    count: int
+    slots: list[int]
+    next_lease_end: datetime | None
 
 
 @dataclass(frozen=True)
@@ -97,19 +123,13 @@ class FlowStore(FlowReads):
         return got, queued
 
     def lease_slots(
-        self,
-        limits: dict[str, int],
-        holder: str,
-        until: datetime,
-        now: datetime,
-        waiting: bool = False,
+        self, limits: dict[str, int], holder: str, until: datetime, now: datetime
     ) -> set[str]:
         """Lease one free slot of each key (key -> limit) to `holder` until `until`; the
-        keys that had one. `waiting`: wait for the slots' row locks (work a look woke,
-        whose slot a look may be counting) instead of skipping the locked ones."""
+        keys that had one. Slots whose rows other transactions hold are skipped."""
         keys = sorted(limits)
         rows = self._sql.all(
-            "flow_lease_slots_waiting" if waiting else "flow_lease_slots",
+            "flow_lease_slots",
             {
                 "keys": array_literal(keys),
                 "limits": array_literal([limits[k] for k in keys]),
@@ -120,10 +140,29 @@ class FlowStore(FlowReads):
         )
         return {r["flow_key"] for r in rows}
 
-    def release_slots(self, holder: str) -> list[tuple[str, bool]]:
-        """Give back `holder`'s slots; (key, held work waiting) each."""
-        rows = self._sql.all("flow_release_slots", {"holder": holder})
-        return [(r["flow_key"], bool(r["queued"])) for r in rows]
+    def adopt_slots(self, items: Sequence[Waiter], holder: str, until: datetime) -> set[str]:
+        """Lease to `holder` until `until` the slots handed over to queued work (see
+        flow_hand_over); the keys it had one of."""
+        ordered = sorted(items, key=lambda w: w.flow_key)
+        rows = self._sql.all(
+            "flow_adopt_slots",
+            {
+                "keys": array_literal([w.flow_key for w in ordered]),
+                "handed": array_literal([w.handed_to for w in ordered]),
+                "holder": holder,
+                "until": until,
+            },
+        )
+        return {r["flow_key"] for r in rows}
+
+    def release_slots(self, holder: str) -> dict[str, tuple[list[int], bool]]:
+        """Give back `holder`'s slots: per key, the slots freed (their row locks held
+        until the commit) and whether held work waits for it."""
+        freed: dict[str, tuple[list[int], bool]] = {}
+        for row in self._sql.all("flow_release_slots", {"holder": holder}):
+            slots, _ = freed.get(row["flow_key"], ([], False))
+            freed[row["flow_key"]] = ([*slots, row["slot"]], bool(row["queued"]))
+        return freed
 
     def ensure_slots(self, specs: Sequence[LimitSpec], now: datetime) -> None:
         """Create the rows and slots of concurrency keys (a grown limit gets its new
@@ -142,12 +181,11 @@ class FlowStore(FlowReads):
             },
         )
 
-    def count_free(self, key: str, limit: int, now: datetime) -> tuple[int, datetime | None]:
-        """Lock a key's slots (waiting for passes holding one) and count the free ones;
-        also when the first task lease among them ends."""
+    def count_free(self, key: str, limit: int, now: datetime) -> FreeSlots:
+        """Lock a key's slots (waiting for passes holding one) and count the free ones."""
         row = self._sql.one("flow_count_free", {"key": key, "limit": limit, "now": now})
         assert row is not None
-        return max(0, int(row["free"])), row["next_lease_end"]
+        return FreeSlots(max(0, int(row["free"])), list(row["free_slots"]), row["next_lease_end"])
 
     # --- the queue of held work ------------------------------------------------------------
 
@@ -241,10 +279,30 @@ class FlowStore(FlowReads):
         """Remove queued work that is gone, among the first `limit` of a key's queue."""
         self._sql.run("flow_drop_dead_waiters", {"key": key, "limit": limit})
 
-    def wake_heads(self, key: str, free: int, now: datetime) -> list[Woken]:
-        """Wake the oldest queued work of a key, up to the free slots not promised yet."""
-        rows = self._sql.all("flow_wake_heads", {"key": key, "free": free, "now": now})
-        return [Woken(_waiter(key, r), r["queued_at"]) for r in rows]
+    def hand_over(
+        self,
+        key: str,
+        slots: Sequence[int],
+        wake: int,
+        until: datetime,
+        now: datetime,
+        look: bool,
+    ) -> list[Woken]:
+        """Wake up to `wake` of a key's oldest queued work for the free `slots` (their
+        row locks held): attempts get a slot handed over until `until` and are due now,
+        passes (only in a `look`) are promised one. See flow_hand_over."""
+        rows = self._sql.all(
+            "flow_hand_over",
+            {
+                "key": key,
+                "slots": array_literal(list(slots)),
+                "wake": wake,
+                "until": until,
+                "now": now,
+                "look": look,
+            },
+        )
+        return [Woken(_waiter(key, r), r["queued_at"], bool(r["handed"])) for r in rows]
 
     def next_head(self, key: str) -> Waiter | None:
         """The oldest queued work of a key not woken yet."""

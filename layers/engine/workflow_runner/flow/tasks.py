@@ -11,15 +11,20 @@ scheduled it): its step's own concurrency and throttle, and its workflow's concu
 - concurrency: one slot per key is leased to the attempt (`holder` = tenant/task/attempt)
   until the claim's lease ends. A key with held work waiting gives its free slots to
   the woken first. Without a slot the row goes back, pending with no due time, queued;
-  a slot that frees wakes it (flow/wake.py) and the worker's loop claims it. A woken
-  attempt waits for the slots' row locks rather than skip them (a look counting the
-  key's slots holds them all for a moment; see flow_lease_slots_waiting).
+  a slot that frees is handed over to it (flow/wake.py): the slot leased to its work,
+  its row due now. The worker's loop claims it and the claim adopts the slot.
 
 The outcome's transaction gives the attempt's slots back (only its own lease: a worker
-whose lease ran out and was taken over frees nothing) and, when work is held for a key,
-has it looked at after the commit. A worker that dies frees its slots when its lease
-ends: the next claim may take them, and the oldest held work of the key has a timer
-for that moment (flow/wake.py).
+whose lease ran out and was taken over frees nothing) and hands each to the attempt
+first in its key's queue; work it cannot hand a slot to is looked at after the commit.
+A worker that dies frees its slots when its lease ends, and so does an attempt that
+never came for a slot handed to it: the next claim may take them, and the oldest held
+work of the key has a timer for that moment (flow/wake.py).
+
+Lock order: a claim holds task rows (the attempts it held back, up to
+HOLDS_PER_TRANSACTION) and leases free slots SKIP LOCKED; a release or a look holds slot
+locks and skips the task rows and waiters other transactions hold instead of waiting
+for them. So a claim and a release (or a look) never wait for each other both ways.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from ..store import ClaimedTask, Store
 from ..stream import NEVER
 from .limits import LimitSpec
 from .store import Waiter
-from .wake import queue_on_one, wake_after_commit
+from .wake import hand_on, queue_on_one, wake_after_commit
 
 log = logging.getLogger("workflow_runner")
 
@@ -117,25 +122,30 @@ def _take_slots(
         for s in slots
     ]
     state = store.flow.queue_state(waiters)
+    holder = holder_of(task)
+    until = task.leased_until
+    limits = {s.flow_key: s.limit for s in slots}
+    # Woken work first adopts the slots a release or a look handed over to it. This
+    # transaction holds task rows (its claim, and the attempts it held back before), so
+    # it waits for no slot lock but a look's (adopting its slot), and a look never
+    # waits for a task row or a waiter (flow_hand_over skips them); free slots are
+    # leased SKIP LOCKED.
+    woken = [w for w, (_, mine) in zip(waiters, state, strict=True) if mine]
+    leased = store.flow.adopt_slots(woken, holder, until) if woken else set()
     blocked = [w for w, (queued, mine) in zip(waiters, state, strict=True) if queued and not mine]
     if not blocked:
-        limits = {s.flow_key: s.limit for s in slots}
-        holder = holder_of(task)
-        # Woken work waits for the slots' locks: a look (its own, or another worker's)
-        # locks every slot of a key while it counts them, and skipping those would hold
-        # back again the very attempt the look promised a slot to (see the query).
-        woken = any(mine for _, mine in state)
-        until = task.leased_until
-        leased = store.flow.lease_slots(limits, holder, until, now, waiting=woken)
+        wanted = {k: v for k, v in limits.items() if k not in leased}
+        if wanted:
+            leased |= store.flow.lease_slots(wanted, holder, until, now)
         if len(leased) < len(limits):
             store.flow.ensure_slots([s for s in slots if s.flow_key not in leased], now)
             missing = {k: v for k, v in limits.items() if k not in leased}
-            leased |= store.flow.lease_slots(missing, holder, until, now, waiting=woken)
+            leased |= store.flow.lease_slots(missing, holder, until, now)
         blocked = [w for w in waiters if w.flow_key not in leased]
-        if blocked:
-            store.flow.release_slots(holder)
     if blocked:
-        queue_on_one(store, waiters, blocked, {s.flow_key: s.limit for s in slots}, now)
+        if leased:
+            give_back(store, holder, limits, now)
+        queue_on_one(store, waiters, blocked, limits, now)
         # Its turn (if it reserved one) stays with it for when a slot wakes it.
         store.flow.park_task(task.tenant_id, task.task_id, task.attempt, NEVER, ticket)
         return False
@@ -145,9 +155,9 @@ def _take_slots(
     return True
 
 
-def release_task_slots(store: Store, task: ClaimedTask) -> None:
-    """Give back the slots of a task's attempt that ended, in its outcome's transaction;
-    keys with held work are looked at after the commit (`wake_after_commit`)."""
+def release_task_slots(store: Store, task: ClaimedTask, now: datetime) -> None:
+    """Give back the slots of a task's attempt that ended, in its outcome's transaction,
+    handing each to the attempt first in its key's queue (`give_back`)."""
     if not task.limits:
         return
     limits = {
@@ -155,9 +165,16 @@ def release_task_slots(store: Store, task: ClaimedTask) -> None:
         for spec in map(LimitSpec.from_json, task.limits)
         if spec.kind == "concurrency"
     }
-    for key, queued in store.flow.release_slots(holder_of(task)):
+    give_back(store, holder_of(task), limits, now)
+
+
+def give_back(store: Store, holder: str, limits: dict[str, int], now: datetime) -> None:
+    """Free `holder`'s slots and hand each to held work of its key, in key order (the
+    order every statement that locks slots takes them); keys with work left to wake are
+    looked at after the commit (`wake_after_commit`)."""
+    for key, (slots, queued) in sorted(store.flow.release_slots(holder).items()):
         if queued and key in limits:
-            store.flow.wakes[key] = limits[key]
+            hand_on(store, key, limits[key], slots, now)
 
 
 def wait_for_turn(

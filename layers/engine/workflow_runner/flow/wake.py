@@ -1,15 +1,26 @@
-"""After a commit that held work back or freed a slot: look at each key concerned, and
-wake its oldest held work for every slot free and not yet promised.
+"""Slots freed go to held work: a release hands them over in its own transaction, and a
+look after a commit wakes the oldest held work of a key for every slot free and not
+yet promised.
 
-One short transaction per key. It first locks every slot of the key, so a pass that
-holds one is waited for (milliseconds) and counted free once it committed: a look after
-a hold can never miss a slot freed in between. Work found gone (its run cancelled, its
-task settled) leaves the queue. A woken resume's pending row is due now (the caller
-sends it to the resume queue at once; the due scan would otherwise); a woken task is
-due now (the worker's loop claims it). The oldest work left waiting gets a safety
-timer: the end of the first task lease among the key's slots (a worker that died frees
-its slot only then), at most SAFETY_SECONDS away, so even woken work that vanished
-before it took its slot cannot leave the queue asleep.
+A release (an attempt's outcome, or a claim giving back what it could not use) hands
+each slot it frees to the first attempt queued for the key, in the same transaction:
+the slot is leased to that attempt's work and its task row is due now, so the worker
+that claims it adopts the slot without a look, a count or a wait (issue 34: on one hot
+key, the look after every release locked all the key's slots, one more fsync'd commit
+each, and claims queued behind it). A queued pass cannot be handed a slot (it holds one
+by its row lock for its transaction only), nor can an attempt whose row a claim holds
+at that moment: a release stops at the first of those and leaves the rest to a look.
+
+A look runs in one short transaction per key. It first locks every slot of the key, so
+a pass that holds one is waited for (milliseconds) and counted free once it committed:
+a look after a hold can never miss a slot freed in between. Work found gone (its run
+cancelled, its task settled) leaves the queue. Woken attempts get their slots handed
+over as above; a woken resume's pending row is due now (the caller sends it to the
+resume queue at once; the due scan would otherwise). The oldest work left waiting gets
+a safety timer: the end of the first lease among the key's slots (a worker that died,
+or an attempt handed a slot that never came for it, frees it only then), at most
+SAFETY_SECONDS away, so even woken work that vanished before it took its slot cannot
+leave the queue asleep.
 """
 
 from __future__ import annotations
@@ -18,10 +29,13 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from ..store import DueRow, Store
-from .store import Waiter
+from .store import Waiter, Woken
 
 # The longest the oldest held work of a key sleeps without a look at its key.
 SAFETY_SECONDS = 60.0
+# How long a slot handed over to a queued attempt waits for a worker to claim it before
+# it is free again (its worker, or every worker, gone).
+HANDOVER_SECONDS = 30.0
 
 
 def wake_after_commit(store: Store, now: datetime) -> list[DueRow]:
@@ -48,25 +62,49 @@ def wake_after_commit(store: Store, now: datetime) -> list[DueRow]:
 def wake_key(store: Store, key: str, limit: int, now: datetime) -> list[DueRow]:
     """Wake a key's oldest held work for its free slots (see the module docstring)."""
     with store.transaction():
-        free, next_lease_end = store.flow.count_free(key, limit, now)
+        free = store.flow.count_free(key, limit, now)
         store.flow.drop_dead_waiters(key)
-        woken = store.flow.wake_heads(key, free, now) if free else []
-        for item in woken:
-            wait = (now - item.queued_at).total_seconds()
-            store.flow.waits.append((item.waiter.workflow_name, max(0.0, wait)))
-        passes = [w.waiter for w in woken if w.waiter.task_id is None]
-        store.flow.due_tasks([w.waiter for w in woken if w.waiter.task_id is not None], now)
-        due = store.flow.due_pending(passes, now)
-        head = store.flow.next_head(key)
-        if head is not None:
-            at = now + timedelta(seconds=SAFETY_SECONDS)
-            if next_lease_end is not None:
-                at = min(at, next_lease_end)
-            if head.task_id is None:
-                store.flow.due_pending([head], at)
-            else:
-                store.flow.due_tasks([head], at)
+        until = now + timedelta(seconds=HANDOVER_SECONDS)
+        woken = (
+            store.flow.hand_over(key, free.slots, free.count, until, now, look=True)
+            if free.count
+            else []
+        )
+        _note_waits(store, woken, now)
+        due = store.flow.due_pending([w.waiter for w in woken if w.waiter.task_id is None], now)
+        _safety_timer(store, key, now, free.next_lease_end)
     return due
+
+
+def hand_on(store: Store, key: str, limit: int, slots: list[int], now: datetime) -> None:
+    """Hand the slots of `key` a release just freed to the attempts first in its queue,
+    in the release's transaction; what is left (a pass first in line, an attempt a claim
+    holds) is looked at after the commit."""
+    until = now + timedelta(seconds=HANDOVER_SECONDS)
+    woken = store.flow.hand_over(key, slots, len(slots), until, now, look=False)
+    _note_waits(store, woken, now)
+    if len(woken) < len(slots):
+        store.flow.wakes[key] = limit
+    elif woken:
+        _safety_timer(store, key, now, until)
+
+
+def _note_waits(store: Store, woken: Sequence[Woken], now: datetime) -> None:
+    for item in woken:
+        wait = (now - item.queued_at).total_seconds()
+        store.flow.waits.append((item.waiter.workflow_name, max(0.0, wait)))
+
+
+def _safety_timer(store: Store, key: str, now: datetime, lease_end: datetime | None) -> None:
+    head = store.flow.next_head(key)
+    if head is not None:
+        at = now + timedelta(seconds=SAFETY_SECONDS)
+        if lease_end is not None:
+            at = min(at, lease_end)
+        if head.task_id is None:
+            store.flow.due_pending([head], at)
+        else:
+            store.flow.due_tasks([head], at)
 
 
 def queue_on_one(

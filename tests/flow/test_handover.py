@@ -1,0 +1,109 @@
+"""A slot an attempt gives back goes straight to the attempt first in its key's queue, in
+the releasing transaction (issue 34): no look after the commit, no count of the key's
+slots, no lock on them but the one freed; and a slot handed to an attempt that never
+comes for it is free again when the handover's lease ends, with the queue moving on.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from workflow_runner.engine.task_outcomes import record_success
+from workflow_runner.flow.wake import HANDOVER_SECONDS
+from workflow_runner.store import Store
+
+from tests.flow.flows import at, claim, look, put, run_of, run_one_task, task_rows, waiters
+from tests.support import TENANT_A
+
+
+def _slots(store: Store) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = store.conn.execute(
+        "SELECT slot, holder, leased_until FROM flow_slots ORDER BY flow_key, slot"
+    ).fetchall()
+    return rows
+
+
+def _task_id(store: Store, run_id: str) -> str:
+    row = store.conn.execute(
+        "SELECT task_id::text AS task_id FROM task_queue WHERE run_id = %s", (run_id,)
+    ).fetchone()
+    assert row is not None
+    return str(row["task_id"])
+
+
+def test_a_release_hands_its_slot_to_the_first_queued_attempt_without_a_look(
+    store: Store,
+) -> None:
+    # Given: account a-1's one call running, two more queued behind it in arrival order
+    for n in (1, 2, 3):
+        put(store, "prio-call", n, now=at(n / 10), prio=0)
+    first = claim(store, at(1))
+    assert first is not None and first.run_id == run_of("prio-call", 1)
+    assert claim(store, at(1)) is None
+    assert [w["run_id"] for w in waiters(store)] == [run_of("prio-call", n) for n in (2, 3)]
+
+    # When: the first call's outcome is recorded (and no look runs after it)
+    record_success(store, first, 1, at(2))
+
+    # Then: its transaction handed the slot to the second call: leased to that call's
+    # work for the handover's time, the call due now, nothing left to look at
+    second = _task_id(store, run_of("prio-call", 2))
+    assert store.flow.wakes == {}
+    [slot] = _slots(store)
+    assert slot["holder"] == f"handed:{TENANT_A}/task:{second}"
+    assert slot["leased_until"] == at(2) + timedelta(seconds=HANDOVER_SECONDS)
+    queued = waiters(store)
+    assert [(w["run_id"], w["woken_at"] is not None) for w in queued] == [
+        (run_of("prio-call", 2), True),
+        (run_of("prio-call", 3), False),
+    ]
+    due = {r["run_id"]: r["next_attempt_at"] for r in task_rows(store)}
+    assert due[run_of("prio-call", 2)] == at(2)
+    # The next in line has a timer for the handover's end (should that call never come)
+    assert due[run_of("prio-call", 3)] == slot["leased_until"]
+
+    # When: a worker claims at once
+    claimed = claim(store, at(2))
+
+    # Then: the second call adopts the slot under its own lease; the third still waits
+    assert claimed is not None and claimed.run_id == run_of("prio-call", 2)
+    [slot] = _slots(store)
+    assert slot["holder"] == f"{TENANT_A}/{second}/1"
+    assert slot["leased_until"] == claimed.leased_until
+    assert [w["run_id"] for w in waiters(store)] == [run_of("prio-call", 3)]
+    assert claim(store, at(2)) is None
+
+
+def test_a_slot_handed_to_an_attempt_that_never_comes_is_free_again_at_the_handovers_end(
+    store: Store,
+) -> None:
+    # Given: account a-1's first call ended and handed its slot to the second, whose
+    # task then went away before any worker claimed it (its run cancelled, say)
+    for n in (1, 2, 3):
+        put(store, "prio-call", n, now=at(n / 10), prio=0)
+    first = claim(store, at(1))
+    assert first is not None and claim(store, at(1)) is None
+    record_success(store, first, 1, at(2))
+    store.conn.execute(
+        "UPDATE task_queue SET status = 'cancelled' WHERE run_id = %s",
+        (run_of("prio-call", 2),),
+    )
+
+    # When: nothing happens until the handover's lease ends
+    # Then: before that the third call stays queued (the slot is still handed over) ...
+    assert claim(store, at(2 + HANDOVER_SECONDS - 1)) is None
+    end = at(2 + HANDOVER_SECONDS)
+    # ... and at its end the third call's timer brings it; it runs, never two at once
+    done = []
+    for _ in range(6):
+        attempt = run_one_task(store, end)
+        held = [s for s in _slots(store) if s["holder"] and s["leased_until"] > end]
+        assert len(held) <= 1, held
+        if attempt is not None:
+            done.append(attempt.run_id)
+            break
+        look(store, end)
+    assert done == [run_of("prio-call", 3)]
+    assert waiters(store) == []
+

@@ -93,3 +93,22 @@ def test_the_wakeup_lookup_and_the_purge_check_read_event_waits_by_the_index(
     )
     found = store.pending.waiting_for(TENANT_A, "order.approved", T0, keys=["k7"], event_id="e1")
     assert len(found) == 1
+
+
+def test_the_wakeup_lookup_reads_the_events_keys_by_the_index_not_every_wait_of_its_type(
+    store: Store,
+) -> None:
+    """An event offering keys reads the waits of those keys and the unkeyed ones: the key
+    is an index condition in the prepared statement's plan (an OR over it made every
+    event read every wait of its type, thousands of rows for one match)."""
+    _add_waits(store, TENANT_A, 5_000, "order.approved")
+    store.conn.execute("ANALYZE workflow_run_pending")
+
+    lookup = _generic_plan(store, "waiting_rows_for_event")
+    conditions = [line for line in lookup.splitlines() if "Index Cond" in line]
+    assert any("match_key = ANY" in line for line in conditions), lookup
+    assert any("match_key IS NULL" in line for line in conditions), lookup
+
+    found = store.pending.waiting_for(TENANT_A, "order.approved", T0, keys=["k7"], event_id="e1")
+    assert len(found) == 1  # and every wait when the event offers no keys:
+    assert len(store.pending.waiting_for(TENANT_A, "order.approved", T0, None, "e1")) == 5_000

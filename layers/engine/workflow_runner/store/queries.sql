@@ -455,12 +455,27 @@ WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s AND suspension_version =
 -- with an earlier wait (a retried wakeup must not hand it to such a run again):
 -- run_consumed_events, or the list a 0.1 suspension carried (consumed_event_ids).
 -- `match_after`: the stream version its match is appended after.
+-- Three branches, each an index range of workflow_run_pending_event_waits_idx (tenant,
+-- type, key): the keys the event offers, the waits without a key, and (only when the
+-- event offers no keys) every keyed wait. One OR over the key would make every event
+-- read every wait of its type (the key a filter, not an index condition).
+WITH candidates AS (
+    SELECT p.* FROM workflow_run_pending p
+    WHERE p.tenant_id = %(tenant_id)s AND p.wait_event_type = %(type)s
+      AND p.match_key = ANY(%(keys)s::text[])
+    UNION ALL
+    SELECT p.* FROM workflow_run_pending p
+    WHERE p.tenant_id = %(tenant_id)s AND p.wait_event_type = %(type)s
+      AND p.match_key IS NULL
+    UNION ALL
+    SELECT p.* FROM workflow_run_pending p
+    WHERE p.tenant_id = %(tenant_id)s AND p.wait_event_type = %(type)s
+      AND %(keys)s::text[] IS NULL AND p.match_key IS NOT NULL
+)
 SELECT p.run_id::text AS run_id, p.step_index, p.match_expr, p.suspension_version,
        coalesce(p.match_after_version, p.suspension_version) AS match_after
-FROM workflow_run_pending p
-WHERE p.tenant_id = %(tenant_id)s AND p.wait_event_type = %(type)s
-  AND p.awaited_event_id IS NULL
-  AND (%(keys)s::text[] IS NULL OR p.match_key IS NULL OR p.match_key = ANY(%(keys)s::text[]))
+FROM candidates p
+WHERE p.awaited_event_id IS NULL
   AND (p.lookback_from IS NULL OR p.lookback_from <= %(instant)s)
   AND NOT (coalesce(p.consumed_event_ids, '{}') @> ARRAY[%(event_id)s]::text[])
   AND NOT EXISTS (SELECT 1 FROM run_consumed_events c

@@ -273,17 +273,14 @@ FROM woken w
 ORDER BY w.seq;
 
 -- name: flow_next_head
--- The first held work of a key not woken, by rank (its safety timer is set), locked
--- until the commit. Rows other transactions hold are skipped: a release waking one of
--- them (its own timer looks past it) or a claim putting it back (it asks for a look).
--- A plain read here timed work another release was waking at that moment, so the work
--- after it had no timer at all (issue 34).
+-- The first held work of a key not woken, by rank (its safety timer is set). A plain
+-- read: another release may be waking it at this moment (flow_due_tasks only brings
+-- work forward, so timing it then is harmless).
 SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, step_index, work, workflow_name
 FROM flow_waiters
 WHERE flow_key = %(key)s AND woken_at IS NULL
 ORDER BY rank_at, seq
-LIMIT 1
-FOR UPDATE SKIP LOCKED;
+LIMIT 1;
 
 -- name: flow_due_pending
 -- Woken (or timed) held resumes: their pending rows due at %(at)s, lease free.

@@ -29,7 +29,12 @@ def flow_section(flow: dict[str, Any] | None) -> list[str]:
         f"**Concurrency violations** ({flow['concurrency_violations']}): "
         f"{one['attempts']:,} task attempts of one key (limit {one['limit']}) claimed by "
         f"{one['workers']} (more claimers than slots, so the limit bites); a sampler "
-        f"counted the attempts running {one['samples']:,} times from its own connection.",
+        f"counted the attempts running {one['samples']:,} times from its own connection"
+        + (
+            " (through a partial index on running rows that the bench adds for it)."
+            if one.get("sampler_index")
+            else "."
+        ),
         f"At most {one['max_in_flight']} were seen at once; {one['attempts_per_s']} attempts/s.",
         f"The pair (per tenant {pair['tenant_limit']}, global {pair['limit']}, over "
         f"{pair['tenants']} tenants): at most {pair['max_in_flight']} in all and "
@@ -37,8 +42,11 @@ def flow_section(flow: dict[str, Any] | None) -> list[str]:
         f"Within {one.get('budget_s', '?')} s each: {one.get('completed', '?')} of "
         f"{one.get('tasks', '?')} tasks completed for the one key, "
         f"{pair.get('completed', '?')} of {pair.get('tasks', '?')} for the pair "
-        f"({pair.get('attempts_per_s', '?')} attempts/s). A hot key's slot rows serialise "
-        "every lease, release and look, so one key runs tens of attempts a second here.",
+        f"({pair.get('attempts_per_s', '?')} attempts/s; transient errors, deadlocks "
+        f"among them: {one.get('transient_errors', '?')} and "
+        f"{pair.get('transient_errors', '?')}). An attempt's outcome hands its slot to "
+        "the next attempt queued for the key in its own transaction; what one key's five "
+        "slots still cost per attempt is a claim and an outcome, each a commit.",
         "",
         f"**Throttle rate error** ({flow['throttle_rate_error']}): {thr['triggers']:,} "
         f"triggers of a workflow throttled to {thr['limit_per_s']} starts a second, through "

@@ -414,6 +414,7 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     """A run's time, load and targeted figures (what the report compares across runs)."""
     return {
         "generated_at": results.get("generated_at"),
+        "git_commit": results.get("versions", {}).get("git_commit"),
         "load_average_at_start": results.get("machine", {}).get("load_average_at_start"),
         **{key: t["value"] for key, t in results.get("targets", {}).items()},
     }
@@ -427,10 +428,7 @@ def _consecutive_runs(results: dict[str, Any]) -> list[str]:
         return []
     runs = [
         *reversed(earlier),
-        {
-            **{k: t["value"] for k, t in results["targets"].items()},
-            "generated_at": results["generated_at"],
-        },
+        headline(results),
     ]
     header = ["results.json key", *[f"run {i + 1}" for i in range(len(runs))], "target"]
     rows = [
@@ -438,11 +436,18 @@ def _consecutive_runs(results: dict[str, Any]) -> list[str]:
         for key, t in results["targets"].items()
     ]
     started = ", ".join(str(run.get("generated_at")) for run in runs)
+    commits = [run.get("git_commit") for run in runs]
     return [
         "",
         f"### The last {len(runs)} consecutive full runs",
         "",
-        f"Same tree, one after the other (started {started}); the last is this run.",
+        (
+            f"Same tree ({commits[0]}), one after the other (started {started}); the last is"
+            " this run."
+            if len(set(commits)) == 1 and commits[0]
+            else f"One after the other (started {started}; trees {', '.join(map(str, commits))});"
+            " the last is this run."
+        ),
         "",
         *_table(header, rows),
     ]

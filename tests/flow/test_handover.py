@@ -6,6 +6,7 @@ comes for it is free again when the handover's lease ends, with the queue moving
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -107,3 +108,30 @@ def test_a_slot_handed_to_an_attempt_that_never_comes_is_free_again_at_the_hando
     assert done == [run_of("prio-call", 3)]
     assert waiters(store) == []
 
+
+
+def test_a_safety_timer_never_puts_off_an_attempt_already_due(store: Store) -> None:
+    # Given: account a-1's first call ended and handed its slot to the second (due now)
+    for n in (1, 2, 3):
+        put(store, "prio-call", n, now=at(n / 10), prio=0)
+    first = claim(store, at(1))
+    assert first is not None and claim(store, at(1)) is None
+    record_success(store, first, 1, at(2))
+    second = run_of("prio-call", 2)
+    [head] = [w for w in waiters(store) if w["run_id"] == second]
+    assert head["woken_at"] is not None
+
+    # When: a timer read the queue's head before that handover and is set now, for the
+    # handover's end (another release's timer, issue 34)
+    stale = store.flow.next_head(head["flow_key"])
+    assert stale is not None and stale.run_id == run_of("prio-call", 3)
+    store.flow.due_tasks(
+        [replace(stale, run_id=second, work=f"task:{_task_id(store, second)}")],
+        at(2 + HANDOVER_SECONDS),
+    )
+
+    # Then: the second call stays due now; a worker claims it at once
+    due = {r["run_id"]: r["next_attempt_at"] for r in task_rows(store)}
+    assert due[second] == at(2)
+    claimed = claim(store, at(2))
+    assert claimed is not None and claimed.run_id == second

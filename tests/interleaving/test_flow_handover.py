@@ -16,6 +16,7 @@ whose task then ran again at its lease's end. In every split order, in both orde
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -83,4 +84,57 @@ def test_an_outcome_handing_its_slot_on_and_a_claim_holding_task_rows_never_dead
         assert waiters(store) == []
 
     schedules = explore(lab, setup, claiming, ending, check)
+    assert schedules >= 8
+
+
+def test_two_outcomes_handing_slots_on_at_once_leave_every_woken_attempt_due_now(
+    lab: Lab,
+) -> None:
+    # Given: account a-1 (two calls at a time) with calls 1 and 2 running and 3, 4 and 5
+    # queued behind them, in arrival order
+    running: dict[str, ClaimedTask] = {}
+
+    def setup(store: Store) -> None:
+        for n in (1, 2, 3, 4, 5):
+            put(store, "two-calls", n, now=at(n / 10))
+        first, second = claim(store, at(1)), claim(store, at(1))
+        assert first is not None and second is not None
+        assert claim(store, at(1)) is None
+        running["first"], running["second"] = first, second
+
+    # When: both calls' outcomes are recorded at once, each handing its slot on in its
+    # own transaction (one of them reads the queue's head for its safety timer while
+    # the other wakes that very call and commits: issue 34's stuck tail)
+    def ending(name: str) -> Any:
+        def operation(store: Store) -> Any:
+            record_success(store, running[name], 1, NOW)
+            return wake_after_commit(store, NOW)
+
+        return operation
+
+    def check(store: Store, run: Run) -> None:
+        assert not run.errors, run.errors
+        held = store.conn.execute(
+            "SELECT holder, leased_until FROM flow_slots WHERE holder IS NOT NULL "
+            "AND leased_until > %s",
+            (NOW,),
+        ).fetchall()
+        holders = [r["holder"] for r in held]
+        assert len(holders) <= 2 and len(set(holders)) == len(holders), holders
+        # Then: calls 3 and 4 are woken and due now (no timer put one off to the
+        # handover's end)
+        due = {r["run_id"]: r["next_attempt_at"] for r in task_rows(store)}
+        woken = {w["run_id"] for w in waiters(store) if w["woken_at"] is not None}
+        assert woken == {run_of("two-calls", n) for n in (3, 4)}, woken
+        late = {run: due[run] for run in woken if due[run] > NOW}
+        assert not late, late
+        # ... so workers claiming a second later run both woken calls at once
+        soon = NOW + timedelta(seconds=1)
+        claimed = {c.run_id for c in (claim(store, soon), claim(store, soon)) if c is not None}
+        assert claimed == woken, claimed
+        settle(store, at(100))
+        assert [r["status"] for r in task_rows(store)] == ["completed"] * 5
+        assert waiters(store) == []
+
+    schedules = explore(lab, setup, ending("first"), ending("second"), check)
     assert schedules >= 8

@@ -273,7 +273,9 @@ FROM woken w
 ORDER BY w.seq;
 
 -- name: flow_next_head
--- The first held work of a key not woken, by rank (its safety timer is set).
+-- The first held work of a key not woken, by rank (its safety timer is set). A plain
+-- read: another release may be waking it at this moment (flow_due_tasks only brings
+-- work forward, so timing it then is harmless).
 SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, step_index, work, workflow_name
 FROM flow_waiters
 WHERE flow_key = %(key)s AND woken_at IS NULL
@@ -289,10 +291,14 @@ WHERE p.tenant_id = r.tenant_id AND p.run_id = r.run_id AND p.step_index = r.ste
 RETURNING p.tenant_id::text AS tenant_id, p.run_id::text AS run_id, p.step_index, p.wake_at;
 
 -- name: flow_due_tasks
--- Held task attempts due at %(at)s (the safety timer of a key's first held work). A row
--- another transaction holds is skipped, not waited for: a claim holding it puts it back
--- and asks for a look itself (see flow_hand_over).
-UPDATE task_queue t SET next_attempt_at = %(at)s
+-- Held task attempts due at %(at)s at the latest (the safety timer of a key's first held
+-- work): a timer brings work forward, never puts it off. The caller read the head before
+-- this statement, without a lock: another release may have woken that attempt (due now)
+-- and committed in between, and a later due time would strand it, its slot handed over,
+-- until the handover's end (issue 34's stuck tail). A row another transaction holds is
+-- skipped, not waited for: a claim holding it puts it back and asks for a look itself
+-- (see flow_hand_over).
+UPDATE task_queue t SET next_attempt_at = least(t.next_attempt_at, %(at)s)
 FROM (SELECT q.tenant_id, q.task_id FROM task_queue q
       JOIN unnest(%(tenant_ids)s::uuid[], %(task_ids)s::uuid[]) AS r(tenant_id, task_id)
         ON q.tenant_id = r.tenant_id AND q.task_id = r.task_id

@@ -20,7 +20,9 @@ resume queue at once; the due scan would otherwise). The oldest work left waitin
 a safety timer: the end of the first lease among the key's slots (a worker that died,
 or an attempt handed a slot that never came for it, frees it only then), at most
 SAFETY_SECONDS away, so even woken work that vanished before it took its slot cannot
-leave the queue asleep.
+leave the queue asleep. The timer only ever brings work forward: two releases of one
+key at once, one timing the head the other had just woken, left that attempt due only
+at the handover's end with a slot handed to it (issue 34's stuck tail).
 """
 
 from __future__ import annotations

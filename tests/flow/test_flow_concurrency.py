@@ -17,6 +17,7 @@ from workflow_runner import Concurrency, Event, Steps, define_workflow, on_event
 from workflow_runner.engine.task_outcomes import record_success as _record_success
 from workflow_runner.errors import TransientStoreError
 from workflow_runner.flow.keys import flow_key
+from workflow_runner.flow.tasks import claim_within_limits
 from workflow_runner.store import Sql, Store, connect
 from workflow_runner.stream import NEVER
 
@@ -499,3 +500,40 @@ def test_an_attempts_release_locks_its_slots_in_key_order(store: Store) -> None:
     lock_rows = plan.index("LockRows")
     sort = plan.index("Sort Key: flow_slots.flow_key, flow_slots.slot")
     assert lock_rows < sort, plan  # the lock is taken on the rows as sorted
+
+
+def test_a_claim_that_gave_a_slot_back_commits_before_it_claims_again(
+    db_url: str, store: Store
+) -> None:
+    # Given: the global limit (5) taken by five accounts' calls; then a call of account
+    # a-1 (its account's slot free, no global one) and one of account g
+    for n, account in zip((11, 12, 13, 14, 15), ("b", "c", "d", "e", "f"), strict=True):
+        put(store, "one-call", n, now=at(n / 100), account=account)
+    assert all(claim(store, at(1)) is not None for _ in range(5))
+    put(store, "one-call", 1, now=at(0.5))
+    put(store, "one-call", 2, now=at(0.6), account="g")
+
+    # When: a claim leases a-1's slot for the first call, gives it back (no global slot)
+    # and holds the call back; what another connection sees when it claims again
+    seen_before_next_claim: list[list[str]] = []
+    other = psycopg.connect(db_url, autocommit=True)
+    calls = 0
+
+    def claim_next() -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            rows = other.execute("SELECT run_id::text FROM flow_waiters ORDER BY seq").fetchall()
+            seen_before_next_claim.append([r[0] for r in rows])
+        return store.tasks.claim(at(1), 600_000, 10_000, 5.0)
+
+    try:
+        assert claim_within_limits(store, claim_next, lambda: at(1)) is None
+    finally:
+        other.close()
+
+    # Then: the held-back call was committed before the next claim: the slot row it gave
+    # back is no longer locked by the claim (a woken attempt's adopt, waiting for a look's
+    # slot lock while the look waits for that row, deadlocked the bench's pair)
+    assert seen_before_next_claim
+    assert run_of("one-call", 1) in seen_before_next_claim[0]

@@ -94,6 +94,9 @@ class FlowStore(FlowReads):
     woken: list[DueRow] = field(default_factory=list)
     # (workflow, seconds) of work that waited for a limit (metric LimitWaitSeconds).
     waits: list[tuple[str, float]] = field(default_factory=list)
+    # Whether this transaction gave back slots it had leased (their rows stay locked by
+    # it until it ends): a claim then commits before it claims again (flow/tasks.py).
+    gave_back: bool = False
 
     # --- slots ---------------------------------------------------------------------------
 

@@ -24,7 +24,10 @@ work of the key has a timer for that moment (flow/wake.py).
 Lock order: a claim holds task rows (the attempts it held back, up to
 HOLDS_PER_TRANSACTION) and leases free slots SKIP LOCKED; a release or a look holds slot
 locks and skips the task rows and waiters other transactions hold instead of waiting
-for them. So a claim and a release (or a look) never wait for each other both ways.
+for them. So a claim and a release (or a look) never wait for each other both ways. A
+claim that leased a slot and gave it back (its other key had none) holds that slot's
+row until it commits, so it commits before claiming again: adopting a handed slot a
+look holds, it would wait for the look while the look waits for that row.
 """
 
 from __future__ import annotations
@@ -62,13 +65,22 @@ def claim_within_limits(
     while True:
         held = 0
         admitted: ClaimedTask | None = None
+        cut = False
         with store.transaction():
+            store.flow.gave_back = False
             while held < HOLDS_PER_TRANSACTION:
                 task = claim()
                 if task is None or not task.limits or admit_task(store, task, now()):
                     admitted = task
                     break
                 held += 1
+                if store.flow.gave_back:
+                    # It leased a slot of one key and gave it back (another key had
+                    # none): that slot's row stays locked until this transaction ends,
+                    # and a later attempt adopting a slot a look holds would wait for the
+                    # look while the look waits for that row. Commit first.
+                    cut = True
+                    break
         if store.flow.wakes:
             try:
                 wake_after_commit(store, now())
@@ -77,7 +89,7 @@ def claim_within_limits(
                 # until its lease ends. The keys not looked at stay asked for; the
                 # attempt's outcome looks again (the safety timer is the backstop).
                 log.warning("a look after a claim failed; its keys stay asked for")
-        if held < HOLDS_PER_TRANSACTION:
+        if held < HOLDS_PER_TRANSACTION and not cut:
             return admitted
 
 
@@ -145,6 +157,7 @@ def _take_slots(
     if blocked:
         if leased:
             give_back(store, holder, limits, now)
+            store.flow.gave_back = True
         queue_on_one(store, waiters, blocked, limits, now)
         # Its turn (if it reserved one) stays with it for when a slot wakes it.
         store.flow.park_task(task.tenant_id, task.task_id, task.attempt, NEVER, ticket)

@@ -109,7 +109,6 @@ def test_a_slot_handed_to_an_attempt_that_never_comes_is_free_again_at_the_hando
     assert waiters(store) == []
 
 
-
 def test_a_safety_timer_never_puts_off_an_attempt_already_due(store: Store) -> None:
     # Given: account a-1's first call ended and handed its slot to the second (due now)
     for n in (1, 2, 3):

@@ -437,6 +437,7 @@ def _consecutive_runs(results: dict[str, Any]) -> list[str]:
     ]
     started = ", ".join(str(run.get("generated_at")) for run in runs)
     commits = [run.get("git_commit") for run in runs]
+    trees = ", ".join(c or "not recorded" for c in commits)
     return [
         "",
         f"### The last {len(runs)} consecutive full runs",
@@ -445,8 +446,7 @@ def _consecutive_runs(results: dict[str, Any]) -> list[str]:
             f"Same tree ({commits[0]}), one after the other (started {started}); the last is"
             " this run."
             if len(set(commits)) == 1 and commits[0]
-            else f"One after the other (started {started}; trees {', '.join(map(str, commits))});"
-            " the last is this run."
+            else f"One after the other (started {started}; trees {trees}); the last is this run."
         ),
         "",
         *_table(header, rows),

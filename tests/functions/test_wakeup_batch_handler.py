@@ -10,11 +10,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from workflow_runner import ManualClock, define_workflow, on_event, run_id_for
+from workflow_runner import Event, ManualClock, define_workflow, on_event, run_id_for
 from workflow_runner.aws.inprocess import FakeLambdaContext, build_inprocess_runtime
 from workflow_runner.aws.template import Handler
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.errors import TransientStoreError
+from workflow_runner.match import eq
 from workflow_runner.ports import Runtime, set_runtime
 from workflow_runner.settings import Settings
 from workflow_runner.store import Store
@@ -23,14 +24,6 @@ from tests.support import TENANT_A, eventbridge, trigger
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 PAID = T0 + timedelta(minutes=5)
-
-
-def _order_match(ctx: Any) -> dict[str, Any]:
-    value = ctx.event.payload["order"]
-    return {
-        "version": 1,
-        "expr": {"kind": "atom", "path": ["order"], "op": {"kind": "eq", "value": value}},
-    }
 
 
 @pytest.fixture
@@ -45,7 +38,11 @@ def paying(
             idempotency_key=lambda e: e.payload["order"],
             awaits={"paid": "order.paid"},
             register=False,
-            steps=lambda s: [s.wait_for_event("order.paid", match=_order_match, timeout="P1D")],
+            steps=lambda s: [
+                s.wait_for_event(
+                    "order.paid", match=eq("order", Event.payload["order"]), timeout="P1D"
+                )
+            ],
         )
     )
     for order in ("o1", "o2"):

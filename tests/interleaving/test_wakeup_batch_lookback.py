@@ -14,25 +14,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from workflow_runner import DomainEvent, ManualClock, define_workflow, on_event, run_id_for
+from workflow_runner import DomainEvent, Event, ManualClock, define_workflow, on_event, run_id_for
 from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.aws.inprocess import InMemoryResumeQueue
 from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.match import eq
 from workflow_runner.store import Store, connect
 
 from tests.support import TENANT_A, event
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 SALE = T0 + timedelta(minutes=5)
-
-
-def _order_match(ctx: Any) -> dict[str, Any]:
-    value = ctx.event.payload["order"]
-    return {
-        "version": 1,
-        "expr": {"kind": "atom", "path": ["order"], "op": {"kind": "eq", "value": value}},
-    }
 
 
 def _registry() -> WorkflowRegistry:
@@ -44,7 +37,11 @@ def _registry() -> WorkflowRegistry:
             idempotency_key=lambda e: e.payload["order"],
             awaits={"paid": "order.paid"},
             register=False,
-            steps=lambda s: [s.wait_for_event("order.paid", match=_order_match, timeout="P1D")],
+            steps=lambda s: [
+                s.wait_for_event(
+                    "order.paid", match=eq("order", Event.payload["order"]), timeout="P1D"
+                )
+            ],
         )
     )
     return registry

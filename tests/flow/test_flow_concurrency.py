@@ -13,13 +13,21 @@ from typing import Any
 
 import psycopg
 import pytest
-from workflow_runner import Concurrency, Event, Steps, define_workflow, on_event
+from workflow_runner import (
+    Concurrency,
+    DomainEvent,
+    Event,
+    Steps,
+    define_workflow,
+    on_event,
+)
+from workflow_runner.engine import ingest_domain_events
 from workflow_runner.engine.task_outcomes import record_success as _record_success
 from workflow_runner.errors import TransientStoreError
 from workflow_runner.flow.keys import flow_key
 from workflow_runner.flow.tasks import claim_within_limits
 from workflow_runner.store import Sql, Store, connect
-from workflow_runner.stream import NEVER
+from workflow_runner.stream import NEVER, FlowHeld
 
 from tests.flow.flows import (
     REGISTRY,
@@ -454,6 +462,43 @@ def test_a_resume_of_a_limited_workflow_takes_its_slots_in_one_statement(
         assert flow == (["flow_take_slots"] if limited else [])
     finally:
         REGISTRY.unregister("plain-too")
+        store.close()
+
+
+def test_an_intake_batch_takes_its_new_runs_first_pass_slots_in_one_statement(
+    db_url: str,
+) -> None:
+    """A batch of triggers takes the slots of its runs' first passes together: one
+    statement for the batch (one round trip per run made a generous limit cost the
+    sleep benchmark 18%), with the same verdicts as one run at a time."""
+    store = connect(db_url, sql_type=NamedSql)
+    try:
+        put(store, "per-account", 1)  # the key's slots exist; the run waits holding none
+        sql = store._sql
+        assert isinstance(sql, NamedSql)
+        sql.names.clear()
+        events = [
+            DomainEvent(
+                id=f"batch-{n}",
+                type="per-account.go",
+                payload={"n": n, "account": "a-1"},
+                tenant_id=TENANT_A,
+                time=at(1),
+            )
+            for n in (2, 3, 4, 5)
+        ]
+        ingest_domain_events(store, events, at(1), REGISTRY)
+        assert [n for n in sql.names if n.startswith("flow_")] == ["flow_take_slots"]
+        held = {
+            n: any(
+                isinstance(e.fact, FlowHeld)
+                for e in store.streams.load_run(TENANT_A, run_of("per-account", n))[0]
+            )
+            for n in (2, 3, 4, 5)
+        }
+        # Limit 2: the first two of the batch ran their first pass, the others are held.
+        assert held == {2: False, 3: False, 4: True, 5: True}
+    finally:
         store.close()
 
 

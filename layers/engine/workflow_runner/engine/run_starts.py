@@ -6,14 +6,14 @@ events (ingest.py) and a batch of child runs (children.py) start theirs."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ..callback_tokens import new_run_secret
 from ..definition import DomainEvent, WorkflowDefinition
 from ..definition.dsl import has_callback_wait
 from ..flow.cancels import register_cancel_keys
-from ..flow.starts import hold_or_start
+from ..flow.starts import first_passes_slots, hold_or_start
 from ..interpreter import Interpreter
 from ..store import Store
 from ..stream import RUN_STREAM, FlowHeld, RunStarted
@@ -67,6 +67,9 @@ class RunStart:
     run_id: str
     started: RunStarted
     held: FlowHeld | None = None  # flow control holds it before its first pass
+    # Its batch took its first pass's concurrency slots already; `held` says if it got
+    # them (first_passes: one statement for the batch, not one round trip per run).
+    slots_judged: bool = False
 
 
 def run_started(
@@ -103,7 +106,17 @@ def first_pass(
         if definition.flow.cancel_on:
             register_cancel_keys(store, definition, event, start.run_id, now)
         add = None if writes is None else (lambda write: writes.add(write, now))
-        held = hold_or_start(store, definition, event, start.run_id, started, start.held, now, add)
+        held = hold_or_start(
+            store,
+            definition,
+            event,
+            start.run_id,
+            started,
+            start.held,
+            now,
+            add,
+            slots_judged=start.slots_judged,
+        )
         if held is not None:
             return RunOutcome(tenant, start.run_id, definition.name, "suspended", 0, held.wake_at)
     result = Interpreter(
@@ -138,9 +151,35 @@ def first_passes(
     writes in one pipeline (what else the caller's pipeline holds back goes out with
     it); None for the others. Then the joins the runs that ended closed as parents are
     closed (see PassWrites.finish)."""
+    ready = _slots_judged(store, [s if id(s) in won else None for s in starts], now)
     writes = PassWrites()
     with store.pipeline():
-        outcomes = [first_pass(store, s, now, writes) if id(s) in won else None for s in starts]
+        outcomes = [None if s is None else first_pass(store, s, now, writes) for s in ready]
         writes.flush(store)
     writes.finish(store)
     return outcomes
+
+
+def _slots_judged(
+    store: Store, starts: Sequence[RunStart | None], now: datetime
+) -> list[RunStart | None]:
+    """The starts (None: one that did not get its run) with their first passes'
+    concurrency slots taken together: one statement for the batch, not one round trip
+    per run inside the batch's pipeline."""
+    asking = [
+        (n, s)
+        for n, s in enumerate(starts)
+        if s is not None
+        and s.held is None
+        and s.definition.flow is not None
+        and s.definition.flow.concurrency
+    ]
+    if len(asking) < 2:
+        return list(starts)
+    verdicts = first_passes_slots(
+        store, [(s.definition, s.event, s.run_id) for _, s in asking], now
+    )
+    ready = list(starts)
+    for (n, start), verdict in zip(asking, verdicts, strict=True):
+        ready[n] = replace(start, held=verdict, slots_judged=True)
+    return ready

@@ -11,7 +11,7 @@ when none is free the run is held at once, due now, and its resume queues it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -287,12 +287,14 @@ def hold_or_start(
     held: FlowHeld | None,
     now: datetime,
     add: Callable[[PassWrite], None] | None = None,
+    slots_judged: bool = False,
 ) -> FlowHeld | None:
     """Before a new run's first pass (its RunStarted at version 1): hold it by `held`
     (judge_trigger's verdict), or by its concurrency when no slot is free for its first
     pass; the held fact written, or None to run the first pass now (its slots taken).
-    `add`: the batch's writes to join (else the write goes out now)."""
-    if held is None:
+    `add`: the batch's writes to join (else the write goes out now). `slots_judged`:
+    its batch took the slots already (`first_passes_slots`), and `held` says so."""
+    if held is None and not slots_judged:
         held = first_pass_slots(store, definition, event, run_id, now)
     if held is None:
         return None
@@ -328,8 +330,24 @@ def first_pass_slots(
     """Take a new run's concurrency slots for its first pass; when one is not free (or
     held work of its key waits first), the held fact to write instead: due now, so its
     resume queues it behind that work."""
-    work = pass_work(definition, event, run_id, 0, now)
-    if work is None or not admit_passes(store, [work], now, queue_held=False):
-        return None
-    label = "; ".join(spec.label for spec in work.slots)
-    return _held(definition, event, now, "concurrency", label)
+    return first_passes_slots(store, [(definition, event, run_id)], now)[0]
+
+
+def first_passes_slots(
+    store: Store,
+    starts: Sequence[tuple[WorkflowDefinition, DomainEvent, str]],
+    now: datetime,
+) -> list[FlowHeld | None]:
+    """`first_pass_slots` for a batch of new runs (definition, trigger, run id), their
+    slots taken in one statement (admit_passes): per run, the held fact, or None to run
+    its first pass now (its slots taken, or none needed)."""
+    works = [pass_work(d, event, run_id, 0, now) for d, event, run_id in starts]
+    asking = [(n, work) for n, work in enumerate(works) if work is not None]
+    held = admit_passes(store, [work for _, work in asking], now, queue_held=False)
+    verdicts: list[FlowHeld | None] = [None] * len(starts)
+    for at in held:
+        n, work = asking[at]
+        definition, event, _ = starts[n]
+        label = "; ".join(spec.label for spec in work.slots)
+        verdicts[n] = _held(definition, event, now, "concurrency", label)
+    return verdicts

@@ -282,6 +282,8 @@ def violations(
         "samples": len(samples),
         "sampler_index": indexed_sampler,
         "max_in_flight": most,
+        # How full the limit was kept: below it, slots sat idle between attempts.
+        "mean_in_flight": round(sum(sum(s.values()) for s in samples) / max(1, len(samples)), 2),
         "limit": LIMIT,
         "violations": max(0, most - LIMIT),
         "attempts_per_s": round(attempts / elapsed, 1),

@@ -6,15 +6,26 @@ comes for it is free again when the handover's lease ends, with the queue moving
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from workflow_runner import Concurrency, Event, define_workflow, on_event
 from workflow_runner.engine.task_outcomes import record_success
+from workflow_runner.flow.keys import flow_key
 from workflow_runner.flow.wake import HANDOVER_SECONDS
 from workflow_runner.store import Store
 
-from tests.flow.flows import at, claim, look, put, run_of, run_one_task, task_rows, waiters
+from tests.flow.flows import (
+    REGISTRY,
+    at,
+    claim,
+    look,
+    put,
+    run_of,
+    run_one_task,
+    task_rows,
+    waiters,
+)
 from tests.support import TENANT_A
 
 
@@ -48,7 +59,8 @@ def test_a_release_hands_its_slot_to_the_first_queued_attempt_without_a_look(
     record_success(store, first, 1, at(2))
 
     # Then: its transaction handed the slot to the second call: leased to that call's
-    # work for the handover's time, the call due now, nothing left to look at
+    # work for the handover's time, the call due (from its creation: ahead of work not
+    # yet tried, which would keep its slot idle), nothing left to look at
     second = _task_id(store, run_of("prio-call", 2))
     assert store.flow.wakes == {}
     [slot] = _slots(store)
@@ -60,7 +72,7 @@ def test_a_release_hands_its_slot_to_the_first_queued_attempt_without_a_look(
         (run_of("prio-call", 3), False),
     ]
     due = {r["run_id"]: r["next_attempt_at"] for r in task_rows(store)}
-    assert due[run_of("prio-call", 2)] == at(2)
+    assert due[run_of("prio-call", 2)] == at(0.2)
     # The next in line has a timer for the handover's end (should that call never come)
     assert due[run_of("prio-call", 3)] == slot["leased_until"]
 
@@ -120,17 +132,74 @@ def test_a_safety_timer_never_puts_off_an_attempt_already_due(store: Store) -> N
     [head] = [w for w in waiters(store) if w["run_id"] == second]
     assert head["woken_at"] is not None
 
-    # When: a timer read the queue's head before that handover and is set now, for the
-    # handover's end (another release's timer, issue 34)
-    stale = store.flow.next_head(head["flow_key"])
-    assert stale is not None and stale.run_id == run_of("prio-call", 3)
-    store.flow.due_tasks(
-        [replace(stale, run_id=second, work=f"task:{_task_id(store, second)}")],
-        at(2 + HANDOVER_SECONDS),
-    )
+    # When: a timer that saw the queue before that handover (its head still the second,
+    # not woken: another release's timer, issue 34) is set for the handover's end
+    woken = "UPDATE flow_waiters SET woken_at = %s WHERE run_id = %s"
+    store.conn.execute(woken, (None, second))
+    store.flow.time_head(head["flow_key"], at(2 + HANDOVER_SECONDS))
+    store.conn.execute(woken, (head["woken_at"], second))
 
     # Then: the second call stays due now; a worker claims it at once
     due = {r["run_id"]: r["next_attempt_at"] for r in task_rows(store)}
-    assert due[second] == at(2)
+    assert due[second] == at(0.2)  # due from its creation (see the test above)
     claimed = claim(store, at(2))
     assert claimed is not None and claimed.run_id == second
+
+
+def test_an_attempt_woken_with_one_keys_slot_takes_a_free_slot_of_its_other_key_ahead_of_its_queue(
+    store: Store,
+) -> None:
+    """With both keys of an attempt queued, an attempt woken on one (its slot handed
+    over) that went to the back of the other's queue gave its slot back, and woken there
+    found the first key's queue waiting in turn: none ever held both (issue 34's pair).
+    It takes a free slot of the other key instead."""
+    tight = define_workflow(
+        name="tight-pair",
+        trigger=on_event("tight-pair.go"),
+        idempotency_key=Event.payload["n"],
+        steps=lambda s: [
+            s.task(
+                "call",
+                _echo,
+                concurrency=[
+                    Concurrency(1, key=Event.payload["account"]),
+                    Concurrency(1, key="tight", scope="global"),
+                ],
+            ),
+            s.return_(1),
+        ],
+        register=False,
+    )
+    REGISTRY.register(tight)
+    try:
+        # Given: a-1's call runs (the global slot); b's first call, then a-1's second
+        # and b's second wait in the global key's queue
+        for n, account in ((1, "a-1"), (2, "b"), (3, "a-1"), (4, "b")):
+            put(store, "tight-pair", n, now=at(n / 10), account=account)
+        first = claim(store, at(1))
+        assert first is not None and first.run_id == run_of("tight-pair", 1)
+        assert claim(store, at(1)) is None
+        # ... and b's second waits in b's own queue (its account's slot free: the
+        # release that freed it found that call's row held by a claim)
+        b_key = flow_key("concurrency", "tenant", TENANT_A, "tight-pair", "call", "b")
+        store.conn.execute(
+            "UPDATE flow_waiters SET flow_key = %s WHERE run_id = %s",
+            (b_key, run_of("tight-pair", 4)),
+        )
+
+        # When: a-1's call ends, its global slot handed to b's first call
+        record_success(store, first, 1, at(2))
+        claimed = claim(store, at(2))
+
+        # Then: b's first call runs with both slots; b's second still waits
+        assert claimed is not None and claimed.run_id == run_of("tight-pair", 2)
+        rows = store.conn.execute("SELECT flow_key, holder FROM flow_slots").fetchall()
+        holders = {r["flow_key"]: r["holder"] for r in rows}
+        assert holders[b_key] == holders["concurrency:global:*:*:tight"] is not None
+        assert run_of("tight-pair", 4) in [w["run_id"] for w in waiters(store)]
+    finally:
+        REGISTRY.unregister("tight-pair")
+
+
+def _echo(ctx: Any) -> int:
+    return 1

@@ -110,18 +110,29 @@ def record_success(
         )
 
     with store.transaction():
-        release_task_slots(store, task, now)  # flow control: its slots, with its outcome
         appended = _append(store, task, completed, now)
-        if appended is None:
-            store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
-            return "dropped", False
-        version, due = appended
-        store.tasks.settle(task.tenant_id, task.task_id, "completed", now)
-        if due:
-            store.pending.mark_matched(
-                task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
-            )
+        with store.pipeline():
+            if appended is None:
+                store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
+            else:
+                version, due = appended
+                store.tasks.settle(task.tenant_id, task.task_id, "completed", now)
+                if due:
+                    store.pending.mark_matched(
+                        task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
+                    )
+            _release_last(store, task, now)
+    if appended is None:
+        return "dropped", False
     return "completed", due
+
+
+def _release_last(store: Store, task: ClaimedTask, now: datetime) -> None:
+    """Flow control: the attempt's slots go back with its outcome, as the transaction's
+    last statements. The outcome's writes (held back by the caller's pipeline) ride the
+    release's round trip, and the slot rows are locked only from there to the commit:
+    a look counting the key's slots, or a claim adopting one, waits that much less."""
+    release_task_slots(store, task, now)
 
 
 def record_failure(
@@ -171,22 +182,25 @@ def record_failure(
         )
 
     with store.transaction():
-        if not attempt_running:
-            release_task_slots(store, task, now)  # flow control: its slots, with its outcome
         appended = _append(store, task, fact, now)
-        if appended is None:
-            store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
-            return "dropped", False
-        version, due = appended
-        if final:
-            store.tasks.settle(task.tenant_id, task.task_id, "failed", now, error)
-            if due:
-                store.pending.mark_matched(
-                    task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
-                )
-            return "failed", due
-        if attempt < task.attempt:
-            store.tasks.release(task, retry_at, error)  # the claim that found it, unstarted
-        elif not attempt_running:
-            store.tasks.retry(task, retry_at, error)
+        with store.pipeline():
+            if appended is None:
+                store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
+            elif final:
+                version, due = appended
+                store.tasks.settle(task.tenant_id, task.task_id, "failed", now, error)
+                if due:
+                    store.pending.mark_matched(
+                        task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
+                    )
+            elif attempt < task.attempt:
+                store.tasks.release(task, retry_at, error)  # the claim that found it, unstarted
+            elif not attempt_running:
+                store.tasks.retry(task, retry_at, error)
+            if not attempt_running:
+                _release_last(store, task, now)
+    if appended is None:
+        return "dropped", False
+    if final:
+        return "failed", due
     return "retry", False

@@ -115,6 +115,9 @@ WITH wanted AS (
 )
 INSERT INTO flow_slots (flow_key, slot)
 SELECT w.flow_key, generate_series(1, w.lim) FROM wanted w
+-- A key whose slots all exist inserts nothing: a conflicting insert waits for the
+-- transaction updating that slot row (a lease, a release) and could deadlock with it.
+WHERE NOT EXISTS (SELECT 1 FROM flow_slots c WHERE c.flow_key = w.flow_key AND c.slot = w.lim)
 ORDER BY 1, 2
 ON CONFLICT (flow_key, slot) DO NOTHING;
 
@@ -268,7 +271,11 @@ WITH promised AS (
     RETURNING q.seq, q.tenant_id, q.run_id, q.step_index, q.work, q.workflow_name,
               q.queued_at
 ), due AS (
-    UPDATE task_queue t SET next_attempt_at = %(now)s
+    -- Due at once, and ahead of the work not yet tried: due from the task's creation,
+    -- not from now. Claims take the oldest due first, and an attempt handed a slot holds
+    -- it idle until claimed; due only now, it waited behind every task created before
+    -- (one hot key's 10,000 untried attempts, each held back in turn: issue 34's pair).
+    UPDATE task_queue t SET next_attempt_at = least(t.created_at, %(now)s)
     FROM chosen c
     WHERE t.tenant_id = c.tenant_id AND t.task_id = c.task_id
       AND c.seq IN (SELECT seq FROM woken)
@@ -278,15 +285,36 @@ SELECT w.tenant_id::text AS tenant_id, w.run_id::text AS run_id, w.step_index, w
 FROM woken w
 ORDER BY w.seq;
 
--- name: flow_next_head
--- The first held work of a key not woken, by rank (its safety timer is set). A plain
--- read: another release may be waking it at this moment (flow_due_tasks only brings
--- work forward, so timing it then is harmless).
-SELECT tenant_id::text AS tenant_id, run_id::text AS run_id, step_index, work, workflow_name
-FROM flow_waiters
-WHERE flow_key = %(key)s AND woken_at IS NULL
-ORDER BY rank_at, seq
-LIMIT 1;
+-- name: flow_time_head
+-- The safety timer of a key's first held work not woken (by rank): its task attempt or
+-- its held resume is due at %(at)s at the latest. A timer brings work forward, never
+-- puts it off: another release may be waking that head at this moment (due now), and a
+-- later due time would strand it, its slot handed over, until the handover's end
+-- (issue 34's stuck tail). A task row another transaction holds is skipped, not waited
+-- for: a claim holding it puts it back and asks for a look itself (see flow_hand_over).
+-- One statement: the head read and its timer set in one round trip, under the slot
+-- locks the caller holds.
+WITH head AS (
+    SELECT tenant_id, run_id, step_index, work FROM flow_waiters
+    WHERE flow_key = %(key)s AND woken_at IS NULL
+    ORDER BY rank_at, seq
+    LIMIT 1
+), task AS (
+    SELECT q.tenant_id, q.task_id FROM task_queue q
+    JOIN head h ON q.tenant_id = h.tenant_id AND h.work LIKE 'task:%%'
+               AND q.task_id = substr(h.work, 6)::uuid
+    WHERE q.status = 'pending'
+    FOR UPDATE OF q SKIP LOCKED
+), timed_task AS (
+    UPDATE task_queue t SET next_attempt_at = least(t.next_attempt_at, %(at)s)
+    FROM task r
+    WHERE t.tenant_id = r.tenant_id AND t.task_id = r.task_id
+    RETURNING t.task_id
+)
+UPDATE workflow_run_pending p SET wake_at = least(p.wake_at, %(at)s)
+FROM head h
+WHERE h.work = 'pass' AND p.tenant_id = h.tenant_id AND p.run_id = h.run_id
+  AND p.step_index = h.step_index;
 
 -- name: flow_due_pending
 -- Woken (or timed) held resumes: their pending rows due at %(at)s, lease free.
@@ -295,22 +323,6 @@ FROM unnest(%(tenant_ids)s::uuid[], %(run_ids)s::uuid[], %(step_indexes)s::int[]
      AS r(tenant_id, run_id, step_index)
 WHERE p.tenant_id = r.tenant_id AND p.run_id = r.run_id AND p.step_index = r.step_index
 RETURNING p.tenant_id::text AS tenant_id, p.run_id::text AS run_id, p.step_index, p.wake_at;
-
--- name: flow_due_tasks
--- Held task attempts due at %(at)s at the latest (the safety timer of a key's first held
--- work): a timer brings work forward, never puts it off. The caller read the head before
--- this statement, without a lock: another release may have woken that attempt (due now)
--- and committed in between, and a later due time would strand it, its slot handed over,
--- until the handover's end (issue 34's stuck tail). A row another transaction holds is
--- skipped, not waited for: a claim holding it puts it back and asks for a look itself
--- (see flow_hand_over).
-UPDATE task_queue t SET next_attempt_at = least(t.next_attempt_at, %(at)s)
-FROM (SELECT q.tenant_id, q.task_id FROM task_queue q
-      JOIN unnest(%(tenant_ids)s::uuid[], %(task_ids)s::uuid[]) AS r(tenant_id, task_id)
-        ON q.tenant_id = r.tenant_id AND q.task_id = r.task_id
-      WHERE q.status = 'pending'
-      FOR UPDATE OF q SKIP LOCKED) r
-WHERE t.tenant_id = r.tenant_id AND t.task_id = r.task_id;
 
 -- name: flow_reserve_turn
 -- A throttle's token bucket as virtual scheduling (GCRA): each unit of work reserves

@@ -158,21 +158,6 @@ class FlowStore(FlowReads):
         )
         return {r["flow_key"] for r in rows}
 
-    def adopt_slots(self, items: Sequence[Waiter], holder: str, until: datetime) -> set[str]:
-        """Lease to `holder` until `until` the slots handed over to queued work (see
-        flow_hand_over); the keys it had one of."""
-        ordered = sorted(items, key=lambda w: w.flow_key)
-        rows = self._sql.all(
-            "flow_adopt_slots",
-            {
-                "keys": array_literal([w.flow_key for w in ordered]),
-                "handed": array_literal([w.handed_to for w in ordered]),
-                "holder": holder,
-                "until": until,
-            },
-        )
-        return {r["flow_key"] for r in rows}
-
     def release_slots(self, holder: str) -> dict[str, tuple[list[int], bool]]:
         """Give back `holder`'s slots: per key, the slots freed (their row locks held
         until the commit) and whether held work waits for it."""
@@ -210,19 +195,23 @@ class FlowStore(FlowReads):
     def queue_state(self, items: Sequence[Waiter]) -> list[tuple[bool, bool | None]]:
         """Per item: (its key has queued work, its own place: None not queued, False
         waiting, True woken)."""
-        rows = self._sql.all(
-            "flow_queue_state",
-            {
-                "keys": array_literal([w.flow_key for w in items]),
-                "tenant_ids": array_literal([w.tenant_id for w in items]),
-                "run_ids": array_literal([w.run_id for w in items]),
-                "works": array_literal([w.work for w in items]),
-            },
+        return _queue_state(items, self._sql.all("flow_queue_state", _queue_params(items)))
+
+    def queue_state_adopting(
+        self, items: Sequence[Waiter], holder: str, until: datetime
+    ) -> tuple[list[tuple[bool, bool | None]], set[str]]:
+        """`queue_state`, and the slots a release or a look handed over to the items'
+        work leased to `holder` until `until` (flow_adopt_slots; the keys it had one
+        of), in one round trip. For a task attempt whose row the caller holds: no
+        handover to it can happen meanwhile (flow_hand_over skips rows others hold), so
+        a slot handed to its work is its own exactly when its place reads woken."""
+        state, adopted = self._sql.batch(
+            [
+                ("flow_queue_state", _queue_params(items)),
+                ("flow_adopt_slots", _adopt_params(items, holder, until)),
+            ]
         )
-        state: list[tuple[bool, bool | None]] = [(False, None)] * len(items)
-        for row in rows:
-            state[row["n"] - 1] = (bool(row["queued"]), row["mine"])
-        return state
+        return _queue_state(items, state), {r["flow_key"] for r in adopted}
 
     def queue(self, items: Sequence[Waiter], now: datetime) -> None:
         """Put held work at the end of its key's queue (woken work back to its place)."""
@@ -322,10 +311,10 @@ class FlowStore(FlowReads):
         )
         return [Woken(_waiter(key, r), r["queued_at"], bool(r["handed"])) for r in rows]
 
-    def next_head(self, key: str) -> Waiter | None:
-        """The oldest queued work of a key not woken yet."""
-        row = self._sql.one("flow_next_head", {"key": key})
-        return None if row is None else _waiter(key, row)
+    def time_head(self, key: str, at: datetime) -> None:
+        """The safety timer of a key's first held work not woken: due at `at` at the
+        latest (see flow_time_head)."""
+        self._sql.run("flow_time_head", {"key": key, "at": at})
 
     def due_pending(self, rows: Sequence[Waiter], at: datetime) -> list[DueRow]:
         """Held resumes due at `at` (lease free); the rows that exist."""
@@ -341,18 +330,6 @@ class FlowStore(FlowReads):
             },
         )
         return [DueRow(r["tenant_id"], r["run_id"], r["step_index"], r["wake_at"]) for r in found]
-
-    def due_tasks(self, rows: Sequence[Waiter], at: datetime) -> None:
-        """Held task attempts due at `at`."""
-        if rows:
-            self._sql.run(
-                "flow_due_tasks",
-                {
-                    "tenant_ids": array_literal([w.tenant_id for w in rows]),
-                    "task_ids": array_literal([w.task_id or "" for w in rows]),
-                    "at": at,
-                },
-            )
 
     # --- throttles, rate limits, singletons, debounces -----------------------------------
 
@@ -473,6 +450,34 @@ class FlowStore(FlowReads):
             },
         )
         return [r["run_id"] for r in rows]
+
+
+def _queue_params(items: Sequence[Waiter]) -> dict[str, Any]:
+    return {
+        "keys": array_literal([w.flow_key for w in items]),
+        "tenant_ids": array_literal([w.tenant_id for w in items]),
+        "run_ids": array_literal([w.run_id for w in items]),
+        "works": array_literal([w.work for w in items]),
+    }
+
+
+def _queue_state(
+    items: Sequence[Waiter], rows: list[dict[str, Any]]
+) -> list[tuple[bool, bool | None]]:
+    state: list[tuple[bool, bool | None]] = [(False, None)] * len(items)
+    for row in rows:
+        state[row["n"] - 1] = (bool(row["queued"]), row["mine"])
+    return state
+
+
+def _adopt_params(items: Sequence[Waiter], holder: str, until: datetime) -> dict[str, Any]:
+    ordered = sorted(items, key=lambda w: w.flow_key)  # slot rows locked in key order
+    return {
+        "keys": array_literal([w.flow_key for w in ordered]),
+        "handed": array_literal([w.handed_to for w in ordered]),
+        "holder": holder,
+        "until": until,
+    }
 
 
 def _waiter(key: str, row: dict[str, Any]) -> Waiter:

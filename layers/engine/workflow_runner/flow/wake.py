@@ -98,15 +98,10 @@ def _note_waits(store: Store, woken: Sequence[Woken], now: datetime) -> None:
 
 
 def _safety_timer(store: Store, key: str, now: datetime, lease_end: datetime | None) -> None:
-    head = store.flow.next_head(key)
-    if head is not None:
-        at = now + timedelta(seconds=SAFETY_SECONDS)
-        if lease_end is not None:
-            at = min(at, lease_end)
-        if head.task_id is None:
-            store.flow.due_pending([head], at)
-        else:
-            store.flow.due_tasks([head], at)
+    at = now + timedelta(seconds=SAFETY_SECONDS)
+    if lease_end is not None:
+        at = min(at, lease_end)
+    store.flow.time_head(key, at)
 
 
 def queue_on_one(

@@ -5,13 +5,9 @@
 -- Lock up to %(counts)s free slots of each key (%(keys)s, %(limits)s pairwise) for the
 -- passes of the caller's transaction: a row lock is the slot, released by the commit.
 -- SKIP LOCKED: a slot another pass holds is not waited for. `queued`: the key has held
--- work waiting, which a free slot must go to first. `complete`: the key's slots exist
--- up to its limit (flow_ensure_slots creates 1..limit at once), so a short count is
--- slots in use, not slots to create.
+-- work waiting, which a free slot must go to first.
 SELECT w.flow_key, s.slot,
-       EXISTS (SELECT 1 FROM flow_waiters q WHERE q.flow_key = w.flow_key) AS queued,
-       EXISTS (SELECT 1 FROM flow_slots c WHERE c.flow_key = w.flow_key AND c.slot = w.lim)
-           AS complete
+       EXISTS (SELECT 1 FROM flow_waiters q WHERE q.flow_key = w.flow_key) AS queued
 FROM unnest(%(keys)s::text[], %(limits)s::int[], %(counts)s::int[]) AS w(flow_key, lim, n)
 LEFT JOIN LATERAL (
     SELECT f.slot FROM flow_slots f
@@ -29,9 +25,7 @@ ORDER BY w.flow_key, s.slot;
 -- skipping would hold back again the pass it promised a slot to). A slot a pass holds is
 -- waited for too, and is free once that pass committed. Keys and slots in order.
 SELECT w.flow_key, s.slot,
-       EXISTS (SELECT 1 FROM flow_waiters q WHERE q.flow_key = w.flow_key) AS queued,
-       EXISTS (SELECT 1 FROM flow_slots c WHERE c.flow_key = w.flow_key AND c.slot = w.lim)
-           AS complete
+       EXISTS (SELECT 1 FROM flow_waiters q WHERE q.flow_key = w.flow_key) AS queued
 FROM unnest(%(keys)s::text[], %(limits)s::int[], %(counts)s::int[]) AS w(flow_key, lim, n)
 LEFT JOIN LATERAL (
     SELECT f.slot FROM flow_slots f

@@ -66,12 +66,11 @@ class Woken:
 
 @dataclass(frozen=True)
 class TakenSlots:
-    """What a take of slots locked: per key the slots got, the keys with queued work,
-    and the keys whose slots are not all created (first use, or a grown limit)."""
+    """What a take of slots locked: per key the slots got, and the keys with queued
+    work."""
 
     got: dict[str, int]
     queued: set[str]
-    incomplete: set[str]
 
 
 @dataclass(frozen=True)
@@ -115,9 +114,8 @@ class FlowStore(FlowReads):
         self, wanted: dict[str, tuple[int, int]], now: datetime, waiting: bool = False
     ) -> TakenSlots:
         """Lock up to `count` free slots of each key (key -> (limit, count)) for the
-        transaction; the slots got per key, the keys with queued work and those whose
-        slots are not all created yet. `waiting`: wait for locked slots instead of
-        skipping them (woken passes holding none)."""
+        transaction; the slots got per key, and the keys with queued work. `waiting`:
+        wait for locked slots instead of skipping them (woken passes holding none)."""
         keys = sorted(wanted)
         rows = self._sql.all(
             "flow_take_slots_waiting" if waiting else "flow_take_slots",
@@ -130,15 +128,12 @@ class FlowStore(FlowReads):
         )
         got = {k: 0 for k in keys}
         queued: set[str] = set()
-        incomplete: set[str] = set()
         for row in rows:
             if row["slot"] is not None:
                 got[row["flow_key"]] += 1
             if row["queued"]:
                 queued.add(row["flow_key"])
-            if not row["complete"]:
-                incomplete.add(row["flow_key"])
-        return TakenSlots(got, queued, incomplete)
+        return TakenSlots(got, queued)
 
     def lease_slots(
         self, limits: dict[str, int], holder: str, until: datetime, now: datetime

@@ -55,9 +55,10 @@ THROTTLE_PER_S = 20
 # Claimer threads per worker process: 4 x 2 claimers for 5 slots, so the limit bites.
 CLAIMER_THREADS = 2
 # The most a concurrency run may take (a key's queue that stalls shows as fewer than all
-# completed instead of holding the whole run up): alone on the machine, one key ran 118
-# attempts a second (10,000 in 85 s) and the pair 125 (80 s) at bdc8d5b.
-VIOLATIONS_BUDGET_S = 120.0
+# completed instead of holding the whole run up). Alone on the machine the pair took
+# 80-112 s for its 10,000 attempts at bdc8d5b-332bcad (89-125 a second) and one key
+# 72-107 s: a run that ends sooner ends then, so the budget only bounds a stall.
+VIOLATIONS_BUDGET_S = 180.0
 
 
 def _call(ctx: Any) -> int:

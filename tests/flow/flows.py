@@ -19,6 +19,7 @@ from workflow_runner import (
     Singleton,
     Steps,
     Throttle,
+    WorkflowDefinition,
     WorkflowRegistry,
     define_workflow,
     on_event,
@@ -42,6 +43,28 @@ def _echo(ctx: Any) -> Any:
     return ctx.event.payload["n"]
 
 
+def _account_and_global(name: str, global_limit: int, global_key: str) -> WorkflowDefinition:
+    """A workflow whose one task is limited to one call at a time per account and
+    `global_limit` across all tenants (key `global_key`)."""
+    return define_workflow(
+        name=name,
+        trigger=on_event(f"{name}.go"),
+        idempotency_key=Event.payload["n"],
+        steps=lambda s: [
+            s.task(
+                "call",
+                _echo,
+                concurrency=[
+                    Concurrency(1, key=Event.payload["account"]),
+                    Concurrency(global_limit, key=global_key, scope="global"),
+                ],
+            ),
+            s.return_({"n": Steps["call"]}),
+        ],
+        register=False,
+    )
+
+
 def _batch_ns(ctx: Any) -> Any:
     return [e.payload["n"] for e in ctx.events]
 
@@ -63,23 +86,9 @@ def _registry() -> WorkflowRegistry:
             register=False,
         ),
         # One call at a time to an account's API, and five across all tenants.
-        define_workflow(
-            name="one-call",
-            trigger=on_event("one-call.go"),
-            idempotency_key=Event.payload["n"],
-            steps=lambda s: [
-                s.task(
-                    "call",
-                    _echo,
-                    concurrency=[
-                        Concurrency(1, key=Event.payload["account"]),
-                        Concurrency(5, key="provider", scope="global"),
-                    ],
-                ),
-                s.return_({"n": Steps["call"]}),
-            ],
-            register=False,
-        ),
+        _account_and_global("one-call", 5, "provider"),
+        # One call at a time per account and one in all: both keys queue at once.
+        _account_and_global("tight-pair", 1, "tight"),
         # Two calls at a time per account (a step's own limit, no workflow limit).
         define_workflow(
             name="two-calls",

@@ -9,14 +9,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from workflow_runner import Concurrency, Event, define_workflow, on_event
 from workflow_runner.engine.task_outcomes import record_success
 from workflow_runner.flow.keys import flow_key
 from workflow_runner.flow.wake import HANDOVER_SECONDS
 from workflow_runner.store import Store
 
 from tests.flow.flows import (
-    REGISTRY,
     at,
     claim,
     look,
@@ -153,53 +151,29 @@ def test_an_attempt_woken_with_one_keys_slot_takes_a_free_slot_of_its_other_key_
     over) that went to the back of the other's queue gave its slot back, and woken there
     found the first key's queue waiting in turn: none ever held both (issue 34's pair).
     It takes a free slot of the other key instead."""
-    tight = define_workflow(
-        name="tight-pair",
-        trigger=on_event("tight-pair.go"),
-        idempotency_key=Event.payload["n"],
-        steps=lambda s: [
-            s.task(
-                "call",
-                _echo,
-                concurrency=[
-                    Concurrency(1, key=Event.payload["account"]),
-                    Concurrency(1, key="tight", scope="global"),
-                ],
-            ),
-            s.return_(1),
-        ],
-        register=False,
+    # Given: a-1's call runs (the global slot); b's first call, then a-1's second
+    # and b's second wait in the global key's queue
+    for n, account in ((1, "a-1"), (2, "b"), (3, "a-1"), (4, "b")):
+        put(store, "tight-pair", n, now=at(n / 10), account=account)
+    first = claim(store, at(1))
+    assert first is not None and first.run_id == run_of("tight-pair", 1)
+    assert claim(store, at(1)) is None
+    # ... and b's second waits in b's own queue (its account's slot free: the
+    # release that freed it found that call's row held by a claim)
+    b_key = flow_key("concurrency", "tenant", TENANT_A, "tight-pair", "call", "b")
+    store.conn.execute(
+        "UPDATE flow_waiters SET flow_key = %s WHERE run_id = %s",
+        (b_key, run_of("tight-pair", 4)),
     )
-    REGISTRY.register(tight)
-    try:
-        # Given: a-1's call runs (the global slot); b's first call, then a-1's second
-        # and b's second wait in the global key's queue
-        for n, account in ((1, "a-1"), (2, "b"), (3, "a-1"), (4, "b")):
-            put(store, "tight-pair", n, now=at(n / 10), account=account)
-        first = claim(store, at(1))
-        assert first is not None and first.run_id == run_of("tight-pair", 1)
-        assert claim(store, at(1)) is None
-        # ... and b's second waits in b's own queue (its account's slot free: the
-        # release that freed it found that call's row held by a claim)
-        b_key = flow_key("concurrency", "tenant", TENANT_A, "tight-pair", "call", "b")
-        store.conn.execute(
-            "UPDATE flow_waiters SET flow_key = %s WHERE run_id = %s",
-            (b_key, run_of("tight-pair", 4)),
-        )
 
-        # When: a-1's call ends, its global slot handed to b's first call
-        record_success(store, first, 1, at(2))
-        claimed = claim(store, at(2))
+    # When: a-1's call ends, its global slot handed to b's first call
+    record_success(store, first, 1, at(2))
+    claimed = claim(store, at(2))
 
-        # Then: b's first call runs with both slots; b's second still waits
-        assert claimed is not None and claimed.run_id == run_of("tight-pair", 2)
-        rows = store.conn.execute("SELECT flow_key, holder FROM flow_slots").fetchall()
-        holders = {r["flow_key"]: r["holder"] for r in rows}
-        assert holders[b_key] == holders["concurrency:global:*:*:tight"] is not None
-        assert run_of("tight-pair", 4) in [w["run_id"] for w in waiters(store)]
-    finally:
-        REGISTRY.unregister("tight-pair")
-
-
-def _echo(ctx: Any) -> int:
-    return 1
+    # Then: b's first call runs with both slots; b's second still waits
+    assert claimed is not None and claimed.run_id == run_of("tight-pair", 2)
+    rows = store.conn.execute("SELECT flow_key, holder FROM flow_slots").fetchall()
+    holders = {r["flow_key"]: r["holder"] for r in rows}
+    assert holders[b_key] is not None
+    assert holders[b_key] == holders["concurrency:global:*:*:tight"]
+    assert run_of("tight-pair", 4) in [w["run_id"] for w in waiters(store)]

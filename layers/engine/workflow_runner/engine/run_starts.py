@@ -174,7 +174,7 @@ def _slots_judged(
         and s.definition.flow is not None
         and s.definition.flow.concurrency
     ]
-    if len(asking) < 2:
+    if not asking:
         return list(starts)
     verdicts = first_passes_slots(
         store, [(s.definition, s.event, s.run_id) for _, s in asking], now

@@ -121,18 +121,10 @@ def record_success(
                     store.pending.mark_matched(
                         task.tenant_id, task.run_id, version, TASK_OUTCOME, task.task_id, now
                     )
-            _release_last(store, task, now)
+            release_task_slots(store, task, now)  # last: see its docstring
     if appended is None:
         return "dropped", False
     return "completed", due
-
-
-def _release_last(store: Store, task: ClaimedTask, now: datetime) -> None:
-    """Flow control: the attempt's slots go back with its outcome, as the transaction's
-    last statements. The outcome's writes (held back by the caller's pipeline) ride the
-    release's round trip, and the slot rows are locked only from there to the commit:
-    a look counting the key's slots, or a claim adopting one, waits that much less."""
-    release_task_slots(store, task, now)
 
 
 def record_failure(
@@ -198,7 +190,7 @@ def record_failure(
             elif not attempt_running:
                 store.tasks.retry(task, retry_at, error)
             if not attempt_running:
-                _release_last(store, task, now)
+                release_task_slots(store, task, now)  # last: see its docstring
     if appended is None:
         return "dropped", False
     if final:

@@ -95,8 +95,7 @@ def admit_passes(
             specs.setdefault(spec.flow_key, spec)
             counts[spec.flow_key] = counts.get(spec.flow_key, 0) + 1
     wanted = {key: (specs[key].limit, n) for key, n in counts.items()}
-    taken = store.flow.take_slots(wanted, now)
-    got, queued = taken.got, taken.queued
+    got, queued = store.flow.take_slots(wanted, now)
     short = [specs[k] for k in wanted if got[k] < counts[k] and k not in queued]
     if short:
         # First use of a key, or its limit grew: create its slots and take again (the
@@ -105,9 +104,11 @@ def admit_passes(
         # transactions changed meanwhile (SKIP LOCKED): the take again finds them. Held
         # back instead, the generous limit's backlog drain ran 1.6x slower.
         store.flow.ensure_slots(short, now)
-        again = store.flow.take_slots({s.flow_key: wanted[s.flow_key] for s in short}, now)
-        got.update(again.got)
-        queued |= again.queued
+        again, more_queued = store.flow.take_slots(
+            {s.flow_key: wanted[s.flow_key] for s in short}, now
+        )
+        got.update(again)
+        queued |= more_queued
     # Per pass and key: None (not queued), False (queued, waiting) or True (woken).
     places: dict[tuple[int, str], bool | None] = {}
     asked = [(i, spec) for i, w in enumerate(works) for spec in w.slots if spec.flow_key in queued]
@@ -124,10 +125,10 @@ def admit_passes(
         # look rather than be held again and woken by another look, which would lock
         # them again. Only while this transaction holds no slot, so that a wait never
         # closes a cycle (waits in key order, as looks and woken task attempts).
-        again = store.flow.take_slots(
+        again, _ = store.flow.take_slots(
             {k: (specs[k].limit, n) for k, n in woken.items()}, now, waiting=True
         )
-        got.update(again.got)
+        got.update(again)
     held: set[int] = set()
     lacking: dict[int, list[LimitSpec]] = {}
     # The woken first: the free slots of a queued key were promised to them.

@@ -25,7 +25,6 @@ __all__ = [
     "LockedLimit",
     "RunWait",
     "SkippedTrigger",
-    "TakenSlots",
     "Waiter",
     "Woken",
 ]
@@ -62,15 +61,6 @@ class Woken:
     waiter: Waiter
     queued_at: datetime
     handed: bool = False
-
-
-@dataclass(frozen=True)
-class TakenSlots:
-    """What a take of slots locked: per key the slots got, and the keys with queued
-    work."""
-
-    got: dict[str, int]
-    queued: set[str]
 
 
 @dataclass(frozen=True)
@@ -112,7 +102,7 @@ class FlowStore(FlowReads):
 
     def take_slots(
         self, wanted: dict[str, tuple[int, int]], now: datetime, waiting: bool = False
-    ) -> TakenSlots:
+    ) -> tuple[dict[str, int], set[str]]:
         """Lock up to `count` free slots of each key (key -> (limit, count)) for the
         transaction; the slots got per key, and the keys with queued work. `waiting`:
         wait for locked slots instead of skipping them (woken passes holding none)."""
@@ -133,7 +123,7 @@ class FlowStore(FlowReads):
                 got[row["flow_key"]] += 1
             if row["queued"]:
                 queued.add(row["flow_key"])
-        return TakenSlots(got, queued)
+        return got, queued
 
     def lease_slots(
         self, limits: dict[str, int], holder: str, until: datetime, now: datetime

@@ -178,7 +178,11 @@ def _take_slots(
 
 def release_task_slots(store: Store, task: ClaimedTask, now: datetime) -> None:
     """Give back the slots of a task's attempt that ended, in its outcome's transaction,
-    handing each to the attempt first in its key's queue (`give_back`)."""
+    handing each to the attempt first in its key's queue (`give_back`). Called as the
+    transaction's last statements: the outcome's writes, held back by the caller's
+    pipeline, ride the release's round trip, and the slot rows are locked only from
+    there to the commit (a look counting the key's slots, or a claim adopting one,
+    waits that much less)."""
     if not task.limits:
         return
     limits = {

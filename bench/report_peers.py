@@ -167,6 +167,14 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         "look-back's guarantee (no lost wakeup) and stays. Our latency is mostly queueing:",
         "the 4 workers take 100 wake jobs and 100 resume batches; workload 4 measures the",
         "same path at 100 events/s.",
+        "A py-spy profile of this workload alone (three rounds of 1,000, 400 samples/s,",
+        "2026-12-02, quiet machine) put a wake call at about 18 ms of a worker's wall",
+        "time and a resume batch of ten at about 16.5 ms, both 95% inside psycopg's",
+        "`Connection.wait` (the server's work, or the GIL shared with the other",
+        "threads): the work is the database round trips, not our Python. It also showed",
+        "the wake's first transaction reading its ten events' states one statement",
+        "each (31% of a wake call); they are read in one statement now: 978-993 ->",
+        "1,068-1,148 runs/s on the same server, three rounds each.",
     ]
     return out
 

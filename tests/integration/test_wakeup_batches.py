@@ -14,6 +14,8 @@ from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.aws.inprocess import InMemoryResumeQueue
 from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.engine.inbox_writes import store_inbox_events
+from workflow_runner.errors import StoreError
 from workflow_runner.ports import ResumeRequest
 from workflow_runner.store import Store
 
@@ -135,6 +137,59 @@ def test_a_batch_reads_every_events_waits_in_one_round_trip_with_the_lock(
         counted.close()
     assert trips == 1
     assert [len(rows) for rows in found] == [10] * 10  # no keys: every wait may take each
+
+
+class StatementLog(CountingConnection):
+    """Keeps the text of every statement executed, in a pipeline or not."""
+
+    statements: list[str]
+
+    def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        self.statements.append(str(query))
+        return super().execute(query, *args, **kwargs)
+
+
+def test_a_batch_reads_its_stored_events_states_in_one_statement(
+    db_url: str, store: Store, watching: WorkflowRegistry, clock: ManualClock
+) -> None:
+    """Ten events: after storing them, one statement says which are left to match and
+    at which instant (one read an event made ten round trips inside the pipeline)."""
+    fields = [chr(ord("a") + i) for i in range(10)]
+    for f in fields:
+        _watch(store, watching, f"k-{f}", f, TENANT_A)
+    clock.set(SALE)
+    conn = StatementLog.connect(db_url, autocommit=True, row_factory=dict_row)
+    conn.statements = []
+    counted = Store(conn)
+    try:
+        batch = ops.wake_and_enqueue_many(
+            counted,
+            InMemoryResumeQueue(clock),
+            [_sale(f"sale-{f}", **{f: 1}) for f in fields],
+            SALE,
+        )
+    finally:
+        counted.close()
+    assert [len(m.woken) for m in batch.events] == [1] * 10
+    assert sum("AS done" in q for q in conn.statements) == 1
+
+
+def test_wakeup_states_come_in_the_order_asked_and_an_unstored_event_is_named(
+    store: Store, watching: WorkflowRegistry, clock: ManualClock
+) -> None:
+    run = _watch(store, watching, "k-a", "a", TENANT_A)
+    clock.set(SALE)
+    ops.wake_and_enqueue_many(store, InMemoryResumeQueue(clock), [_sale("done", a=1)], SALE)
+    late = SALE + timedelta(minutes=1)
+    with store.transaction(), store.pipeline():  # stored, not matched
+        store_inbox_events(store, [_sale("open", TENANT_B, a=1)], late)
+
+    states = store.inbox.wakeup_states([(TENANT_B, "open"), (TENANT_A, "done")])
+
+    assert states == [(SALE, False), (SALE, True)]  # EventBridge time, not receive time
+    assert _matches(store, TENANT_A) == {run: ["done"]}
+    with pytest.raises(StoreError, match=f"event missing of tenant {TENANT_A} is not in the inbox"):
+        store.inbox.wakeup_states([(TENANT_A, "done"), (TENANT_A, "missing")])
 
 
 @pytest.mark.parametrize("order", ["narrow-first", "wide-first"])

@@ -189,7 +189,7 @@ def _open_events(
     wait yet, with their instant."""
     with store.transaction(), store.pipeline():
         store_inbox_events(store, events, now)
-        states = [store.inbox.wakeup_state(e.tenant_id, e.id) for e in events]
+        states = store.inbox.wakeup_states([(e.tenant_id, e.id) for e in events])
     return [(e, instant) for e, (instant, done) in zip(events, states, strict=True) if not done]
 
 

@@ -147,17 +147,26 @@ class InboxStore:
         """Mark the event's triggers as processed; False when they were before."""
         return bool(self.claim_triggers([(tenant_id, event_id)], now)())
 
-    def wakeup_state(self, tenant_id: str, event_id: str) -> tuple[datetime, bool]:
-        """A stored awaited event's instant (EventBridge time, else receive time) and
-        whether every waiting run has been matched against it already.
+    def wakeup_states(self, events: Sequence[tuple[str, str]]) -> list[tuple[datetime, bool]]:
+        """Stored awaited events' instants (EventBridge time, else receive time) and
+        whether every waiting run has been matched against each already, in the order
+        of `events` ((tenant, event id) each), in one statement.
 
         Raises:
-            StoreError: the event is not stored.
+            StoreError: an event is not stored.
         """
-        row = self._sql.one("inbox_wakeup_state", {"tenant_id": tenant_id, "event_id": event_id})
-        if row is None:
-            raise StoreError(f"event {event_id} of tenant {tenant_id} is not in the inbox")
-        return row["instant"], bool(row["done"])
+        rows = self._sql.all(
+            "inbox_wakeup_states",
+            {
+                "tenant_ids": array_literal([t for t, _ in events]),
+                "event_ids": array_literal([e for _, e in events]),
+            },
+        )
+        found = {r["n"]: (r["instant"], bool(r["done"])) for r in rows}
+        for n, (tenant_id, event_id) in enumerate(events, 1):
+            if n not in found:
+                raise StoreError(f"event {event_id} of tenant {tenant_id} is not in the inbox")
+        return [found[n] for n in range(1, len(events) + 1)]
 
     def finish_wakeup(self, tenant_id: str, event_id: str, now: datetime) -> None:
         """Record that every waiting run has been matched against the event."""

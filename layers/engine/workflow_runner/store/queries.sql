@@ -242,12 +242,14 @@ WHERE inbox.tenant_id = target.tenant_id AND inbox.event_id = target.event_id
   AND inbox.triggered_at IS NULL
 RETURNING inbox.tenant_id::text AS tenant_id, inbox.event_id;
 
--- name: inbox_wakeup_state
--- An awaited event's instant (its EventBridge time, else when it was received) and
--- whether every waiting run has been matched against it already (woken_at set).
-SELECT coalesce(event_time, received_at) AS instant, woken_at IS NOT NULL AS done
-FROM inbox
-WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s;
+-- name: inbox_wakeup_states
+-- Awaited events' instants (their EventBridge time, else when they were received) and
+-- whether every waiting run has been matched against each already (woken_at set), for
+-- %(tenant_ids)s and %(event_ids)s pairwise, by position (n from 1); an event not
+-- stored has no row.
+SELECT q.n, coalesce(i.event_time, i.received_at) AS instant, i.woken_at IS NOT NULL AS done
+FROM unnest(%(tenant_ids)s::uuid[], %(event_ids)s::text[]) WITH ORDINALITY AS q(tenant_id, event_id, n)
+JOIN inbox i ON i.tenant_id = q.tenant_id AND i.event_id = q.event_id;
 
 -- name: finish_inbox_wakeup
 -- Every waiting run has been matched against this event: a redelivery matches nothing.

@@ -2,7 +2,8 @@
 open the runs list, filter to failed, open a run and see its graph, cancel a waiting
 run; and, as `wfr console --host` serves it, get in with the link it prints (its
 operator token) and act, while a page that rebinds its name to the console is refused;
-and migrate waiting runs after seeing, on the dry run, what would move.
+and migrate waiting runs after seeing, on the dry run, what would move; and see a
+full flow-control limit on the Limits page and the run it holds back.
 Screenshots go to the test's temporary directory and, once a test has passed, to
 build/console-screenshots/: the docs site built after it shows those (never stale), and
 `make screenshots` copies them over the committed ones in docs/console/."""
@@ -32,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "console"))
 from console_support import ROOT, populate, send
 from test_console_migrate import V1, V2, registry
 
+from tests.flow.flows import REGISTRY as FLOW_REGISTRY
+from tests.flow.flows import at, held_run, put
 from tests.support import TENANT_A, TENANT_B, network_address, serving_console
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -302,4 +305,46 @@ def test_an_operator_migrates_waiting_runs_after_seeing_what_would_move(
     for key in ("r-1", "r-2"):
         types = [e.type for e in store.streams.load(TENANT_A, run_id_for("refund", key))]
         assert types[-2:] == ["workflow.operator-action", "workflow.run-migrated"]
+    publish(shots)
+
+
+def test_an_operator_sees_a_full_limit_and_the_run_it_holds_back(
+    db_url: str, store: Store, shots: Path
+) -> None:
+    """Account a-1's two slots are leased to running tasks and a third run queues: the
+    Limits page shows the key full with one queued, and the run's page says what holds
+    it back."""
+    run_id = held_run(store)
+    for n in range(4):
+        put(store, "throttled", n)
+    store.local.set_clock(at(61))  # the console's now: this local database's business time
+    config = ConsoleConfig(
+        database_url=db_url,
+        registry=FLOW_REGISTRY,
+        template=ROOT / "template.yaml",
+        database_label="workflow_runner on 127.0.0.1",
+    )
+    with _serving(config) as base, playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page(viewport={"width": 1360, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(base + "/")
+        page.get_by_role("link", name="Limits", exact=True).click()
+        page.wait_for_url("**/limits")
+        headers = page.locator("table.limits thead th").all_inner_texts()
+        rows = page.locator("table.limits tbody tr")
+        cells = rows.filter(has_text="per-account").locator("td").all_inner_texts()
+        full = dict(zip(headers, cells, strict=True))
+        assert (full["Kind"], full["Key"], full["Tenant"]) == ("concurrency", "a-1", TENANT_A[:8])
+        assert (full["In flight"], full["Queued"]) == ("2", "1")
+        assert rows.filter(has_text="throttled").filter(has_text="throttle").count() == 1
+        page.screenshot(path=str(shots / "limits.png"), full_page=True)
+
+        page.goto(f"{base}/runs/{run_id}?tenant={TENANT_A}")
+        held = page.get_by_text("Held by flow control: run waits for concurrency 2 of per-account")
+        assert held.is_visible() and "until a slot frees" in held.inner_text()
+        page.screenshot(path=str(shots / "run-held.png"), full_page=True)
+        browser.close()
+    assert errors == []
     publish(shots)

@@ -303,3 +303,18 @@ def settle(store: Store, now: datetime, tenant: str = TENANT_A) -> None:
         if not moved:
             return
     raise AssertionError("the runs did not come to rest")
+
+
+def held_run(store: Store) -> str:
+    """Account a-1 with both slots leased to running tasks and a third run queued."""
+    for n in (1, 2):
+        put(store, "per-account", n)
+    project(store, at(60))
+    for n in (1, 2):
+        resume(store, run_of("per-account", n), 0, at(60))
+    project(store, at(60))
+    assert claim(store, at(61)) is not None and claim(store, at(61)) is not None
+    put(store, "per-account", 3)
+    project(store, at(61))
+    assert resume(store, run_of("per-account", 3), 0, at(61)).reason == "held_by_limit"
+    return run_of("per-account", 3)

@@ -11,7 +11,7 @@ from typing import Any
 from workflow_runner.cli import main
 from workflow_runner.store import Store
 
-from tests.flow.flows import at, claim, project, put, resume, run_of
+from tests.flow.flows import at, held_run, put, run_of
 from tests.support import TENANT_A
 
 
@@ -26,23 +26,8 @@ def wfr(db_url: str, *argv: str) -> tuple[int, str]:
     return code, out.getvalue() + err.getvalue()
 
 
-def _held_run(store: Store) -> str:
-    """Account a-1 with both slots leased to running tasks and a third run queued."""
-    for n in (1, 2):
-        put(store, "per-account", n)
-    project(store, at(60))
-    for n in (1, 2):
-        resume(store, run_of("per-account", n), 0, at(60))
-    project(store, at(60))
-    assert claim(store, at(61)) is not None and claim(store, at(61)) is not None
-    put(store, "per-account", 3)
-    project(store, at(61))
-    assert resume(store, run_of("per-account", 3), 0, at(61)).reason == "held_by_limit"
-    return run_of("per-account", 3)
-
-
 def test_runs_show_says_which_limit_holds_a_run_back(db_url: str, store: Store) -> None:
-    run_id = _held_run(store)
+    run_id = held_run(store)
     code, text = wfr(db_url, "runs", "show", run_id, "--tenant", TENANT_A)
     assert code == 0, text
     assert "run waits for concurrency 2 of per-account key 'a-1' (per tenant)" in text
@@ -65,7 +50,7 @@ def test_runs_show_says_when_a_throttled_run_starts(db_url: str, store: Store) -
 
 
 def test_wfr_limits_lists_keys_with_work_in_flight_and_queued(db_url: str, store: Store) -> None:
-    _held_run(store)
+    held_run(store)
     for n in range(4):
         put(store, "throttled", n)
     code, text = wfr(db_url, "limits", "--json", "--now", at(61).isoformat())
@@ -103,7 +88,7 @@ def test_the_console_shows_the_limits_page_and_what_holds_a_run_back(
 ) -> None:
     from tests.console.console_support import console
 
-    run_id = _held_run(store)
+    run_id = held_run(store)
     client = console(db_url)
     limits = client.get("/limits")
     assert limits.status == 200
@@ -113,3 +98,9 @@ def test_the_console_shows_the_limits_page_and_what_holds_a_run_back(
     shown = client.get(f"/runs/{run_id}", tenant=TENANT_A)
     assert shown.status == 200
     assert "Held by flow control: run waits for concurrency 2 of per-account" in shown.text
+    # The held fact's wake time is when the run queued: the page does not offer it as
+    # the time the run starts.
+    assert "Held before its first step by flow control (concurrency); starts when a slot" in (
+        shown.text
+    )
+    assert "Waiting at step 0 until" not in shown.text

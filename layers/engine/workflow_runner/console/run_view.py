@@ -14,6 +14,7 @@ from ..graph import run_chart
 from ..store import RunSummary, StoredEvent
 from ..stream import (
     ChildrenWaiting,
+    FlowHeld,
     OperatorAction,
     RunCompleted,
     RunFailed,
@@ -378,6 +379,20 @@ def run_page(view: View, run: RunSummary, query: Mapping[str, str]) -> str:
             f"Waiting at step {answer.step_index} for {what} (result {answer.result_key!r}), "
             + ("until the next heartbeat, due " if beat else "until "),
             when(answer.due_at, view.now),
+            class_="where",
+        )
+    elif isinstance(state.suspension, FlowHeld):
+        held = state.suspension
+        # A concurrency hold's wake time is when it queued, not when it will start.
+        start = (
+            ["starts when a slot frees"]
+            if held.reason == "concurrency"
+            else ["starts ", when(held.wake_at, view.now)]
+        )
+        where = el(
+            "p",
+            f"Held before its first step by flow control ({held.reason}); ",
+            *start,
             class_="where",
         )
     elif state.suspension is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -133,15 +134,19 @@ def drain_processes(
     lease_batch: int = 100,
     prepared_statements: bool = True,
     limited: bool = False,
+    seeded: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Seed `n` due runs and time `workers` processes resuming all of them (`batch` per
     transaction, leased `lease_batch` at a time), with the pending projection catching
     up in another process meanwhile; `prepared_statements` as DB_PREPARED_STATEMENTS;
-    `limited`: bench-sleep with a generous concurrency limit (flow control)."""
+    `limited`: bench-sleep with a generous concurrency limit (flow control); `seeded`
+    is called once the runs are seeded, before the drain (bench/statements.py)."""
     registry = bench_registry(limited)
     seed_started = time.perf_counter()
     seed_sleeping_runs(url, registry, n, datetime.now(UTC) - timedelta(hours=1))
     seed_s = time.perf_counter() - seed_started
+    if seeded is not None:
+        seeded()
     ctx = multiprocessing.get_context("spawn")
     start, out, stop, projected = ctx.Barrier(workers + 1), ctx.Queue(), ctx.Event(), ctx.Queue()
     projector = ctx.Process(target=_projector, args=(url, prepared_statements, stop, projected))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from workflow_runner import DomainEvent, run_id_for
@@ -27,12 +28,20 @@ from .latency import _pending_count
 from .peer_figures import wake_figures
 
 
-def run_ours(url: str, n: int, workers: int, resumes_first: bool = True) -> dict[str, Any]:
+def run_ours(
+    url: str,
+    n: int,
+    workers: int,
+    resumes_first: bool = True,
+    waiting: Callable[[], None] | None = None,
+) -> dict[str, Any]:
     """N correlated waits woken by N events sent at once; throughput and latency.
 
     `resumes_first`: the workers take a waiting resume batch before the next wake
     (deployed, EventWakeup and ResumeRun are separate functions, so the resumes a wake
-    sent do not queue behind the burst's other wakes); False: first in, first out."""
+    sent do not queue behind the burst's other wakes); False: first in, first out.
+    `waiting` is called once every run waits, before the events are sent
+    (bench/statements.py)."""
     sent: dict[str, float] = {}
     done: dict[str, float] = {}
     lock = threading.Lock()
@@ -53,6 +62,8 @@ def run_ours(url: str, n: int, workers: int, resumes_first: bool = True) -> dict
         if not wait_until(lambda: _pending_count(url) >= n, 300, poll=0.1):
             raise RuntimeError("event wait: the waiting runs were not all projected")
         time.sleep(0.5)  # let the pipeline go quiet before measuring
+        if waiting is not None:
+            waiting()
         for i in range(n):
             now = time.time()
             sent[run_id_for("bench-await", f"e{i}")] = now

@@ -1,0 +1,34 @@
+"""The statement profile's labels: a statement pg_stat_statements recorded is named after
+the engine query it is, whatever its placeholders, comments and layout."""
+
+from __future__ import annotations
+
+from workflow_runner.store.queries import queries
+
+from bench.statements import _shape, name_of
+
+
+def _named() -> dict[str, str]:
+    return {name: _shape(text) for name, text in queries().items()}
+
+
+def test_a_recorded_statement_is_named_after_its_query() -> None:
+    # What pg_stat_statements keeps: numbered placeholders, no comments, other layout.
+    recorded = (
+        "UPDATE inbox SET woken_at = coalesce(woken_at, $1)\n"
+        "    WHERE tenant_id = $2 AND event_id = $3"
+    )
+
+    assert name_of(recorded, _named()) == "finish_inbox_wakeup"
+
+
+def test_every_query_names_itself() -> None:
+    named = _named()
+    wrong = {name for name, text in queries().items() if name_of(text, named) != name}
+    # Queries whose text is the same as another's start cannot be told apart; none are.
+    assert wrong == set()
+
+
+def test_a_statement_of_no_query_has_no_name() -> None:
+    assert name_of("SELECT count(*) FROM workflow_runs", _named()) == ""
+    assert name_of("COMMIT", _named()) == ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from typing import Any
 
 from workflow_runner.cli import main
@@ -47,6 +48,21 @@ def test_runs_show_says_when_a_throttled_run_starts(db_url: str, store: Store) -
     assert code == 0, text
     assert "run waits for throttle: throttle 10 per 0:01:00 of throttled key 'a-1'" in text
     assert "until 2030-01-01T09:00:12+00:00" in text
+
+
+def test_the_console_says_when_a_throttled_run_starts(db_url: str, store: Store) -> None:
+    from tests.console.console_support import console
+
+    for n in range(3):
+        put(store, "throttled", n)
+
+    shown = console(db_url).get(f"/runs/{run_of('throttled', 2)}", tenant=TENANT_A)
+
+    assert shown.status == 200
+    where = re.search(r'<p class="where">(.*?)</p>', shown.text)
+    assert where is not None, shown.text
+    assert "Held before its first step by flow control (throttle); starts " in where[1]
+    assert 'datetime="2030-01-01T09:00:12Z"' in where[1]
 
 
 def test_wfr_limits_lists_keys_with_work_in_flight_and_queued(db_url: str, store: Store) -> None:

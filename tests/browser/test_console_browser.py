@@ -81,14 +81,7 @@ def console_url(db_url: str, store: Store) -> Iterator[tuple[str, Any]]:
     with webhook_sink({"/inventory-synced": [410]}) as sink:
         redirect = {"WFR_WEBHOOK_REDIRECTS": f"hooks.example.com={sink.url}"}
         catch_up_local(store, default_registry(), redirect, ROOT / "template.yaml")
-    config = ConsoleConfig(
-        database_url=db_url,
-        registry=default_registry(),
-        allow_actions=True,
-        template=ROOT / "template.yaml",
-        database_label="workflow_runner on 127.0.0.1",
-    )
-    with _serving(config) as base:
+    with _serving(_config(db_url, default_registry(), allow_actions=True)) as base:
         yield base, runs
 
 
@@ -105,6 +98,29 @@ def _serving(config: ConsoleConfig) -> Iterator[str]:
         server.server_close()
         thread.join(timeout=10)
         app.pool.close()
+
+
+
+def _config(db_url: str, registry: Any, allow_actions: bool = False) -> ConsoleConfig:
+    """The console as these tests serve it: this project's template, a fixed label."""
+    return ConsoleConfig(
+        database_url=db_url,
+        registry=registry,
+        allow_actions=allow_actions,
+        template=ROOT / "template.yaml",
+        database_label="workflow_runner on 127.0.0.1",
+    )
+
+
+@contextmanager
+def _page() -> Iterator[Any]:
+    """A 1360x900 page of Debian's headless chromium, closed afterwards."""
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            yield browser.new_page(viewport={"width": 1360, "height": 900})
+        finally:
+            browser.close()
 
 
 FRESH_SHOTS = ROOT / "build" / "console-screenshots"
@@ -129,9 +145,7 @@ def test_an_operator_finds_a_failed_run_and_cancels_a_waiting_one(
     console_url: tuple[str, Any], shots: Path, store: Store
 ) -> None:
     base, runs = console_url
-    with playwright_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_page(viewport={"width": 1360, "height": 900})
+    with _page() as page:
         errors: list[str] = []
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -200,7 +214,6 @@ def test_an_operator_finds_a_failed_run_and_cancels_a_waiting_one(
         assert page.locator("section.finding-warning").count() == 1
         assert page.locator("section.finding-warning a[href^='/deliveries?tenant=']").count() == 1
         page.screenshot(path=str(shots / "doctor.png"), full_page=True)
-        browser.close()
     assert errors == []
     publish(shots)
 
@@ -275,16 +288,9 @@ def test_an_operator_migrates_waiting_runs_after_seeing_what_would_move(
         event = DomainEvent(f"e-{key}", "refund.asked", {"id": key}, TENANT_A, now, "tests")
         ingest_domain_event(store, event, now, registry(V1))
     project_pending(store, now)
-    config = ConsoleConfig(
-        database_url=db_url,
-        registry=registry(V2),  # v1 is gone from the code: its waiting runs need moving
-        allow_actions=True,
-        template=ROOT / "template.yaml",
-        database_label="workflow_runner on 127.0.0.1",
-    )
-    with _serving(config) as base, playwright_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_page(viewport={"width": 1360, "height": 900})
+    # v1 is gone from the code: its waiting runs need moving.
+    config = _config(db_url, registry(V2), allow_actions=True)
+    with _serving(config) as base, _page() as page:
         page.goto(base + "/?workflow=refund&status=waiting")
         page.get_by_role("link", name="Migrate waiting runs to v2").click()
         page.wait_for_url("**/workflows/refund/migrate?to=2**")
@@ -301,7 +307,6 @@ def test_an_operator_migrates_waiting_runs_after_seeing_what_would_move(
         page.wait_for_load_state()
         assert page.get_by_text("refund → v2: 2 moved, 0 already on v2").is_visible()
         page.screenshot(path=str(shots / "migrate-done.png"), full_page=True)
-        browser.close()
     for key in ("r-1", "r-2"):
         types = [e.type for e in store.streams.load(TENANT_A, run_id_for("refund", key))]
         assert types[-2:] == ["workflow.operator-action", "workflow.run-migrated"]
@@ -318,15 +323,7 @@ def test_an_operator_sees_a_full_limit_and_the_run_it_holds_back(
     for n in range(4):
         put(store, "throttled", n)
     store.local.set_clock(at(61))  # the console's now: this local database's business time
-    config = ConsoleConfig(
-        database_url=db_url,
-        registry=FLOW_REGISTRY,
-        template=ROOT / "template.yaml",
-        database_label="workflow_runner on 127.0.0.1",
-    )
-    with _serving(config) as base, playwright_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_page(viewport={"width": 1360, "height": 900})
+    with _serving(_config(db_url, FLOW_REGISTRY)) as base, _page() as page:
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(base + "/")
@@ -345,6 +342,5 @@ def test_an_operator_sees_a_full_limit_and_the_run_it_holds_back(
         held = page.get_by_text("Held by flow control: run waits for concurrency 2 of per-account")
         assert held.is_visible() and "until a slot frees" in held.inner_text()
         page.screenshot(path=str(shots / "run-held.png"), full_page=True)
-        browser.close()
     assert errors == []
     publish(shots)

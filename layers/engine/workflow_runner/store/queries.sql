@@ -460,11 +460,18 @@ WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s AND suspension_version =
 -- Three branches, each an index range of workflow_run_pending_event_waits_idx (tenant,
 -- type, key): the keys the event offers, the waits without a key, and (only when the
 -- event offers no keys) every keyed wait. One OR over the key would make every event
--- read every wait of its type (the key a filter, not an index condition).
+-- read every wait of its type (the key a filter, not an index condition). The first
+-- branch probes the index once per offered key (a lateral subquery the OFFSET 0 keeps
+-- apart, so the key is an equality of each probe): with `match_key = ANY(keys)`, the
+-- generic plan of a table not analyzed yet read every wait of the tenant per event
+-- (its estimate of an array of unknown length made the tenant-only index look cheaper).
 WITH candidates AS (
-    SELECT p.* FROM workflow_run_pending p
-    WHERE p.tenant_id = %(tenant_id)s AND p.wait_event_type = %(type)s
-      AND p.match_key = ANY(%(keys)s::text[])
+    SELECT p.* FROM (SELECT DISTINCT key FROM unnest(%(keys)s::text[]) AS key) k
+    CROSS JOIN LATERAL (
+        SELECT * FROM workflow_run_pending w
+        WHERE w.tenant_id = %(tenant_id)s AND w.wait_event_type = %(type)s
+          AND w.match_key = k.key
+        OFFSET 0) p
     UNION ALL
     SELECT p.* FROM workflow_run_pending p
     WHERE p.tenant_id = %(tenant_id)s AND p.wait_event_type = %(type)s

@@ -302,3 +302,30 @@ def test_a_batch_that_died_after_its_matches_committed_is_enqueued_by_its_retry(
 
     assert [len(m.woken) for m in retry.events] == [0, 0]  # nothing matched twice
     assert retry.enqueued == 2 and sorted(r.run_id for r in queue.sent) == sorted(runs)
+
+
+def test_a_resume_batch_reads_its_runs_awaited_events_with_their_claims(
+    db_url: str, store: Store, watching: WorkflowRegistry, clock: ManualClock
+) -> None:
+    """Ten runs woken by ten events and resumed in one batch: the events they take are
+    read in one statement that goes out with the claims, three round trips for the batch
+    (the runs' read, the claims, the passes' writes). One read a pass made ten more
+    round trips, each waiting on a server busy with the rest of the burst."""
+    fields = [chr(ord("a") + i) for i in range(10)]
+    runs = {f: _watch(store, watching, f"k-{f}", f, TENANT_A) for f in fields}
+    clock.set(SALE)
+    queue = InMemoryResumeQueue(clock)
+    ops.wake_and_enqueue_many(store, queue, [_sale(f"sale-{f}", **{f: 1}) for f in fields], SALE)
+    items = [ops.ResumeRequestItem(r.tenant_id, r.run_id, r.step_index) for r in queue.sent]
+    conn = StatementLog.connect(db_url, autocommit=True, row_factory=dict_row)
+    conn.statements = []
+    counted = Store(conn)
+    try:
+        results = ops.resume_runs(counted, items, SALE, watching)
+    finally:
+        counted.close()
+    assert [getattr(r, "outcome", r) for r in results] == ["completed"] * 10
+    assert sum("JOIN inbox i ON" in q for q in conn.statements) == 1
+    assert conn.round_trips == 3
+    for f, run_id in runs.items():  # each took its own event's payload
+        assert store.results.of_run(TENANT_A, run_id).values["sale.started"] == {f: 1}

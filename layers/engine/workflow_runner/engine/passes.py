@@ -73,6 +73,9 @@ class LoadedRun:
     events: list[StoredEvent]
     trigger_row: InboxEvent | None
     results: StoredResults | None = None  # read with the stream (a resume); None: read later
+    # The inbox rows of the events its suspension awaited, by event id, read with the
+    # batch's claims (a resume; None for one not stored); None: read by the pass.
+    awaited: dict[str, InboxEvent | None] | None = None
 
 
 # --- reading a run ----------------------------------------------------------------------
@@ -209,19 +212,20 @@ def restore_results(
     matched: str | None,
     work: RunState | None = None,
     stored: StoredResults | None = None,
+    awaited: dict[str, InboxEvent | None] | None = None,
 ) -> Restored | None:
     """The results at a suspension plus what the resume seeds: the matched event's
     payload under a wait_for_event's result key (a callback's payload under a
     wait_for_callback's), the results of the task(s) or child runs the suspension
     waited for (`work`: the run's state with their outcomes; None for a redrive, which
-    runs them again; `stored`: the run's results if already read). None when an awaited
-    payload is gone."""
+    runs them again; `stored`: the run's results if already read; `awaited`: inbox rows
+    already read, by event id). None when an awaited payload is gone."""
     seeded: list[str] = []
     if suspension.full_results:
         results = dict(suspension.results or {})
         refs = dict(suspension.awaited_refs or {})
         for key, event_id in refs.items():
-            payload = _awaited_payload(store, tenant_id, event_id)
+            payload = _awaited_payload(store, tenant_id, event_id, awaited)
             if payload is _GONE:
                 return None
             results[key] = payload
@@ -234,7 +238,7 @@ def restore_results(
         results, refs = stored.values, stored.awaited_refs
     if isinstance(suspension, (StepWaitingForEvent, StepWaitingForCallback)):
         key = suspension.result_key
-        payload = _awaited_payload(store, tenant_id, matched)
+        payload = _awaited_payload(store, tenant_id, matched, awaited)
         if payload is _GONE:
             return None
         results[key], refs[key] = payload, matched
@@ -326,10 +330,18 @@ def work_failure(
     return None
 
 
-def _awaited_payload(store: Store, tenant_id: str, event_id: str | None) -> Any:
+def _awaited_payload(
+    store: Store,
+    tenant_id: str,
+    event_id: str | None,
+    awaited: dict[str, InboxEvent | None] | None = None,
+) -> Any:
     if event_id is None:
         return None
-    row = store.inbox.get(tenant_id, event_id)
+    if awaited is not None and event_id in awaited:
+        row = awaited[event_id]
+    else:
+        row = store.inbox.get(tenant_id, event_id)
     # A callback's answer may be null: only its erasure makes it gone.
     if row is None or row.erased_at is not None:
         return _GONE
@@ -394,7 +406,9 @@ def continue_run(
             "trigger_event_unavailable", f"the trigger event of run {run_id} is no longer stored"
         )
     work = redo.work if redo is not None else (state if with_work else None)
-    restored = restore_results(store, tenant_id, run_id, suspension, matched, work, run.results)
+    restored = restore_results(
+        store, tenant_id, run_id, suspension, matched, work, run.results, run.awaited
+    )
     if restored is None:
         return fail(
             "awaited_event_unavailable", f"an awaited event of run {run_id} is no longer stored"

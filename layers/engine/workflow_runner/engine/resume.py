@@ -13,7 +13,7 @@ hands such a request to that version, after the batch's transaction.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -24,7 +24,7 @@ from ..fast_init import fast_init
 from ..flow.passes import admit_passes, pass_work
 from ..flow.wake import wake_after_commit
 from ..redaction import exception_for_log
-from ..store import Store
+from ..store import InboxEvent, Store
 from ..stream import (
     ChildrenWaiting,
     FlowHeld,
@@ -128,7 +128,13 @@ def _resume_all(
     claims = [d for d in decided if isinstance(d, _Claim)]
     claims_last = claims_last and bool(claims) and all(map(_reads_nothing_more, claims))
     sent = store.statements_sent
-    won = claimed if claims_last else _claim_all(store, claims, now)
+    if claims_last:
+        won = claimed
+    else:
+        with store.pipeline():  # the awaited events go out with the claims
+            read_awaited = _read_awaited_later(store, claims)
+            won = _claim_all(store, claims, now)
+        decided = read_awaited(decided)
     writes = PassWrites()
     results: list[ResumeResult | RunNotFound] = []
     with store.pipeline():
@@ -225,6 +231,39 @@ class _Claim:
     definition: WorkflowDefinition
     event: StepResumed
     wake_at: datetime
+
+
+_Decided = ResumeResult | RunNotFound | _Claim
+
+
+def _read_awaited_later(
+    store: Store, claims: Sequence[_Claim]
+) -> Callable[[list[_Decided]], list[_Decided]]:
+    """Send the read of the inbox rows the claims' passes will seed (the event or the
+    callback answer each suspension was matched with) without waiting: one statement for
+    the batch, not one round trip per pass. The returned function puts them on their
+    claims' runs (LoadedRun.awaited)."""
+    wanted = [
+        (c.base.tenant_id, c.run.state.matched_event_id)
+        for c in claims
+        if c.run.state.matched_event_id is not None
+    ]
+    if not wanted:
+        return lambda decided: decided
+    read = store.inbox.get_many_later(wanted)
+
+    def put(decided: list[_Decided]) -> list[_Decided]:
+        rows: dict[tuple[str, str], InboxEvent | None] = dict(zip(wanted, read(), strict=True))
+        out: list[_Decided] = []
+        for d in decided:
+            event_id = d.run.state.matched_event_id if isinstance(d, _Claim) else None
+            if isinstance(d, _Claim) and event_id is not None:
+                row = rows.get((d.base.tenant_id, event_id))
+                d = replace(d, run=replace(d.run, awaited={event_id: row}))
+            out.append(d)
+        return out
+
+    return put
 
 
 def _claim_all(store: Store, claims: Sequence[_Claim], now: datetime) -> set[tuple[str, str]]:

@@ -223,6 +223,14 @@ SELECT tenant_id::text AS tenant_id, event_id, source, type, detail, event_time,
 FROM inbox
 WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s;
 
+-- name: get_inbox_events
+-- Stored domain events, %(tenant_ids)s and %(event_ids)s pairwise, by position (n from
+-- 1); an event not stored has no row.
+SELECT q.n, i.tenant_id::text AS tenant_id, i.event_id, i.source, i.type, i.detail,
+       i.event_time, i.received_at, i.erased_at, i.position
+FROM unnest(%(tenant_ids)s::uuid[], %(event_ids)s::text[]) WITH ORDINALITY AS q(tenant_id, event_id, n)
+JOIN inbox i ON i.tenant_id = q.tenant_id AND i.event_id = q.event_id;
+
 -- name: claim_inbox_trigger
 -- Mark the triggers of inbox events (%(tenant_ids)s and %(event_ids)s, pairwise) as
 -- processed, locking them in (tenant, id) order; the events that come back are claimed

@@ -92,14 +92,16 @@ def _long_run_section(long: dict[str, Any] | None) -> list[str]:
         "A suspension stores only what its pass added and a resume reads the run's results",
         "from `run_results` and its stream from the last version on, so neither grows with",
         "the run. The naive way — load and fold the whole stream on each resume, as",
-        "release 0.1 did — is timed at the same two points.",
+        "release 0.1 did — is timed at the same two points. The points are measured in",
+        "turn, one resume of each (a second run at suspension 10 beside the long one), so",
+        "a stall of the machine lands on both alike.",
         "",
     ]
     out += _table(
         ["", "around suspension 10", "around suspension 1,000", "ratio"],
         [
             [
-                "resume (ms, median of 20)",
+                f"resume (ms, median of {long.get('window', 20)})",
                 long["resume_ms_at_10"],
                 long["resume_ms_at_1000"],
                 long["resume_ratio_1000_vs_10"],

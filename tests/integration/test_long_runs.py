@@ -3,9 +3,12 @@ run (bench/long_run.py measures the time; this pins the bytes, which are exact).
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
+import pytest
 from workflow_runner.store import NewEvent, Store
 from workflow_runner.store.queries import query
 from workflow_runner.store.sql import runs_params
@@ -19,6 +22,30 @@ def test_bytes_per_suspension_do_not_grow_with_the_run(db_url: str) -> None:
     assert measured["events"] == 2 * 200 + 2  # started, 200 x (waiting, resumed), completed
     # Suspension 190 appends what suspension 10 did (item numbers grow by a digit).
     assert measured["bytes_per_suspension_ratio_1000_vs_10"] <= 1.02
+
+
+def test_a_stall_of_the_machine_lands_on_both_measuring_points_alike(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two points are resumed in turn: 30 consecutive slow resumes (autovacuum, a
+    checkpoint) just before the run's last leave the ratio alone. Measured one point
+    after the other, such a stall made the late point's median 1.7 times the early one's."""
+    resume = long_run.resume_run
+    calls = 0
+    stall: range = range(0)
+
+    def stalled(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls in stall:
+            time.sleep(0.02)
+        return resume(*args, **kwargs)
+
+    monkeypatch.setattr(long_run, "resume_run", stalled)
+    long_run.run(db_url, 200)  # counts the resumes: the stall is the 30 before the last
+    stall, calls = range(calls - 30, calls), 0
+    measured = long_run.run(db_url, 200, label="stalled")
+    assert measured["resume_ratio_1000_vs_10"] < 1.5, measured
 
 
 def test_a_resume_batch_reads_each_runs_tail_by_index_however_long_its_stream(

@@ -100,7 +100,6 @@ def _serving(config: ConsoleConfig) -> Iterator[str]:
         app.pool.close()
 
 
-
 def _config(db_url: str, registry: Any, allow_actions: bool = False) -> ConsoleConfig:
     """The console as these tests serve it: this project's template, a fixed label."""
     return ConsoleConfig(
@@ -121,6 +120,21 @@ def _page() -> Iterator[Any]:
             yield browser.new_page(viewport={"width": 1360, "height": 900})
         finally:
             browser.close()
+
+
+def _text_outside_the_graph(page: Any) -> list[str]:
+    """The texts of the page's graph that the browser draws (partly) outside its viewBox."""
+    return page.evaluate(
+        """() => {
+            const svg = document.querySelector("svg.graph");
+            const view = svg.viewBox.baseVal;
+            return [...svg.querySelectorAll("text")].filter((text) => {
+                const box = text.getBBox();
+                return box.x < view.x || box.x + box.width > view.x + view.width
+                    || box.y < view.y || box.y + box.height > view.y + view.height;
+            }).map((text) => text.textContent);
+        }"""
+    )
 
 
 FRESH_SHOTS = ROOT / "build" / "console-screenshots"
@@ -182,6 +196,7 @@ def test_an_operator_finds_a_failed_run_and_cancels_a_waiting_one(
         page.wait_for_url("**/runs/**")
         waiting_url = page.url
         assert page.locator("svg.graph g.node.current").count() == 1
+        assert _text_outside_the_graph(page) == []  # the wait's long label, in real fonts
         page.screenshot(path=str(shots / "run-waiting.png"), full_page=True)
 
         page.get_by_role("link", name="Cancel run").click()

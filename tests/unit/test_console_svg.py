@@ -1,16 +1,18 @@
 """The console's graph: every step drawn once, nothing overlapping, a branch's arms side
-by side, edges that skip layers routed around the steps in between, labels escaped."""
+by side, edges that skip layers routed around the steps in between, labels escaped, and
+every label inside the drawing."""
 
 from __future__ import annotations
 
 import itertools
 import re
+from xml.etree import ElementTree
 
 import pytest
 import sample_workflows  # noqa: F401  (registers the samples)
 from workflow_runner import define_workflow, on_event
-from workflow_runner.console.svg import Box, layout, to_svg
-from workflow_runner.definition import default_registry
+from workflow_runner.console.svg import CHAR_WIDTH, LABEL_CHAR_WIDTH, Box, layout, to_svg
+from workflow_runner.definition import WorkflowDefinition, default_registry
 from workflow_runner.graph import flowchart
 
 SAMPLES = [d.name for d in default_registry().latest_all()]
@@ -113,3 +115,59 @@ def test_a_waits_two_edges_to_the_same_step_are_one_route_naming_both() -> None:
     plan = layout(flowchart(waiting))
     [route] = [r for r in plan.routes if r.boxes[0] == "s0"]
     assert route.label == "svg.ok / no svg.ok in P1D: timeout"
+
+
+def _text_extents(svg: str) -> list[tuple[str, float, float, float]]:
+    """(line, left, right, baseline) of every line of text in the SVG, as wide as the
+    renderer's own estimate: a node's lines centred, an edge's label by its anchor."""
+    ns = "{http://www.w3.org/2000/svg}"
+    extents = []
+    for text in ElementTree.fromstring(svg).iter(f"{ns}text"):
+        in_node = text.get("class") == "label"
+        anchor = "middle" if in_node else text.get("text-anchor", "start")
+        lines = [(t.text or "", t.get("x")) for t in text.iter(f"{ns}tspan")]
+        for line, x in lines or [(text.text or "", text.get("x"))]:
+            width = len(line) * (CHAR_WIDTH if in_node else LABEL_CHAR_WIDTH)
+            left = float(str(x)) - {"start": 0.0, "middle": width / 2, "end": width}[anchor]
+            extents.append((line, left, left + width, float(str(text.get("y")))))
+    return extents
+
+
+def _long_labels() -> WorkflowDefinition:
+    """A wait whose match and timeout make a long label on the rightmost edge, then a
+    branch whose long conditions hang left of its left arm and right of its right arm."""
+
+    def the_approval_arrived_in_time_and_was_signed_by_a_manager(ctx: object) -> bool:
+        return True
+
+    return define_workflow(
+        name="svg-long-labels",
+        trigger=on_event("svg.go"),
+        awaits={"ok": "svg.approved-by-every-manager-of-the-account"},
+        register=False,
+        steps=lambda s: [
+            s.wait_for_event("ok", timeout="P30D"),
+            s.branch(
+                if_=the_approval_arrived_in_time_and_was_signed_by_a_manager,
+                on_true=[s.compute("x", lambda ctx: 1)],
+                on_false=[s.return_({"isSuccess": False})],
+            ),
+        ],
+    )
+
+
+@pytest.mark.parametrize("name", [*SAMPLES, "svg-long-labels"])
+def test_every_label_lies_within_the_drawing(name: str) -> None:
+    definition = _long_labels() if name == "svg-long-labels" else default_registry().latest(name)
+    svg = str(to_svg(flowchart(definition)))
+    view = re.search(r'<svg [^>]*viewBox="([^"]+)"', svg)
+    assert view is not None
+    left, top, width, height = (float(v) for v in view.group(1).split())
+    extents = _text_extents(svg)
+    assert extents
+    outside = [
+        (line, round(a), round(b))
+        for line, a, b, y in extents
+        if a < left or b > left + width or not top < y < top + height
+    ]
+    assert outside == [], f"viewBox {view.group(1)}"

@@ -205,13 +205,37 @@ def layout(chart: Flowchart) -> Layout:
             preds[b].append((a, index))
         routes.append(Route(chain, e.label))
     _place(boxes, preds, order)
+    # An edge label hangs beside its edge and may reach past the outermost step: the
+    # canvas holds every label (as wide as _label_span estimates) as well as the steps.
+    labelled = [route for route in routes if route.label]
+    overflow = MARGIN - min((_label_span(boxes, r)[0] for r in labelled), default=MARGIN)
+    for box in boxes.values():
+        box.x += max(overflow, 0.0)
     drawn = [_loop(boxes, source, target, label) for source, target, label in loops]
     right = max(b.x + b.w / 2 for b in boxes.values())
+    right = max([right, *(_label_span(boxes, r)[1] for r in labelled)])
     for loop in drawn:
         longest = max((len(line) for line in loop.label), default=0)
         right = max(right, loop.label_x + longest * LABEL_CHAR_WIDTH, loop.label_x)
     height = max(b.bottom for b in boxes.values()) + MARGIN
     return Layout(boxes, routes, drawn, right + MARGIN, height)
+
+
+def _label_place(boxes: dict[str, Box], route: Route) -> tuple[float, float, str]:
+    """(x, baseline y, text-anchor) of a forward edge's label: just below its source,
+    on the side its first segment turns to."""
+    source, after = boxes[route.boxes[0]], boxes[route.boxes[1]]
+    x1, x2 = source.x, after.x
+    if x2 >= x1:
+        return x1 + (x2 - x1) * 0.35 + 8, source.bottom + 14, "start"
+    return x1 + (x2 - x1) * 0.35 - 8, source.bottom + 14, "end"
+
+
+def _label_span(boxes: dict[str, Box], route: Route) -> tuple[float, float]:
+    """(left, right) of a forward edge's label on the canvas, its width estimated."""
+    x, _, anchor = _label_place(boxes, route)
+    width = len(route.label) * LABEL_CHAR_WIDTH
+    return (x, x + width) if anchor == "start" else (x - width, x)
 
 
 def _place(
@@ -376,16 +400,15 @@ def to_svg(chart: Flowchart, title: str | None = None) -> Markup:
             )
         )
         if route.label:
-            (x1, y1), (x2, _y2) = points[0], points[1]
-            lx = x1 + (x2 - x1) * 0.35 + (8 if x2 >= x1 else -8)
+            lx, ly, anchor = _label_place(boxes, route)
             parts.append(
                 el(
                     "text",
                     route.label,
                     x=f"{lx:.1f}",
-                    y=f"{y1 + 14:.1f}",
+                    y=f"{ly:.1f}",
                     class_="edge-label",
-                    text_anchor="start" if x2 >= x1 else "end",
+                    text_anchor=anchor,
                 )
             )
     for loop in plan.loops:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from workflow_runner import ManualClock, define_workflow, on_event, run_id_for
 from workflow_runner.aws.inprocess import InMemoryResumeQueue
 from workflow_runner.aws.ports import SqsResumeQueue
@@ -120,7 +121,9 @@ def test_without_time_to_hold_or_beyond_the_hold_the_request_goes_back_to_the_qu
     assert stream_types(store, run_id)[-1] == "workflow.step.waiting"
 
 
-def test_resume_run_s_queue_is_told_the_hold() -> None:
+def test_resume_run_s_queue_is_told_the_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its own region: it passed only after a test that left AWS_DEFAULT_REGION set.
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-central-1")
     settings = Settings(database_url="postgresql:///x", resume_queue_url="https://sqs/q")
     assert settings.resume_hold_seconds == 1.0
     runtime = build_aws_runtime(settings)

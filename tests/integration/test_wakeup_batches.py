@@ -329,3 +329,44 @@ def test_a_resume_batch_reads_its_runs_awaited_events_with_their_claims(
     assert conn.round_trips == 3
     for f, run_id in runs.items():  # each took its own event's payload
         assert store.results.of_run(TENANT_A, run_id).values["sale.started"] == {f: 1}
+
+
+def test_a_batch_marks_its_matched_rows_and_finished_events_in_one_statement_each(
+    db_url: str, store: Store, watching: WorkflowRegistry, clock: ManualClock
+) -> None:
+    """Ten events matching a run each: one update marks the ten pending rows, each with
+    its own event, and one marks the ten events woken (one statement an event each made
+    twenty statements a batch, and the rows' update was planned anew every time)."""
+    fields = [chr(ord("a") + i) for i in range(10)]
+    runs = {f: _watch(store, watching, f"k-{f}", f, TENANT_A) for f in fields}
+    clock.set(SALE)
+    conn = StatementLog.connect(db_url, autocommit=True, row_factory=dict_row)
+    conn.statements = []
+    counted = Store(conn)
+    try:
+        ops.wake_and_enqueue_many(
+            counted,
+            InMemoryResumeQueue(clock),
+            [_sale(f"sale-{f}", **{f: 1}) for f in fields],
+            SALE,
+        )
+    finally:
+        counted.close()
+    assert (
+        sum("UPDATE workflow_run_pending p\nSET trigger_event_type" in q for q in conn.statements)
+        == 1
+    )
+    assert sum("SET woken_at" in q for q in conn.statements) == 1
+    marked = store.conn.execute(
+        "SELECT run_id::text AS run, awaited_event_id FROM workflow_run_pending"
+        " WHERE tenant_id = %s",
+        [TENANT_A],
+    ).fetchall()
+    assert {r["run"]: r["awaited_event_id"] for r in marked} == {
+        runs[f]: f"sale-{f}" for f in fields
+    }
+    woken = store.conn.execute(
+        "SELECT count(*) AS n FROM inbox WHERE tenant_id = %s AND woken_at IS NOT NULL",
+        [TENANT_A],
+    ).fetchone()
+    assert woken is not None and woken["n"] == 10

@@ -15,8 +15,9 @@ def _named() -> dict[str, str]:
 def test_a_recorded_statement_is_named_after_its_query() -> None:
     # What pg_stat_statements keeps: numbered placeholders, no comments, other layout.
     recorded = (
-        "UPDATE inbox SET woken_at = coalesce(woken_at, $1)\n"
-        "    WHERE tenant_id = $2 AND event_id = $3"
+        "UPDATE inbox i SET woken_at = coalesce(i.woken_at, $1)\n"
+        "    FROM unnest($2::uuid[], $3::text[]) AS q(tenant_id, event_id)\n"
+        "    WHERE i.tenant_id = q.tenant_id AND i.event_id = q.event_id"
     )
 
     assert name_of(recorded, _named()) == "finish_inbox_wakeup"

@@ -145,7 +145,7 @@ Hit = tuple[DomainEvent, WaitingRow]
 def _record_matches(store: Store, hits: Sequence[Hit], now: datetime) -> list[WokenRun]:
     """Record events on their waits (call inside a transaction): per tenant, one append
     statement over its runs in run order (concurrent wakeups over overlapping runs wait
-    for each other in the same order, never in a cycle), then one mark per event."""
+    for each other in the same order, never in a cycle), then one mark of their rows."""
     woken: list[WokenRun] = []
     for tenant_id in sorted({event.tenant_id for event, _ in hits}):
         mine = sorted((h for h in hits if h[0].tenant_id == tenant_id), key=lambda h: h[1].run_id)
@@ -167,17 +167,14 @@ def _record_matches(store: Store, hits: Sequence[Hit], now: datetime) -> list[Wo
             ],
             now,
         )
-        won = sorted((h for h in mine if h[1].run_id in appended), key=lambda h: h[0].id)
-        for _, group in groupby(won, key=lambda h: h[0].id):
-            rows = list(group)
-            event = rows[0][0]
+        in_run_order = [h for h in mine if h[1].run_id in appended]
+        if in_run_order:
             store.pending.mark_matched_many(
                 tenant_id,
-                [(w.run_id, w.suspension_version) for _, w in rows],
-                event.type,
-                event.id,
+                [(w.run_id, w.suspension_version, e.type, e.id) for e, w in in_run_order],
                 now,
             )
+        won = sorted(in_run_order, key=lambda h: h[0].id)
         woken += [WokenRun(tenant_id, w.run_id, w.step_index, e.id, now) for e, w in won]
     return woken
 
@@ -261,10 +258,13 @@ def match_events(
             for run in _record_matches(store, hits[start:stop], now):
                 woken.setdefault((run.tenant_id, run.event_id), []).append(run)
             # An event whose last match is in this chunk is finished with it (step 4).
+            done = finished
             while finished < len(ends) and ends[finished][1] <= stop:
-                event = ends[finished][0]
-                store.inbox.finish_wakeup(event.tenant_id, event.id, now)
                 finished += 1
+            if finished > done:
+                store.inbox.finish_wakeup(
+                    [(event.tenant_id, event.id) for event, _ in ends[done:finished]], now
+                )
         start = stop
     left = {(e.tenant_id, e.id) for e, _ in ends[finished:]}
     return [

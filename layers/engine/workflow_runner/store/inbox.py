@@ -188,10 +188,16 @@ class InboxStore:
                 raise StoreError(f"event {event_id} of tenant {tenant_id} is not in the inbox")
         return [found[n] for n in range(1, len(events) + 1)]
 
-    def finish_wakeup(self, tenant_id: str, event_id: str, now: datetime) -> None:
-        """Record that every waiting run has been matched against the event."""
+    def finish_wakeup(self, events: Sequence[tuple[str, str]], now: datetime) -> None:
+        """Record that every waiting run has been matched against the events, (tenant,
+        event id) each, in one statement."""
         self._sql.run(
-            "finish_inbox_wakeup", {"tenant_id": tenant_id, "event_id": event_id, "now": now}
+            "finish_inbox_wakeup",
+            {
+                "tenant_ids": array_literal([t for t, _ in events]),
+                "event_ids": array_literal([e for _, e in events]),
+                "now": now,
+            },
         )
 
     def lookback(

@@ -291,31 +291,31 @@ class PendingStore:
         """Take the (tenant, type) lock (InboxStore.lock_type), then read, per event
         (instant, keys, event id), what `waiting_for` reads: every statement in one round
         trip, the lock first (the server runs them in order, so the reads see what was
-        committed before the lock was granted). Call inside a transaction."""
-        calls = [("lock_event_type", {"tenant_id": tenant_id, "type": type})]
+        committed before the lock was granted), the reads on their generic plans (see
+        generic_plans_in_transaction). Call inside a transaction."""
+        calls = [
+            ("generic_plans_in_transaction", {}),
+            ("lock_event_type", {"tenant_id": tenant_id, "type": type}),
+        ]
         calls += [
             ("waiting_rows_for_event", _waiting_params(tenant_id, type, *event)) for event in events
         ]
-        return [[_waiting_row(r) for r in rows] for rows in self._sql.batch(calls)[1:]]
+        return [[_waiting_row(r) for r in rows] for rows in self._sql.batch(calls)[2:]]
 
     def mark_matched_many(
-        self,
-        tenant_id: str,
-        waits: Sequence[tuple[str, int]],
-        event_type: str,
-        event_id: str,
-        now: datetime,
+        self, tenant_id: str, marks: Sequence[tuple[str, int, str, str]], now: datetime
     ) -> None:
-        """Record one awaited event on many waiting rows, (run_id, suspension_version)
-        each, and make them due now."""
+        """Record awaited events on many waiting rows of a tenant, (run_id,
+        suspension_version, event type, event id) each, and make them due now, in one
+        statement."""
         self._sql.run(
             "mark_pending_matched_many",
             {
                 "tenant_id": tenant_id,
-                "run_ids": array_literal([run for run, _ in waits]),
-                "suspension_versions": array_literal([version for _, version in waits]),
-                "event_type": event_type,
-                "event_id": event_id,
+                "run_ids": array_literal([m[0] for m in marks]),
+                "suspension_versions": array_literal([m[1] for m in marks]),
+                "event_types": array_literal([m[2] for m in marks]),
+                "event_ids": array_literal([m[3] for m in marks]),
                 "now": now,
             },
         )

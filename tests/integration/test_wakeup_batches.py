@@ -149,14 +149,14 @@ class StatementLog(CountingConnection):
         return super().execute(query, *args, **kwargs)
 
 
-def test_a_batch_reads_its_stored_events_states_in_one_statement(
+def _wake_ten_logged(
     db_url: str, store: Store, watching: WorkflowRegistry, clock: ManualClock
-) -> None:
-    """Ten events: after storing them, one statement says which are left to match and
-    at which instant (one read an event made ten round trips inside the pipeline)."""
+) -> tuple[dict[str, str], ops.WakeupBatch, StatementLog]:
+    """Ten runs of tenant A, each waiting for a sale with its own field a..j set, woken in
+    one batch by ten such sales on a connection that logs its statements: the runs by
+    field, the batch, the log."""
     fields = [chr(ord("a") + i) for i in range(10)]
-    for f in fields:
-        _watch(store, watching, f"k-{f}", f, TENANT_A)
+    runs = {f: _watch(store, watching, f"k-{f}", f, TENANT_A) for f in fields}
     clock.set(SALE)
     conn = StatementLog.connect(db_url, autocommit=True, row_factory=dict_row)
     conn.statements = []
@@ -170,6 +170,15 @@ def test_a_batch_reads_its_stored_events_states_in_one_statement(
         )
     finally:
         counted.close()
+    return runs, batch, conn
+
+
+def test_a_batch_reads_its_stored_events_states_in_one_statement(
+    db_url: str, store: Store, watching: WorkflowRegistry, clock: ManualClock
+) -> None:
+    """Ten events: after storing them, one statement says which are left to match and
+    at which instant (one read an event made ten round trips inside the pipeline)."""
+    _, batch, conn = _wake_ten_logged(db_url, store, watching, clock)
     assert [len(m.woken) for m in batch.events] == [1] * 10
     assert sum("AS done" in q for q in conn.statements) == 1
 
@@ -337,21 +346,7 @@ def test_a_batch_marks_its_matched_rows_and_finished_events_in_one_statement_eac
     """Ten events matching a run each: one update marks the ten pending rows, each with
     its own event, and one marks the ten events woken (one statement an event each made
     twenty statements a batch, and the rows' update was planned anew every time)."""
-    fields = [chr(ord("a") + i) for i in range(10)]
-    runs = {f: _watch(store, watching, f"k-{f}", f, TENANT_A) for f in fields}
-    clock.set(SALE)
-    conn = StatementLog.connect(db_url, autocommit=True, row_factory=dict_row)
-    conn.statements = []
-    counted = Store(conn)
-    try:
-        ops.wake_and_enqueue_many(
-            counted,
-            InMemoryResumeQueue(clock),
-            [_sale(f"sale-{f}", **{f: 1}) for f in fields],
-            SALE,
-        )
-    finally:
-        counted.close()
+    runs, _, conn = _wake_ten_logged(db_url, store, watching, clock)
     assert (
         sum("UPDATE workflow_run_pending p\nSET trigger_event_type" in q for q in conn.statements)
         == 1
@@ -363,7 +358,7 @@ def test_a_batch_marks_its_matched_rows_and_finished_events_in_one_statement_eac
         [TENANT_A],
     ).fetchall()
     assert {r["run"]: r["awaited_event_id"] for r in marked} == {
-        runs[f]: f"sale-{f}" for f in fields
+        run_id: f"sale-{f}" for f, run_id in runs.items()
     }
     woken = store.conn.execute(
         "SELECT count(*) AS n FROM inbox WHERE tenant_id = %s AND woken_at IS NOT NULL",

@@ -256,9 +256,8 @@ def _read_awaited_later(
         rows: dict[tuple[str, str], InboxEvent | None] = dict(zip(wanted, read(), strict=True))
         out: list[_Decided] = []
         for d in decided:
-            event_id = d.run.state.matched_event_id if isinstance(d, _Claim) else None
-            if isinstance(d, _Claim) and event_id is not None:
-                row = rows.get((d.base.tenant_id, event_id))
+            if isinstance(d, _Claim) and (event_id := d.run.state.matched_event_id) is not None:
+                row = rows[(d.base.tenant_id, event_id)]
                 d = replace(d, run=replace(d.run, awaited={event_id: row}))
             out.append(d)
         return out

@@ -11,7 +11,7 @@ from psycopg.types.json import Jsonb
 
 from ..errors import StoreError
 from ..fast_init import fast_init
-from .sql import Sql, array_literal
+from .sql import Sql, events_params
 
 
 @fast_init
@@ -132,11 +132,7 @@ class InboxStore:
         """Mark the triggers of events, (tenant, event id) each, as processed, in one
         statement sent without waiting. Call the returned function after the pipeline:
         the events claimed now (the others were claimed before)."""
-        params = {
-            "tenant_ids": array_literal([t for t, _ in events]),
-            "event_ids": array_literal([e for _, e in events]),
-            "now": now,
-        }
+        params = {**events_params(events), "now": now}
         return _keys_of(self._sql.send("claim_inbox_trigger", params))
 
     def get(self, tenant_id: str, event_id: str) -> InboxEvent | None:
@@ -151,10 +147,7 @@ class InboxStore:
         function for them in the order of `events`, None for one not stored."""
         rows = self._sql.send(
             "get_inbox_events",
-            {
-                "tenant_ids": array_literal([t for t, _ in events]),
-                "event_ids": array_literal([e for _, e in events]),
-            },
+            events_params(events),
         )
 
         def read() -> list[InboxEvent | None]:
@@ -177,10 +170,7 @@ class InboxStore:
         """
         rows = self._sql.all(
             "inbox_wakeup_states",
-            {
-                "tenant_ids": array_literal([t for t, _ in events]),
-                "event_ids": array_literal([e for _, e in events]),
-            },
+            events_params(events),
         )
         found = {r["n"]: (r["instant"], bool(r["done"])) for r in rows}
         for n, (tenant_id, event_id) in enumerate(events, 1):
@@ -193,11 +183,7 @@ class InboxStore:
         event id) each, in one statement."""
         self._sql.run(
             "finish_inbox_wakeup",
-            {
-                "tenant_ids": array_literal([t for t, _ in events]),
-                "event_ids": array_literal([e for _, e in events]),
-                "now": now,
-            },
+            {**events_params(events), "now": now},
         )
 
     def lookback(

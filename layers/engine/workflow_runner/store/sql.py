@@ -75,6 +75,15 @@ def runs_params(runs: Sequence[tuple[str, str]]) -> dict[str, Any]:
     }
 
 
+def events_params(events: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The parameters of a statement on several stored events at once (the inbox's
+    batch reads and marks): the (tenant, event id) pairs as two arrays."""
+    return {
+        "tenant_ids": array_literal([t for t, _ in events]),
+        "event_ids": array_literal([e for _, e in events]),
+    }
+
+
 def rows_by_run(rows: Sequence[dict[str, Any]], count: int) -> list[list[dict[str, Any]]]:
     """The rows of a read for `count` runs (see runs_params), run by run in asked order."""
     grouped: list[list[dict[str, Any]]] = [[] for _ in range(count)]

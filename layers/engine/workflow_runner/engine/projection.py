@@ -74,28 +74,44 @@ class ProjectionResult:
     lag_seconds: float = 0.0  # age of the oldest of them (business time)
 
 
-class _PendingDeletes:
-    """Deletes of the pending projection, sent as one statement.
+class _PendingWrites:
+    """The projection's plain writes of a batch, sent as one statement of each kind:
+    the runs whose rows go (a resume, a run's end) and the suspensions' new rows.
 
-    A delete only has to happen before a later write of the same run, so deletes are
-    collected and flushed when such a write comes, and at the end of the batch.
+    Applied in event order they would be one statement each. Deferred, a delete
+    supersedes the run's earlier rows still waiting (they would be deleted), and at a
+    flush the deletes go before the rows, which all came after them; so the result is
+    the same. Any other write of a run with a deferred write (a match, a migration, a
+    wait's look-back) flushes first, and so does the end of the batch.
     """
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.runs: dict[tuple[str, str], None] = {}
+        self.deletes: dict[tuple[str, str], None] = {}
+        # (tenant, run) -> step -> row: a later suspension of the same step replaces it.
+        self.rows: dict[tuple[str, str], dict[int, NewPendingRow]] = {}
 
-    def add(self, tenant_id: str, run_id: str) -> None:
-        self.runs[(tenant_id, run_id)] = None
+    def delete(self, tenant_id: str, run_id: str) -> None:
+        self.rows.pop((tenant_id, run_id), None)
+        self.deletes[(tenant_id, run_id)] = None
+
+    def upsert(self, row: NewPendingRow) -> None:
+        steps = self.rows.setdefault((row.tenant_id, row.run_id), {})
+        earlier = steps.get(row.step_index)
+        if earlier is None or earlier.suspension_version <= row.suspension_version:
+            steps[row.step_index] = row
 
     def before_write(self, tenant_id: str, run_id: str) -> None:
-        if (tenant_id, run_id) in self.runs:
+        if (tenant_id, run_id) in self.deletes or (tenant_id, run_id) in self.rows:
             self.flush()
 
     def flush(self) -> None:
-        if self.runs:
-            self.store.pending.delete_runs(list(self.runs))
-            self.runs.clear()
+        if self.deletes:
+            self.store.pending.delete_runs(list(self.deletes))
+            self.deletes.clear()
+        if self.rows:
+            self.store.pending.upsert_many([r for s in self.rows.values() for r in s.values()])
+            self.rows.clear()
 
 
 def _pending_row(
@@ -215,20 +231,20 @@ _TIMED = frozenset(cls.TYPE for cls in _TIMED_SUSPENSIONS)
 
 
 def _apply(
-    store: Store, e: StoredEvent, now: datetime, deletes: _PendingDeletes, budget: LookBackBudget
+    store: Store, e: StoredEvent, now: datetime, writes: _PendingWrites, budget: LookBackBudget
 ) -> WokenRun | None:
     if e.type not in _READS_PAYLOAD:
         if e.type in _DROPS_ROW:
-            deletes.add(e.tenant_id, e.stream_id)
+            writes.delete(e.tenant_id, e.stream_id)
         return None
     fact = e.fact
     if isinstance(fact, SUSPENDING_FACTS):  # each writes its run's row
-        deletes.before_write(e.tenant_id, e.stream_id)
         if isinstance(fact, StepWaitingForEvent):
+            writes.before_write(e.tenant_id, e.stream_id)
             return _new_wait(store, e, fact, now, budget)
-        store.pending.upsert(_pending_row(e, fact))
+        writes.upsert(_pending_row(e, fact))
     elif isinstance(fact, StepEventMatched):
-        deletes.before_write(e.tenant_id, e.stream_id)
+        writes.before_write(e.tenant_id, e.stream_id)
         store.pending.mark_matched(
             e.tenant_id,
             e.stream_id,
@@ -239,12 +255,12 @@ def _apply(
         )
     elif isinstance(fact, CallbackHeartbeat) and fact.run_due:
         # As the heartbeat itself did; this is the path of a row projected after it.
-        deletes.before_write(e.tenant_id, e.stream_id)
+        writes.before_write(e.tenant_id, e.stream_id)
         store.pending.extend_wake(e.tenant_id, e.stream_id, fact.suspension_version, fact.deadline)
     elif isinstance(fact, (CallbackCompleted, CallbackFailed)) and fact.run_due:
         # The answer marks the row and enqueues the resume itself; this is the path of a
         # row projected after the answer, or of a rebuilt projection.
-        deletes.before_write(e.tenant_id, e.stream_id)
+        writes.before_write(e.tenant_id, e.stream_id)
         store.pending.mark_matched(
             e.tenant_id,
             e.stream_id,
@@ -256,7 +272,7 @@ def _apply(
     elif isinstance(fact, (TaskCompleted, TaskFailed)) and fact.run_due:
         # The task's outcome is recorded: the run is due (the worker also marks it and
         # enqueues the resume at once; this is the path of a rebuilt projection).
-        deletes.before_write(e.tenant_id, e.stream_id)
+        writes.before_write(e.tenant_id, e.stream_id)
         store.pending.mark_matched(
             e.tenant_id,
             e.stream_id,
@@ -269,7 +285,7 @@ def _apply(
         # The join's children settled (recorded by the last child's transaction, which
         # cannot reach the resume queue): the run is due now. Enqueueing leases the row
         # first, so a row that is gone is not sent.
-        deletes.before_write(e.tenant_id, e.stream_id)
+        writes.before_write(e.tenant_id, e.stream_id)
         store.pending.mark_matched(
             e.tenant_id,
             e.stream_id,
@@ -280,7 +296,7 @@ def _apply(
         )
         return WokenRun(e.tenant_id, e.stream_id, fact.step_index, fact.join_id, e.recorded_at)
     elif isinstance(fact, RunMigrated):
-        deletes.before_write(e.tenant_id, e.stream_id)
+        writes.before_write(e.tenant_id, e.stream_id)
         return _migrated(store, e, fact, now, budget)
     return None
 
@@ -374,11 +390,11 @@ def project_pending(
             events = store.streams.read_after(xid, position, batch_size, horizon, _READS_PAYLOAD)
             # Writes whose results are not read travel together; reads sync the pipeline.
             with store.pipeline():
-                deletes = _PendingDeletes(store)
+                writes = _PendingWrites(store)
                 for e in events:
                     if e.stream_type != RUN_STREAM:
                         continue
-                    hit = _apply(store, e, now, deletes, budget)
+                    hit = _apply(store, e, now, writes, budget)
                     if hit is not None:
                         woken.append(hit)
                     if limit is None or e.type not in _TIMED:
@@ -387,7 +403,7 @@ def project_pending(
                     if isinstance(fact, _TIMED_SUSPENSIONS) and fact.due_at <= limit:
                         key = (e.tenant_id, e.stream_id)
                         soon[key] = DueRow(*key, fact.step_index, fact.due_at)
-                deletes.flush()
+                writes.flush()
                 resumed, unfinished = continue_look_backs(store, now, budget)
                 woken.extend(resumed)
                 if events:

@@ -126,6 +126,17 @@ class MovedRow:
     matched: bool
 
 
+def _pending_record(row: NewPendingRow) -> dict[str, Any]:
+    """A row's columns as upsert_pending's JSON record."""
+    record = dict(row.__dict__)
+    record["consumed_event_ids"] = list(row.consumed_event_ids) or None
+    after = record.pop("lookback_after")
+    record["lookback_after_instant"] = after[0] if after else None
+    record["lookback_after_position"] = after[1] if after else None
+    record["lookback_version"] = row.suspension_version if after else None
+    return record
+
+
 class PendingStore:
     """Write, find and lease pending rows; every query carries the tenant."""
 
@@ -134,14 +145,13 @@ class PendingStore:
 
     def upsert(self, row: NewPendingRow) -> None:
         """Write a suspension's row (a newer suspension of the run replaces an older one)."""
-        params = dict(row.__dict__)
-        params["match_expr"] = None if row.match_expr is None else Jsonb(row.match_expr)
-        params["consumed_event_ids"] = list(row.consumed_event_ids) or None
-        after = params.pop("lookback_after")
-        params["lookback_after_instant"] = after[0] if after else None
-        params["lookback_after_position"] = after[1] if after else None
-        params["lookback_version"] = row.suspension_version if after else None
-        self._sql.run("upsert_pending", params)
+        self.upsert_many([row])
+
+    def upsert_many(self, rows: Sequence[NewPendingRow]) -> None:
+        """Write suspensions' rows in one statement, as `upsert` each; at most one row
+        per (tenant, run, step)."""
+        if rows:
+            self._sql.run("upsert_pending", {"rows": Jsonb([_pending_record(r) for r in rows])})
 
     def set_lookback(
         self,

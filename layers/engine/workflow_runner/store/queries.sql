@@ -390,16 +390,23 @@ ORDER BY updated_at DESC, run_id
 LIMIT %(limit)s;
 
 -- name: upsert_pending
--- A suspension's pending row (D1: one per run; a new suspension replaces the old).
+-- Suspensions' pending rows (D1: one per run; a new suspension replaces the old), any
+-- number in one statement (%(rows)s: a JSON array of objects with the columns; at most
+-- one per (tenant, run, step), which the projection ensures).
 INSERT INTO workflow_run_pending (tenant_id, run_id, step_index, workflow_name,
     suspension_event_type, wake_at, retry_attempt, definition_fingerprint, wait_event_type,
     match_expr, suspension_version, lookback_from, match_key, consumed_event_ids,
     lookback_after_instant, lookback_after_position, lookback_version)
-VALUES (%(tenant_id)s, %(run_id)s, %(step_index)s, %(workflow_name)s, %(suspension_event_type)s,
-        %(wake_at)s, %(retry_attempt)s, %(definition_fingerprint)s, %(wait_event_type)s,
-        %(match_expr)s, %(suspension_version)s, %(lookback_from)s, %(match_key)s,
-        %(consumed_event_ids)s, %(lookback_after_instant)s, %(lookback_after_position)s,
-        %(lookback_version)s)
+SELECT r.tenant_id, r.run_id, r.step_index, r.workflow_name, r.suspension_event_type,
+       r.wake_at, r.retry_attempt, r.definition_fingerprint, r.wait_event_type, r.match_expr,
+       r.suspension_version, r.lookback_from, r.match_key, r.consumed_event_ids,
+       r.lookback_after_instant, r.lookback_after_position, r.lookback_version
+FROM jsonb_to_recordset(%(rows)s) AS r(tenant_id uuid, run_id uuid, step_index integer,
+    workflow_name text, suspension_event_type text, wake_at timestamptz,
+    retry_attempt integer, definition_fingerprint text, wait_event_type text,
+    match_expr jsonb, suspension_version integer, lookback_from timestamptz,
+    match_key text, consumed_event_ids text[], lookback_after_instant timestamptz,
+    lookback_after_position bigint, lookback_version integer)
 ON CONFLICT (tenant_id, run_id, step_index) DO UPDATE
 SET workflow_name = excluded.workflow_name, suspension_event_type = excluded.suspension_event_type,
     wake_at = excluded.wake_at, retry_attempt = excluded.retry_attempt,

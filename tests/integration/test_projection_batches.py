@@ -1,0 +1,64 @@
+"""A pending-projection batch writes its runs' new rows in one statement, on real
+PostgreSQL: the rows are what one statement per suspension wrote, and a run that
+resumed within the same batch has none."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from workflow_runner import DomainEvent
+from workflow_runner.engine import (
+    ResumeRequestItem,
+    ingest_domain_events,
+    project_pending,
+    resume_runs,
+)
+from workflow_runner.store import Sql, Store, connect
+from workflow_runner.store.sql import _Queued
+
+from bench.common import TENANT, bench_registry
+
+NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+class _LoggedSql(Sql):
+    def __init__(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        super().__init__(conn)
+        self.texts: list[str] = []
+
+    def _send(self, statements: Sequence[_Queued]) -> None:
+        self.texts += [s.sql for s in statements]
+        super()._send(statements)
+
+
+def test_a_batchs_suspensions_are_one_statement_and_a_resumed_run_has_no_row(
+    db_url: str, store: Store
+) -> None:
+    registry = bench_registry()
+    events = [
+        DomainEvent(
+            id=f"p{i}", type="bench.sleep", payload={"id": f"p{i}", "n": i}, tenant_id=TENANT
+        )
+        for i in range(6)
+    ]
+    started = ingest_domain_events(store, events, NOW, registry)
+    runs = [r.started[0].run_id for r in started]
+    # One run wakes and completes before the projection sees any of it.
+    later = NOW + timedelta(seconds=2)
+    (done,) = resume_runs(store, [ResumeRequestItem(TENANT, runs[0], 1)], later, registry)
+    assert done.outcome == "completed"
+
+    logged = connect(db_url, sql_type=_LoggedSql)
+    try:
+        project_pending(logged, later)
+        texts = logged._sql.texts  # type: ignore[attr-defined]
+    finally:
+        logged.close()
+
+    assert sum("INSERT INTO workflow_run_pending" in t for t in texts) == 1
+    rows = {p.run_id: p for p in store.pending.for_tenant(TENANT)}
+    assert set(rows) == set(runs[1:])
+    assert {p.wake_at for p in rows.values()} == {NOW + timedelta(seconds=1)}

@@ -23,7 +23,7 @@ from typing import Any
 from workflow_runner import DomainEvent, run_id_for
 
 from .common import TENANT, bench_registry
-from .harness import Pipeline, wait_until
+from .harness import INTAKE_BATCH, Pipeline, wait_until
 from .latency import _pending_count
 from .peer_figures import wake_figures
 
@@ -34,6 +34,7 @@ def run_ours(
     workers: int,
     resumes_first: bool = True,
     waiting: Callable[[], None] | None = None,
+    intake_batch: int = INTAKE_BATCH,
 ) -> dict[str, Any]:
     """N correlated waits woken by N events sent at once; throughput and latency.
 
@@ -55,7 +56,12 @@ def run_ours(
         return DomainEvent(id=f"{kind}-{i}", type=kind, payload={"id": f"e{i}"}, tenant_id=TENANT)
 
     with Pipeline(
-        url, bench_registry(), workers=workers, on_resumed=on_resumed, resumes_first=resumes_first
+        url,
+        bench_registry(),
+        workers=workers,
+        on_resumed=on_resumed,
+        resumes_first=resumes_first,
+        intake_batch=intake_batch,
     ) as pipeline:
         for i in range(n):
             pipeline.ingest(event("bench.await-start", i))
@@ -72,4 +78,4 @@ def run_ours(
         stats = pipeline.stats
     if not finished or stats.errors:
         raise RuntimeError(f"event wait: {len(done)}/{n} resumed; errors {stats.errors[:3]}")
-    return {**wake_figures(sent, done), "workers": workers}
+    return {**wake_figures(sent, done), "workers": workers, "intake_batch": intake_batch}

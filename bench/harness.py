@@ -46,6 +46,10 @@ Job = Callable[[Store], None]
 # A store call that fails transiently is tried again this many times (Lambda would retry).
 _ATTEMPTS = 5
 _SQS_BATCH = 10
+# The template's IntakeBatchSize: its default, and the burst-throughput setting the
+# sleep and event-wait workloads also measure (with IntakeBatchWindowSeconds >= 1).
+INTAKE_BATCH = 10
+THROUGHPUT_INTAKE_BATCH = 50
 
 
 @dataclass
@@ -133,6 +137,8 @@ class Pipeline:
         on_resume_started: called from a worker as it begins a batch of resumes, with
             the batch and the wall time.
         resumes_first: free workers take waiting resumes before wakes and ingests.
+        intake_batch: most trigger or awaited events one ingest or wake job takes (the
+            template's IntakeBatchSize); resumes stay at SQS's 10.
     """
 
     def __init__(
@@ -153,6 +159,7 @@ class Pipeline:
         run_starter: bool = False,
         hold: float = 1.0,
         resumes_first: bool = False,
+        intake_batch: int = INTAKE_BATCH,
     ) -> None:
         self.url = url
         self.registry = registry
@@ -173,6 +180,7 @@ class Pipeline:
         self._jobs: queue.PriorityQueue[tuple[int, int, Job | None]] = queue.PriorityQueue()
         self._order = itertools.count()
         self.resumes_first = resumes_first
+        self.intake_batch = intake_batch
         self._ready: collections.deque[ResumeRequest] = collections.deque()
         self._triggers: collections.deque[DomainEvent] = collections.deque()
         self._awaited: collections.deque[DomainEvent] = collections.deque()
@@ -221,17 +229,17 @@ class Pipeline:
     # --- inputs ------------------------------------------------------------------
 
     def ingest(self, event: DomainEvent) -> None:
-        """Deliver a trigger event (TriggerProjection): like the intake queue with batch
-        size 10, a worker takes every waiting trigger event up to ten and ingests them in
-        one transaction (TriggerProjection's ingest_domain_events does the same)."""
+        """Deliver a trigger event (TriggerProjection): like the intake queue, a worker
+        takes every waiting trigger event up to `intake_batch` and ingests them in one
+        transaction (TriggerProjection's ingest_domain_events does the same)."""
         with self._lock:
             self._triggers.append(event)
         self._put(self._ingest_ready)
 
     def wake(self, event: DomainEvent, put_at: float) -> None:
-        """Deliver an awaited event (EventWakeup): like the wakeup intake queue with batch
-        size 10, a worker takes every waiting awaited event up to ten and wakes them in
-        one engine call, which sends their resumes straight to the queue (EventWakeup's
+        """Deliver an awaited event (EventWakeup): like the wakeup intake queue, a worker
+        takes every waiting awaited event up to `intake_batch` and wakes them in one
+        engine call, which sends their resumes straight to the queue (EventWakeup's
         wake_and_enqueue_many does the same). `put_at` is when it was sent (for callers'
         latency figures)."""
         with self._lock:
@@ -257,15 +265,19 @@ class Pipeline:
         self._put(self._resume_ready, lane=0 if self.resumes_first else 1)
 
     def _resume_ready(self, store: Store) -> None:
-        self._take_batch(store, self._ready, self._resume)
+        self._take_batch(store, self._ready, self._resume, _SQS_BATCH)
 
     def _take_batch(
-        self, store: Store, waiting: collections.deque[Any], handle: Callable[[Store, Any], None]
+        self,
+        store: Store,
+        waiting: collections.deque[Any],
+        handle: Callable[[Store, Any], None],
+        size: int,
     ) -> None:
-        """Take up to an SQS batch of what is waiting and handle it; retried here, not by
-        _run (a retry of this job would take other items)."""
+        """Take up to a batch (`size`) of what is waiting and handle it; retried here,
+        not by _run (a retry of this job would take other items)."""
         with self._lock:
-            batch = [waiting.popleft() for _ in range(min(_SQS_BATCH, len(waiting)))]
+            batch = [waiting.popleft() for _ in range(min(size, len(waiting)))]
         if not batch:
             return
         for attempt in range(_ATTEMPTS):
@@ -311,7 +323,7 @@ class Pipeline:
             self.stats.errors.append(f"{type(error).__name__}: {error}")
 
     def _ingest_ready(self, store: Store) -> None:
-        self._take_batch(store, self._triggers, self._ingest)
+        self._take_batch(store, self._triggers, self._ingest, self.intake_batch)
 
     def _ingest(self, store: Store, events: Sequence[DomainEvent]) -> None:
         started = time.time()
@@ -326,7 +338,7 @@ class Pipeline:
                 self.on_ingested(event, result, started, finished)
 
     def _wake_ready(self, store: Store) -> None:
-        self._take_batch(store, self._awaited, self._wake)
+        self._take_batch(store, self._awaited, self._wake, self.intake_batch)
 
     def _wake(self, store: Store, events: Sequence[DomainEvent]) -> None:
         started = time.time()

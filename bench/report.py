@@ -11,7 +11,12 @@ from typing import Any
 from .flow_report import flow_section
 from .report_findings import FINDINGS, REPRODUCE
 from .report_format import table as _table
-from .report_peers import event_wait_section, fan_out_peers_section, sleep_vs_absurd
+from .report_peers import (
+    event_wait_section,
+    fan_out_peers_section,
+    sleep_batched_intake,
+    sleep_vs_absurd,
+)
 from .report_sections import (
     _console_section,
     _drain_cpu_lines,
@@ -219,6 +224,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         "priority over ingests (as deployed, where they are separate functions) did not",
         "change the makespan (2.46-2.73 s against 2.455-2.46 s).",
     ]
+    out += sleep_batched_intake(sw)
     out += sleep_vs_absurd(sw)
     out += _memory_lines(sw.get("memory_mb_per_10k_waiting"))
     out += [

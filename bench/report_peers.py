@@ -43,6 +43,31 @@ _ABSURD_WORKERS = [
 ]
 
 
+def sleep_batched_intake(sw: dict[str, Any]) -> list[str]:
+    """Ours at the larger intake batch, and which of our two shapes the ratios use."""
+    batched = sw.get("ours_batched_intake")
+    if not batched:
+        return []
+    default = sw["runs"][-1]["ours"]
+    return [
+        "",
+        f"**Ours with `IntakeBatchSize={batched['intake_batch']}`** (a template parameter;",
+        "above 10 Lambda needs `IntakeBatchWindowSeconds` >= 1, which a lone event then",
+        "waits, so it is a setting for bursts, not the default): TriggerProjection takes up",
+        f"to {batched['intake_batch']} trigger events a transaction instead of 10. At N ="
+        f" {batched['n']:,}: {batched['runs_per_s']} runs/s (p50"
+        f" {batched['latency_s']['p50']} s) against {default['runs_per_s']} runs/s (p50"
+        f" {default['latency_s']['p50']} s) at the default. As each peer is taken at its",
+        "best setting, the headline ratios take ours at the better of the two (IntakeBatchSize",
+        f"{sw.get('ours_intake_batch', 10)} in this run); at the default they are"
+        f" {sw.get('ratio_vs_dbos_default_intake')}x DBOS and"
+        f" {sw.get('ratio_vs_absurd_default_intake')}x Absurd. The makespan is the ingest",
+        "phase plus the last runs' 1 s wait and resume, so fewer, larger ingest",
+        "transactions shorten it directly (the resumes stay ten a transaction: a batching",
+        "window on ResumeRun's queue would delay every timer).",
+    ]
+
+
 def sleep_vs_absurd(sw: dict[str, Any]) -> list[str]:
     """Workload 1 against Absurd: every worker shape tried, and the ratio to the best."""
     absurd = sw.get("absurd")
@@ -123,7 +148,20 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         "was tried at each value below, the best throughput is the ratio's denominator.",
         "",
     ]
-    rows = [["ours", "", "", "", ours["runs_per_s"], ours["p50_ms"], ours["p99_ms"], ""]]
+    tried_ours = ew.get("ours_tried", [ours])
+    rows = [
+        [
+            f"ours, IntakeBatchSize {t.get('intake_batch', 10)}",
+            "",
+            "",
+            "",
+            t["runs_per_s"],
+            t["p50_ms"],
+            t["p99_ms"],
+            "",
+        ]
+        for t in tried_ours
+    ]
     rows += [
         [
             "Absurd",
@@ -143,6 +181,17 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         ["system", "processes", "batch", "poll", "runs/s", "p50 ms", "p99 ms", "ours / peer"],
         rows,
     )
+    if len(tried_ours) > 1:
+        out += [
+            "",
+            f"Ours is taken at its better intake batch size (IntakeBatchSize"
+            f" {ours.get('intake_batch', 10)}), as each peer at its best setting; at the",
+            f"default of 10 the ratios are {ew.get('ratio_vs_absurd_default_intake')}x Absurd"
+            f" and {ew.get('ratio_vs_dbos_default_intake')}x DBOS. A larger batch lets one",
+            "EventWakeup call match 50 events under one (tenant, type) lock and one set of",
+            "transactions; above 10 the template needs IntakeBatchWindowSeconds >= 1, which",
+            "a lone event then waits (the wakeup workload's latency is measured at 10).",
+        ]
     out += [
         "",
         f"Against Absurd {_faster(ew['ratio_vs_absurd'], 'Absurd', 'throughput')}; against",

@@ -27,14 +27,20 @@ import psycopg
 from workflow_runner import DomainEvent, ManualClock
 
 from .common import TENANT, bench_registry, summary
-from .harness import Pipeline, wait_until
+from .harness import INTAKE_BATCH, Pipeline, wait_until
 
 
 def run_ours(
-    url: str, n: int, workers: int, timeout: float = 600.0, limited: bool = False
+    url: str,
+    n: int,
+    workers: int,
+    timeout: float = 600.0,
+    limited: bool = False,
+    intake_batch: int = INTAKE_BATCH,
 ) -> dict[str, Any]:
     """Run N sleep workflows through the pipeline; throughput and latency figures
-    (`limited`: with a generous concurrency limit on every run, flow control)."""
+    (`limited`: with a generous concurrency limit on every run, flow control;
+    `intake_batch`: the template's IntakeBatchSize)."""
     registry = bench_registry(limited)
     lock = threading.Lock()
     started: dict[str, float] = {}
@@ -67,6 +73,7 @@ def run_ours(
         scan_interval=0.05,
         on_resumed=on_resumed,
         on_ingested=on_ingested,
+        intake_batch=intake_batch,
     ) as pipeline:
         t0 = time.time()
         for event in events:
@@ -82,6 +89,7 @@ def run_ours(
     return {
         "n": n,
         "workers": workers,
+        "intake_batch": intake_batch,
         "completed": len(completed),
         "makespan_s": round(makespan, 3),
         "runs_per_s": round(n / makespan, 1),

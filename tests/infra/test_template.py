@@ -444,6 +444,36 @@ def test_rules_refuse_a_created_database_in_an_existing_vpc_without_its_id(
     assert rule_failures(template, **EXISTING_NETWORK) == ["CreatedDatabaseInExistingVpcNeedsVpcId"]
 
 
+def test_a_larger_intake_batch_needs_a_batching_window(template: dict[str, Any]) -> None:
+    # Lambda refuses an SQS batch above 10 without a window; the stack should say so first.
+    assert rule_failures(template, IntakeBatchSize="50") == ["LargeIntakeBatchNeedsAWindow"]
+    assert rule_failures(template, IntakeBatchSize="50", IntakeBatchWindowSeconds="1") == []
+    assert rule_failures(template, IntakeBatchWindowSeconds="5") == []
+
+
+def test_the_intake_batch_size_reaches_both_intake_mappings_only(template: dict[str, Any]) -> None:
+    from workflow_runner.aws.template import Resolver
+
+    def batch_sizes(**parameters: str) -> dict[str, Any]:
+        resolver = Resolver(template, parameters)
+        return {
+            name: resolver.resolve(template["Resources"][name]["Properties"]["BatchSize"])
+            for name in ("TriggerQueueMapping", "WakeupQueueMapping", "ResumeQueueMapping")
+        }
+
+    assert batch_sizes() == {
+        "TriggerQueueMapping": "10",
+        "WakeupQueueMapping": "10",
+        "ResumeQueueMapping": 10,
+    }
+    # Resumes stay at 10: a window would delay every timer by up to its length.
+    assert batch_sizes(IntakeBatchSize="50", IntakeBatchWindowSeconds="1") == {
+        "TriggerQueueMapping": "50",
+        "WakeupQueueMapping": "50",
+        "ResumeQueueMapping": 10,
+    }
+
+
 def created(template: dict[str, Any], **parameters: str) -> set[str]:
     from workflow_runner.aws.template import Resolver
 

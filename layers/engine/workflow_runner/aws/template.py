@@ -64,6 +64,8 @@ class Resolver:
                 "List<"
             ):
                 value = [v.strip() for v in str(value or "").split(",")] if value != "" else [""]
+            elif spec.get("Type") == "Number" and value is not None:
+                value = str(value)  # CloudFormation hands every parameter on as a string
             self.params[name] = value
         self.params.update(
             {

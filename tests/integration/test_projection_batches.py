@@ -16,7 +16,7 @@ from workflow_runner.engine import (
     project_pending,
     resume_runs,
 )
-from workflow_runner.store import Sql, Store, connect
+from workflow_runner.store import NewPendingRow, Sql, Store, connect
 from workflow_runner.store.sql import _Queued
 
 from bench.common import TENANT, bench_registry
@@ -62,3 +62,30 @@ def test_a_batchs_suspensions_are_one_statement_and_a_resumed_run_has_no_row(
     rows = {p.run_id: p for p in store.pending.for_tenant(TENANT)}
     assert set(rows) == set(runs[1:])
     assert {p.wake_at for p in rows.values()} == {NOW + timedelta(seconds=1)}
+
+
+def test_a_wait_whose_match_has_a_none_key_is_written(store: Store) -> None:
+    """Such a match sends the row's record through json.dumps (database._to_json): its
+    instants must be text by then."""
+    row = NewPendingRow(
+        tenant_id=TENANT,
+        run_id="0b0e0c0d-0000-4000-8000-000000000001",
+        step_index=1,
+        workflow_name="w",
+        suspension_event_type="workflow.step.waiting-for-event",
+        wake_at=NOW + timedelta(days=1),
+        retry_attempt=None,
+        definition_fingerprint=None,
+        wait_event_type="sale",
+        match_expr={"None": 1},
+        suspension_version=2,
+        lookback_from=NOW,
+        match_key=None,
+        consumed_event_ids=("e1",),
+        lookback_after=(NOW + timedelta(microseconds=5), 7),
+    )
+    with store.transaction():
+        store.pending.upsert(row)
+    (written,) = store.pending.for_tenant(TENANT)
+    assert written.wake_at == NOW + timedelta(days=1)
+    assert written.match_expr == {"None": 1}

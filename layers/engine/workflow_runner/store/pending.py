@@ -126,12 +126,20 @@ class MovedRow:
     matched: bool
 
 
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
 def _pending_record(row: NewPendingRow) -> dict[str, Any]:
-    """A row's columns as upsert_pending's JSON record."""
+    """A row's columns as upsert_pending's JSON record. Instants go as ISO text, not
+    datetimes: a match expression with a "None" key sends the record through json.dumps
+    (database._to_json), which has no datetimes."""
     record = dict(row.__dict__)
+    record["wake_at"] = _iso(row.wake_at)
+    record["lookback_from"] = _iso(row.lookback_from)
     record["consumed_event_ids"] = list(row.consumed_event_ids) or None
     after = record.pop("lookback_after")
-    record["lookback_after_instant"] = after[0] if after else None
+    record["lookback_after_instant"] = _iso(after[0]) if after else None
     record["lookback_after_position"] = after[1] if after else None
     record["lookback_version"] = row.suspension_version if after else None
     return record

@@ -15,7 +15,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,18 +91,29 @@ def absurd_sleep(admin_url: str, sweep_n: int, n: int) -> dict[str, Any]:
     return {"sweep_n": sweep_n, "tried": tried, "best": final}
 
 
+def ours_at_intake_sizes(
+    admin_url: str, database: str, measure: Callable[[str, int], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`measure(url, intake_batch)` at the default IntakeBatchSize and at the burst
+    setting, each on a fresh `database`: ours at both the shapes it is offered in."""
+    shapes = []
+    for intake in (INTAKE_BATCH, THROUGHPUT_INTAKE_BATCH):
+        with fresh_database(admin_url, database) as url:
+            measured = measure(url, intake)
+        latency = f", p50 {measured['p50_ms']} ms" if "p50_ms" in measured else ""
+        log(f"  ours (IntakeBatchSize {intake}): {measured['runs_per_s']} runs/s{latency}")
+        shapes.append(measured)
+    return shapes
+
+
 def run_event_wait(n: int, workers: int, admin_url: str, shape: WorkerSettings) -> dict[str, Any]:
     """Workload 14: N correlated waits, N events at once; ours against both peers."""
     log(f"14 event wait: {n} runs each waiting for its own event, the events at once")
-    shapes = []
-    for intake in (INTAKE_BATCH, THROUGHPUT_INTAKE_BATCH):
-        with fresh_database(admin_url, "bench_event_wait") as url:
-            shapes.append(event_wait.run_ours(url, n, workers, intake_batch=intake))
-        measured = shapes[-1]
-        log(
-            f"  ours (IntakeBatchSize {intake}): {measured['runs_per_s']} runs/s,"
-            f" p50 {measured['p50_ms']} ms, p99 {measured['p99_ms']} ms"
-        )
+    shapes = ours_at_intake_sizes(
+        admin_url,
+        "bench_event_wait",
+        lambda url, intake: event_wait.run_ours(url, n, workers, intake_batch=intake),
+    )
     # Ours at its best shape, as the peers at theirs; the default's ratios kept beside.
     ours = best_setting(shapes)
     tried = []
@@ -183,11 +194,11 @@ def only_peers(
     """A side-by-side part alone, merged into its section of the existing results."""
     if workload == "absurd":
         n = sizes.sleep_n[-1]
-        shapes = []
-        for intake in (INTAKE_BATCH, THROUGHPUT_INTAKE_BATCH):
-            with fresh_database(admin_url, "bench_sleep") as url:
-                shapes.append(sleep_workflow.run_ours(url, n, 4, intake_batch=intake))
-            log(f"  ours n={n}, IntakeBatchSize {intake}: {shapes[-1]['runs_per_s']} runs/s")
+        shapes = ours_at_intake_sizes(
+            admin_url,
+            "bench_sleep",
+            lambda url, intake: sleep_workflow.run_ours(url, n, 4, intake_batch=intake),
+        )
         ours = best_setting(shapes)
         absurd = absurd_sleep(admin_url, sizes.absurd_sweep_n, n)
         figures = {"absurd_ours_runs_per_s": ours["runs_per_s"], **absurd_figures(ours, absurd)}

@@ -65,8 +65,8 @@ def test_a_batchs_suspensions_are_one_statement_and_a_resumed_run_has_no_row(
 
 
 def test_a_wait_whose_match_has_a_none_key_is_written(store: Store) -> None:
-    """Such a match sends the row's record through json.dumps (database._to_json): its
-    instants must be text by then."""
+    """Such a match sends the row's record through json.dumps (database._to_json), which
+    must still encode the record's instants."""
     row = NewPendingRow(
         tenant_id=TENANT,
         run_id="0b0e0c0d-0000-4000-8000-000000000001",

@@ -315,6 +315,10 @@ def _to_json(value: Any) -> bytes | str:
     """JSON text of a jsonb parameter, as json.dumps would store it. pydantic-core
     differs in one case that reaches jsonb: a None dict key is "None" there and "null"
     in json.dumps (and so in what earlier releases stored); any output with such a key
-    is written by json.dumps instead (a text key "None" takes that path too, harmlessly)."""
+    is written by json.dumps instead (a text key "None" takes that path too, harmlessly).
+    There, values json.dumps has no encoding for (an instant in a batch's records) are
+    encoded as pydantic-core encodes them everywhere else."""
     text = pydantic_core.to_json(value)
-    return json.dumps(value) if b'"None":' in text else text
+    if b'"None":' not in text:
+        return text
+    return json.dumps(value, default=pydantic_core.to_jsonable_python)

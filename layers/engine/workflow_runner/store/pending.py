@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from ..fast_init import fast_init
 from ..stream import STEP_RESUMED, TERMINAL_TYPES
-from .sql import Sql, array_literal
+from .sql import Sql, array_literal, runs_params
 
 # Stream events after a suspension that take its row out of flight: the resume's claim,
 # or the run's end (a cancel while the request was queued).
@@ -126,20 +126,12 @@ class MovedRow:
     matched: bool
 
 
-def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat()
-
-
 def _pending_record(row: NewPendingRow) -> dict[str, Any]:
-    """A row's columns as upsert_pending's JSON record. Instants go as ISO text, not
-    datetimes: a match expression with a "None" key sends the record through json.dumps
-    (database._to_json), which has no datetimes."""
+    """A row's columns as upsert_pending's JSON record."""
     record = dict(row.__dict__)
-    record["wake_at"] = _iso(row.wake_at)
-    record["lookback_from"] = _iso(row.lookback_from)
     record["consumed_event_ids"] = list(row.consumed_event_ids) or None
     after = record.pop("lookback_after")
-    record["lookback_after_instant"] = _iso(after[0]) if after else None
+    record["lookback_after_instant"] = after[0] if after else None
     record["lookback_after_position"] = after[1] if after else None
     record["lookback_version"] = row.suspension_version if after else None
     return record
@@ -235,13 +227,7 @@ class PendingStore:
 
     def delete_runs(self, runs: Sequence[tuple[str, str]]) -> None:
         """Drop the rows of many (tenant_id, run_id) pairs in one statement."""
-        self._sql.run(
-            "delete_runs_pending",
-            {
-                "tenant_ids": array_literal([t for t, _ in runs]),
-                "run_ids": array_literal([r for _, r in runs]),
-            },
-        )
+        self._sql.run("delete_runs_pending", runs_params(runs))
 
     def extend_wake(
         self, tenant_id: str, run_id: str, suspension_version: int, wake_at: datetime

@@ -53,6 +53,14 @@ THROUGHPUT_INTAKE_BATCH = 50
 
 
 @dataclass
+class _Waiting:
+    """Items waiting for a batch job, and how many jobs are queued for them."""
+
+    items: collections.deque[Any] = field(default_factory=collections.deque)
+    jobs: int = 0
+
+
+@dataclass
 class PipelineStats:
     """What the pipeline did, for checks after a workload."""
 
@@ -181,9 +189,9 @@ class Pipeline:
         self._order = itertools.count()
         self.resumes_first = resumes_first
         self.intake_batch = intake_batch
-        self._ready: collections.deque[ResumeRequest] = collections.deque()
-        self._triggers: collections.deque[DomainEvent] = collections.deque()
-        self._awaited: collections.deque[DomainEvent] = collections.deque()
+        self._ready = _Waiting()  # resume requests
+        self._triggers = _Waiting()  # trigger events
+        self._awaited = _Waiting()  # awaited events
         self._nudge = threading.Event()
         self._stop = threading.Event()
         self.hold = hold
@@ -232,9 +240,7 @@ class Pipeline:
         """Deliver a trigger event (TriggerProjection): like the intake queue, a worker
         takes every waiting trigger event up to `intake_batch` and ingests them in one
         transaction (TriggerProjection's ingest_domain_events does the same)."""
-        with self._lock:
-            self._triggers.append(event)
-        self._put(self._ingest_ready)
+        self._arrive(self._triggers, event, self._ingest_ready, self.intake_batch)
 
     def wake(self, event: DomainEvent, put_at: float) -> None:
         """Deliver an awaited event (EventWakeup): like the wakeup intake queue, a worker
@@ -242,15 +248,25 @@ class Pipeline:
         engine call, which sends their resumes straight to the queue (EventWakeup's
         wake_and_enqueue_many does the same). `put_at` is when it was sent (for callers'
         latency figures)."""
-        with self._lock:
-            self._awaited.append(event)
-        self._put(self._wake_ready)
+        self._arrive(self._awaited, event, self._wake_ready, self.intake_batch)
 
     def resume(self, requests: Sequence[ResumeRequest]) -> None:
         self.queue.send(requests)
 
     def _put(self, job: Job | None, lane: int = 1) -> None:
         self._jobs.put((lane, next(self._order), job))
+
+    def _arrive(self, waiting: _Waiting, item: Any, job: Job, size: int, lane: int = 1) -> None:
+        """Add `item` to what waits for a batch job; queue one more job only when those
+        already queued could not take it (as SQS invokes a function once per batch, not
+        once per message). Jobs queued x `size` >= items waiting holds after every
+        arrival and every take (_take_batch), so nothing waits without a job."""
+        with self._lock:
+            waiting.items.append(item)
+            more = waiting.jobs * size < len(waiting.items)
+            waiting.jobs += more
+        if more:
+            self._put(job, lane)
 
     def idle(self) -> bool:
         return self._jobs.unfinished_tasks == 0
@@ -260,9 +276,8 @@ class Pipeline:
     def _deliver(self, request: ResumeRequest) -> None:
         # Like SQS with batch size 10: a worker takes every ready request up to ten and
         # resumes them in one transaction (ResumeRun's resume_batch does the same).
-        with self._lock:
-            self._ready.append(request)
-        self._put(self._resume_ready, lane=0 if self.resumes_first else 1)
+        lane = 0 if self.resumes_first else 1
+        self._arrive(self._ready, request, self._resume_ready, _SQS_BATCH, lane)
 
     def _resume_ready(self, store: Store) -> None:
         self._take_batch(store, self._ready, self._resume, _SQS_BATCH)
@@ -270,14 +285,16 @@ class Pipeline:
     def _take_batch(
         self,
         store: Store,
-        waiting: collections.deque[Any],
+        waiting: _Waiting,
         handle: Callable[[Store, Any], None],
         size: int,
     ) -> None:
         """Take up to a batch (`size`) of what is waiting and handle it; retried here,
         not by _run (a retry of this job would take other items)."""
         with self._lock:
-            batch = [waiting.popleft() for _ in range(min(size, len(waiting)))]
+            waiting.jobs -= 1
+            items = waiting.items
+            batch = [items.popleft() for _ in range(min(size, len(items)))]
         if not batch:
             return
         for attempt in range(_ATTEMPTS):

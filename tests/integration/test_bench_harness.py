@@ -1,5 +1,6 @@
 """The benchmarks' in-process pipeline takes intake batches of the size the template's
-IntakeBatchSize would give its functions."""
+IntakeBatchSize would give its functions, one job per batch (as SQS invokes a function
+once per batch, not once per message)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from bench.harness import Pipeline, wait_until
 
 class _Recording(Pipeline):
     sizes: list[int]
+    jobs_queued = 0
 
     def _ingest(self, store: Store, events: Sequence[DomainEvent]) -> None:
         self.sizes.append(len(events))
@@ -35,9 +37,12 @@ def _ingested_batches(db_url: str, intake_batch: int | None) -> list[int]:
                 id=f"h-{i}", type="bench.sleep", payload={"id": f"h{i}", "n": i}, tenant_id=TENANT
             )
         )
+    pipeline.jobs_queued = pipeline._jobs.qsize()
     with pipeline:
         assert wait_until(lambda: pipeline.stats.ingested == 60, 60)
     assert not pipeline.stats.errors
+    # One job per batch: none queued that would find nothing left.
+    assert pipeline.jobs_queued == len(pipeline.sizes)
     return sorted(pipeline.sizes, reverse=True)
 
 
@@ -47,3 +52,26 @@ def test_intake_jobs_take_up_to_the_intake_batch_size(db_url: str, store: Store)
 
 def test_the_default_intake_batch_is_sqs_ten(db_url: str, store: Store) -> None:
     assert _ingested_batches(db_url, None) == [10] * 6
+
+
+def test_events_arriving_while_workers_take_batches_all_get_a_job(
+    db_url: str, store: Store
+) -> None:
+    clock = ManualClock(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
+    pipeline = _Recording(db_url, bench_registry(), workers=3, run_scanner=False, clock=clock)
+    pipeline.sizes = []
+    with pipeline:
+        for i in range(137):
+            pipeline.ingest(
+                DomainEvent(
+                    id=f"c-{i}",
+                    type="bench.sleep",
+                    payload={"id": f"c{i}", "n": i},
+                    tenant_id=TENANT,
+                )
+            )
+        assert wait_until(lambda: pipeline.stats.ingested == 137, 60)
+        assert wait_until(pipeline.idle, 10)
+    assert not pipeline.stats.errors
+    assert sum(pipeline.sizes) == 137 and max(pipeline.sizes) <= 10
+    assert pipeline._triggers.jobs == 0 and not pipeline._triggers.items

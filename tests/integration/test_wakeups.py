@@ -11,6 +11,7 @@ from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.store import Store
+from workflow_runner.store.sql import Sql
 
 from tests.support import (
     TENANT_A,
@@ -289,3 +290,39 @@ def test_wakeup_looks_waits_up_by_the_key_the_event_offers(
     assert [r.run_id for r in rows] == [run_id_for("approval", "k7")]
     woken = _approve(store, "k7", clock.now())
     assert [w.run_id for w in woken] == [run_id_for("approval", "k7")]
+
+
+def test_a_resume_batch_records_the_events_its_runs_took_with_their_passes(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_consumed_events rows go out in the batch's record_pass, not one statement a run."""
+    _approval(registry)
+    orders = ["c1", "c2", "c3"]
+    for order in orders:
+        trigger(store, registry, "order.placed", {"orderId": order}, clock.now())
+        _approve(store, order, clock.now(), event_id=f"ok-{order}")
+    sent: list[str] = []
+    real_run, real_send = Sql.run, Sql.send
+
+    def run(self: Sql, name: str, params: dict[str, Any]) -> int:
+        sent.append(name)
+        return real_run(self, name, params)
+
+    def send(self: Sql, name: str, params: dict[str, Any]) -> Any:
+        sent.append(name)
+        return real_send(self, name, params)
+
+    monkeypatch.setattr(Sql, "run", run)
+    monkeypatch.setattr(Sql, "send", send)
+    items = [ops.ResumeRequestItem(TENANT_A, run_id_for("approval", o), 0) for o in orders]
+
+    results = ops.resume_runs(store, items, clock.now(), registry)
+
+    assert [getattr(r, "outcome", r) for r in results] == ["completed"] * 3
+    assert "consume_events" not in sent and sent.count("record_pass") == 1
+    rows = store.conn.execute(
+        "SELECT run_id::text AS run_id, event_id FROM run_consumed_events ORDER BY event_id"
+    ).fetchall()
+    assert [(r["run_id"], r["event_id"]) for r in rows] == [
+        (run_id_for("approval", o), f"ok-{o}") for o in orders
+    ]

@@ -416,11 +416,11 @@ def continue_run(
     consumed = [matched] if matched is not None else []
     if isinstance(suspension, StepWaitingForEvent) and suspension.consumed_event_ids:
         consumed += suspension.consumed_event_ids  # a 0.1 suspension listed them itself
-    store.results.consume(tenant_id, run_id, consumed)
     path = suspension.entry_path
     try:
         step_at(definition.steps, path)
     except WorkflowStepError:
+        store.results.consume(tenant_id, run_id, consumed)
         return fail(
             "workflow_definition_changed",
             f"run {run_id} is suspended at a step its definition does not have",
@@ -459,6 +459,16 @@ def continue_run(
         callback_error=answered.callback_error if answered is not None else None,
         batch_events=batch,
     ).run(None if isinstance(suspension, FlowHeld) else path)  # held: not started yet
+    # The events it took go out with the pass's writes (one statement for the batch).
     return persist_pass(
-        store, tenant_id, run_id, definition, state.trigger_event_type, version, result, now, writes
+        store,
+        tenant_id,
+        run_id,
+        definition,
+        state.trigger_event_type,
+        version,
+        result,
+        now,
+        writes,
+        consumed,
     )

@@ -5,7 +5,7 @@ transaction, after the stream version the pass holds (its claim or its start).""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -254,13 +254,15 @@ def persist_pass(
     result: PassResult,
     now: datetime,
     writes: PassWrites | None = None,
+    consumed: Sequence[str] = (),
 ) -> RunOutcome:
     """Append a pass's outcome after stream version `version` (held by this pass).
 
     The outcome event carries only the results this pass wrote (each result is
     recorded once); run_results keeps every key's current value for the next resume.
     With `writes` (a batch of passes) the pass's writes to its run join the batch's one
-    statement instead of going out now.
+    statement instead of going out now. `consumed`: the awaited events the pass took
+    (written with its events, run_consumed_events).
     """
     values, refs = result.results_delta(), result.awaited_refs_delta()
     fact: SuspensionEvent | RunCompleted | RunFailed
@@ -402,6 +404,7 @@ def persist_pass(
             None
             if status == "waiting"
             else RunEnd(status, result.return_value, result.reason if status == "failed" else None),
+            consumed,
         )
         if writes is None:
             closed = store.streams.record_passes([pass_write], now)

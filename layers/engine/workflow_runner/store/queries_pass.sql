@@ -5,8 +5,9 @@
 -- loudly instead of dropping events; inserted run by run in version order, so a run's
 -- positions follow its versions), the result keys each set
 -- (one row per key; an older write never replaces a newer one), each run's summary (as
--- upsert_run), and for each run the pass ended (%(ended)s) what run_ended does. Returns
--- the joins closed now, as run_ended.
+-- upsert_run), the awaited events each took (%(consumed)s: as consume_events, so no later
+-- wait of the run takes them again), and for each run the pass ended (%(ended)s) what
+-- run_ended does. Returns the joins closed now, as run_ended.
 WITH appended AS (
     INSERT INTO wf_events (tenant_id, stream_id, stream_type, version, type, payload, metadata,
                            recorded_at)
@@ -41,6 +42,12 @@ WITH appended AS (
     SET status = excluded.status, version = excluded.version, updated_at = excluded.updated_at,
         definition_fingerprint = excluded.definition_fingerprint,
         workflow_version = COALESCE(excluded.workflow_version, workflow_runs.workflow_version)
+    RETURNING 1
+), consumed AS (
+    INSERT INTO run_consumed_events (tenant_id, run_id, event_id)
+    SELECT c.tenant_id, c.run_id, c.event_id
+    FROM jsonb_to_recordset(%(consumed)s) AS c(tenant_id uuid, run_id uuid, event_id text)
+    ON CONFLICT DO NOTHING
     RETURNING 1
 ), ended AS (
     -- `result` arrives wrapped ({"v": …}) so that a JSON null stays a jsonb null.

@@ -101,7 +101,8 @@ class PassWrite:
     """What one pass writes to its run (StreamStore.record_passes): `events` after
     `version` (which the pass holds: nothing is read back), `results` (values, awaited
     references; None: none recorded) as of the last event's version, the run summary
-    (None: left as it is) and, if the pass ended the run, how (`ended`)."""
+    (None: left as it is), if the pass ended the run, how (`ended`), and the awaited
+    events the pass took (`consumed`: run_consumed_events)."""
 
     tenant_id: str
     run_id: str
@@ -110,6 +111,7 @@ class PassWrite:
     summary: RunSummaryWrite | None = None
     results: tuple[Mapping[str, Any], Mapping[str, str | None]] | None = None
     ended: RunEnd | None = None
+    consumed: Sequence[str] = ()
 
 
 def _uuid_spelling(value: str) -> str:
@@ -245,8 +247,10 @@ class StreamStore:
         results: list[dict[str, Any]] = []
         runs: list[dict[str, Any]] = []
         ended: list[dict[str, Any]] = []
+        consumed: list[dict[str, Any]] = []
         for write in writes:
             keys = {"tenant_id": write.tenant_id, "run_id": write.run_id}
+            consumed += [{**keys, "event_id": event_id} for event_id in write.consumed]
             last = write.version + len(write.events)
             for n, item in enumerate(write.events):
                 event = _as_new(item)
@@ -290,6 +294,7 @@ class StreamStore:
                 "results": Jsonb(results),
                 "runs": Jsonb(runs),
                 "ended": Jsonb(ended),
+                "consumed": Jsonb(consumed),
                 "now": recorded_at,
             },
         )

@@ -1,6 +1,6 @@
-"""A pending-projection batch writes its runs' new rows in one statement, on real
-PostgreSQL: the rows are what one statement per suspension wrote, and a run that
-resumed within the same batch has none."""
+"""A pending-projection batch writes its runs' new rows, and records their matches, in
+one statement each, on real PostgreSQL: the rows are what one statement per event
+wrote, and a run that resumed within the same batch has none."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from workflow_runner.engine import (
     ingest_domain_events,
     project_pending,
     resume_runs,
+    wake_on_event,
 )
 from workflow_runner.store import NewPendingRow, Sql, Store, connect
 from workflow_runner.store.sql import _Queued
@@ -89,3 +90,60 @@ def test_a_wait_whose_match_has_a_none_key_is_written(store: Store) -> None:
     (written,) = store.pending.for_tenant(TENANT)
     assert written.wake_at == NOW + timedelta(days=1)
     assert written.match_expr == {"None": 1}
+
+
+def _projected_texts(db_url: str, now: datetime) -> list[str]:
+    logged = connect(db_url, sql_type=_LoggedSql)
+    try:
+        project_pending(logged, now)
+        return list(logged._sql.texts)  # type: ignore[attr-defined]
+    finally:
+        logged.close()
+
+
+def test_a_batchs_matches_are_one_statement_and_keep_or_free_leases_as_each_would(
+    db_url: str, store: Store
+) -> None:
+    registry = bench_registry()
+    starts = [
+        DomainEvent(id=f"s{i}", type="bench.await-start", payload={"id": f"m{i}"}, tenant_id=TENANT)
+        for i in range(4)
+    ]
+    runs = [r.started[0].run_id for r in ingest_domain_events(store, starts, NOW, registry)]
+    project_pending(store, NOW)
+    woke = NOW + timedelta(seconds=5)
+    for i in range(3):
+        go = DomainEvent(id=f"go{i}", type="bench.go", payload={"id": f"m{i}"}, tenant_id=TENANT)
+        assert [w.run_id for w in wake_on_event(store, go, woke)] == [runs[i]]
+    # Runs 0 and 1: leased and sent since (the replay must not free them for a second
+    # send); run 2: a row that lost its match (as one projected after it): taken again.
+    lease = woke + timedelta(minutes=20)
+    store.conn.execute(
+        "UPDATE workflow_run_pending SET leased_until = %s WHERE run_id = ANY(%s::uuid[])",
+        (lease, runs[:3]),
+    )
+    store.conn.execute(
+        "UPDATE workflow_run_pending SET awaited_event_id = NULL WHERE run_id = %s::uuid",
+        (runs[2],),
+    )
+
+    texts = _projected_texts(db_url, woke)
+
+    assert (
+        sum("FROM jsonb_to_recordset" in t and "awaited_event_id = m.event_id" in t for t in texts)
+        == 1
+    )
+    assert not any("WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s" in t for t in texts)
+    rows = {p.run_id: p for p in store.pending.for_tenant(TENANT)}
+    marked = {
+        r["run_id"]: (r["awaited_event_id"], r["leased_until"])
+        for r in store.conn.execute(
+            "SELECT run_id::text AS run_id, awaited_event_id, leased_until"
+            " FROM workflow_run_pending"
+        ).fetchall()
+    }
+    assert set(rows) == set(runs)
+    assert marked[runs[0]] == ("go0", lease) and marked[runs[1]] == ("go1", lease)
+    assert marked[runs[2]] == ("go2", None)  # matched anew: free for the wakeup to send
+    assert marked[runs[3]] == (None, None)
+    assert all(rows[r].wake_at <= woke for r in runs[:3])

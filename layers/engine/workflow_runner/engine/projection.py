@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ..match import equality_key
-from ..store import DueRow, NewPendingRow, ProjectionLag, Store, StoredEvent
+from ..store import DueRow, NewPendingRow, PendingMark, ProjectionLag, Store, StoredEvent
 from ..stream import (
     CALLBACK_EVENT_TYPE,
     RUN_STREAM,
@@ -76,13 +76,16 @@ class ProjectionResult:
 
 class _PendingWrites:
     """The projection's plain writes of a batch, sent as one statement of each kind:
-    the runs whose rows go (a resume, a run's end) and the suspensions' new rows.
+    the runs whose rows go (a resume, a run's end), the suspensions' new rows, and the
+    awaited events (or outcomes) recorded on waiting rows.
 
     Applied in event order they would be one statement each. Deferred, a delete
-    supersedes the run's earlier rows still waiting (they would be deleted), and at a
-    flush the deletes go before the rows, which all came after them; so the result is
-    the same. Any other write of a run with a deferred write (a match, a migration, a
-    wait's look-back) flushes first, and so does the end of the batch.
+    supersedes the run's earlier rows and mark still waiting (they would be deleted),
+    and at a flush the deletes go before the rows, which all came after them; a mark
+    waits only while nothing else of its run comes (a run's row or second mark after it
+    flushes first), so the marks can go last. The result is the same. Any other write
+    of a run with a deferred write (a migration, a wait's look-back) flushes first, and
+    so does the end of the batch.
     """
 
     def __init__(self, store: Store) -> None:
@@ -90,19 +93,28 @@ class _PendingWrites:
         self.deletes: dict[tuple[str, str], None] = {}
         # (tenant, run) -> step -> row: a later suspension of the same step replaces it.
         self.rows: dict[tuple[str, str], dict[int, NewPendingRow]] = {}
+        self.marks: dict[tuple[str, str], PendingMark] = {}
 
     def delete(self, tenant_id: str, run_id: str) -> None:
         self.rows.pop((tenant_id, run_id), None)
+        self.marks.pop((tenant_id, run_id), None)
         self.deletes[(tenant_id, run_id)] = None
 
     def upsert(self, row: NewPendingRow) -> None:
+        if (row.tenant_id, row.run_id) in self.marks:
+            self.flush()
         steps = self.rows.setdefault((row.tenant_id, row.run_id), {})
         earlier = steps.get(row.step_index)
         if earlier is None or earlier.suspension_version <= row.suspension_version:
             steps[row.step_index] = row
 
+    def mark(self, mark: PendingMark) -> None:
+        self.before_write(mark.tenant_id, mark.run_id)
+        self.marks[(mark.tenant_id, mark.run_id)] = mark
+
     def before_write(self, tenant_id: str, run_id: str) -> None:
-        if (tenant_id, run_id) in self.deletes or (tenant_id, run_id) in self.rows:
+        run = (tenant_id, run_id)
+        if run in self.deletes or run in self.rows or run in self.marks:
             self.flush()
 
     def flush(self) -> None:
@@ -112,6 +124,9 @@ class _PendingWrites:
         if self.rows:
             self.store.pending.upsert_many([r for s in self.rows.values() for r in s.values()])
             self.rows.clear()
+        if self.marks:
+            self.store.pending.mark_matched_rows(list(self.marks.values()))
+            self.marks.clear()
 
 
 def _pending_row(
@@ -244,14 +259,15 @@ def _apply(
             return _new_wait(store, e, fact, now, budget)
         writes.upsert(_pending_row(e, fact))
     elif isinstance(fact, StepEventMatched):
-        writes.before_write(e.tenant_id, e.stream_id)
-        store.pending.mark_matched(
-            e.tenant_id,
-            e.stream_id,
-            fact.suspension_version,
-            fact.event_type,
-            fact.event_id,
-            e.recorded_at,
+        writes.mark(
+            PendingMark(
+                e.tenant_id,
+                e.stream_id,
+                fact.suspension_version,
+                fact.event_type,
+                fact.event_id,
+                e.recorded_at,
+            )
         )
     elif isinstance(fact, CallbackHeartbeat) and fact.run_due:
         # As the heartbeat itself did; this is the path of a row projected after it.
@@ -260,39 +276,42 @@ def _apply(
     elif isinstance(fact, (CallbackCompleted, CallbackFailed)) and fact.run_due:
         # The answer marks the row and enqueues the resume itself; this is the path of a
         # row projected after the answer, or of a rebuilt projection.
-        writes.before_write(e.tenant_id, e.stream_id)
-        store.pending.mark_matched(
-            e.tenant_id,
-            e.stream_id,
-            fact.suspension_version,
-            CALLBACK_EVENT_TYPE,
-            fact.event_id,
-            e.recorded_at,
+        writes.mark(
+            PendingMark(
+                e.tenant_id,
+                e.stream_id,
+                fact.suspension_version,
+                CALLBACK_EVENT_TYPE,
+                fact.event_id,
+                e.recorded_at,
+            )
         )
     elif isinstance(fact, (TaskCompleted, TaskFailed)) and fact.run_due:
         # The task's outcome is recorded: the run is due (the worker also marks it and
         # enqueues the resume at once; this is the path of a rebuilt projection).
-        writes.before_write(e.tenant_id, e.stream_id)
-        store.pending.mark_matched(
-            e.tenant_id,
-            e.stream_id,
-            fact.suspension_version,
-            TASK_OUTCOME,
-            fact.task_id,
-            e.recorded_at,
+        writes.mark(
+            PendingMark(
+                e.tenant_id,
+                e.stream_id,
+                fact.suspension_version,
+                TASK_OUTCOME,
+                fact.task_id,
+                e.recorded_at,
+            )
         )
     elif isinstance(fact, ChildrenSettled):
         # The join's children settled (recorded by the last child's transaction, which
         # cannot reach the resume queue): the run is due now. Enqueueing leases the row
         # first, so a row that is gone is not sent.
-        writes.before_write(e.tenant_id, e.stream_id)
-        store.pending.mark_matched(
-            e.tenant_id,
-            e.stream_id,
-            fact.suspension_version,
-            CHILDREN_OUTCOME,
-            fact.join_id,
-            e.recorded_at,
+        writes.mark(
+            PendingMark(
+                e.tenant_id,
+                e.stream_id,
+                fact.suspension_version,
+                CHILDREN_OUTCOME,
+                fact.join_id,
+                e.recorded_at,
+            )
         )
         return WokenRun(e.tenant_id, e.stream_id, fact.step_index, fact.join_id, e.recorded_at)
     elif isinstance(fact, RunMigrated):

@@ -46,6 +46,19 @@ class NewPendingRow:
 
 
 @dataclass(frozen=True)
+class PendingMark:
+    """An awaited event (or outcome) recorded on a waiting row (mark_matched): the row of
+    `suspension_version` takes `event_id` of `event_type` and is due at `at`."""
+
+    tenant_id: str
+    run_id: str
+    suspension_version: int
+    event_type: str
+    event_id: str
+    at: datetime
+
+
+@dataclass(frozen=True)
 class UnfinishedLookBack:
     """A waiting row whose look-back a projection batch left for the next ones."""
 
@@ -323,6 +336,22 @@ class PendingStore:
                 "now": now,
             },
         )
+
+    def mark_matched_rows(self, marks: Sequence[PendingMark]) -> None:
+        """mark_matched for each of `marks` (at most one per run), in one statement."""
+        if marks:
+            rows = [
+                {
+                    "tenant_id": m.tenant_id,
+                    "run_id": m.run_id,
+                    "suspension_version": m.suspension_version,
+                    "event_type": m.event_type,
+                    "event_id": m.event_id,
+                    "at": m.at,
+                }
+                for m in marks
+            ]
+            self._sql.run("mark_pending_matched_rows", {"rows": Jsonb(rows)})
 
     def due(self, tenant_id: str, now: datetime, limit: int) -> list[DueRow]:
         """A tenant's rows due at `now`, oldest first (leases ignored)."""

@@ -474,6 +474,20 @@ SET trigger_event_type = %(event_type)s, awaited_event_id = %(event_id)s,
     lookback_after_instant = NULL, lookback_after_position = NULL, lookback_version = NULL
 WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s AND suspension_version = %(suspension_version)s;
 
+-- name: mark_pending_matched_rows
+-- mark_pending_matched for many rows in one statement (%(rows)s: tenant_id, run_id,
+-- suspension_version, event_type, event_id, at; at most one per run).
+UPDATE workflow_run_pending p
+SET trigger_event_type = m.event_type, awaited_event_id = m.event_id,
+    wake_at = least(p.wake_at, m.at),
+    leased_until = CASE WHEN p.awaited_event_id IS NOT DISTINCT FROM m.event_id
+                        THEN p.leased_until END,
+    lookback_after_instant = NULL, lookback_after_position = NULL, lookback_version = NULL
+FROM jsonb_to_recordset(%(rows)s) AS m(tenant_id uuid, run_id uuid, suspension_version integer,
+                                        event_type text, event_id text, at timestamptz)
+WHERE p.tenant_id = m.tenant_id AND p.run_id = m.run_id
+  AND p.suspension_version = m.suspension_version;
+
 -- name: waiting_rows_for_event
 -- A tenant's unmatched waits for one event type that may take event %(event_id)s of
 -- instant %(instant)s: those without an equality key, and those whose key the event

@@ -306,18 +306,34 @@ class PendingStore:
         events: Sequence[tuple[datetime, Sequence[str] | None, str]],
     ) -> list[list[WaitingRow]]:
         """Take the (tenant, type) lock (InboxStore.lock_type), then read, per event
-        (instant, keys, event id), what `waiting_for` reads: every statement in one round
-        trip, the lock first (the server runs them in order, so the reads see what was
-        committed before the lock was granted), the reads on their generic plans (see
-        generic_plans_in_transaction). Call inside a transaction."""
-        calls = [
-            ("generic_plans_in_transaction", {}),
-            ("lock_event_type", {"tenant_id": tenant_id, "type": type}),
+        (instant, keys, event id), what `waiting_for` reads: the lock and one statement
+        for every event (waiting_rows_for_events) in one round trip, the lock first (the
+        server runs them in order, so the read sees what was committed before the lock
+        was granted), the read on its generic plan (see generic_plans_in_transaction).
+        Call inside a transaction."""
+        if not events:
+            return []
+        wanted = [
+            {
+                "n": n,
+                "event_id": event_id,
+                "instant": instant,
+                "keys": None if keys is None else list(keys),
+            }
+            for n, (instant, keys, event_id) in enumerate(events)
         ]
-        calls += [
-            ("waiting_rows_for_event", _waiting_params(tenant_id, type, *event)) for event in events
-        ]
-        return [[_waiting_row(r) for r in rows] for rows in self._sql.batch(calls)[2:]]
+        params = {"tenant_id": tenant_id, "type": type, "events": Jsonb(wanted)}
+        *_, rows = self._sql.batch(
+            [
+                ("generic_plans_in_transaction", {}),
+                ("lock_event_type", {"tenant_id": tenant_id, "type": type}),
+                ("waiting_rows_for_events", params),
+            ]
+        )
+        found: list[list[WaitingRow]] = [[] for _ in events]
+        for r in rows:
+            found[r["n"]].append(_waiting_row(r))
+        return found
 
     def mark_matched_many(
         self, tenant_id: str, marks: Sequence[tuple[str, int, str, str]], now: datetime

@@ -530,6 +530,41 @@ WHERE p.awaited_event_id IS NULL
                     AND c.event_id = %(event_id)s)
 ORDER BY p.run_id;
 
+-- name: waiting_rows_for_events
+-- waiting_rows_for_event for several events of one tenant and type in one statement:
+-- %(events)s holds each event's `n` (its place in the batch), event_id, instant and
+-- keys (NULL: the event offers none). Each row names the event (`n`) whose wait it may
+-- be, ordered by event, then run. The same three index ranges per event (the offered
+-- keys probed one by one, the waits without a key, every keyed wait when the event
+-- offers no keys) and the same filters.
+SELECT e.n, p.run_id::text AS run_id, p.step_index, p.match_expr, p.suspension_version,
+       coalesce(p.match_after_version, p.suspension_version) AS match_after
+FROM jsonb_to_recordset(%(events)s) AS e(n integer, event_id text, instant timestamptz,
+                                          keys text[])
+CROSS JOIN LATERAL (
+    SELECT w.* FROM (SELECT DISTINCT key FROM unnest(e.keys) AS key) k
+    CROSS JOIN LATERAL (
+        SELECT * FROM workflow_run_pending x
+        WHERE x.tenant_id = %(tenant_id)s AND x.wait_event_type = %(type)s
+          AND x.match_key = k.key
+        OFFSET 0) w
+    UNION ALL
+    SELECT x.* FROM workflow_run_pending x
+    WHERE x.tenant_id = %(tenant_id)s AND x.wait_event_type = %(type)s
+      AND x.match_key IS NULL
+    UNION ALL
+    SELECT x.* FROM workflow_run_pending x
+    WHERE x.tenant_id = %(tenant_id)s AND x.wait_event_type = %(type)s
+      AND e.keys IS NULL AND x.match_key IS NOT NULL
+) p
+WHERE p.awaited_event_id IS NULL
+  AND (p.lookback_from IS NULL OR p.lookback_from <= e.instant)
+  AND NOT (coalesce(p.consumed_event_ids, '{}') @> ARRAY[e.event_id]::text[])
+  AND NOT EXISTS (SELECT 1 FROM run_consumed_events c
+                  WHERE c.tenant_id = p.tenant_id AND c.run_id = p.run_id
+                    AND c.event_id = e.event_id)
+ORDER BY e.n, p.run_id;
+
 -- name: mark_pending_matched_many
 -- Record awaited events on many waiting rows of a tenant and make them due now: row by
 -- row, %(run_ids)s, %(suspension_versions)s, %(event_types)s and %(event_ids)s pairwise.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..store.pending import DueRow
+from ..store.pending_rows import DueRow
 from ..store.sql import Sql, array_literal
 from .limits import LimitSpec
 from .store_reads import FlowReads, LimitRow, RunWait, SkippedTrigger

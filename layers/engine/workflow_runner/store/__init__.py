@@ -21,7 +21,7 @@ from .migrate import (
 )
 from .operator import PinnedRunGroup, ProjectionState, RunCheckRow
 from .outbox import DispatchStatus, OutboxRow, OutboxSummary
-from .pending import (
+from .pending_rows import (
     DueRow,
     MovedRow,
     NewPendingRow,

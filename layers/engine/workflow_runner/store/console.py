@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from .pending import PendingRow
+from .pending_rows import PendingRow
 from .runs import RunSummary
 from .sql import Sql
 

@@ -303,8 +303,9 @@ REPRODUCE = [
     "To profile a workload:",
     "`.venv-bench/bin/py-spy record -o prof.svg --",
     "  .venv-bench/bin/python -m bench.run --quick`.",
-    "The database's side of the drain or the event wait, statement by statement:",
-    "`.venv-bench/bin/python -m bench.statements {drain,event_wait} N` (a server of its",
+    "The database's side of the drain, the event wait or the sleep workflow, statement",
+    "by statement: `.venv-bench/bin/python -m bench.statements {drain,event_wait,sleep}",
+    "N` (a server of its",
     "own with pg_stat_statements; server time a run, each statement named after the",
     "engine's query).",
 ]

@@ -1,15 +1,16 @@
 """Where the database's time goes in a workload: server time per statement, per run.
 
-    python -m bench.statements {drain,event_wait} N [--workers W]
+    python -m bench.statements {drain,event_wait,sleep} N [--workers W]
 
 Starts an embedded PostgreSQL of its own with `pg_stat_statements` loaded (it is not
 loaded in `make bench`: it costs every statement a little, and the peers would not
 get it), runs the workload on a fresh database, counts only what the workload's
 measured part runs (the statistics are reset once the setup is done: the drain's runs
-seeded, the event wait's runs all waiting), and prints each statement's calls, server
-time in total and per run, and rows, named after the engine's query it is (the
-`-- name:` of its queries*.sql) where it is one. The server time is execution only:
-parsing, the protocol, commits and autovacuum are not in it, and neither is Python.
+seeded, the event wait's runs all waiting; the sleep workflow has no setup), and
+prints each statement's calls, server time in total and per run, and rows, named
+after the engine's query it is (the `-- name:` of its queries*.sql) where it is one.
+The server time is execution only: parsing, the protocol, commits and autovacuum are
+not in it, and neither is Python.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import psycopg
 from workflow_runner.embedded import start_embedded_postgres
 from workflow_runner.store.queries import queries
 
-from . import backlog, event_wait
+from . import backlog, event_wait, sleep_workflow
 from .common import fresh_database
 
 _PLACEHOLDER = re.compile(r"%\(\w+\)s|\$\d+")
@@ -93,6 +94,9 @@ def profile(workload: str, n: int, workers: int) -> tuple[dict[str, Any], list[d
                 conn.execute("CREATE EXTENSION pg_stat_statements")
             if workload == "drain":
                 figures = backlog.drain_processes(url, n, workers, seeded=_reset(url))
+            elif workload == "sleep":
+                _reset(url)()  # the extension's own statements out
+                figures = sleep_workflow.run_ours(url, n, workers)
             else:
                 figures = event_wait.run_ours(url, n, workers, waiting=_reset(url))
             return figures, _statements(url)
@@ -102,7 +106,7 @@ def profile(workload: str, n: int, workers: int) -> tuple[dict[str, Any], list[d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("workload", choices=["drain", "event_wait"])
+    parser.add_argument("workload", choices=["drain", "event_wait", "sleep"])
     parser.add_argument("n", type=int)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--top", type=int, default=15)

@@ -76,11 +76,8 @@ def test_the_wakeup_lookup_and_the_purge_check_read_event_waits_by_the_index(
     _add_waits(store, TENANT_B, 500, "order.approved")
     store.conn.execute("ANALYZE workflow_run_pending")
 
-    lookup = _generic_plan(store, "waiting_rows_for_event")
+    lookup = _generic_plan(store, "waiting_rows_for_events")
     assert INDEX in lookup and "Seq Scan on workflow_run_pending" not in lookup, lookup
-    # The wakeup's batch of events reads them all in one statement, on the same index.
-    batch = _generic_plan(store, "waiting_rows_for_events")
-    assert INDEX in batch and "Seq Scan on workflow_run_pending" not in batch, batch
 
     purge = _generic_plan(store, "purge_inbox_delete")
     assert INDEX in purge and "Seq Scan on workflow_run_pending" not in purge, purge
@@ -107,11 +104,10 @@ def test_the_wakeup_lookup_reads_the_events_keys_by_the_index_not_every_wait_of_
     _add_waits(store, TENANT_A, 5_000, "order.approved")
     store.conn.execute("ANALYZE workflow_run_pending")
 
-    for name in ("waiting_rows_for_event", "waiting_rows_for_events"):
-        lookup = _generic_plan(store, name)
-        conditions = [line for line in lookup.splitlines() if "Index Cond" in line]
-        assert any("match_key = key" in line for line in conditions), lookup  # each key
-        assert any("match_key IS NULL" in line for line in conditions), lookup
+    lookup = _generic_plan(store, "waiting_rows_for_events")
+    conditions = [line for line in lookup.splitlines() if "Index Cond" in line]
+    assert any("match_key = key" in line for line in conditions), lookup  # each key
+    assert any("match_key IS NULL" in line for line in conditions), lookup
 
     found = store.pending.waiting_for(TENANT_A, "order.approved", T0, keys=["k7"], event_id="e1")
     assert len(found) == 1  # and every wait when the event offers no keys:
@@ -141,11 +137,10 @@ def test_the_wakeup_lookup_probes_the_index_by_key_before_the_table_is_analyzed(
     ).fetchone()
     assert analyzed is not None and analyzed["reltuples"] < 0  # never analyzed
 
-    for name in ("waiting_rows_for_event", "waiting_rows_for_events"):
-        lookup = _generic_plan(store, name)
-        assert "workflow_run_pending_tenant_wake_at_idx" not in lookup, lookup
-        conditions = [line for line in lookup.splitlines() if "Index Cond" in line]
-        assert any("match_key = key" in line for line in conditions), lookup
+    lookup = _generic_plan(store, "waiting_rows_for_events")
+    assert "workflow_run_pending_tenant_wake_at_idx" not in lookup, lookup
+    conditions = [line for line in lookup.splitlines() if "Index Cond" in line]
+    assert any("match_key = key" in line for line in conditions), lookup
 
     found = store.pending.waiting_for(TENANT_A, "order.approved", T0, keys=["k7"], event_id="e1")
     assert len(found) == 1

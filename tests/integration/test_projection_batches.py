@@ -147,3 +147,30 @@ def test_a_batchs_matches_are_one_statement_and_keep_or_free_leases_as_each_woul
     assert marked[runs[2]] == ("go2", None)  # matched anew: free for the wakeup to send
     assert marked[runs[3]] == (None, None)
     assert all(rows[r].wake_at <= woke for r in runs[:3])
+
+
+def test_a_store_on_a_plain_connection_encodes_its_batch_records_instants(db_url: str) -> None:
+    """The engine's jsonb encoding comes with the Store, not only with connect(): a timer's
+    row (its instants inside the batch's JSON record) is written on any connection."""
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        plain = Store(conn)
+        row = NewPendingRow(
+            tenant_id=TENANT,
+            run_id="00000000-0000-4000-8000-0000000000c1",
+            step_index=1,
+            workflow_name="w",
+            suspension_event_type="workflow.step.waiting",
+            wake_at=NOW,
+            retry_attempt=None,
+            definition_fingerprint=None,
+            wait_event_type=None,
+            match_expr=None,
+            suspension_version=2,
+            lookback_from=NOW,
+            match_key=None,
+        )
+        plain.pending.upsert_many([row])
+        [stored] = plain.pending.for_tenant(TENANT)
+    assert (stored.run_id, stored.wake_at) == (row.run_id, NOW)

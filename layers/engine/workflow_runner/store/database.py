@@ -60,6 +60,14 @@ class Store:
     def __init__(self, conn: psycopg.Connection[dict[str, Any]], sql_type: type[Sql] = Sql) -> None:
         self._conn = conn
         self._sql = sql_type(conn)
+        # jsonb parameters and columns through pydantic-core's JSON (Rust) instead of the
+        # json module: a tenth of a resume's Python went to encoding and decoding. What a
+        # workflow produces is still checked with json.dumps first
+        # (storable.check_storable), so what counts as JSON does not change. Set here, not
+        # in connect(), so every Store encodes its batch records (instants included) the
+        # same way, whoever opened its connection.
+        set_json_dumps(_to_json, conn)
+        set_json_loads(pydantic_core.from_json, conn)
 
     # --- the stores ------------------------------------------------------------------
 
@@ -302,12 +310,6 @@ def connect(
         conn = psycopg.connect(url, autocommit=True, row_factory=dict_row, **params, **kwargs)
     except psycopg.Error as error:
         raise wrap_error(error) from error
-    # jsonb parameters and columns through pydantic-core's JSON (Rust) instead of the
-    # json module: a tenth of a resume's Python went to encoding and decoding. What a
-    # workflow produces is still checked with json.dumps first (storable.check_storable),
-    # so what counts as JSON does not change.
-    set_json_dumps(_to_json, conn)
-    set_json_loads(pydantic_core.from_json, conn)
     return Store(conn, sql_type)
 
 

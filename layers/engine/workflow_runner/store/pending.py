@@ -185,10 +185,8 @@ class PendingStore:
         """Unmatched waits event `event_id` of `instant` may wake (their look-back starts
         at or before it, their run has not consumed it); `keys` (match.payload_keys)
         narrows by index. Ordered by run id."""
-        rows = self._sql.all(
-            "waiting_rows_for_event", _waiting_params(tenant_id, type, instant, keys, event_id)
-        )
-        return [_waiting_row(r) for r in rows]
+        params = _waiting_params(tenant_id, type, [(instant, keys, event_id)])
+        return [_waiting_row(r) for r in self._sql.all("waiting_rows_for_events", params)]
 
     def locked_waiting_for(
         self,
@@ -204,21 +202,11 @@ class PendingStore:
         Call inside a transaction."""
         if not events:
             return []
-        wanted = [
-            {
-                "n": n,
-                "event_id": event_id,
-                "instant": instant.isoformat(),  # text, as mark_matched_rows' instants
-                "keys": None if keys is None else list(keys),
-            }
-            for n, (instant, keys, event_id) in enumerate(events)
-        ]
-        params = {"tenant_id": tenant_id, "type": type, "events": Jsonb(wanted)}
         *_, rows = self._sql.batch(
             [
                 ("generic_plans_in_transaction", {}),
                 ("lock_event_type", {"tenant_id": tenant_id, "type": type}),
-                ("waiting_rows_for_events", params),
+                ("waiting_rows_for_events", _waiting_params(tenant_id, type, events)),
             ]
         )
         found: list[list[WaitingRow]] = [[] for _ in events]
@@ -254,8 +242,7 @@ class PendingStore:
                     "suspension_version": m.suspension_version,
                     "event_type": m.event_type,
                     "event_id": m.event_id,
-                    # As text: the record is JSON whatever the connection's encoder.
-                    "at": m.at.isoformat(),
+                    "at": m.at,
                 }
                 for m in marks
             ]
@@ -398,15 +385,20 @@ class PendingStore:
 
 
 def _waiting_params(
-    tenant_id: str, type: str, instant: datetime, keys: Sequence[str] | None, event_id: str
+    tenant_id: str, type: str, events: Sequence[tuple[datetime, Sequence[str] | None, str]]
 ) -> dict[str, Any]:
-    return {
-        "tenant_id": tenant_id,
-        "type": type,
-        "instant": instant,
-        "keys": None if keys is None else list(keys),
-        "event_id": event_id,
-    }
+    """waiting_rows_for_events' parameters: each event (instant, keys, event id) numbered
+    by its place (`n`)."""
+    wanted = [
+        {
+            "n": n,
+            "event_id": event_id,
+            "instant": instant,
+            "keys": None if keys is None else list(keys),
+        }
+        for n, (instant, keys, event_id) in enumerate(events)
+    ]
+    return {"tenant_id": tenant_id, "type": type, "events": Jsonb(wanted)}
 
 
 def _waiting_row(r: dict[str, Any]) -> WaitingRow:

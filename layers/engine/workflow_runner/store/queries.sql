@@ -338,7 +338,7 @@ SELECT tenant_id::text AS tenant_id FROM tenants ORDER BY tenant_id;
 
 -- name: generic_plans_in_transaction
 -- The statements that follow in this transaction run on their generic plans once
--- prepared (plan_cache_mode, until the transaction ends). For waiting_rows_for_event:
+-- prepared (plan_cache_mode, until the transaction ends). For waiting_rows_for_events:
 -- its generic plan probes the index by key whatever the statistics, while the server's
 -- own choice kept planning it anew on every run (0.5 ms a run against 0.15).
 SELECT set_config('plan_cache_mode', 'force_generic_plan', true);
@@ -488,55 +488,23 @@ FROM jsonb_to_recordset(%(rows)s) AS m(tenant_id uuid, run_id uuid, suspension_v
 WHERE p.tenant_id = m.tenant_id AND p.run_id = m.run_id
   AND p.suspension_version = m.suspension_version;
 
--- name: waiting_rows_for_event
--- A tenant's unmatched waits for one event type that may take event %(event_id)s of
--- instant %(instant)s: those without an equality key, and those whose key the event
--- offers (all of them when %(keys)s is NULL); not those whose run consumed the event
+-- name: waiting_rows_for_events
+-- A tenant's unmatched waits for one event type that may take each event of
+-- %(events)s (its `n`, the place in the batch; event_id; instant; keys, NULL when the
+-- event offers none): those without an equality key, and those whose key the event
+-- offers (all of them when its keys are NULL); not those whose run consumed the event
 -- with an earlier wait (a retried wakeup must not hand it to such a run again):
 -- run_consumed_events, or the list a 0.1 suspension carried (consumed_event_ids).
--- `match_after`: the stream version its match is appended after.
--- Three branches, each an index range of workflow_run_pending_event_waits_idx (tenant,
--- type, key): the keys the event offers, the waits without a key, and (only when the
--- event offers no keys) every keyed wait. One OR over the key would make every event
--- read every wait of its type (the key a filter, not an index condition). The first
--- branch probes the index once per offered key (a lateral subquery the OFFSET 0 keeps
--- apart, so the key is an equality of each probe): with `match_key = ANY(keys)`, the
--- generic plan of a table not analyzed yet read every wait of the tenant per event
+-- `match_after`: the stream version its match is appended after. Each row names the
+-- event (`n`) whose wait it may be, ordered by event, then run.
+-- Three branches per event, each an index range of workflow_run_pending_event_waits_idx
+-- (tenant, type, key): the keys the event offers, the waits without a key, and (only
+-- when the event offers no keys) every keyed wait. One OR over the key would make every
+-- event read every wait of its type (the key a filter, not an index condition). The
+-- first branch probes the index once per offered key (a lateral subquery the OFFSET 0
+-- keeps apart, so the key is an equality of each probe): with `match_key = ANY(keys)`,
+-- the generic plan of a table not analyzed yet read every wait of the tenant per event
 -- (its estimate of an array of unknown length made the tenant-only index look cheaper).
-WITH candidates AS (
-    SELECT p.* FROM (SELECT DISTINCT key FROM unnest(%(keys)s::text[]) AS key) k
-    CROSS JOIN LATERAL (
-        SELECT * FROM workflow_run_pending w
-        WHERE w.tenant_id = %(tenant_id)s AND w.wait_event_type = %(type)s
-          AND w.match_key = k.key
-        OFFSET 0) p
-    UNION ALL
-    SELECT p.* FROM workflow_run_pending p
-    WHERE p.tenant_id = %(tenant_id)s AND p.wait_event_type = %(type)s
-      AND p.match_key IS NULL
-    UNION ALL
-    SELECT p.* FROM workflow_run_pending p
-    WHERE p.tenant_id = %(tenant_id)s AND p.wait_event_type = %(type)s
-      AND %(keys)s::text[] IS NULL AND p.match_key IS NOT NULL
-)
-SELECT p.run_id::text AS run_id, p.step_index, p.match_expr, p.suspension_version,
-       coalesce(p.match_after_version, p.suspension_version) AS match_after
-FROM candidates p
-WHERE p.awaited_event_id IS NULL
-  AND (p.lookback_from IS NULL OR p.lookback_from <= %(instant)s)
-  AND NOT (coalesce(p.consumed_event_ids, '{}') @> ARRAY[%(event_id)s]::text[])
-  AND NOT EXISTS (SELECT 1 FROM run_consumed_events c
-                  WHERE c.tenant_id = p.tenant_id AND c.run_id = p.run_id
-                    AND c.event_id = %(event_id)s)
-ORDER BY p.run_id;
-
--- name: waiting_rows_for_events
--- waiting_rows_for_event for several events of one tenant and type in one statement:
--- %(events)s holds each event's `n` (its place in the batch), event_id, instant and
--- keys (NULL: the event offers none). Each row names the event (`n`) whose wait it may
--- be, ordered by event, then run. The same three index ranges per event (the offered
--- keys probed one by one, the waits without a key, every keyed wait when the event
--- offers no keys) and the same filters.
 SELECT e.n, p.run_id::text AS run_id, p.step_index, p.match_expr, p.suspension_version,
        coalesce(p.match_after_version, p.suspension_version) AS match_after
 FROM jsonb_to_recordset(%(events)s) AS e(n integer, event_id text, instant timestamptz,

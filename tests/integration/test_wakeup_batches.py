@@ -3,6 +3,7 @@ transactions (`wake_and_enqueue_many`), with the guarantees of one call per even
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,13 +15,19 @@ from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.aws.inprocess import InMemoryResumeQueue
 from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.engine import pinning
 from workflow_runner.engine.inbox_writes import store_inbox_events
 from workflow_runner.errors import StoreError
 from workflow_runner.ports import ResumeRequest
-from workflow_runner.store import Store
+from workflow_runner.store import Store, connect
+from workflow_runner.store.queries import query
 
 from tests.integration.test_held_statements import CountingConnection
-from tests.support import TENANT_A, TENANT_B, trigger
+from tests.integration.test_resume_loop import (
+    _assert_ran_again_claiming_first,
+    _resume_concurrently_after_the_read,
+)
+from tests.support import TENANT_A, TENANT_B, stream, trigger
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 SALE = T0 + timedelta(minutes=5)
@@ -313,13 +320,15 @@ def test_a_batch_that_died_after_its_matches_committed_is_enqueued_by_its_retry(
     assert retry.enqueued == 2 and sorted(r.run_id for r in queue.sent) == sorted(runs)
 
 
-def test_a_resume_batch_reads_its_runs_awaited_events_with_their_claims(
+def test_a_resume_batch_reads_its_runs_awaited_events_with_their_streams(
     db_url: str, store: Store, watching: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    """Ten runs woken by ten events and resumed in one batch: the events they take are
-    read in one statement that goes out with the claims, three round trips for the batch
-    (the runs' read, the claims, the passes' writes). One read a pass made ten more
-    round trips, each waiting on a server busy with the rest of the burst."""
+    """Ten runs woken by ten events and resumed in one batch: the events they take come
+    with the runs' tails (load_run_tail), so their passes read nothing more and run
+    before their claims, which go out with the passes' writes: two round trips for the
+    batch (the runs' read, the writes). One read a pass made ten more round trips,
+    each waiting on a server busy with the rest of the burst; one read of the batch's
+    events sent with a statement of claims made two more."""
     fields = [chr(ord("a") + i) for i in range(10)]
     runs = {f: _watch(store, watching, f"k-{f}", f, TENANT_A) for f in fields}
     clock.set(SALE)
@@ -329,13 +338,21 @@ def test_a_resume_batch_reads_its_runs_awaited_events_with_their_claims(
     conn = StatementLog.connect(db_url, autocommit=True, row_factory=dict_row)
     conn.statements = []
     counted = Store(conn)
+    # A worker's connection registers its definitions once, on its first pass: that
+    # happened before (ResumeRun's warm connection), so it is not counted here.
+    with counted.transaction():
+        pinning.ensure_registered(counted, watching.latest("watch"), SALE)
+    conn.round_trips, conn.statements = 0, []
     try:
         results = ops.resume_runs(counted, items, SALE, watching)
     finally:
         counted.close()
     assert [getattr(r, "outcome", r) for r in results] == ["completed"] * 10
-    assert sum("JOIN inbox i ON" in q for q in conn.statements) == 1
-    assert conn.round_trips == 3
+    sent = set(conn.statements)
+    # The only statement that reads the inbox is the runs' read.
+    assert [q for q in sent if "inbox" in q] == [query("load_run_tail")]
+    assert query("append_to_many") not in sent  # the claims went with the passes
+    assert conn.round_trips == 2
     for f, run_id in runs.items():  # each took its own event's payload
         assert store.results.of_run(TENANT_A, run_id).values["sale.started"] == {f: 1}
 
@@ -365,3 +382,43 @@ def test_a_batch_marks_its_matched_rows_and_finished_events_in_one_statement_eac
         [TENANT_A],
     ).fetchone()
     assert woken is not None and woken["n"] == 10
+
+
+def test_an_event_wait_batch_whose_claim_lost_runs_again_claiming_first(
+    db_url: str,
+    store: Store,
+    watching: WorkflowRegistry,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Woken runs' passes run before their claims (the awaited events came with the
+    read): when another worker resumed one of them after the read, the passes' statement
+    meets its claim taken, and the batch runs again claiming first, where that run
+    answers already-resumed. Each run is resumed exactly once."""
+    caplog.set_level(logging.DEBUG, logger="workflow_runner")
+    runs = {f: _watch(store, watching, f"race-{f}", f, TENANT_A) for f in "abc"}
+    clock.set(SALE)
+    queue = InMemoryResumeQueue(clock)
+    ops.wake_and_enqueue_many(store, queue, [_sale(f"race-{f}", **{f: 1}) for f in runs], SALE)
+    items = [ops.ResumeRequestItem(r.tenant_id, r.run_id, r.step_index) for r in queue.sent]
+    other = connect(db_url)
+    try:
+        done = _resume_concurrently_after_the_read(monkeypatch, other, watching, runs["b"], SALE)
+        results = ops.resume_runs(store, items, SALE, watching)
+    finally:
+        other.close()
+
+    assert [d.outcome for d in done] == ["completed"]
+    outcomes = {r.run_id: getattr(r, "outcome", r) for r in results}
+    assert outcomes == {
+        runs["a"]: "completed",
+        runs["b"]: "already-resumed",
+        runs["c"]: "completed",
+    }
+    _assert_ran_again_claiming_first(caplog)
+    for f, run_id in runs.items():
+        events = stream(store, run_id)
+        assert [e.type for e in events].count(ev.STEP_RESUMED) == 1
+        assert [e.version for e in events] == list(range(1, len(events) + 1))
+        assert store.results.of_run(TENANT_A, run_id).values["sale.started"] == {f: 1}

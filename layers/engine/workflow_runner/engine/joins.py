@@ -130,7 +130,8 @@ def count_settled_runs(store: Store, tenant_id: str, run_ids: Sequence[str], now
     if not runs:
         return 0
     ended: list[tuple[str, RunEnd]] = []
-    for (_, run_id), (events, _, _) in zip(runs, store.streams.load_for_resume(runs), strict=True):
+    for (_, run_id), read in zip(runs, store.streams.load_for_resume(runs), strict=True):
+        events = read.events
         if not events:
             continue
         state = fold_run(run_id, tenant_id, [e.recorded for e in events])

@@ -73,8 +73,9 @@ class LoadedRun:
     events: list[StoredEvent]
     trigger_row: InboxEvent | None
     results: StoredResults | None = None  # read with the stream (a resume); None: read later
-    # The inbox rows of the events its suspension awaited, by event id, read with the
-    # batch's claims (a resume; None for one not stored); None: read by the pass.
+    # The inbox rows of the events its suspension awaited, by event id, read with its
+    # stream (a resume; None for one not stored); None, or an id not in it: the pass
+    # reads it.
     awaited: dict[str, InboxEvent | None] | None = None
 
 
@@ -100,14 +101,13 @@ def load_runs_for_resume(
     """The tails, trigger rows and current results of several (tenant, run), in one
     round trip; RunNotFound in place of a run the tenant does not have."""
     loaded: list[LoadedRun | RunNotFound] = []
-    for (tenant_id, run_id), (events, trigger, results) in zip(
-        runs, store.streams.load_for_resume(runs), strict=True
-    ):
+    for (tenant_id, run_id), read in zip(runs, store.streams.load_for_resume(runs), strict=True):
+        events = read.events
         if not events or not isinstance(events[0].fact, RunStarted):
             loaded.append(RunNotFound(tenant_id, run_id))
             continue
         state = fold_run(run_id, tenant_id, [e.recorded for e in events])
-        loaded.append(LoadedRun(state, events, trigger, results))
+        loaded.append(LoadedRun(state, events, read.trigger, read.results, read.matched))
     return loaded
 
 

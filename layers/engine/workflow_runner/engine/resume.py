@@ -13,7 +13,7 @@ hands such a request to that version, after the batch's transaction.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -24,7 +24,7 @@ from ..fast_init import fast_init
 from ..flow.passes import admit_passes, pass_work
 from ..flow.wake import wake_after_commit
 from ..redaction import exception_for_log
-from ..store import InboxEvent, Store
+from ..store import Store
 from ..stream import (
     ChildrenWaiting,
     FlowHeld,
@@ -95,15 +95,15 @@ def _resume_all(
     their runs in one statement sent with their other writes in one pipeline (one round
     trip, plus one for any pass that must read).
 
-    `claims_last` (a queue batch): when every claim is of a timer's suspension (whose
-    pass reads nothing more), the passes run first, as if their claims had won, and
-    each claim goes out in its pass's statement, first among its run's events: one
-    statement and round trip fewer. A claim that lost then makes that statement fail
-    (StreamConflict: the stream moved since it was read), and the caller runs the batch
-    again claiming first. A pass that reached the database before its claim (a read, a
-    failure written at once) raises _Rerun instead; a pass that writes more than its run
-    (a dispatch, a task, a callback) has the claims sent ahead of those writes, and
-    _Rerun raised if one lost.
+    `claims_last` (a queue batch): when every claim's pass reads nothing more (a
+    timer's, an event wait's, not one on the outcome of work), the passes run first, as
+    if their claims had won, and each claim goes out in its pass's statement, first
+    among its run's events: one statement and round trip fewer. A claim that lost then
+    makes that statement fail (StreamConflict: the stream moved since it was read), and
+    the caller runs the batch again claiming first. A pass that reached the database
+    before its claim (a read, a failure written at once) raises _Rerun instead; a pass
+    that writes more than its run (a dispatch, a task, a callback) has the claims sent
+    ahead of those writes, and _Rerun raised if one lost.
 
     A run asked for twice is claimed once (the other request answers already-resumed).
     A pass that ends a run cancels that run's children only after every pass of the
@@ -128,13 +128,7 @@ def _resume_all(
     claims = [d for d in decided if isinstance(d, _Claim)]
     claims_last = claims_last and bool(claims) and all(map(_reads_nothing_more, claims))
     sent = store.statements_sent
-    if claims_last:
-        won = claimed
-    else:
-        with store.pipeline():  # the awaited events go out with the claims
-            read_awaited = _read_awaited_later(store, claims)
-            won = _claim_all(store, claims, now)
-        decided = read_awaited(decided)
+    won = claimed if claims_last else _claim_all(store, claims, now)
     writes = PassWrites()
     results: list[ResumeResult | RunNotFound] = []
     with store.pipeline():
@@ -185,16 +179,27 @@ def _within_limits(
 
 def _reads_nothing_more(claim: _Claim) -> bool:
     """A claim whose pass needs nothing beyond what the batch read: a timer's, a
-    retry's or a condition's suspension (no awaited payload, no outcome of work; a
-    condition's state is on its fact) of release 0.2 on (a 0.1 suspension's results
-    are read again)."""
-    suspension = claim.run.state.suspension
+    retry's, a condition's (its state is on its fact), an event wait's or a callback's
+    suspension (the inbox row of what matched it came with its stream), not one on the
+    outcome of work, of release 0.2 on (a 0.1 suspension's results are read again)."""
+    run = claim.run
+    suspension = run.state.suspension
+    matched = run.state.matched_event_id
     return (
-        isinstance(suspension, (StepWaiting, RetryScheduled, StepWaitingForCondition))
+        isinstance(suspension, _READS_NOTHING_MORE)
         and not suspension.full_results
-        and claim.run.state.matched_event_id is None
-        and claim.run.results is not None
+        and (matched is None or matched in (run.awaited or ()))
+        and run.results is not None
     )
+
+
+_READS_NOTHING_MORE = (
+    StepWaiting,
+    RetryScheduled,
+    StepWaitingForCondition,
+    StepWaitingForEvent,
+    StepWaitingForCallback,
+)
 
 
 def _claim_after_passes(
@@ -231,38 +236,6 @@ class _Claim:
     definition: WorkflowDefinition
     event: StepResumed
     wake_at: datetime
-
-
-_Decided = ResumeResult | RunNotFound | _Claim
-
-
-def _read_awaited_later(
-    store: Store, claims: Sequence[_Claim]
-) -> Callable[[list[_Decided]], list[_Decided]]:
-    """Send the read of the inbox rows the claims' passes will seed (the event or the
-    callback answer each suspension was matched with) without waiting: one statement for
-    the batch, not one round trip per pass. The returned function puts them on their
-    claims' runs (LoadedRun.awaited)."""
-    wanted = [
-        (c.base.tenant_id, c.run.state.matched_event_id)
-        for c in claims
-        if c.run.state.matched_event_id is not None
-    ]
-    if not wanted:
-        return lambda decided: decided
-    read = store.inbox.get_many_later(wanted)
-
-    def put(decided: list[_Decided]) -> list[_Decided]:
-        rows: dict[tuple[str, str], InboxEvent | None] = dict(zip(wanted, read(), strict=True))
-        out: list[_Decided] = []
-        for d in decided:
-            if isinstance(d, _Claim) and (event_id := d.run.state.matched_event_id) is not None:
-                row = rows[(d.base.tenant_id, event_id)]
-                d = replace(d, run=replace(d.run, awaited={event_id: row}))
-            out.append(d)
-        return out
-
-    return put
 
 
 def _claim_all(store: Store, claims: Sequence[_Claim], now: datetime) -> set[tuple[str, str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .callbacks import CallbackRow, CreatedCallbackRow, NewCallback
+from .checkpoints import ProjectionLag
 from .children import ChildOutcome, ChildRow, ClaimedJoin, JoinCount, NewChild, UntoldChild
 from .console import PendingKey, RunKey, RunQuery
 from .database import Store, connect
@@ -35,7 +36,7 @@ from .purge import InboxPageRow, PurgedRuns
 from .results import StoredResults
 from .runs import RunSummary
 from .sql import Sql, is_transient
-from .streams import NewEvent, PassWrite, ProjectionLag, RunEnd, RunSummaryWrite, StoredEvent
+from .streams import NewEvent, PassWrite, RunEnd, RunSummaryWrite, StoredEvent
 from .tasks import ClaimedTask, NewTask, TaskRow, TaskStatus
 
 __all__ = [

@@ -23,6 +23,7 @@ from psycopg.types.json import set_json_dumps, set_json_loads
 
 from ..flow.store import FlowStore
 from .callbacks import CallbackStore
+from .checkpoints import CheckpointStore
 from .children import ChildStore
 from .console import ConsoleStore
 from .cron import CronStore
@@ -39,7 +40,7 @@ from .purge import PurgeStore
 from .results import ResultStore
 from .runs import RunStore
 from .sql import Sql, wrap_error
-from .streams import CheckpointStore, StreamStore
+from .streams import StreamStore
 from .tasks import TaskStore
 
 # Every engine connection carries this application name (see _session_options).

@@ -139,23 +139,6 @@ class InboxStore:
         row = self._sql.one("get_inbox_event", {"tenant_id": tenant_id, "event_id": event_id})
         return None if row is None else InboxEvent.from_row(row)
 
-    def get_many_later(
-        self, events: Sequence[tuple[str, str]]
-    ) -> Callable[[], list[InboxEvent | None]]:
-        """Stored events, (tenant, event id) each, in one statement sent without waiting
-        (inside `Store.pipeline` it goes out with the next read). Call the returned
-        function for them in the order of `events`, None for one not stored."""
-        rows = self._sql.send(
-            "get_inbox_events",
-            events_params(events),
-        )
-
-        def read() -> list[InboxEvent | None]:
-            found = {r["n"]: InboxEvent.from_row(r) for r in rows()}
-            return [found.get(n) for n in range(1, len(events) + 1)]
-
-        return read
-
     def claim_trigger(self, tenant_id: str, event_id: str, now: datetime) -> bool:
         """Mark the event's triggers as processed; False when they were before."""
         return bool(self.claim_triggers([(tenant_id, event_id)], now)())

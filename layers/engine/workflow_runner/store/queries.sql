@@ -55,12 +55,15 @@ ORDER BY e.version;
 -- reads per run. Without a summary row it reads the whole stream. The first event's row
 -- also carries the run's current results (`results`: the rows of run_results, as a
 -- JSON array of objects with its columns), so a batch of resumes reads everything it
--- needs in one statement.
+-- needs in one statement. A match of the open wait (an awaited event or a callback's
+-- answer: store/streams.py's MATCH_TYPES) carries the inbox row it names in the same
+-- columns as the trigger's (and `trigger_erased_at`), so the pass of an event wait
+-- needs no read of its own either.
 SELECT q.n, e.position, e.tenant_id::text AS tenant_id, e.stream_id::text AS stream_id,
        e.stream_type, e.version, e.type, e.payload, e.metadata, e.recorded_at,
        i.event_id AS trigger_event_id, i.source AS trigger_source, i.type AS trigger_type,
        i.detail AS trigger_detail, i.event_time AS trigger_event_time,
-       i.received_at AS trigger_received_at,
+       i.received_at AS trigger_received_at, i.erased_at AS trigger_erased_at,
        CASE WHEN e.version = 1 THEN (
            SELECT coalesce(jsonb_agg(jsonb_build_object(
                       'key', r.key, 'value', r.value, 'awaited', r.awaited,
@@ -85,8 +88,12 @@ CROSS JOIN LATERAL (
     WHERE w.tenant_id = q.tenant_id AND w.stream_id = q.run_id AND w.version >= t.tail_from
 ) e
 LEFT JOIN inbox i
-       ON e.version = 1 AND i.tenant_id = e.tenant_id
-      AND i.event_id = e.payload #>> '{triggerEventRef,eventId}'
+       ON i.tenant_id = e.tenant_id
+      AND i.event_id = CASE
+              WHEN e.version = 1 THEN e.payload #>> '{triggerEventRef,eventId}'
+              WHEN e.type IN ('workflow.step.event-matched', 'workflow.callback.completed',
+                              'workflow.callback.failed') THEN e.payload ->> 'eventId'
+          END
 ORDER BY q.n, e.version;
 
 -- name: projection_horizon
@@ -222,14 +229,6 @@ SELECT tenant_id::text AS tenant_id, event_id, source, type, detail, event_time,
        erased_at, position
 FROM inbox
 WHERE tenant_id = %(tenant_id)s AND event_id = %(event_id)s;
-
--- name: get_inbox_events
--- Stored domain events, %(tenant_ids)s and %(event_ids)s pairwise, by position (n from
--- 1); an event not stored has no row.
-SELECT q.n, i.tenant_id::text AS tenant_id, i.event_id, i.source, i.type, i.detail,
-       i.event_time, i.received_at, i.erased_at, i.position
-FROM unnest(%(tenant_ids)s::uuid[], %(event_ids)s::text[]) WITH ORDINALITY AS q(tenant_id, event_id, n)
-JOIN inbox i ON i.tenant_id = q.tenant_id AND i.event_id = q.event_id;
 
 -- name: claim_inbox_trigger
 -- Mark the triggers of inbox events (%(tenant_ids)s and %(event_ids)s, pairwise) as

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 from uuid import UUID
@@ -13,7 +13,16 @@ from psycopg.types.json import Jsonb
 
 from ..errors import StoreError
 from ..fast_init import fast_init
-from ..stream import RUN_STREAM, Fact, RecordedFact, decode, type_of
+from ..stream import (
+    CALLBACK_COMPLETED,
+    CALLBACK_FAILED,
+    RUN_STREAM,
+    STEP_EVENT_MATCHED,
+    Fact,
+    RecordedFact,
+    decode,
+    type_of,
+)
 from .inbox import InboxEvent
 from .results import StoredResults, result_rows, stored_results
 from .sql import Sql, rows_by_run, runs_params
@@ -321,14 +330,17 @@ class StreamStore:
             rows = self._sql.all("load_run_stream", {"tenant_id": tenant_id, "stream_id": run_id})
         return _run_from_rows(tenant_id, rows)
 
-    def load_for_resume(
-        self, runs: Sequence[tuple[str, str]]
-    ) -> list[tuple[list[StoredEvent], InboxEvent | None, StoredResults]]:
-        """What resuming each (tenant, run) needs: its stream's tail, trigger row and
-        current results; for a whole batch of runs in one statement."""
+    def load_for_resume(self, runs: Sequence[tuple[str, str]]) -> list[RunForResume]:
+        """What resuming each (tenant, run) needs: its stream's tail, trigger row,
+        current results and the inbox rows its tail's matches name; for a whole batch of
+        runs in one statement."""
         rows = self._sql.all("load_run_tail", runs_params(runs))
         return [
-            (*_run_from_rows(tenant_id, events), stored_results(_results_of(events)))
+            RunForResume(
+                *_run_from_rows(tenant_id, events),
+                stored_results(_results_of(events)),
+                _matched_rows(tenant_id, events),
+            )
             for (tenant_id, _), events in zip(runs, rows_by_run(rows, len(runs)), strict=True)
         ]
 
@@ -364,84 +376,20 @@ class StreamStore:
         return [StoredEvent.from_row(r) for r in rows]
 
 
+# The facts that match an open wait with an inbox row (an awaited event, a callback's
+# answer): load_run_tail reads the row each names (its payload's `eventId`) with it.
+MATCH_TYPES = frozenset({STEP_EVENT_MATCHED, CALLBACK_COMPLETED, CALLBACK_FAILED})
+
+
 @dataclass(frozen=True)
-class ProjectionLag:
-    """Run-stream events a projection has not applied (`behind`, counted up to a cap)
-    and the `recorded_at` of the oldest of them (None: caught up)."""
+class RunForResume:
+    """One run as load_for_resume reads it. `matched`: the inbox rows the matches in
+    its tail name, by event id (None for one not stored)."""
 
-    behind: int
-    oldest: datetime | None
-
-
-class CheckpointStore:
-    """Where each asynchronous projection stands: (transaction id, position)."""
-
-    def __init__(self, sql: Sql) -> None:
-        self._sql = sql
-
-    def horizon(self) -> str:
-        """The transaction id below which a catch-up may read (projection_horizon in
-        queries.sql). Must be the first statement of the reading transaction."""
-        row = self._sql.one("projection_horizon", {})
-        assert row is not None
-        return str(row["horizon"])
-
-    def lag(
-        self,
-        name: str,
-        now: datetime,
-        cap: int = 100_000,
-        quick_cap: int = 100,
-        count_after_seconds: float = 5.0,
-    ) -> ProjectionLag:
-        """How far a projection is behind the run streams at business time `now`.
-
-        `behind` is counted up to `cap` once the oldest unapplied event is
-        `count_after_seconds` old, and only up to `quick_cap` before that (a projection
-        that keeps up is never far behind, and a long count after every catch-up of a
-        busy projection costs more than the catch-up).
-        """
-        row = (
-            self._sql.one(
-                "projection_lag",
-                {
-                    "name": name,
-                    "cap": cap,
-                    "quick_cap": quick_cap,
-                    "count_before": now - timedelta(seconds=count_after_seconds),
-                },
-            )
-            or {}
-        )
-        return ProjectionLag(int(row.get("behind") or 0), row.get("oldest"))
-
-    def lock(self, name: str, now: datetime) -> tuple[str, int]:
-        """Lock (creating it if needed) and return a projection's (xid, position); the
-        lock serialises concurrent catch-ups of one projection."""
-        self._sql.run("create_checkpoint", {"name": name, "now": now})
-        row = self._sql.one("lock_checkpoint", {"name": name})
-        assert row is not None
-        return str(row["last_xid"]), int(row["last_position"])
-
-    def start_catch_up(self, name: str, now: datetime) -> tuple[str, str, int]:
-        """`horizon()` then `lock(name)`, in one round trip: the horizon, and the
-        projection's locked (xid, position). The first statements of the reading
-        transaction, in that order."""
-        horizon, _, (row, *_) = self._sql.batch(
-            [
-                ("projection_horizon", {}),
-                ("create_checkpoint", {"name": name, "now": now}),
-                ("lock_checkpoint", {"name": name}),
-            ]
-        )
-        return str(horizon[0]["horizon"]), str(row["last_xid"]), int(row["last_position"])
-
-    def save(self, name: str, xid: str, position: int, now: datetime) -> None:
-        """Advance a projection, in the same transaction as its writes."""
-        self._sql.run(
-            "save_checkpoint",
-            {"name": name, "last_xid": xid, "last_position": position, "now": now},
-        )
+    events: list[StoredEvent]
+    trigger: InboxEvent | None
+    results: StoredResults
+    matched: dict[str, InboxEvent | None]
 
 
 def _results_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -453,16 +401,28 @@ def _results_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _run_from_rows(
     tenant_id: str, rows: list[dict[str, Any]]
 ) -> tuple[list[StoredEvent], InboxEvent | None]:
-    trigger = None
-    if rows and rows[0]["trigger_event_id"] is not None:
-        first = rows[0]
-        trigger = InboxEvent(
-            tenant_id=tenant_id,
-            event_id=first["trigger_event_id"],
-            source=first["trigger_source"],
-            type=first["trigger_type"],
-            detail=first["trigger_detail"],
-            event_time=first["trigger_event_time"],
-            received_at=first["trigger_received_at"],
-        )
+    trigger = _inbox_row(tenant_id, rows[0]) if rows else None
     return [StoredEvent.from_row(r) for r in rows], trigger
+
+
+def _matched_rows(tenant_id: str, rows: list[dict[str, Any]]) -> dict[str, InboxEvent | None]:
+    """The inbox rows load_run_tail joined to the matches among `rows`, by event id."""
+    return {
+        r["payload"]["eventId"]: _inbox_row(tenant_id, r) for r in rows if r["type"] in MATCH_TYPES
+    }
+
+
+def _inbox_row(tenant_id: str, row: dict[str, Any]) -> InboxEvent | None:
+    """The inbox row a stream read joined to an event (the `trigger_` columns), if any."""
+    if row["trigger_event_id"] is None:
+        return None
+    return InboxEvent(
+        tenant_id=tenant_id,
+        event_id=row["trigger_event_id"],
+        source=row["trigger_source"],
+        type=row["trigger_type"],
+        detail=row["trigger_detail"],
+        event_time=row["trigger_event_time"],
+        received_at=row["trigger_received_at"],
+        erased_at=row.get("trigger_erased_at"),
+    )

@@ -23,7 +23,7 @@ from typing import Any
 from workflow_runner import DomainEvent, run_id_for
 
 from .common import TENANT, bench_registry
-from .harness import INTAKE_BATCH, Pipeline, wait_until
+from .harness import DEFAULT_BATCHES, Batches, Pipeline, wait_until
 from .latency import _pending_count
 from .peer_figures import wake_figures
 
@@ -34,7 +34,7 @@ def run_ours(
     workers: int,
     resumes_first: bool = True,
     waiting: Callable[[], None] | None = None,
-    intake_batch: int = INTAKE_BATCH,
+    batches: Batches = DEFAULT_BATCHES,
 ) -> dict[str, Any]:
     """N correlated waits woken by N events sent at once; throughput and latency.
 
@@ -42,7 +42,7 @@ def run_ours(
     (deployed, EventWakeup and ResumeRun are separate functions, so the resumes a wake
     sent do not queue behind the burst's other wakes); False: first in, first out.
     `waiting` is called once every run waits, before the events are sent
-    (bench/statements.py)."""
+    (bench/statements.py); `batches`: the template's intake and resume batch sizes."""
     sent: dict[str, float] = {}
     done: dict[str, float] = {}
     lock = threading.Lock()
@@ -61,7 +61,7 @@ def run_ours(
         workers=workers,
         on_resumed=on_resumed,
         resumes_first=resumes_first,
-        intake_batch=intake_batch,
+        batches=batches,
     ) as pipeline:
         for i in range(n):
             pipeline.ingest(event("bench.await-start", i))
@@ -78,4 +78,4 @@ def run_ours(
         stats = pipeline.stats
     if not finished or stats.errors:
         raise RuntimeError(f"event wait: {len(done)}/{n} resumed; errors {stats.errors[:3]}")
-    return {**wake_figures(sent, done), "workers": workers, "intake_batch": intake_batch}
+    return {**wake_figures(sent, done), "workers": workers, **batches.figures()}

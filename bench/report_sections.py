@@ -297,7 +297,8 @@ def _drain_cpu_lines(bd: dict[str, Any]) -> list[str]:
         needed = cores / (0.5 * bd["commits_per_s"]) * 1000
         out += [
             "",
-            f"CPU of the {bd['fraction_at_n']:,}-run drain, in ms per resume: the worker processes",
+            f"CPU of the {bd['fraction_at_n']:,}-run drain (ResumeBatchSize"
+            f" {bd.get('resume_batch', 10)}), in ms per resume: the worker processes",
             f"{cpu['workers_ms_per_resume']:.3f}, the projection process"
             f" {cpu['projection_ms_per_resume']:.3f}, the whole machine"
             f" {cpu['machine_ms_per_resume']:.3f}",

@@ -22,7 +22,7 @@ from typing import Any
 from . import event_wait, fan_out, sleep_workflow
 from .absurd_peer import WorkerSettings
 from .common import create_database, drop_database, fresh_database
-from .harness import INTAKE_BATCH, THROUGHPUT_INTAKE_BATCH
+from .harness import DEFAULT_BATCHES, THROUGHPUT_BATCHES, Batches
 from .peer_figures import best_setting, makespan_ratio, throughput_ratio
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,17 +91,17 @@ def absurd_sleep(admin_url: str, sweep_n: int, n: int) -> dict[str, Any]:
     return {"sweep_n": sweep_n, "tried": tried, "best": final}
 
 
-def ours_at_intake_sizes(
-    admin_url: str, database: str, measure: Callable[[str, int], dict[str, Any]]
+def ours_at_batch_sizes(
+    admin_url: str, database: str, measure: Callable[[str, Batches], dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """`measure(url, intake_batch)` at the default IntakeBatchSize and at the burst
+    """`measure(url, batches)` at the template's default batch sizes and at the burst
     setting, each on a fresh `database`: ours at both the shapes it is offered in."""
     shapes = []
-    for intake in (INTAKE_BATCH, THROUGHPUT_INTAKE_BATCH):
+    for batches in (DEFAULT_BATCHES, THROUGHPUT_BATCHES):
         with fresh_database(admin_url, database) as url:
-            measured = measure(url, intake)
+            measured = measure(url, batches)
         latency = f", p50 {measured['p50_ms']} ms" if "p50_ms" in measured else ""
-        log(f"  ours (IntakeBatchSize {intake}): {measured['runs_per_s']} runs/s{latency}")
+        log(f"  ours ({batches.label()}): {measured['runs_per_s']} runs/s{latency}")
         shapes.append(measured)
     return shapes
 
@@ -109,10 +109,10 @@ def ours_at_intake_sizes(
 def run_event_wait(n: int, workers: int, admin_url: str, shape: WorkerSettings) -> dict[str, Any]:
     """Workload 14: N correlated waits, N events at once; ours against both peers."""
     log(f"14 event wait: {n} runs each waiting for its own event, the events at once")
-    shapes = ours_at_intake_sizes(
+    shapes = ours_at_batch_sizes(
         admin_url,
         "bench_event_wait",
-        lambda url, intake: event_wait.run_ours(url, n, workers, intake_batch=intake),
+        lambda url, batches: event_wait.run_ours(url, n, workers, batches=batches),
     )
     # Ours at its best shape, as the peers at theirs; the default's ratios kept beside.
     ours = best_setting(shapes)
@@ -145,10 +145,10 @@ def run_event_wait(n: int, workers: int, admin_url: str, shape: WorkerSettings) 
         "dbos_p99_ms": dbos["p99_ms"],
         "ratio_vs_absurd": throughput_ratio(ours["runs_per_s"], best["runs_per_s"]),
         "ratio_vs_dbos": throughput_ratio(ours["runs_per_s"], dbos["runs_per_s"]),
-        "ratio_vs_absurd_default_intake": throughput_ratio(
+        "ratio_vs_absurd_default_batches": throughput_ratio(
             shapes[0]["runs_per_s"], best["runs_per_s"]
         ),
-        "ratio_vs_dbos_default_intake": throughput_ratio(
+        "ratio_vs_dbos_default_batches": throughput_ratio(
             shapes[0]["runs_per_s"], dbos["runs_per_s"]
         ),
     }
@@ -194,10 +194,10 @@ def only_peers(
     """A side-by-side part alone, merged into its section of the existing results."""
     if workload == "absurd":
         n = sizes.sleep_n[-1]
-        shapes = ours_at_intake_sizes(
+        shapes = ours_at_batch_sizes(
             admin_url,
             "bench_sleep",
-            lambda url, intake: sleep_workflow.run_ours(url, n, 4, intake_batch=intake),
+            lambda url, batches: sleep_workflow.run_ours(url, n, 4, batches=batches),
         )
         ours = best_setting(shapes)
         absurd = absurd_sleep(admin_url, sizes.absurd_sweep_n, n)

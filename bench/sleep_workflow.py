@@ -27,7 +27,7 @@ import psycopg
 from workflow_runner import DomainEvent, ManualClock
 
 from .common import TENANT, bench_registry, summary
-from .harness import INTAKE_BATCH, Pipeline, wait_until
+from .harness import DEFAULT_BATCHES, Batches, Pipeline, wait_until
 
 
 def run_ours(
@@ -36,11 +36,11 @@ def run_ours(
     workers: int,
     timeout: float = 600.0,
     limited: bool = False,
-    intake_batch: int = INTAKE_BATCH,
+    batches: Batches = DEFAULT_BATCHES,
 ) -> dict[str, Any]:
     """Run N sleep workflows through the pipeline; throughput and latency figures
     (`limited`: with a generous concurrency limit on every run, flow control;
-    `intake_batch`: the template's IntakeBatchSize)."""
+    `batches`: the template's intake and resume batch sizes)."""
     registry = bench_registry(limited)
     lock = threading.Lock()
     started: dict[str, float] = {}
@@ -73,7 +73,7 @@ def run_ours(
         scan_interval=0.05,
         on_resumed=on_resumed,
         on_ingested=on_ingested,
-        intake_batch=intake_batch,
+        batches=batches,
     ) as pipeline:
         t0 = time.time()
         for event in events:
@@ -89,7 +89,7 @@ def run_ours(
     return {
         "n": n,
         "workers": workers,
-        "intake_batch": intake_batch,
+        **batches.figures(),
         "completed": len(completed),
         "makespan_s": round(makespan, 3),
         "runs_per_s": round(n / makespan, 1),

@@ -147,8 +147,8 @@ def test_queue_fed_functions_have_a_dlq_partial_failures_and_a_bound(
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     # AWS: six times the function's timeout plus the mapping's batching window.
     window = mapping.get("MaximumBatchingWindowInSeconds", 0)
-    if window == {"Ref": "IntakeBatchWindowSeconds"}:
-        window = template["Parameters"]["IntakeBatchWindowSeconds"]["MaxValue"]
+    if isinstance(window, dict):  # a parameter: its largest value
+        window = template["Parameters"][window["Ref"]]["MaxValue"]
     assert q["VisibilityTimeout"] >= 6 * timeout + window
     # Pollers capped at the reservation: messages are never throttled into the DLQ.
     assert fn["ReservedConcurrentExecutions"] == {"Ref": bound}
@@ -455,7 +455,13 @@ def test_a_larger_intake_batch_needs_a_batching_window(template: dict[str, Any])
     assert rule_failures(template, IntakeBatchWindowSeconds="5") == []
 
 
-def test_the_intake_batch_size_reaches_both_intake_mappings_only(template: dict[str, Any]) -> None:
+def test_a_larger_resume_batch_needs_a_batching_window(template: dict[str, Any]) -> None:
+    assert rule_failures(template, ResumeBatchSize="50") == ["LargeResumeBatchNeedsAWindow"]
+    assert rule_failures(template, ResumeBatchSize="50", ResumeBatchWindowSeconds="1") == []
+    assert rule_failures(template, ResumeBatchWindowSeconds="2") == []
+
+
+def test_each_batch_size_reaches_its_own_mappings(template: dict[str, Any]) -> None:
     from workflow_runner.aws.template import Resolver
 
     def batch_sizes(**parameters: str) -> dict[str, Any]:
@@ -468,14 +474,24 @@ def test_the_intake_batch_size_reaches_both_intake_mappings_only(template: dict[
     assert batch_sizes() == {
         "TriggerQueueMapping": "10",
         "WakeupQueueMapping": "10",
-        "ResumeQueueMapping": 10,
+        "ResumeQueueMapping": "10",
     }
-    # Resumes stay at 10: a window would delay every timer by up to its length.
+    # Resumes keep their own size: a window delays every lone timer by up to its length,
+    # which a deployment may take for intake bursts and not for its timers.
     assert batch_sizes(IntakeBatchSize="50", IntakeBatchWindowSeconds="1") == {
         "TriggerQueueMapping": "50",
         "WakeupQueueMapping": "50",
-        "ResumeQueueMapping": 10,
+        "ResumeQueueMapping": "10",
     }
+    assert batch_sizes(ResumeBatchSize="50", ResumeBatchWindowSeconds="1") == {
+        "TriggerQueueMapping": "10",
+        "WakeupQueueMapping": "10",
+        "ResumeQueueMapping": "50",
+    }
+    windows = Resolver(template, {"ResumeBatchWindowSeconds": "2"}).resolve(
+        template["Resources"]["ResumeQueueMapping"]["Properties"]["MaximumBatchingWindowInSeconds"]
+    )
+    assert windows == "2"
 
 
 def created(template: dict[str, Any], **parameters: str) -> set[str]:

@@ -1,6 +1,6 @@
-"""The benchmarks' in-process pipeline takes intake batches of the size the template's
-IntakeBatchSize would give its functions, one job per batch (as SQS invokes a function
-once per batch, not once per message)."""
+"""The benchmarks' in-process pipeline takes intake and resume batches of the sizes the
+template's IntakeBatchSize and ResumeBatchSize would give its functions, one job per
+batch (as SQS invokes a function once per batch, not once per message)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from workflow_runner import DomainEvent, ManualClock
+from workflow_runner.ports import ResumeRequest
 from workflow_runner.store import Store
 
 from bench.common import TENANT, bench_registry
-from bench.harness import Pipeline, wait_until
+from bench.harness import Batches, Pipeline, wait_until
 
 
 class _Recording(Pipeline):
@@ -24,7 +25,7 @@ class _Recording(Pipeline):
 
 
 def _ingested_batches(db_url: str, intake_batch: int | None) -> list[int]:
-    options = {} if intake_batch is None else {"intake_batch": intake_batch}
+    options = {} if intake_batch is None else {"batches": Batches(intake=intake_batch)}
     clock = ManualClock(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))  # every run stays asleep
     pipeline = _Recording(
         db_url, bench_registry(), workers=2, run_scanner=False, clock=clock, **options
@@ -52,6 +53,30 @@ def test_intake_jobs_take_up_to_the_intake_batch_size(db_url: str, store: Store)
 
 def test_the_default_intake_batch_is_sqs_ten(db_url: str, store: Store) -> None:
     assert _ingested_batches(db_url, None) == [10] * 6
+
+
+class _RecordingResumes(Pipeline):
+    resumed: list[int]
+
+    def _resume(self, store: Store, batch: Sequence[ResumeRequest]) -> None:
+        self.resumed.append(len(batch))
+
+
+def _resume_batches(db_url: str, batches: Batches | None) -> list[int]:
+    options = {} if batches is None else {"batches": batches}
+    pipeline = _RecordingResumes(db_url, bench_registry(), workers=2, run_scanner=False, **options)
+    pipeline.resumed = []
+    for i in range(60):  # ready before the workers start: each job finds all waiting
+        pipeline._deliver(ResumeRequest(TENANT, f"00000000-0000-4000-8000-{i:012d}", 0))
+    with pipeline:
+        assert wait_until(lambda: sum(pipeline.resumed) == 60, 60)
+    return sorted(pipeline.resumed, reverse=True)
+
+
+def test_resume_jobs_take_up_to_the_resume_batch_size(db_url: str, store: Store) -> None:
+    assert _resume_batches(db_url, Batches(resume=50)) == [50, 10]
+    assert _resume_batches(db_url, Batches(intake=50)) == [10] * 6  # intake's is its own
+    assert _resume_batches(db_url, None) == [10] * 6
 
 
 def test_events_arriving_while_workers_take_batches_all_get_a_job(

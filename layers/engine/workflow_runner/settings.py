@@ -101,7 +101,7 @@ class Settings(BaseModel):
     # An operator's cap on a tenant's rows in flight (queued or being resumed; 0: none).
     tenant_max_in_flight: int = Field(default=0, ge=0, le=1_000_000)
     # Longer than the longest SQS delay (900 s) plus the resume queue's visibility
-    # timeout (180 s): a row in flight is not handed out again before its message
+    # timeout (200 s): a row in flight is not handed out again before its message
     # was either processed or given up on.
     resume_lease_seconds: int = Field(default=1200, ge=60, le=43200)
     # PendingProjection starts its catch-ups at least this long apart (per warm

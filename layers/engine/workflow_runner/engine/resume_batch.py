@@ -1,6 +1,7 @@
 """ResumeRun's batch: resume delivered requests together and requeue the early ones.
 
-The resume queue delivers requests in batches (SQS: up to ten). They are resumed in
+The resume queue delivers requests in batches (SQS: up to ten, or up to the
+template's ResumeBatchSize with a batching window). They are resumed in
 one transaction (`resume.resume_runs`); a request that arrived before its run is due
 (a delay longer than SQS allows, or a clock ahead of ours) goes back to the queue,
 delayed to its due time, once per suspension even when SQS delivered it twice.

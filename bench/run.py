@@ -217,7 +217,7 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     log(f"  per 10k waiting: {memory['worker_rss_mb']} MB RSS, {memory['database_mb']} MB db")
     results["sleep_workflow"] = {
         "runs": runs,
-        # Each system at its best shape: ours at either intake batch size, as the
+        # Each system at its best shape: ours at either batch shape (Batches), as the
         # peers at their best settings (the per-N rows keep the default's ratio).
         "ours_batched": batched,
         "ratio_vs_dbos": throughput_ratio(best["runs_per_s"], largest["dbos"]["runs_per_s"]),

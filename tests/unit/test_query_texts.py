@@ -3,8 +3,11 @@ psycopg's parse cache, so a hot statement is not parsed again on every execute."
 
 from __future__ import annotations
 
+import re
+
 from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
 from workflow_runner.store.queries import _without_comment_lines, queries
+from workflow_runner.store.streams import MATCH_TYPES
 
 # Run once an hour by the retention job, a batch at a time: parsing its text each time
 # costs nothing that matters.
@@ -42,3 +45,10 @@ def test_no_query_has_a_literal_spanning_lines() -> None:
 def test_comment_lines_are_dropped_and_code_kept() -> None:
     body = "\n  -- why\nSELECT 1  \n    -- more\n  FROM t -- kept: not a line of its own\n"
     assert _without_comment_lines(body) == "SELECT 1\n  FROM t -- kept: not a line of its own"
+
+
+def test_the_tail_read_joins_the_inbox_row_of_exactly_the_match_types() -> None:
+    """load_run_tail spells the match types as literals (a generic plan needs no
+    parameter for them); they must be the ones the store reads the rows back by."""
+    spelled = set(re.findall(r"'(workflow\.[a-z.-]+)'", queries()["load_run_tail"]))
+    assert spelled == set(MATCH_TYPES)

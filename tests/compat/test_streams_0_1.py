@@ -255,6 +255,32 @@ def test_recorded_timer_runs_resume_together_in_a_queue_batch(
         assert claims and all(types[i + 1] != "workflow.step.resumed" for i in claims)
 
 
+def test_a_recorded_woken_run_resumes_in_a_queue_batch_with_its_event(
+    store: Store, legacy: WorkflowRegistry, recorded: dict[str, Any]
+) -> None:
+    """The batch's one read brings the inbox row a 0.1 event-matched fact names (its
+    payload's `eventId`), and the pass seeds the awaited event from it."""
+    tenant, runs = recorded["tenant"], recorded["runs"]
+    now = parse_instant(recorded["recordedAt"])
+    ops.project_pending(store, now)
+    run_id = runs["event_matched"]
+    [matched] = [
+        e for e in store.streams.load(tenant, run_id) if e.type == "workflow.step.event-matched"
+    ]
+    [read] = store.streams.load_for_resume([(tenant, run_id)])
+    row = read.matched[matched.payload["eventId"]]
+    assert row is not None and row.detail is not None
+
+    suspension = ops.load_run(store, tenant, run_id).suspension
+    assert suspension is not None
+    item = ops.ResumeRequestItem(tenant, run_id, suspension.step_index)
+    [result] = ops.resume_runs(store, [item], now + timedelta(hours=2), legacy)
+
+    assert getattr(result, "outcome", result) == "completed"
+    outbox = store.outbox.of_run(tenant, run_id)
+    assert [o.step_kind for o in outbox] == ["mail.send", "webhook.send"]
+
+
 def test_every_recorded_payload_decodes_to_its_fact_and_back(recorded: dict[str, Any]) -> None:
     """The typed stream reads each shape release 0.1.0 wrote and writes it unchanged."""
     seen: set[str] = set()

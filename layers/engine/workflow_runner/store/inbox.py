@@ -30,17 +30,22 @@ class InboxEvent:
     position: int = 0
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> InboxEvent:
+    def from_row(
+        cls, row: dict[str, Any], prefix: str = "", tenant_id: str | None = None
+    ) -> InboxEvent:
+        """From an inbox read's row; `prefix`: the columns' prefix where another read
+        joined the inbox row to its own (a stream read's `trigger_`), whose tenant is
+        `tenant_id`."""
         return cls(
-            tenant_id=row["tenant_id"],
-            event_id=row["event_id"],
-            source=row["source"],
-            type=row["type"],
-            detail=row["detail"],
-            event_time=row["event_time"],
-            received_at=row["received_at"],
-            erased_at=row.get("erased_at"),
-            position=row.get("position", 0),
+            tenant_id=row["tenant_id"] if tenant_id is None else tenant_id,
+            event_id=row[prefix + "event_id"],
+            source=row[prefix + "source"],
+            type=row[prefix + "type"],
+            detail=row[prefix + "detail"],
+            event_time=row[prefix + "event_time"],
+            received_at=row[prefix + "received_at"],
+            erased_at=row.get(prefix + "erased_at"),
+            position=row.get(prefix + "position", 0),
         )
 
 

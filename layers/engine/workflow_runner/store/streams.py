@@ -416,13 +416,4 @@ def _inbox_row(tenant_id: str, row: dict[str, Any]) -> InboxEvent | None:
     """The inbox row a stream read joined to an event (the `trigger_` columns), if any."""
     if row["trigger_event_id"] is None:
         return None
-    return InboxEvent(
-        tenant_id=tenant_id,
-        event_id=row["trigger_event_id"],
-        source=row["trigger_source"],
-        type=row["trigger_type"],
-        detail=row["trigger_detail"],
-        event_time=row["trigger_event_time"],
-        received_at=row["trigger_received_at"],
-        erased_at=row.get("trigger_erased_at"),
-    )
+    return InboxEvent.from_row(row, "trigger_", tenant_id)

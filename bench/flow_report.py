@@ -88,12 +88,19 @@ def flow_section(flow: dict[str, Any] | None) -> list[str]:
         ],
     )
     lat = hot["lateness_s"]
+    opened = (
+        f"it began once the hot runs were queued, not still due to be held: "
+        f"{hot['due_at_start']} due then"
+        if "due_at_start" in hot
+        else "it began at 80% of them queued, as runs before 2026-12-03 did"
+    )
     out += [
         "",
         f"**Hot key** (p99 {flow['hot_key_p99_s']} s): {hot['hot_runs']:,} runs of one "
         "account (Concurrency(1) per account) queued for their slot "
         f"({hot['queued_at_start']:,} waiting when the measurement began, "
-        f"{hot['queued_at_end']:,} at its end) while another account's runs fell due one "
+        f"{hot['queued_at_end']:,} at its end; {opened}) while another account's runs "
+        "fell due one "
         f"every 100 ms ({hot['cold_runs']} of them): their lateness, resume committed minus "
         f"due time: p50 {lat.get('p50')} s, p99 {lat.get('p99')} s, max {lat.get('max')} s.",
     ]

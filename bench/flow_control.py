@@ -407,19 +407,18 @@ def hot_key(url: str, n_hot: int, window_s: float, workers: int) -> dict[str, An
             with lock:
                 late.append(max(0.0, committed - result.wake_at.timestamp()))
 
-    def queued() -> int:
+    def count(sql: str) -> int:
         with psycopg.connect(url) as conn:
-            row = conn.execute("SELECT count(*) FROM flow_waiters").fetchone()
+            row = conn.execute(sql).fetchone()
         return int(row[0]) if row else 0
+
+    def queued() -> int:
+        return count("SELECT count(*) FROM flow_waiters")
 
     def due() -> int:
         """Runs due and not yet resumed: the hot runs still on their way to the queue
         of their key (each is resumed once to be held back there)."""
-        with psycopg.connect(url) as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM workflow_run_pending WHERE wake_at <= now()"
-            ).fetchone()
-        return int(row[0]) if row else 0
+        return count("SELECT count(*) FROM workflow_run_pending WHERE wake_at <= now()")
 
     with Pipeline(
         url, flow_registry(), workers=workers, on_ingested=on_ingested, on_resumed=on_resumed

@@ -191,9 +191,11 @@ FROM (SELECT slot, holder, leased_until FROM flow_slots
 
 -- name: flow_drop_dead_waiters
 -- Held work that is gone (its run no longer waits: cancelled, purged; its task no
--- longer open) leaves the queue; looked at from the front, a bounded stretch per call.
+-- longer open) leaves the queue; looked at from the front in the order work is woken
+-- (rank, then arrival), the first %(limit)s rows.
 DELETE FROM flow_waiters q
-USING (SELECT seq FROM flow_waiters WHERE flow_key = %(key)s ORDER BY seq LIMIT %(limit)s) h
+USING (SELECT seq FROM flow_waiters WHERE flow_key = %(key)s ORDER BY rank_at, seq
+       LIMIT %(limit)s) h
 WHERE q.flow_key = %(key)s AND q.seq = h.seq
   AND CASE WHEN q.work = 'pass' THEN NOT EXISTS (
               SELECT 1 FROM workflow_runs r
@@ -218,6 +220,11 @@ WHERE q.flow_key = %(key)s AND q.seq = h.seq
 -- being put back, a task row a claim holds: that claim puts it back to its place and
 -- asks for a look), so a release or a look never waits for a claim that holds task
 -- rows; a claim, for its part, never waits for slot locks while it holds them.
+-- Run with a bound of at least %(wake)s (FlowStore.hand_over; 64 as written): the first
+-- that many of the queue are locked, and of them the first %(wake)s less those promised
+-- are woken. A LIMIT the plan cannot read as a number is planned as a tenth of the key's
+-- queue, and the joins below then read the whole queue and the task queue (5 ms a
+-- release with 2,500 attempts queued); a bound of a few rows keeps them to index probes.
 WITH promised AS (
     SELECT count(*) AS n FROM flow_waiters q
     WHERE %(look)s AND q.flow_key = %(key)s AND q.woken_at IS NOT NULL
@@ -225,14 +232,18 @@ WITH promised AS (
           SELECT 1 FROM flow_slots s
           WHERE s.flow_key = q.flow_key AND s.leased_until > %(now)s
             AND s.holder = 'handed:' || q.tenant_id || '/' || q.work)
-), heads AS (
+), locked AS (
     SELECT seq, tenant_id, run_id, step_index, work, workflow_name, queued_at, rank_at,
            CASE WHEN work LIKE 'task:%%' THEN substr(work, 6)::uuid END AS task_id
     FROM flow_waiters
     WHERE flow_key = %(key)s AND woken_at IS NULL
     ORDER BY rank_at, seq
-    LIMIT greatest(0, %(wake)s - (SELECT n FROM promised))
+    LIMIT 64 /* bound */
     FOR UPDATE SKIP LOCKED
+), heads AS (
+    SELECT * FROM locked
+    ORDER BY rank_at, seq
+    LIMIT greatest(0, %(wake)s - (SELECT n FROM promised))
 ), ready AS (
     SELECT t.tenant_id, t.task_id FROM task_queue t
     JOIN heads h ON t.tenant_id = h.tenant_id AND t.task_id = h.task_id

@@ -267,9 +267,10 @@ class FlowStore(FlowReads):
         """A task's reserved throttle turn is used by the attempt claimed now."""
         self._sql.run("flow_use_ticket", {"tenant_id": tenant_id, "task_id": task_id})
 
-    def drop_dead_waiters(self, key: str, limit: int = 500) -> None:
-        """Remove queued work that is gone, among the first `limit` of a key's queue."""
-        self._sql.run("flow_drop_dead_waiters", {"key": key, "limit": limit})
+    def drop_dead_waiters(self, key: str, limit: int) -> int:
+        """Remove queued work that is gone, among the first `limit` of a key's queue (in
+        the order it is woken); how many went."""
+        return self._sql.run("flow_drop_dead_waiters", {"key": key, "limit": limit})
 
     def hand_over(
         self,
@@ -283,8 +284,11 @@ class FlowStore(FlowReads):
         """Wake up to `wake` of a key's oldest queued work for the free `slots` (their
         row locks held): attempts get a slot handed over until `until` and are due now,
         passes (only in a `look`) are promised one. See flow_hand_over."""
+        # The bound the plan reads (see flow_hand_over): the next power of two, so a
+        # handful of prepared statements serve every size of wake.
+        bound = 1 << (wake - 1).bit_length() if wake > 0 else 0
         rows = self._sql.all(
-            "flow_hand_over",
+            f"flow_hand_over@{bound}",
             {
                 "key": key,
                 "slots": array_literal(list(slots)),

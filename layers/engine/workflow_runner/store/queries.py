@@ -52,6 +52,20 @@ def _without_comment_lines(body: str) -> str:
     return "\n".join(line for line in lines if not line.lstrip().startswith("--"))
 
 
+# A query may read a bound its plan must know (a LIMIT the server plans for as a
+# number, not as a parameter of unknown size): its text says `<n> /* bound */`, a
+# default that keeps it runnable as it is, and it is run as "<name>@<n>", one prepared
+# statement per bound used.
+_BOUND = re.compile(r"\b\d+ /\* bound \*/")
+
+
+@cache
 def query(name: str) -> str:
-    """The SQL of one named query."""
-    return queries()[name]
+    """The SQL of one named query ("<name>@<n>": with its bound written as n)."""
+    base, _, bound = name.partition("@")
+    text = queries()[base]
+    if not bound:
+        return text
+    if not bound.isdigit() or not _BOUND.search(text):
+        raise StoreError(f"query {base!r} takes no bound {bound!r}")
+    return _BOUND.sub(bound, text)

@@ -428,6 +428,10 @@ CREATE TABLE flow_waiters (
 );
 CREATE INDEX flow_waiters_run_idx ON flow_waiters (tenant_id, run_id);
 CREATE INDEX flow_waiters_rank_idx ON flow_waiters (flow_key, rank_at, seq);
+-- The work not yet woken, in the order it is woken: a hand-over reads the first few, the
+-- safety timer the first (an index scan that stops there, statistics or not).
+CREATE INDEX flow_waiters_queued_idx ON flow_waiters (flow_key, rank_at, seq)
+    WHERE woken_at IS NULL;
 
 -- Trigger events a rate limit or a singleton let start nothing, with the reason.
 CREATE TABLE flow_skipped (

@@ -102,9 +102,7 @@ def test_a_keys_safety_timer_reads_the_first_of_its_queue(store: Store, analyzed
     if analyzed:
         store.conn.execute("ANALYZE flow_waiters")
 
-    plan = _generic_run(
-        store, "flow_time_head", {"key": "k", "at": T0 + timedelta(minutes=1)}
-    )
+    plan = _generic_run(store, "flow_time_head", {"key": "k", "at": T0 + timedelta(minutes=1)})
     assert _most_rows(plan) <= 1, json.dumps(plan)[:3000]
 
 

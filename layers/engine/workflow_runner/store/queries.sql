@@ -342,6 +342,11 @@ SELECT tenant_id::text AS tenant_id FROM tenants ORDER BY tenant_id;
 -- own choice kept planning it anew on every run (0.5 ms a run against 0.15).
 SELECT set_config('plan_cache_mode', 'force_generic_plan', true);
 
+-- name: chosen_plans_in_transaction
+-- The statements that follow in this transaction run on the plans the server chooses
+-- again (after generic_plans_in_transaction, for a read that alone needs them).
+SELECT set_config('plan_cache_mode', 'auto', true);
+
 -- name: lock_event_type
 -- Serialise wakeups and pending-row creation for one tenant and awaited type, so an
 -- awaited event and a new waiting row can never miss each other (see operations).

@@ -187,6 +187,25 @@ class Sql:
         order (empty for a statement that returns none)."""
         return self._with_queued(calls)
 
+    def batch_generic(
+        self, calls: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[list[dict[str, Any]]]:
+        """`batch`, its statements run on their generic plans once prepared and the
+        server's own choice of plans restored after them, in the same round trip. For
+        statements whose arrays are short: the server plans them anew on every run
+        (their custom plans, costed for the few elements given, always beat the generic
+        plan costed for ten), which costs more than running them. Inside a transaction
+        only (outside one the settings last one statement each: the batch runs as
+        `batch` would)."""
+        rows = self._with_queued(
+            [
+                ("generic_plans_in_transaction", {}),
+                *calls,
+                ("chosen_plans_in_transaction", {}),
+            ]
+        )
+        return rows[1:-1]
+
     def send(self, name: str, params: dict[str, Any]) -> Callable[[], list[dict[str, Any]]]:
         """Execute without reading: inside `deferred` the statement goes out with the
         block's others. The returned function reads its rows (sending what is held

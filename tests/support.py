@@ -326,3 +326,18 @@ def run_as_user(
     return subprocess.run(
         argv, cwd=folder, env={**env, **environ}, capture_output=True, text=True, timeout=timeout
     )
+
+
+def positional_query(name: str) -> tuple[str, list[str]]:
+    """A named query's text with its %(name)s parameters as $1, $2, ... (for PREPARE),
+    and the parameter names in that order."""
+    from workflow_runner.store.queries import query
+
+    names: list[str] = []
+
+    def placeholder(m: re.Match[str]) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", placeholder, query(name)), names

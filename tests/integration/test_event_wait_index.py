@@ -5,13 +5,11 @@ statements get."""
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 
 from workflow_runner.store import Store
-from workflow_runner.store.queries import query
 
-from tests.support import TENANT_A, TENANT_B
+from tests.support import TENANT_A, TENANT_B, positional_query
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 INDEX = "workflow_run_pending_event_waits_idx"
@@ -40,14 +38,7 @@ def _index_pages(store: Store) -> int:
 def _generic_plan(store: Store, name: str) -> str:
     """The plan a prepared statement of the named query gets once it goes generic: the
     one a warm function runs on, whatever the values (none are given)."""
-    names: list[str] = []
-
-    def placeholder(m: re.Match[str]) -> str:
-        if m.group(1) not in names:
-            names.append(m.group(1))
-        return f"${names.index(m.group(1)) + 1}"
-
-    text = re.sub(r"%\((\w+)\)s", placeholder, query(name))
+    text, names = positional_query(name)
     store.conn.execute("SET plan_cache_mode = force_generic_plan")
     store.conn.execute(f"PREPARE generic_plan AS {text}".encode())
     try:

@@ -10,7 +10,6 @@ before: 7 ms, every release of the key waiting behind it)."""
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,7 +20,7 @@ from workflow_runner.flow.wake import _drop_dead_front
 from workflow_runner.store import Store
 from workflow_runner.store.queries import query
 
-from tests.support import TENANT_A
+from tests.support import TENANT_A, positional_query
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 QUEUED = 3_000
@@ -42,14 +41,8 @@ def _queue(store: Store, n: int, key: str = "k") -> None:
 def _generic_run(store: Store, name: str, params: dict[str, Any]) -> dict[str, Any]:
     """EXPLAIN ANALYZE of the named query run on its generic plan (the plan a prepared
     statement gets once it goes generic), in a transaction rolled back after."""
-    names: list[str] = []
-
-    def placeholder(m: re.Match[str]) -> str:
-        if m.group(1) not in names:
-            names.append(m.group(1))
-        return f"${names.index(m.group(1)) + 1}"
-
-    text = re.sub(r"%\((\w+)\)s", placeholder, query(name)).replace("%%", "%")
+    text, names = positional_query(name)
+    text = text.replace("%%", "%")
     conn = store.conn
     with conn.transaction(force_rollback=True):
         conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")

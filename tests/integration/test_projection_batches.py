@@ -174,3 +174,42 @@ def test_a_store_on_a_plain_connection_encodes_its_batch_records_instants(db_url
         plain.pending.upsert_many([row])
         [stored] = plain.pending.for_tenant(TENANT)
     assert (stored.run_id, stored.wake_at) == (row.run_id, NOW)
+
+
+def test_a_match_the_wakeup_already_marked_is_not_written_again(db_url: str, store: Store) -> None:
+    """The wakeup marks a row in the transaction that appends its match; projecting that
+    match then changes nothing, and writes nothing (no new row version: same xmin). A
+    row the mark would change (its look-back cursor still set) is written."""
+    registry = bench_registry()
+    starts = [
+        DomainEvent(id=f"x{i}", type="bench.await-start", payload={"id": f"k{i}"}, tenant_id=TENANT)
+        for i in range(2)
+    ]
+    runs = [r.started[0].run_id for r in ingest_domain_events(store, starts, NOW, registry)]
+    project_pending(store, NOW)
+    woke = NOW + timedelta(seconds=5)
+    for i in range(2):
+        go = DomainEvent(id=f"gx{i}", type="bench.go", payload={"id": f"k{i}"}, tenant_id=TENANT)
+        assert [w.run_id for w in wake_on_event(store, go, woke)] == [runs[i]]
+    store.conn.execute(
+        "UPDATE workflow_run_pending SET lookback_version = 1 WHERE run_id = %s::uuid",
+        (runs[1],),
+    )
+
+    def versions() -> dict[str, str]:
+        rows = store.conn.execute(
+            "SELECT run_id::text AS run_id, xmin::text AS xmin FROM workflow_run_pending"
+        ).fetchall()
+        return {r["run_id"]: r["xmin"] for r in rows}
+
+    before = versions()
+    texts = _projected_texts(db_url, woke)
+    after = versions()
+
+    assert any("awaited_event_id = m.event_id" in t for t in texts)  # the mark was sent
+    assert after[runs[0]] == before[runs[0]]
+    assert after[runs[1]] != before[runs[1]]
+    row = store.conn.execute(
+        "SELECT lookback_version FROM workflow_run_pending WHERE run_id = %s::uuid", (runs[1],)
+    ).fetchone()
+    assert row is not None and row["lookback_version"] is None

@@ -480,7 +480,10 @@ WHERE tenant_id = %(tenant_id)s AND run_id = %(run_id)s AND suspension_version =
 
 -- name: mark_pending_matched_rows
 -- mark_pending_matched for many rows in one statement (%(rows)s: tenant_id, run_id,
--- suspension_version, event_type, event_id, at; at most one per run).
+-- suspension_version, event_type, event_id, at; at most one per run). A row that
+-- already says all of it (the wakeup that appended the match marked it in the same
+-- transaction: the usual case) is not written again: an update that changes nothing
+-- still writes a new row version, its index entries and WAL.
 UPDATE workflow_run_pending p
 SET trigger_event_type = m.event_type, awaited_event_id = m.event_id,
     wake_at = least(p.wake_at, m.at),
@@ -490,7 +493,12 @@ SET trigger_event_type = m.event_type, awaited_event_id = m.event_id,
 FROM jsonb_to_recordset(%(rows)s) AS m(tenant_id uuid, run_id uuid, suspension_version integer,
                                         event_type text, event_id text, at timestamptz)
 WHERE p.tenant_id = m.tenant_id AND p.run_id = m.run_id
-  AND p.suspension_version = m.suspension_version;
+  AND p.suspension_version = m.suspension_version
+  AND (p.awaited_event_id IS DISTINCT FROM m.event_id
+       OR p.trigger_event_type IS DISTINCT FROM m.event_type
+       OR p.wake_at > m.at
+       OR p.lookback_after_instant IS NOT NULL OR p.lookback_after_position IS NOT NULL
+       OR p.lookback_version IS NOT NULL);
 
 -- name: waiting_rows_for_events
 -- A tenant's unmatched waits for one event type that may take each event of

@@ -213,3 +213,41 @@ def test_a_match_the_wakeup_already_marked_is_not_written_again(db_url: str, sto
         "SELECT lookback_version FROM workflow_run_pending WHERE run_id = %s::uuid", (runs[1],)
     ).fetchone()
     assert row is not None and row["lookback_version"] is None
+
+
+def test_a_batchs_new_waits_take_their_types_lock_once_with_their_reads(
+    db_url: str, store: Store
+) -> None:
+    """The (tenant, type) lock a look-back reads under is held until the batch commits:
+    a batch of new waits of one type takes it once, and sends it with the first
+    look-back's read, never in a round trip of its own."""
+    registry = bench_registry()
+    starts = [
+        DomainEvent(id=f"l{i}", type="bench.await-start", payload={"id": f"l{i}"}, tenant_id=TENANT)
+        for i in range(5)
+    ]
+    ingest_domain_events(store, starts, NOW, registry)
+    logged = connect(db_url, sql_type=_RoundTripSql)
+    try:
+        project_pending(logged, NOW)
+        trips = logged._sql.trips  # type: ignore[attr-defined]
+    finally:
+        logged.close()
+
+    locks = [i for i, trip in enumerate(trips) for t in trip if "pg_advisory_xact_lock" in t]
+    assert len(locks) == 1
+    (trip,) = [trips[i] for i in locks]
+    assert len(trip) > 1 and "pg_advisory_xact_lock" in trip[0]  # the read rides with it
+    assert len(store.pending.for_tenant(TENANT)) == 5
+
+
+class _RoundTripSql(Sql):
+    """Sql that records the statements of each round trip it sends."""
+
+    def __init__(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        super().__init__(conn)
+        self.trips: list[list[str]] = []
+
+    def _send(self, statements: Sequence[_Queued]) -> None:
+        self.trips.append([s.sql for s in statements])
+        super()._send(statements)

@@ -50,9 +50,10 @@ def _registry() -> WorkflowRegistry:
 def _before_first_lock(
     store: Store, monkeypatch: pytest.MonkeyPatch, then: Callable[[], Any]
 ) -> None:
-    """Run `then` once, just before `store` takes its first (tenant, type) lock: alone
-    (the projection's InboxStore.lock_type) or with the reads that follow it in one
-    round trip (the wakeup's PendingStore.locked_waiting_for)."""
+    """Run `then` once, just before `store` takes its first (tenant, type) lock: the
+    projection's InboxStore.lock_type, which goes out with the look-back's read after
+    it, or the wakeup's PendingStore.locked_waiting_for, the lock and the reads that
+    follow it in one round trip."""
     pending = [then]
 
     def first(real: Callable[..., Any]) -> Callable[..., Any]:

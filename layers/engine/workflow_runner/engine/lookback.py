@@ -22,7 +22,7 @@ look-back is still scanning, a newer event may win through the wakeup first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -42,13 +42,25 @@ Cursor = tuple[datetime, int]  # (instant, position) the scan continues after
 
 @dataclass
 class LookBackBudget:
-    """Stored events a projection batch may still examine."""
+    """What the look-backs of one projection batch share: the stored events they may
+    still examine, and the (tenant, type) locks the batch's transaction holds."""
 
     rows: int = LOOK_BACK_BUDGET
+    locked: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def exhausted(self) -> bool:
         return self.rows <= 0
+
+    def lock(self, store: Store, tenant_id: str, event_type: str) -> None:
+        """Take the wakeup's (tenant, type) lock before a look-back reads, once a batch:
+        it is held until the transaction ends, so the batch's next wait of the type has
+        it already (10,000 new waits of one type took 10,000 locks, each a round trip).
+        Inside the projection's pipeline the lock goes out with the read after it, in
+        that order: nothing of the look-back is read before the lock is held."""
+        if (tenant_id, event_type) not in self.locked:
+            store.inbox.lock_type(tenant_id, event_type)
+            self.locked.add((tenant_id, event_type))
 
 
 @dataclass(frozen=True)
@@ -144,7 +156,7 @@ def continue_look_backs(
         if budget.exhausted:
             return woken, True
         wait = AwaitedWait.of(row)
-        store.inbox.lock_type(wait.tenant_id, wait.event_type)
+        budget.lock(store, wait.tenant_id, wait.event_type)
         found, cursor = scan(store, wait, row.after, budget)
         hit = take(store, wait, found.event_id, now) if found is not None else None
         if hit is not None:

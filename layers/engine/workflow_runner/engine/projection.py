@@ -168,7 +168,7 @@ def _new_wait(
         equality_key(fact.match),
         fact.consumed_event_ids or (),
     )
-    store.inbox.lock_type(e.tenant_id, fact.event_type)
+    budget.lock(store, e.tenant_id, fact.event_type)
     # (start, 0): every event whose instant is not before the look-back start.
     start = (floor_second(fact.lookback_from or e.recorded_at), 0)
     found, cursor = scan(store, wait, start, budget)
@@ -208,7 +208,7 @@ def _migrated(
         moved.consumed_event_ids,
         e.version,
     )
-    store.inbox.lock_type(e.tenant_id, wait.event_type)
+    budget.lock(store, e.tenant_id, wait.event_type)
     found, cursor = scan(store, wait, (moved.lookback_from or _ANY_TIME, 0), budget)
     store.pending.set_lookback(e.tenant_id, e.stream_id, moved.suspension_version, cursor)
     return take(store, wait, found.event_id, now) if found is not None else None

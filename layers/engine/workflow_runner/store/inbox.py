@@ -208,8 +208,9 @@ class InboxStore:
 
     def lock_type(self, tenant_id: str, type: str) -> None:
         """Transaction-scoped lock on (tenant, awaited event type): serialises a wakeup
-        and the creation of a waiting row, so the two can never miss each other."""
-        self._sql.one("lock_event_type", {"tenant_id": tenant_id, "type": type})
+        and the creation of a waiting row, so the two can never miss each other. Inside
+        `Store.pipeline()` it goes out with the next statement that is read (before it)."""
+        self._sql.run("lock_event_type", {"tenant_id": tenant_id, "type": type})
 
     def register_tenant(self, tenant_id: str, now: datetime) -> None:
         """Remember a tenant (the due scan starts its cron workflows)."""

@@ -66,9 +66,11 @@ class Batches:
 
 
 # The template's defaults, and the burst-throughput setting the sleep and event-wait
-# workloads also measure (both windows >= 1 s).
+# workloads also measure (both windows >= 1 s); the event wait also tries the largest
+# batches the template allows (IntakeBatchSize and ResumeBatchSize 100).
 DEFAULT_BATCHES = Batches()
 THROUGHPUT_BATCHES = Batches(intake=50, resume=50)
+LARGEST_BATCHES = Batches(intake=100, resume=100)
 
 
 @dataclass

@@ -189,13 +189,14 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
     if len(tried_ours) > 1:
         out += [
             "",
-            "Ours (batches: IntakeBatchSize/ResumeBatchSize) is taken at its better shape",
+            "Ours (batches: IntakeBatchSize/ResumeBatchSize) is taken at its best shape",
             f"({ours.get('intake_batch', 10)}/{ours.get('resume_batch', 10)}), as each peer at"
             " its best setting; at the",
             f"defaults of 10 the ratios are {ew.get('ratio_vs_absurd_default_batches')}x Absurd"
             f" and {ew.get('ratio_vs_dbos_default_batches')}x DBOS. Larger batches let one",
-            "EventWakeup call match 50 events under one (tenant, type) lock and one ResumeRun",
-            "call resume 50 runs in one transaction; above 10 the template needs a batching",
+            f"EventWakeup call match {ours.get('intake_batch', 10)} events under one (tenant,"
+            f" type) lock and one ResumeRun call resume {ours.get('resume_batch', 10)} runs in"
+            " one transaction; above 10 the template needs a batching",
             "window of at least 1 s, which a lone event then waits (the wakeup workload's",
             "latency is measured at 10).",
         ]

@@ -22,7 +22,7 @@ from typing import Any
 from . import event_wait, fan_out, sleep_workflow
 from .absurd_peer import WorkerSettings
 from .common import create_database, drop_database, fresh_database
-from .harness import DEFAULT_BATCHES, THROUGHPUT_BATCHES, Batches
+from .harness import DEFAULT_BATCHES, LARGEST_BATCHES, THROUGHPUT_BATCHES, Batches
 from .peer_figures import best_setting, makespan_ratio, throughput_ratio
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,12 +92,15 @@ def absurd_sleep(admin_url: str, sweep_n: int, n: int) -> dict[str, Any]:
 
 
 def ours_at_batch_sizes(
-    admin_url: str, database: str, measure: Callable[[str, Batches], dict[str, Any]]
+    admin_url: str,
+    database: str,
+    measure: Callable[[str, Batches], dict[str, Any]],
+    tried: Sequence[Batches] = (DEFAULT_BATCHES, THROUGHPUT_BATCHES),
 ) -> list[dict[str, Any]]:
-    """`measure(url, batches)` at the template's default batch sizes and at the burst
-    setting, each on a fresh `database`: ours at both the shapes it is offered in."""
+    """`measure(url, batches)` at each of `tried` (the template's default batch sizes
+    first), each on a fresh `database`: ours at the shapes it is offered in."""
     shapes = []
-    for batches in (DEFAULT_BATCHES, THROUGHPUT_BATCHES):
+    for batches in tried:
         with fresh_database(admin_url, database) as url:
             measured = measure(url, batches)
         latency = f", p50 {measured['p50_ms']} ms" if "p50_ms" in measured else ""
@@ -113,6 +116,7 @@ def run_event_wait(n: int, workers: int, admin_url: str, shape: WorkerSettings) 
         admin_url,
         "bench_event_wait",
         lambda url, batches: event_wait.run_ours(url, n, workers, batches=batches),
+        (DEFAULT_BATCHES, THROUGHPUT_BATCHES, LARGEST_BATCHES),
     )
     # Ours at its best shape, as the peers at theirs; the default's ratios kept beside.
     ours = best_setting(shapes)

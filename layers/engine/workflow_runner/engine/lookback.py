@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from ..match import matches_safely
-from ..store import CandidateEvent, Store, UnfinishedLookBack
+from ..store import CandidateEvent, LookBackStart, Store, UnfinishedLookBack
 from .wakeup import WokenRun, record_match
 
 LOOK_BACK_PAGE = 200
@@ -92,26 +92,48 @@ class AwaitedWait:
         )
 
 
+@dataclass(frozen=True)
+class ReadAhead:
+    """A look-back's first rows, read before its turn with the batch's other new waits
+    (InboxStore.lookback_first_pages): `rows`, at most `limit` of them."""
+
+    rows: Sequence[CandidateEvent]
+    limit: int
+
+
 def scan(
-    store: Store, wait: AwaitedWait, after: Cursor, budget: LookBackBudget
+    store: Store,
+    wait: AwaitedWait,
+    after: Cursor,
+    budget: LookBackBudget,
+    first: ReadAhead | None = None,
 ) -> tuple[CandidateEvent | None, Cursor | None]:
     """Look for the first stored event after `after` the wait accepts, within the budget.
+
+    `first`: its first rows, read ahead from `after` (a page of that many, or fewer
+    when the budget has less left: the rows are in scan order, so the first of them are
+    what a read of fewer returns).
 
     Returns:
         (the event, None) when one matches; (None, None) when every candidate was
         examined; (None, where to continue) when the budget ran out first.
     """
     while not budget.exhausted:
-        page = min(LOOK_BACK_PAGE, budget.rows)
-        rows = store.inbox.lookback(
-            wait.tenant_id,
-            wait.run_id,
-            wait.event_type,
-            wait.key,
-            after,
-            wait.consumed_event_ids,
-            page,
-        )
+        if first is not None:
+            page = min(first.limit, budget.rows)
+            rows = list(first.rows[:page])
+            first = None
+        else:
+            page = min(LOOK_BACK_PAGE, budget.rows)
+            rows = store.inbox.lookback(
+                wait.tenant_id,
+                wait.run_id,
+                wait.event_type,
+                wait.key,
+                after,
+                wait.consumed_event_ids,
+                page,
+            )
         budget.rows -= len(rows)
         for row in rows:
             if matches_safely(wait.match, row.detail):
@@ -120,6 +142,31 @@ def scan(
             return None, None
         after = (rows[-1].instant, rows[-1].position)
     return None, after
+
+
+def read_ahead(
+    store: Store, starts: Sequence[tuple[AwaitedWait, Cursor]], budget: LookBackBudget
+) -> list[ReadAhead | None]:
+    """The first rows of several new waits' look-backs, in one round trip: each
+    (tenant, type) lock taken first (in sorted order), then one read of every wait's
+    first page. A page is LOOK_BACK_PAGE rows, or the budget's share when the waits are
+    many, so the read stays within what the batch may examine; a wait whose share runs
+    out goes on reading at its turn (`scan`). None for each when the budget is spent,
+    or when there is one wait: its own read at its turn is planned for its cursor, the
+    read of many for cursors it cannot see."""
+    if len(starts) < 2 or budget.exhausted:
+        return [None] * len(starts)
+    for tenant_id, event_type in sorted({(w.tenant_id, w.event_type) for w, _ in starts}):
+        budget.lock(store, tenant_id, event_type)
+    limit = max(1, min(LOOK_BACK_PAGE, budget.rows // len(starts)))
+    pages = store.inbox.lookback_first_pages(
+        [
+            LookBackStart(w.tenant_id, w.run_id, w.event_type, w.key, after, w.consumed_event_ids)
+            for w, after in starts
+        ],
+        limit,
+    )
+    return [ReadAhead(rows, limit) for rows in pages]
 
 
 def take(store: Store, wait: AwaitedWait, event_id: str, now: datetime) -> WokenRun | None:

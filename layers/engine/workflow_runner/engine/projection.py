@@ -45,7 +45,16 @@ from ..stream import (
     TaskFailed,
 )
 from .joins import CHILDREN_OUTCOME
-from .lookback import AwaitedWait, Cursor, LookBackBudget, continue_look_backs, scan, take
+from .lookback import (
+    AwaitedWait,
+    Cursor,
+    LookBackBudget,
+    ReadAhead,
+    continue_look_backs,
+    read_ahead,
+    scan,
+    take,
+)
 from .wakeup import WokenRun
 
 PENDING_PROJECTION = "workflow_run_pending"
@@ -154,10 +163,9 @@ def _pending_row(
     )
 
 
-def _new_wait(
-    store: Store, e: StoredEvent, fact: StepWaitingForEvent, now: datetime, budget: LookBackBudget
-) -> WokenRun | None:
-    """Write a new wait's row, looking back for an event that came before it."""
+def _awaited(e: StoredEvent, fact: StepWaitingForEvent) -> tuple[AwaitedWait, Cursor]:
+    """A new wait, and where its look-back starts: (start, 0), every event whose instant
+    is not before the look-back start."""
     wait = AwaitedWait(
         e.tenant_id,
         e.stream_id,
@@ -168,10 +176,46 @@ def _new_wait(
         equality_key(fact.match),
         fact.consumed_event_ids or (),
     )
+    return wait, (floor_second(fact.lookback_from or e.recorded_at), 0)
+
+
+# A batch's new waits, by (tenant, run, suspension version): their look-backs' first
+# rows, read together before the batch is applied (lookback.read_ahead).
+ReadAheads = dict[tuple[str, str, int], ReadAhead | None]
+
+
+def _read_ahead(store: Store, events: list[StoredEvent], budget: LookBackBudget) -> ReadAheads:
+    """The first rows of the look-backs of the batch's new waits, in one round trip
+    after their locks, instead of one round trip per wait at its turn (10,000 new waits
+    of one type took 10,000). Reading them before the waits' rows are written misses
+    nothing: the locks are held from here to the commit, so an event stored since
+    wakes the row through the wakeup, which reads the waits after this commits."""
+    waits = [
+        (e, fact)
+        for e in events
+        if e.stream_type == RUN_STREAM
+        and e.type == StepWaitingForEvent.TYPE
+        and isinstance(fact := e.fact, StepWaitingForEvent)
+    ]
+    pages = read_ahead(store, [_awaited(e, fact) for e, fact in waits], budget)
+    return {
+        (e.tenant_id, e.stream_id, e.version): p for (e, _), p in zip(waits, pages, strict=True)
+    }
+
+
+def _new_wait(
+    store: Store,
+    e: StoredEvent,
+    fact: StepWaitingForEvent,
+    now: datetime,
+    budget: LookBackBudget,
+    ahead: ReadAheads,
+) -> WokenRun | None:
+    """Write a new wait's row, looking back for an event that came before it."""
+    wait, start = _awaited(e, fact)
     budget.lock(store, e.tenant_id, fact.event_type)
-    # (start, 0): every event whose instant is not before the look-back start.
-    start = (floor_second(fact.lookback_from or e.recorded_at), 0)
-    found, cursor = scan(store, wait, start, budget)
+    first = ahead.pop((e.tenant_id, e.stream_id, e.version), None)
+    found, cursor = scan(store, wait, start, budget, first)
     store.pending.upsert(_pending_row(e, fact, cursor))
     return take(store, wait, found.event_id, now) if found is not None else None
 
@@ -246,7 +290,12 @@ _TIMED = frozenset(cls.TYPE for cls in _TIMED_SUSPENSIONS)
 
 
 def _apply(
-    store: Store, e: StoredEvent, now: datetime, writes: _PendingWrites, budget: LookBackBudget
+    store: Store,
+    e: StoredEvent,
+    now: datetime,
+    writes: _PendingWrites,
+    budget: LookBackBudget,
+    ahead: ReadAheads,
 ) -> WokenRun | None:
     if e.type not in _READS_PAYLOAD:
         if e.type in _DROPS_ROW:
@@ -256,7 +305,7 @@ def _apply(
     if isinstance(fact, SUSPENDING_FACTS):  # each writes its run's row
         if isinstance(fact, StepWaitingForEvent):
             writes.before_write(e.tenant_id, e.stream_id)
-            return _new_wait(store, e, fact, now, budget)
+            return _new_wait(store, e, fact, now, budget, ahead)
         writes.upsert(_pending_row(e, fact))
     elif isinstance(fact, StepEventMatched):
         writes.mark(
@@ -410,10 +459,11 @@ def project_pending(
             # Writes whose results are not read travel together; reads sync the pipeline.
             with store.pipeline():
                 writes = _PendingWrites(store)
+                ahead = _read_ahead(store, events, budget)
                 for e in events:
                     if e.stream_type != RUN_STREAM:
                         continue
-                    hit = _apply(store, e, now, writes, budget)
+                    hit = _apply(store, e, now, writes, budget, ahead)
                     if hit is not None:
                         woken.append(hit)
                     if limit is None or e.type not in _TIMED:

@@ -10,7 +10,7 @@ from .database import Store, connect
 from .definitions import NewDefinition, StoredDefinition
 from .erasure import Relation
 from .hosts import HostRow
-from .inbox import CandidateEvent, InboxEvent, NewInboxEvent
+from .inbox import CandidateEvent, InboxEvent, LookBackStart, NewInboxEvent
 from .local import CapturedMail, KeptModule, LoggedLine, QueuedMessage
 from .migrate import (
     Migration,
@@ -56,6 +56,7 @@ __all__ = [
     "JoinCount",
     "KeptModule",
     "LoggedLine",
+    "LookBackStart",
     "Migration",
     "MigrationTimeout",
     "MovedRow",

@@ -61,6 +61,21 @@ class CandidateEvent:
 
 
 @dataclass(frozen=True)
+class LookBackStart:
+    """Where a new wait's look-back starts (InboxStore.lookback_first_pages): the
+    run's tenant and id, the awaited type, the equality key its match requires (None:
+    none), the (instant, position) the scan continues after, and the event ids a 0.1
+    suspension lists as consumed."""
+
+    tenant_id: str
+    run_id: str
+    type: str
+    key: str | None
+    after: tuple[datetime, int]
+    exclude: Sequence[str]
+
+
+@dataclass(frozen=True)
 class NewInboxEvent:
     """A domain event to store (InboxStore.insert_many); `match_keys`: the keys it
     offers (match.inbox_keys), which the look-back finds it by."""
@@ -205,6 +220,42 @@ class InboxStore:
         return [
             CandidateEvent(r["event_id"], r["detail"], r["instant"], r["position"]) for r in rows
         ]
+
+    def lookback_first_pages(
+        self, waits: Sequence[LookBackStart], limit: int
+    ) -> list[list[CandidateEvent]]:
+        """The first `limit` rows of each wait's look-back (as `lookback` with its
+        start), all in one statement; one list per wait, in order. Call with each
+        wait's (tenant, type) lock held (`lock_type`)."""
+        pages: list[list[CandidateEvent]] = [[] for _ in waits]
+        if not waits:
+            return pages
+        rows = self._sql.all(
+            "lookback_first_pages",
+            {
+                "waits": Jsonb(
+                    [
+                        {
+                            "n": n,
+                            "tenant_id": w.tenant_id,
+                            "run_id": w.run_id,
+                            "type": w.type,
+                            "key": w.key,
+                            "after_instant": w.after[0].isoformat(),
+                            "after_position": w.after[1],
+                            "exclude": list(w.exclude),
+                        }
+                        for n, w in enumerate(waits)
+                    ]
+                ),
+                "limit": limit,
+            },
+        )
+        for r in rows:
+            pages[r["n"]].append(
+                CandidateEvent(r["event_id"], r["detail"], r["instant"], r["position"])
+            )
+        return pages
 
     def lock_type(self, tenant_id: str, type: str) -> None:
         """Transaction-scoped lock on (tenant, awaited event type): serialises a wakeup

@@ -326,6 +326,63 @@ UNION ALL
 ORDER BY instant, position
 LIMIT %(limit)s;
 
+-- name: lookback_first_pages
+-- The first rows of many new waits' look-backs in one statement: for each wait of
+-- %(waits)s (n, tenant_id, run_id, type, key, after_instant, after_position, exclude),
+-- its first %(limit)s rows of lookback_keyed (key set) or lookback_any (key NULL), the
+-- same three index-driven branches, each wait's own: the events offering its key or
+-- '*' (keyed), every keyed event (no key), the events stored without keys (both);
+-- never one its run consumed. Rows in (n, instant, position) order, each with its n.
+-- The caller holds each (tenant, type) lock (lock_event_type) already. In the keyed
+-- branch the cursor is a filter (IS TRUE), not an index condition: the plan, which
+-- cannot see the cursors, otherwise ANDed the key's GIN lookup with the range of every
+-- event of the type after the cursor (50,000 entries read for one wait; 7.7 ms
+-- against 3.3 ms for lookback_keyed alone).
+SELECT w.n, l.event_id, l.detail, l.instant, l.position
+FROM jsonb_to_recordset(%(waits)s) AS w(n integer, tenant_id uuid, run_id uuid, type text,
+                                        key text, after_instant timestamptz,
+                                        after_position bigint, exclude text[])
+CROSS JOIN LATERAL (
+    (SELECT event_id, detail, coalesce(event_time, received_at) AS instant, position
+     FROM inbox
+     WHERE w.key IS NOT NULL AND tenant_id = w.tenant_id AND type = w.type
+       AND match_keys && ARRAY[w.key, '*']::text[]
+       AND ((coalesce(event_time, received_at), position)
+            > (w.after_instant, w.after_position)) IS TRUE
+       AND detail IS NOT NULL AND NOT (event_id = ANY(w.exclude))
+       AND NOT EXISTS (SELECT 1 FROM run_consumed_events c
+                       WHERE c.tenant_id = w.tenant_id AND c.run_id = w.run_id
+                         AND c.event_id = inbox.event_id)
+     ORDER BY 3, 4
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT event_id, detail, coalesce(event_time, received_at) AS instant, position
+     FROM inbox
+     WHERE w.key IS NULL AND tenant_id = w.tenant_id AND type = w.type
+       AND (match_keys IS NULL) IS FALSE
+       AND (coalesce(event_time, received_at), position) > (w.after_instant, w.after_position)
+       AND detail IS NOT NULL AND NOT (event_id = ANY(w.exclude))
+       AND NOT EXISTS (SELECT 1 FROM run_consumed_events c
+                       WHERE c.tenant_id = w.tenant_id AND c.run_id = w.run_id
+                         AND c.event_id = inbox.event_id)
+     ORDER BY 3, 4
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT event_id, detail, coalesce(event_time, received_at) AS instant, position
+     FROM inbox
+     WHERE tenant_id = w.tenant_id AND type = w.type AND (match_keys IS NULL) IS TRUE
+       AND (coalesce(event_time, received_at), position) > (w.after_instant, w.after_position)
+       AND detail IS NOT NULL AND NOT (event_id = ANY(w.exclude))
+       AND NOT EXISTS (SELECT 1 FROM run_consumed_events c
+                       WHERE c.tenant_id = w.tenant_id AND c.run_id = w.run_id
+                         AND c.event_id = inbox.event_id)
+     ORDER BY 3, 4
+     LIMIT %(limit)s)
+    ORDER BY instant, position
+    LIMIT %(limit)s
+) l
+ORDER BY w.n, l.instant, l.position;
+
 -- name: register_tenant
 -- Remember a tenant (the due scan starts its cron workflows).
 INSERT INTO tenants (tenant_id, first_seen) VALUES (%(tenant_id)s, %(now)s)

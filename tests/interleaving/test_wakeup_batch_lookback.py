@@ -19,6 +19,8 @@ from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.aws.inprocess import InMemoryResumeQueue
 from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.engine import projection
+from workflow_runner.engine.inbox_writes import store_inbox_events
 from workflow_runner.match import eq
 from workflow_runner.store import Store, connect
 
@@ -116,3 +118,65 @@ def test_a_batch_wakeup_and_a_new_waiting_row_never_miss_each_other(
         other.close()
     assert _matched(store, run_id) == ["paid-o1"]  # woken, exactly once
     assert [r.run_id for r in queue.sent] == [run_id]
+
+
+@pytest.mark.parametrize(
+    "order", ["batch-reads-second", "projection-reads-second", "stored-after-read-ahead"]
+)
+def test_a_batch_wakeup_and_a_batch_of_new_waits_read_ahead_never_miss_each_other(
+    store: Store, db_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, order: str
+) -> None:
+    """Two new waits in one projection batch read their look-backs ahead, together
+    (lookback.read_ahead), before either row is written. In every order, each run is
+    woken exactly once: by the look-back when the events were stored before the read,
+    by the wakeup when they were stored after it (its read of the waits waits for the
+    projection's locks, so it sees both rows)."""
+    registry = _registry()
+    for order_id in ("o1", "o2"):
+        ops.ingest_domain_event(store, event("order.placed", {"order": order_id}), T0, registry)
+    runs = [run_id_for("pay", o) for o in ("o1", "o2")]
+    batch = [
+        DomainEvent(f"paid-{o}", "order.paid", {"order": o}, TENANT_A, SALE, "shop")
+        for o in ("o1", "o2")
+    ]
+    queue = InMemoryResumeQueue(clock)
+    clock.set(SALE)
+    other = connect(db_url)
+    try:
+        if order == "batch-reads-second":
+            _before_first_lock(store, monkeypatch, lambda: ops.project_pending(other, SALE))
+            result = ops.wake_and_enqueue_many(store, queue, batch, SALE)
+            assert [m.woken for m in result.events] == [[], []]  # the look-backs took them
+        elif order == "projection-reads-second":
+            result_box: list[Any] = []
+            _before_first_lock(
+                store,
+                monkeypatch,
+                lambda: result_box.append(ops.wake_and_enqueue_many(other, queue, batch, SALE)),
+            )
+            projected = ops.project_pending(store, SALE)
+            assert [m.woken for m in result_box[0].events] == [[], []]
+            assert sorted(w.run_id for w in projected.woken) == sorted(runs)
+            ops.enqueue_due(store, queue, projected.woken, SALE)
+        else:
+            real = projection.read_ahead
+
+            read: list[int] = []
+
+            def then_store(*args: Any) -> Any:
+                pages = real(*args)
+                read.append(len(pages))
+                with other.transaction(), other.pipeline():
+                    store_inbox_events(other, batch, SALE)  # the wakeup's first step
+                return pages
+
+            monkeypatch.setattr(projection, "read_ahead", then_store)
+            projected = ops.project_pending(store, SALE)
+            assert read == [2] and projected.woken == []  # read before they were stored
+            result = ops.wake_and_enqueue_many(other, queue, batch, SALE)
+            assert sorted(w.run_id for m in result.events for w in m.woken) == sorted(runs)
+    finally:
+        other.close()
+    for run_id, order_id in zip(runs, ("o1", "o2"), strict=True):
+        assert _matched(store, run_id) == [f"paid-{order_id}"]  # woken, exactly once
+    assert sorted(r.run_id for r in queue.sent) == sorted(runs)

@@ -24,7 +24,7 @@ from workflow_runner.engine.resume import ResumeRequestItem
 from workflow_runner.engine.tasks import TaskPorts, run_task
 from workflow_runner.engine.worker import WorkResult, work
 from workflow_runner.ports import HttpResponse
-from workflow_runner.store import Store
+from workflow_runner.store import Store, connect
 from workflow_runner.webhook_guard import WebhookGuard
 
 from tests.support import TENANT_A, refuse_pass_writes, register, resume_due, stream, trigger
@@ -780,3 +780,85 @@ def test_a_task_nobody_runs_is_reported_stuck(
     assert check_tasks(store, None, clock.now() + timedelta(minutes=5)).status == "ok"
     late = check_tasks(store, None, clock.now() + timedelta(minutes=11))
     assert late.status == "problem" and "no worker is running them" in late.summary
+
+
+def _count_run_reads(store: Store) -> list[str]:
+    """The runs `store` reads (StreamStore.load_run), in order, from now on."""
+    reads: list[str] = []
+    load_run = store.streams.load_run
+
+    def counted(tenant_id: str, run_id: str, **kwargs: Any) -> Any:
+        reads.append(run_id)
+        return load_run(tenant_id, run_id, **kwargs)
+
+    store.streams.load_run = counted  # type: ignore[method-assign]
+    return reads
+
+
+def test_an_attempts_outcome_is_appended_on_the_run_it_read_before_it_ran(
+    rig: Rig, store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    # Nothing else writes to the run while its task runs, so the outcome's append goes
+    # after the version the attempt read: the run is read once per attempt, not twice.
+    register(
+        registry,
+        name="pay",
+        trigger=on_event("pay.go"),
+        idempotency_key=lambda e: e.payload["order"],
+        steps=lambda s: [s.task("charge", lambda ctx: 1), s.return_(lambda ctx: 2)],
+    )
+    trigger(store, registry, "pay.go", {"order": "o-1"}, clock.now())
+    reads = _count_run_reads(store)
+    attempt = run_task(store, rig.ports(), clock.now, lambda: 60.0, random.Random(1))
+    assert attempt is not None and attempt.outcome == "completed" and attempt.run_due
+    assert reads == [run_id_for("pay", "o-1")]
+    assert _types(store, run_id_for("pay", "o-1"))[-1] == ev.TASK_COMPLETED
+
+
+def test_a_sibling_outcome_recorded_while_an_attempt_ran_is_read_before_its_own(
+    rig: Rig, store: Store, registry: WorkflowRegistry, clock: ManualClock, db_url: str
+) -> None:
+    # The first attempt read the run, then its sibling's outcome was appended (by another
+    # worker) while it ran: its own cannot go after the version it read. It is appended
+    # after the sibling's, on the run read again, and the run is due with both.
+    inner: list[Any] = []
+
+    def call(name: str) -> Any:
+        def body(ctx: Any) -> str:
+            if not inner:
+                inner.append(None)
+                second = connect(db_url)
+                try:
+                    inner[0] = run_task(
+                        second, rig.ports(), clock.now, lambda: 60.0, random.Random(2)
+                    )
+                finally:
+                    second.close()
+            return name
+
+        return body
+
+    register(
+        registry,
+        name="both",
+        trigger=on_event("both.go"),
+        idempotency_key=lambda e: e.payload["order"],
+        steps=lambda s: [
+            s.parallel(s.task("a", call("a")), s.task("b", call("b")), result_key="ab"),
+            s.return_(lambda ctx: ctx.steps["ab"]),
+        ],
+    )
+    trigger(store, registry, "both.go", {"order": "o-1"}, clock.now())
+    run_id = run_id_for("both", "o-1")
+    reads = _count_run_reads(store)
+    first = run_task(store, rig.ports(), clock.now, lambda: 60.0, random.Random(1))
+    assert reads == [run_id, run_id]  # before it ran, and again after its append lost
+    sibling = inner[0]
+    assert sibling is not None and sibling.outcome == "completed" and not sibling.run_due
+    assert first is not None and first.outcome == "completed" and first.run_due
+    keys = [e.payload["taskKey"] for e in stream(store, run_id) if e.type == ev.TASK_COMPLETED]
+    assert keys == [sibling.task_key, first.task_key]
+    rig.settle()
+    done = stream(store, run_id)[-1]
+    assert done.type == ev.RUN_COMPLETED
+    assert done.payload["result"] == ["a", "b"]

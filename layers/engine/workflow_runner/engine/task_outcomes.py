@@ -58,16 +58,28 @@ TaskFact = TaskAttemptFailed | TaskCompleted | TaskFailed
 
 
 def _append(
-    store: Store, task: ClaimedTask, build: Callable[[int], TaskFact], now: datetime
+    store: Store,
+    task: ClaimedTask,
+    build: Callable[[int], TaskFact],
+    now: datetime,
+    known: RunState | None = None,
 ) -> tuple[int, bool] | None:
     """Append a task fact at the run stream's current version, in the caller's
     transaction, while the run still waits at this task without an outcome. Returns
     the suspension's version and whether the run is now due (every task of a parallel
     settled, or one failed uncaught, or its completion policy decided: then the tasks
     left are stopped), or None when the run moved on (cancelled, stopped, or another
-    worker recorded the outcome first). `build` makes the fact for a version."""
-    for _ in range(_APPEND_TRIES):
-        state = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True).state
+    worker recorded the outcome first). `build` makes the fact for a version.
+
+    `known`: the run as the attempt read it before it ran (consumed: it is folded
+    forward), tried first without reading the run again. Versions are dense, so the
+    append after its version succeeds only when nothing was appended since, when it is
+    the current state; otherwise the version is taken, nothing is written, and the run
+    is read as without it (`_APPEND_TRIES` reads)."""
+    guesses: list[RunState | None] = [known] if known is not None else []
+    for state in [*guesses, *[None] * _APPEND_TRIES]:
+        if state is None:
+            state = load_run_for_pass(store, task.tenant_id, task.run_id, tail=True).state
         if not state.waits_for_task(task.task_id):
             return None
         fact = build(state.suspension_version)
@@ -98,8 +110,11 @@ def _cancel_stopped(
 
 
 def record_success(
-    store: Store, task: ClaimedTask, value: Any, now: datetime
+    store: Store, task: ClaimedTask, value: Any, now: datetime, known: RunState | None = None
 ) -> tuple[Literal["completed", "dropped"], bool]:
+    """Record a completed attempt (`known`: the run as read before the attempt, see
+    `_append`)."""
+
     def completed(version: int) -> TaskCompleted:
         return TaskCompleted(
             task_key=task.task_key,
@@ -110,7 +125,7 @@ def record_success(
         )
 
     with store.transaction():
-        appended = _append(store, task, completed, now)
+        appended = _append(store, task, completed, now, known)
         with store.pipeline():
             if appended is None:
                 store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)
@@ -136,6 +151,7 @@ def record_failure(
     now: datetime,
     rng: random.Random,
     attempt_running: bool = False,
+    known: RunState | None = None,
 ) -> tuple[Literal["failed", "retry", "dropped"], bool]:
     """Record a failed attempt: a TaskAttemptFailed and when the next attempt runs, or
     the TaskFailed that ends the task. `attempt_running`: the next attempt has already
@@ -174,7 +190,7 @@ def record_failure(
         )
 
     with store.transaction():
-        appended = _append(store, task, fact, now)
+        appended = _append(store, task, fact, now, known)
         with store.pipeline():
             if appended is None:
                 store.tasks.settle(task.tenant_id, task.task_id, "cancelled", now)

@@ -63,6 +63,7 @@ from ..redaction import exception_for_log
 from ..step_paths import step_at
 from ..storable import DEFAULT_MAX_RESULT_BYTES, NotStorable, check_storable
 from ..store import ClaimedTask, Store
+from ..stream import RunState
 from ..webhook_guard import WebhookGuard
 from .callback_passes import known_callbacks
 from .delivery import DeliveryFailed, deliver_mail, deliver_webhook
@@ -220,7 +221,11 @@ def _run_claimed(
     if host is not None:
         return _hand_to_kept(store, ports, task, host, now())
     policy = _policy_of(step)
+    # The run as read above, for the outcome's append to try first (record_success):
+    # nothing else of this attempt writes to the stream before it.
+    known: RunState | None = run.state
     if task.lost_attempt:
+        known = None  # the lost attempt's failure is appended first
         # The previous attempt's worker died: that attempt failed. At most once: this
         # claim is given back (the next attempt, if any, after the backoff).
         lost = _lost_attempt(task, policy)
@@ -234,7 +239,9 @@ def _run_claimed(
         value = _attempt(store, ports, task, run, step, seconds_left, now())
         check_storable(value, f"the result of task {task.task_key!r}", ports.max_result_bytes)
     except AttemptFailure as failure:
-        outcome, due = record_failure(store, task, task.attempt, failure, policy, now(), rng)
+        outcome, due = record_failure(
+            store, task, task.attempt, failure, policy, now(), rng, known=known
+        )
         return _result(task, outcome, due, failure)
     except NotStorable as error:
         # Which key, where inside the value, what type: the text may quote the value's
@@ -244,9 +251,11 @@ def _run_claimed(
             extra={**_log_context(task), "detail": exception_for_log(error)},
         )
         unstorable = AttemptFailure("ResultNotStorable", True, "result_not_storable")
-        outcome, due = record_failure(store, task, task.attempt, unstorable, policy, now(), rng)
+        outcome, due = record_failure(
+            store, task, task.attempt, unstorable, policy, now(), rng, known=known
+        )
         return _result(task, outcome, due, unstorable)
-    success, due = record_success(store, task, value, now())
+    success, due = record_success(store, task, value, now(), known)
     return _result(task, success, due)
 
 

@@ -1,6 +1,6 @@
 """Where the database's time goes in a workload: server time per statement, per run.
 
-    python -m bench.statements {drain,event_wait,sleep} N [--workers W]
+    python -m bench.statements {drain,event_wait,sleep,flow} N [--workers W]
 
 Starts an embedded PostgreSQL of its own with `pg_stat_statements` loaded (it is not
 loaded in `make bench`: it costs every statement a little, and the peers would not
@@ -16,6 +16,7 @@ not in it, and neither is Python.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +25,7 @@ import psycopg
 from workflow_runner.embedded import start_embedded_postgres
 from workflow_runner.store.queries import queries
 
-from . import backlog, event_wait, sleep_workflow
+from . import backlog, event_wait, flow_control, sleep_workflow
 from .common import fresh_database
 
 _PLACEHOLDER = re.compile(r"%\(\w+\)s|\$\d+")
@@ -62,6 +63,16 @@ def _with_statements(admin_url: str, server: Any) -> None:
     pg_ctl(["-w", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60)
 
 
+def _stop(server: Any) -> None:
+    """Stop the server: its handle's own cleanup stops only the postmaster it started,
+    which `_with_statements`' restart replaced, and so left the restarted one running."""
+    from embedded_postgres._commands import pg_ctl
+
+    # Already stopped: the cleanup after does the rest.
+    with contextlib.suppress(Exception):
+        pg_ctl(["-w", "stop"], pgdata=server.pgdata, user=server.system_user, timeout=60)
+
+
 def _reset(url: str) -> Callable[[], None]:
     def reset() -> None:
         with psycopg.connect(url, autocommit=True) as conn:
@@ -97,22 +108,30 @@ def profile(workload: str, n: int, workers: int) -> tuple[dict[str, Any], list[d
             elif workload == "sleep":
                 _reset(url)()  # the extension's own statements out
                 figures = sleep_workflow.run_ours(url, n, workers)
+            elif workload == "flow":
+                _reset(url)()
+                figures = flow_control.violations(
+                    url, n, "bench-one-key", workers, flow_control.CLAIMER_THREADS, 600.0
+                )
             else:
                 figures = event_wait.run_ours(url, n, workers, waiting=_reset(url))
             return figures, _statements(url)
     finally:
+        _stop(server)
         server.cleanup()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("workload", choices=["drain", "event_wait", "sleep"])
+    parser.add_argument("workload", choices=["drain", "event_wait", "sleep", "flow"])
     parser.add_argument("n", type=int)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args()
     figures, statements = profile(args.workload, args.n, args.workers)
-    rate = figures.get("resumes_per_s") or figures.get("runs_per_s")
+    rate = (
+        figures.get("resumes_per_s") or figures.get("runs_per_s") or figures.get("attempts_per_s")
+    )
     print(f"{args.workload}, {args.n} runs, {args.workers} workers: {rate} runs/s")
     total = sum(s["ms"] for s in statements)
     print(f"server execution time: {1000 * total / args.n:.1f} us a run")

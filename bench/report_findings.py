@@ -319,9 +319,9 @@ REPRODUCE = [
     "To profile a workload:",
     "`.venv-bench/bin/py-spy record -o prof.svg --",
     "  .venv-bench/bin/python -m bench.run --quick`.",
-    "The database's side of the drain, the event wait or the sleep workflow, statement",
-    "by statement: `.venv-bench/bin/python -m bench.statements {drain,event_wait,sleep}",
-    "N` (a server of its",
+    "The database's side of the drain, the event wait, the sleep workflow or one flow",
+    "key's attempts, statement by statement: `.venv-bench/bin/python -m bench.statements",
+    "{drain,event_wait,sleep,flow} N` (a server of its",
     "own with pg_stat_statements; server time a run, each statement named after the",
     "engine's query).",
 ]

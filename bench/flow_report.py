@@ -57,7 +57,11 @@ def flow_section(flow: dict[str, Any] | None) -> list[str]:
         "`python -m bench.statements flow 3000` (2026-12-04) counts about 26 statements "
         "an attempt (held-back claims included), most of their 8 ms of statement time "
         "waiting for the key's slot rows (flow_count_free, flow_adopt_slots, "
-        "flow_release_slots), and the claimers spend 6.3-6.6 ms of CPU an attempt: the "
+        "flow_release_slots) and, 1.3 ms of it, the outcome's settle of its own task "
+        "row waiting for claims' transactions: a claim's locking scan that reaches a row "
+        "another claim has just committed locks it, finds it no longer due and skips it, "
+        "and keeps that lock to its commit (PostgreSQL does not drop a lock whose recheck "
+        "failed). The claimers spend 6.3-6.6 ms of CPU an attempt: the "
         "two cores are the bound. Since 6af8490 an attempt's outcome is appended on the "
         "run it read before it ran instead of reading it again: 133-141 -> 165-177 "
         "attempts/s for the one key, 3,000 attempts alternating on one server.",

@@ -75,7 +75,7 @@ def _append(
     forward), tried first without reading the run again. Versions are dense, so the
     append after its version succeeds only when nothing was appended since, when it is
     the current state; otherwise the version is taken, nothing is written, and the run
-    is read as without it (`_APPEND_TRIES` reads)."""
+    is read again, as without it (`_APPEND_TRIES` reads)."""
     guesses: list[RunState | None] = [known] if known is not None else []
     for state in [*guesses, *[None] * _APPEND_TRIES]:
         if state is None:

@@ -63,7 +63,6 @@ from ..redaction import exception_for_log
 from ..step_paths import step_at
 from ..storable import DEFAULT_MAX_RESULT_BYTES, NotStorable, check_storable
 from ..store import ClaimedTask, Store
-from ..stream import RunState
 from ..webhook_guard import WebhookGuard
 from .callback_passes import known_callbacks
 from .delivery import DeliveryFailed, deliver_mail, deliver_webhook
@@ -221,11 +220,10 @@ def _run_claimed(
     if host is not None:
         return _hand_to_kept(store, ports, task, host, now())
     policy = _policy_of(step)
-    # The run as read above, for the outcome's append to try first (record_success):
-    # nothing else of this attempt writes to the stream before it.
-    known: RunState | None = run.state
+    # The run as read above, for the outcome's append to try first: nothing else of this
+    # attempt writes to the stream before it, but a lost attempt's failure does.
+    known = None if task.lost_attempt else run.state
     if task.lost_attempt:
-        known = None  # the lost attempt's failure is appended first
         # The previous attempt's worker died: that attempt failed. At most once: this
         # claim is given back (the next attempt, if any, after the backoff).
         lost = _lost_attempt(task, policy)

@@ -64,7 +64,17 @@ def flow_section(flow: dict[str, Any] | None) -> list[str]:
         "failed). The claimers spend 6.3-6.6 ms of CPU an attempt: the "
         "two cores are the bound. Since 6af8490 an attempt's outcome is appended on the "
         "run it read before it ran instead of reading it again: 133-141 -> 165-177 "
-        "attempts/s for the one key, 3,000 attempts alternating on one server.",
+        "attempts/s for the one key, 3,000 attempts alternating on one server. An "
+        "attempt of the pair woken with the global slot while its tenant's is busy hands "
+        "the global slot on in its own transaction and waits in its tenant's queue; "
+        "since 2026-12-04 the look after its commit is at that queue only (it was at "
+        "every key the attempt touched, each look locking all five global slots once "
+        "more): `python -m bench.statements flow_pair 3000` counts 1,673 looks "
+        "(flow_count_free) where it counted 3,361, the statement time an attempt "
+        "14.3 -> 7.4 ms; 10,000 attempts alternating on one server, 122-143 -> "
+        "144-167 attempts/s. About one attempt in six still gives a slot back (539 of "
+        "3,000): the global queue is served in arrival order, and its head's tenant "
+        "may be full.",
         "",
         f"**Throttle rate error** ({flow['throttle_rate_error']}): {thr['triggers']:,} "
         f"triggers of a workflow throttled to {thr['limit_per_s']} starts a second, through "

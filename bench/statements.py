@@ -1,6 +1,6 @@
 """Where the database's time goes in a workload: server time per statement, per run.
 
-    python -m bench.statements {drain,event_wait,sleep,flow} N [--workers W]
+    python -m bench.statements {drain,event_wait,sleep,flow,flow_pair} N [--workers W]
 
 Starts an embedded PostgreSQL of its own with `pg_stat_statements` loaded (it is not
 loaded in `make bench`: it costs every statement a little, and the peers would not
@@ -108,10 +108,11 @@ def profile(workload: str, n: int, workers: int) -> tuple[dict[str, Any], list[d
             elif workload == "sleep":
                 _reset(url)()  # the extension's own statements out
                 figures = sleep_workflow.run_ours(url, n, workers)
-            elif workload == "flow":
+            elif workload in ("flow", "flow_pair"):
                 _reset(url)()
+                workflow = "bench-pair" if workload == "flow_pair" else "bench-one-key"
                 figures = flow_control.violations(
-                    url, n, "bench-one-key", workers, flow_control.CLAIMER_THREADS, 600.0
+                    url, n, workflow, workers, flow_control.CLAIMER_THREADS, 600.0
                 )
             else:
                 figures = event_wait.run_ours(url, n, workers, waiting=_reset(url))
@@ -123,7 +124,7 @@ def profile(workload: str, n: int, workers: int) -> tuple[dict[str, Any], list[d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("workload", choices=["drain", "event_wait", "sleep", "flow"])
+    parser.add_argument("workload", choices=["drain", "event_wait", "sleep", "flow", "flow_pair"])
     parser.add_argument("n", type=int)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--top", type=int, default=15)

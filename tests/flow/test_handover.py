@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from workflow_runner.engine.task_outcomes import record_success
+from workflow_runner.flow import wake as wake_module
 from workflow_runner.flow.keys import flow_key
 from workflow_runner.flow.wake import HANDOVER_SECONDS
 from workflow_runner.store import Store
@@ -177,3 +178,106 @@ def test_an_attempt_woken_with_one_keys_slot_takes_a_free_slot_of_its_other_key_
     assert holders[b_key] is not None
     assert holders[b_key] == holders["concurrency:global:*:*:tight"]
     assert run_of("tight-pair", 4) in [w["run_id"] for w in waiters(store)]
+
+
+def test_an_attempt_that_hands_its_slot_on_and_waits_for_its_other_key_asks_a_look_at_that_key_only(
+    store: Store, monkeypatch: Any
+) -> None:
+    """Woken with a global slot handed to it while its account's slot is busy, an
+    attempt gives the global slot back (handed on to the next in line in the same
+    transaction) and waits in its account's queue. Only that queue needs a look after
+    the commit; a look at the global key too (every key it touched, before) locked all
+    five global slots once more for nothing: half the looks of issue 34's pair."""
+    looked: list[str] = []
+    real = wake_module.wake_key
+
+    def spy(store: Store, key: str, limit: int, now: Any) -> Any:
+        looked.append(key)
+        return real(store, key, limit, now)
+
+    monkeypatch.setattr(wake_module, "wake_key", spy)
+    # Given: five accounts' calls hold the five global slots (a-1's first among them);
+    # a-1's second call and f's call wait in the global queue, in that order
+    accounts = {1: "a-1", 2: "b", 3: "c", 4: "d", 5: "e", 6: "a-1", 7: "f"}
+    for n, account in accounts.items():
+        put(store, "one-call", n, now=at(n / 10), account=account)
+    running = {n: claim(store, at(1)) for n in range(1, 6)}
+    assert [c.run_id if c else None for c in running.values()] == [
+        run_of("one-call", n) for n in range(1, 6)
+    ]
+    assert claim(store, at(1)) is None
+    global_key = flow_key("concurrency", "global", TENANT_A, "one-call", "call", "provider")
+    a1_key = flow_key("concurrency", "tenant", TENANT_A, "one-call", "call", "a-1")
+    assert [(w["flow_key"], w["run_id"]) for w in waiters(store)] == [
+        (global_key, run_of("one-call", 6)),
+        (global_key, run_of("one-call", 7)),
+    ]
+
+    # When: b's call ends (its global slot handed to a-1's second call), and a worker
+    # claims: a-1's second call cannot have a-1's slot (a-1's first still runs)
+    done = running[2]
+    assert done is not None
+    record_success(store, done, 1, at(2))
+    looked.clear()
+    claimed = claim(store, at(2))
+
+    # Then: it handed the global slot on to f's call, which the same claim then ran;
+    # a-1's second call waits in a-1's queue, and only a-1's key was looked at
+    assert claimed is not None and claimed.run_id == run_of("one-call", 7)
+    assert [(w["flow_key"], w["run_id"]) for w in waiters(store)] == [
+        (a1_key, run_of("one-call", 6))
+    ]
+    assert looked == [a1_key]
+
+    # And: when a-1's first call ends, its second runs; never more than the limits
+    first = running[1]
+    assert first is not None
+    record_success(store, first, 1, at(3))
+    after = claim(store, at(3))
+    assert after is not None and after.run_id == run_of("one-call", 6)
+    held = [s for s in _slots(store) if s["holder"] and not s["holder"].startswith("handed:")]
+    assert len(held) == 5 + 5  # the five global slots, and those of a-1, c, d, e and f
+    assert waiters(store) == []
+
+
+def test_an_attempt_leaving_a_queue_where_its_handover_was_lost_asks_a_look_at_that_key(
+    store: Store, monkeypatch: Any
+) -> None:
+    """Work that reads woken in a key's queue but adopts no slot there (the slot handed
+    to it went to another claim once its handover had ended) counts as promised in every
+    look at that key until it leaves the queue. Leaving it to wait for another key, it
+    asks a look at that key too, so a free slot held back for it goes to the next."""
+    looked: list[str] = []
+    real = wake_module.wake_key
+
+    def spy(store: Store, key: str, limit: int, now: Any) -> Any:
+        looked.append(key)
+        return real(store, key, limit, now)
+
+    monkeypatch.setattr(wake_module, "wake_key", spy)
+    # Given: five accounts' calls hold the five global slots (a-1's first among them);
+    # a-1's second call reads woken in a-1's queue, though a-1's slot is not handed to
+    # it (a-1's first call holds it)
+    for n, account in {1: "a-1", 2: "b", 3: "c", 4: "d", 5: "e", 6: "a-1"}.items():
+        put(store, "one-call", n, now=at(n / 10), account=account)
+    for _ in range(5):
+        assert claim(store, at(1)) is not None
+    assert claim(store, at(1)) is None
+    a1_key = flow_key("concurrency", "tenant", TENANT_A, "one-call", "call", "a-1")
+    store.conn.execute(
+        "UPDATE flow_waiters SET flow_key = %s, woken_at = %s WHERE run_id = %s",
+        (a1_key, at(1), run_of("one-call", 6)),
+    )
+    store.conn.execute(
+        "UPDATE task_queue SET next_attempt_at = %s WHERE run_id = %s",
+        (at(1), run_of("one-call", 6)),
+    )
+
+    # When: a worker claims it: no global slot is free, so it waits for one
+    looked.clear()
+    assert claim(store, at(2)) is None
+
+    # Then: it waits in the global queue only, and a-1's key was looked at besides
+    global_key = flow_key("concurrency", "global", TENANT_A, "one-call", "call", "provider")
+    assert [(w["flow_key"], w["woken_at"]) for w in waiters(store)] == [(global_key, None)]
+    assert sorted(looked) == sorted([global_key, a1_key])

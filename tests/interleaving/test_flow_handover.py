@@ -138,3 +138,64 @@ def test_two_outcomes_handing_slots_on_at_once_leave_every_woken_attempt_due_now
 
     schedules = explore(lab, setup, ending("first"), ending("second"), check)
     assert schedules >= 8
+
+
+def test_an_attempt_giving_a_slot_on_to_wait_for_its_other_key_and_that_keys_release_lose_no_wake(
+    lab: Lab,
+) -> None:
+    """A woken attempt whose other key is busy hands its slot on and waits in that key's
+    queue; the look after its commit is at that key only (the slot it gave back went
+    to the next in line in its own transaction). Against the release of that other
+    key, in every split order: nothing over the limits, and nothing left waiting for a
+    timer: workers claiming at that moment run both calls that were queued."""
+    running: dict[str, ClaimedTask] = {}
+
+    def setup(store: Store) -> None:
+        # Given: five accounts' calls hold the five global slots (a-1's first among
+        # them); a-1's second call and f's call queued for a global slot; b's call
+        # ended and handed its global slot to a-1's second call
+        accounts = {1: "a-1", 2: "b", 3: "c", 4: "d", 5: "e", 6: "a-1", 7: "f"}
+        for n, account in accounts.items():
+            put(store, "one-call", n, now=at(n / 10), account=account)
+        for n in range(1, 6):
+            claimed = claim(store, at(1))
+            assert claimed is not None and claimed.run_id == run_of("one-call", n)
+            running[str(n)] = claimed
+        assert claim(store, at(1)) is None
+        record_success(store, running["2"], 1, at(2))
+        wake_after_commit(store, at(2))
+
+    # When: a worker claims (a-1's second call, which cannot have a-1's slot yet) while
+    # a-1's first call's outcome is recorded, each with its look after the commit
+    def claiming(store: Store) -> Any:
+        return claim(store, NOW)
+
+    def ending(store: Store) -> Any:
+        record_success(store, running["1"], 1, NOW)
+        return wake_after_commit(store, NOW)
+
+    def check(store: Store, run: Run) -> None:
+        assert not run.errors, run.errors
+        held = store.conn.execute(
+            "SELECT flow_key, holder FROM flow_slots WHERE holder IS NOT NULL "
+            "AND leased_until > %s",
+            (NOW,),
+        ).fetchall()
+        per_key: dict[str, list[str]] = {}
+        for row in held:
+            per_key.setdefault(row["flow_key"], []).append(row["holder"])
+        for key, holders in per_key.items():
+            assert len(holders) <= (5 if ":global:" in key else 1), (key, holders)
+        # Then: workers claiming now (no clock moving) run a-1's second call and f's
+        claimed = {c.run_id for c in [run.actors[0].result] if c is not None}
+        for _ in range(4):
+            more = claim(store, NOW)
+            if more is not None:
+                claimed.add(more.run_id)
+        assert claimed == {run_of("one-call", 6), run_of("one-call", 7)}, claimed
+        settle(store, at(100))
+        assert [r["status"] for r in task_rows(store)] == ["completed"] * 7
+        assert waiters(store) == []
+
+    schedules = explore(lab, setup, claiming, ending, check)
+    assert schedules >= 8

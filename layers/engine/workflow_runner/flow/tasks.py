@@ -145,6 +145,10 @@ def _take_slots(
     # but a look's (adopting its slot), and a look never waits for a task row or a
     # waiter (flow_hand_over skips them); free slots are leased SKIP LOCKED.
     state, leased = store.flow.queue_state_adopting(waiters, holder, until)
+    # Keys where its work reads woken but it adopted no slot: the handover's lease had
+    # ended (the slot went to another claim), and looks count it as promised until it
+    # leaves the queue.
+    stale = {w.flow_key for w, (_, mine) in zip(waiters, state, strict=True) if mine} - leased
     blocked = [w for w, (queued, mine) in zip(waiters, state, strict=True) if queued and not mine]
     if not blocked or leased:
         # An attempt woken with a slot handed to it takes a free slot of its other keys
@@ -166,7 +170,7 @@ def _take_slots(
         if leased:
             give_back(store, holder, limits, now)
             store.flow.gave_back = True
-        queue_on_one(store, waiters, blocked, limits, now)
+        queue_on_one(store, waiters, blocked, limits, now, promised=stale)
         # Its turn (if it reserved one) stays with it for when a slot wakes it.
         store.flow.park_task(task.tenant_id, task.task_id, task.attempt, NEVER, ticket)
         return False

@@ -27,7 +27,7 @@ at the handover's end with a slot handed to it (issue 34's stuck tail).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
 from ..store import DueRow, Store
@@ -133,16 +133,23 @@ def queue_on_one(
     blocked: Sequence[Waiter],
     limits: dict[str, int],
     now: datetime,
+    promised: Collection[str] | None = None,
 ) -> None:
     """Held work that needs several keys waits in one queue only: the first key (in key
     order) it could not have. It leaves the other keys' queues, so it never keeps a slot
     of one key promised (woken) while it waits for another, which would let two keys'
-    waiters wait for each other for good. Each key it touched is looked at after the
-    commit (a slot promised to it is free for the next)."""
+    waiters wait for each other for good. The key it waits on is looked at after the
+    commit (a slot freed before the commit saw no waiter), and so is each other key
+    whose slot it leaves promised: every key it touched (None, a pass: woken, it holds
+    no slot, only a promise), or the keys in `promised` (a task attempt: a slot handed to
+    it went back with its release, which hands it on, so only a key whose handover had
+    ended before it came is left with a promise nobody keeps)."""
     wait_on = min(blocked, key=lambda w: w.flow_key)
     others = [w for w in waiters if w.flow_key != wait_on.flow_key]
     if others:
         store.flow.admitted(others)  # leaves those queues
     store.flow.queue([wait_on], now)
     for waiter in waiters:
-        store.flow.wakes[waiter.flow_key] = limits[waiter.flow_key]
+        key = waiter.flow_key
+        if promised is None or key == wait_on.flow_key or key in promised:
+            store.flow.wakes[key] = limits[key]

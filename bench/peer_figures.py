@@ -35,6 +35,14 @@ def best_setting(tried: Sequence[dict[str, Any]], key: str = "runs_per_s") -> di
     return max(tried, key=lambda t: t[key])
 
 
+def leaders(
+    tried: Sequence[dict[str, Any]], count: int, key: str = "runs_per_s"
+) -> list[dict[str, Any]]:
+    """The `count` tries with the highest `key`, best first (the first of equals first):
+    a sweep's shapes worth measuring again at the full N."""
+    return sorted(tried, key=lambda t: -t[key])[:count]
+
+
 def throughput_ratio(ours: float, peer: float) -> float:
     """Our rate over the peer's (> 1: we are faster)."""
     return round(ours / peer, 2)

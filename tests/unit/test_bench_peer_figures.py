@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from bench.peer_figures import best_setting, makespan_ratio, throughput_ratio, wake_figures
+from bench.peer_figures import (
+    best_setting,
+    leaders,
+    makespan_ratio,
+    throughput_ratio,
+    wake_figures,
+)
 from bench.report_peers import event_wait_section
 
 
@@ -86,3 +92,17 @@ def test_the_report_says_when_the_peer_is_faster() -> None:
 
     assert "ours is **0.5×** Absurd's throughput (**Absurd is faster here**)" in text
     assert "DBOS is faster" not in text
+
+
+def test_a_sweeps_leaders_are_its_fastest_shapes_in_order_the_first_of_equals_first() -> None:
+    """Absurd's two leading shapes at the sweep's small N both run again at the full N,
+    the better there the ratio's denominator: the sweep's order did not hold at 5,000
+    (2026-12-04: its leader ran 185.6 runs/s there, the runner-up 314-342)."""
+    sweep = [_tried(0.25, 146.0), _tried(0.05, 214.0), _tried(0.1, 207.0), _tried(0.5, 214.0)]
+
+    leading = leaders(sweep, 2)
+
+    assert [t["settings"]["poll_s"] for t in leading] == [0.05, 0.5]
+    assert leaders(sweep, 10) == sorted(sweep, key=lambda t: -t["runs_per_s"])
+    at_full = [{**leading[0], "runs_per_s": 185.6}, {**leading[1], "runs_per_s": 330.0}]
+    assert best_setting(at_full)["runs_per_s"] == 330.0

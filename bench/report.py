@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -474,6 +476,7 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         "generated_at": results.get("generated_at"),
         "git_commit": results.get("versions", {}).get("git_commit"),
         "load_average_at_start": results.get("machine", {}).get("load_average_at_start"),
+        "duration_s": results.get("duration_s"),
         **{key: t["value"] for key, t in results.get("targets", {}).items()},
     }
 
@@ -496,19 +499,50 @@ def _consecutive_runs(results: dict[str, Any]) -> list[str]:
     started = ", ".join(str(run.get("generated_at")) for run in runs)
     commits = [run.get("git_commit") for run in runs]
     trees = ", ".join(c or "not recorded" for c in commits)
+    if not _back_to_back(runs):
+        order = (
+            f"Not one after the other (started {started}; trees {trees}): the earlier runs"
+            " are the ones this run's results file replaced, so together they are no claim"
+            " of consecutive runs; the last is this run."
+        )
+    elif len(set(commits)) == 1 and commits[0]:
+        order = f"Same tree ({commits[0]}), one after the other (started {started}); the last is"
+        order += " this run."
+    else:
+        order = f"One after the other (started {started}; trees {trees}); the last is this run."
     return [
         "",
-        f"### The last {len(runs)} consecutive full runs",
+        f"### The last {len(runs)} full runs",
         "",
-        (
-            f"Same tree ({commits[0]}), one after the other (started {started}); the last is"
-            " this run."
-            if len(set(commits)) == 1 and commits[0]
-            else f"One after the other (started {started}; trees {trees}); the last is this run."
-        ),
+        order,
         "",
         *_table(header, rows),
     ]
+
+
+# The longest pause between one full run's end and the next one's start for the two to
+# count as one after the other (a look at the results, a commit in between).
+BACK_TO_BACK_GAP_S = 15 * 60
+
+
+# A run's duration where its headline kept none (runs before 2026-12-04): twice the
+# full run's 15-minute bound.
+UNRECORDED_DURATION_S = 30 * 60
+
+
+def _back_to_back(runs: list[dict[str, Any]]) -> bool:
+    """Whether each run started within BACK_TO_BACK_GAP_S of the end of the one before
+    (a pair whose start times cannot be read counts as one after the other)."""
+    for before, after in pairwise(runs):
+        try:
+            began = datetime.fromisoformat(str(before.get("generated_at")))
+            then = datetime.fromisoformat(str(after.get("generated_at")))
+        except ValueError:
+            continue
+        duration = float(before.get("duration_s") or UNRECORDED_DURATION_S)
+        if (then - began).total_seconds() > duration + BACK_TO_BACK_GAP_S:
+            return False
+    return True
 
 
 def main() -> None:

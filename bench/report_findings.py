@@ -309,7 +309,20 @@ FINDINGS = [
     "  start, run first on the same server and in the same process, slows the set-up",
     "  that follows it. The event wait (14), run later still, measured 1,663 and 2,495",
     "  runs/s (batches 100) in two full runs and 2,331 alone: within this machine's",
-    "  spread, so the slowdown is not shown to reach it.",
+    "  spread, so the slowdown is not shown to reach it. Three more full sequences later",
+    "  that day, on a host that had become faster (cold start 0.46-0.49 s against 0.55-",
+    "  0.57 s that morning), set it up in 31.1, 18.1 and 14.7 s, and the runs took 803,",
+    "  884 and 773 s: the slow case was not seen again, so its cause is still open. A",
+    "  `perf record -a` through workload 11 in the first of them (a fast one) gives the",
+    "  lead: about a third of the server's CPU is the inbox GIN index's pending list",
+    "  being read (collectMatchesForHeapRow 3.0% of all samples, scanGetCandidate 1.2%,",
+    "  ginCompareEntries 0.7%, and the text comparisons under them, strcoll and",
+    "  varstr_cmp, about 6%; the server 34% in all). With `fastupdate` on, every scan of",
+    "  `inbox_match_keys_idx` (each new wait's look-back) reads the whole pending list,",
+    "  which grows with each stored event until a vacuum or the 4 MB limit flushes it;",
+    "  when autovacuum comes late, the set-up slows as the list grows. Not yet tried:",
+    "  `fastupdate = off` or a small `gin_pending_list_limit` on that index, measured",
+    "  against what they cost ingestion.",
 ]
 
 REPRODUCE = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from workflow_runner.engine.task_outcomes import record_success
 from workflow_runner.flow import wake as wake_module
 from workflow_runner.flow.keys import flow_key
@@ -180,22 +181,28 @@ def test_an_attempt_woken_with_one_keys_slot_takes_a_free_slot_of_its_other_key_
     assert run_of("tight-pair", 4) in [w["run_id"] for w in waiters(store)]
 
 
+@pytest.fixture
+def looked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The keys looked at (wake_key) from here on, in order."""
+    keys: list[str] = []
+    real = wake_module.wake_key
+
+    def spy(store: Store, key: str, limit: int, now: Any) -> Any:
+        keys.append(key)
+        return real(store, key, limit, now)
+
+    monkeypatch.setattr(wake_module, "wake_key", spy)
+    return keys
+
+
 def test_an_attempt_that_hands_its_slot_on_and_waits_for_its_other_key_asks_a_look_at_that_key_only(
-    store: Store, monkeypatch: Any
+    store: Store, looked: list[str]
 ) -> None:
     """Woken with a global slot handed to it while its account's slot is busy, an
     attempt gives the global slot back (handed on to the next in line in the same
     transaction) and waits in its account's queue. Only that queue needs a look after
     the commit; a look at the global key too (every key it touched, before) locked all
     five global slots once more for nothing: half the looks of issue 34's pair."""
-    looked: list[str] = []
-    real = wake_module.wake_key
-
-    def spy(store: Store, key: str, limit: int, now: Any) -> Any:
-        looked.append(key)
-        return real(store, key, limit, now)
-
-    monkeypatch.setattr(wake_module, "wake_key", spy)
     # Given: five accounts' calls hold the five global slots (a-1's first among them);
     # a-1's second call and f's call wait in the global queue, in that order
     accounts = {1: "a-1", 2: "b", 3: "c", 4: "d", 5: "e", 6: "a-1", 7: "f"}
@@ -241,20 +248,12 @@ def test_an_attempt_that_hands_its_slot_on_and_waits_for_its_other_key_asks_a_lo
 
 
 def test_an_attempt_leaving_a_queue_where_its_handover_was_lost_asks_a_look_at_that_key(
-    store: Store, monkeypatch: Any
+    store: Store, looked: list[str]
 ) -> None:
     """Work that reads woken in a key's queue but adopts no slot there (the slot handed
     to it went to another claim once its handover had ended) counts as promised in every
     look at that key until it leaves the queue. Leaving it to wait for another key, it
     asks a look at that key too, so a free slot held back for it goes to the next."""
-    looked: list[str] = []
-    real = wake_module.wake_key
-
-    def spy(store: Store, key: str, limit: int, now: Any) -> Any:
-        looked.append(key)
-        return real(store, key, limit, now)
-
-    monkeypatch.setattr(wake_module, "wake_key", spy)
     # Given: five accounts' calls hold the five global slots (a-1's first among them);
     # a-1's second call reads woken in a-1's queue, though a-1's slot is not handed to
     # it (a-1's first call holds it)

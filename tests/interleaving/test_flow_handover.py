@@ -36,6 +36,21 @@ def lab(pg_server_url: str, template_database: str) -> Lab:
     return Lab(pg_server_url, template_database)
 
 
+def _claiming(store: Store) -> Any:
+    """A worker's claim at NOW (its look after the commit included)."""
+    return claim(store, NOW)
+
+
+def _ending(running: dict[str, ClaimedTask], name: str) -> Any:
+    """The outcome of the running attempt `name` at NOW, with the look after its commit."""
+
+    def operation(store: Store) -> Any:
+        record_success(store, running[name], 1, NOW)
+        return wake_after_commit(store, NOW)
+
+    return operation
+
+
 def test_an_outcome_handing_its_slot_on_and_a_claim_holding_task_rows_never_deadlock(
     lab: Lab,
 ) -> None:
@@ -62,13 +77,6 @@ def test_an_outcome_handing_its_slot_on_and_a_claim_holding_task_rows_never_dead
             (at(1.5), run_of("two-calls", 4)),
         )
 
-    def claiming(store: Store) -> Any:
-        return claim(store, NOW)
-
-    def ending(store: Store) -> Any:
-        record_success(store, running["second"], 1, NOW)
-        return wake_after_commit(store, NOW)
-
     def check(store: Store, run: Run) -> None:
         assert not run.errors, run.errors
         held = store.conn.execute(
@@ -83,7 +91,7 @@ def test_an_outcome_handing_its_slot_on_and_a_claim_holding_task_rows_never_dead
         assert [r["status"] for r in task_rows(store)] == ["completed"] * 4
         assert waiters(store) == []
 
-    schedules = explore(lab, setup, claiming, ending, check)
+    schedules = explore(lab, setup, _claiming, _ending(running, "second"), check)
     assert schedules >= 8
 
 
@@ -105,13 +113,6 @@ def test_two_outcomes_handing_slots_on_at_once_leave_every_woken_attempt_due_now
     # When: both calls' outcomes are recorded at once, each handing its slot on in its
     # own transaction (one of them reads the queue's head for its safety timer while
     # the other wakes that very call and commits: issue 34's stuck tail)
-    def ending(name: str) -> Any:
-        def operation(store: Store) -> Any:
-            record_success(store, running[name], 1, NOW)
-            return wake_after_commit(store, NOW)
-
-        return operation
-
     def check(store: Store, run: Run) -> None:
         assert not run.errors, run.errors
         held = store.conn.execute(
@@ -136,7 +137,7 @@ def test_two_outcomes_handing_slots_on_at_once_leave_every_woken_attempt_due_now
         assert [r["status"] for r in task_rows(store)] == ["completed"] * 5
         assert waiters(store) == []
 
-    schedules = explore(lab, setup, ending("first"), ending("second"), check)
+    schedules = explore(lab, setup, _ending(running, "first"), _ending(running, "second"), check)
     assert schedules >= 8
 
 
@@ -165,15 +166,6 @@ def test_an_attempt_giving_a_slot_on_to_wait_for_its_other_key_and_that_keys_rel
         record_success(store, running["2"], 1, at(2))
         wake_after_commit(store, at(2))
 
-    # When: a worker claims (a-1's second call, which cannot have a-1's slot yet) while
-    # a-1's first call's outcome is recorded, each with its look after the commit
-    def claiming(store: Store) -> Any:
-        return claim(store, NOW)
-
-    def ending(store: Store) -> Any:
-        record_success(store, running["1"], 1, NOW)
-        return wake_after_commit(store, NOW)
-
     def check(store: Store, run: Run) -> None:
         assert not run.errors, run.errors
         held = store.conn.execute(
@@ -197,5 +189,7 @@ def test_an_attempt_giving_a_slot_on_to_wait_for_its_other_key_and_that_keys_rel
         assert [r["status"] for r in task_rows(store)] == ["completed"] * 7
         assert waiters(store) == []
 
-    schedules = explore(lab, setup, claiming, ending, check)
+    # When: a worker claims (a-1's second call, which cannot have a-1's slot yet) while
+    # a-1's first call's outcome is recorded, each with its look after the commit
+    schedules = explore(lab, setup, _claiming, _ending(running, "1"), check)
     assert schedules >= 8

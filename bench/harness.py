@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from workflow_runner import DomainEvent, SystemClock, WorkflowRegistry, heap
@@ -146,6 +147,27 @@ class DelayedQueue:
                     ready.append(heapq.heappop(self._heap)[2])
             for request in ready:
                 self._deliver(request)
+
+
+def commit_times(
+    resumed_at: Sequence[datetime | None],
+    first: datetime,
+    holds: Sequence[tuple[datetime | None, float]],
+    ended: float,
+) -> list[float]:
+    """The wall time by which each request's pass of a resume batch had committed.
+
+    A batch resumes what is due at once (its pass instant `first`) in one transaction,
+    then each held request at the instant its hold ended, in a transaction of its own:
+    every pass has committed when the next hold begins, the last ones when the batch
+    returns (`ended`). Not resumed (resumed_at None): `ended`.
+    """
+    begins = [began for _, began in holds] + [ended]
+    by_instant = {first: begins[0]}
+    for j, (instant, _) in enumerate(holds):
+        if instant is not None:
+            by_instant[instant] = begins[j + 1]
+    return [ended if at is None else by_instant.get(at, ended) for at in resumed_at]
 
 
 class Pipeline:
@@ -398,11 +420,13 @@ class Pipeline:
         items = [
             ResumeRequestItem(r.tenant_id, r.run_id, r.step_index, force=r.force) for r in batch
         ]
+        first = self.clock.now()
+        holds: list[tuple[datetime | None, float]] = []
         report = resume_batch(
-            store, self.queue, self, items, self.clock.now(), self.registry, self._hold()
+            store, self.queue, self, items, first, self.registry, self._hold(holds)
         )
-        committed = time.time()
-        for request, result in zip(batch, report.results, strict=True):
+        committed = commit_times(report.resumed_at, first, holds, time.time())
+        for request, result, at in zip(batch, report.results, committed, strict=True):
             if isinstance(result, Exception):
                 self._error(result)
                 continue
@@ -410,18 +434,25 @@ class Pipeline:
                 self.stats.resumes += 1
                 self.stats.count(result.outcome)
             if result.outcome != "not-due" and self.on_resumed is not None:
-                self.on_resumed(request, result, committed)
+                self.on_resumed(request, result, at)
         self._nudge.set()
         self._start_nudge.set()
 
-    def _hold(self) -> Hold:
-        def wait_until(instant: Any) -> Any:
+    def _hold(self, holds: list[tuple[datetime | None, float]]) -> Hold:
+        """ResumeRun's hold; each wait is noted in `holds`: (the instant it ended at, or
+        None when it did not wait; the wall time it began)."""
+
+        def wait_until(instant: datetime) -> datetime | None:
+            began = time.time()
             wait = (instant - self.clock.now()).total_seconds()
             if wait > self.hold + 0.5:
+                holds.append((None, began))
                 return None
             if wait > 0:
                 time.sleep(wait)
-            return self.clock.now()
+            ended = self.clock.now()
+            holds.append((ended, began))
+            return ended
 
         return Hold(self.hold, wait_until)
 

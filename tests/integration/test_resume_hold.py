@@ -89,6 +89,52 @@ def test_a_request_that_arrives_early_within_the_hold_is_resumed_at_its_instant(
     assert stream_types(store, run_id)[-1] == "workflow.run-completed"
 
 
+def test_each_held_request_of_a_batch_is_resumed_and_timed_at_its_own_instant(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    # The lag (ResumeLagSeconds) of the batch's first request was the time to its last
+    # one's instant: the end of the holds, half a second after its pass had run.
+    registry.register(
+        define_workflow(
+            name="hold-pair",
+            trigger=on_event("hold.pair"),
+            idempotency_key=lambda e: e.payload["k"],
+            steps=lambda s: [
+                s.wait(for_=lambda ctx: timedelta(milliseconds=10_400)),
+                s.return_({"ok": True}),
+            ],
+            register=False,
+        )
+    )
+    start = clock.now()
+    trigger(store, registry, "hold.pair", {"k": "a"}, start)
+    clock.advance(timedelta(milliseconds=500))
+    trigger(store, registry, "hold.pair", {"k": "b"}, clock.now())
+    dues = [start + timedelta(milliseconds=10_400), start + timedelta(milliseconds=10_900)]
+    clock.set(start + timedelta(seconds=10))
+    waited: list[datetime] = []
+
+    def wait_until(instant: datetime) -> datetime:
+        waited.append(instant)
+        clock.set(instant)
+        return clock.now()
+
+    report = resume_batch(
+        store,
+        InMemoryResumeQueue(clock),
+        Nudges(),
+        [ResumeRequestItem(TENANT_A, run_id_for("hold-pair", k), 0) for k in "ab"],
+        clock.now(),
+        registry,
+        Hold(1.0, wait_until),
+    )
+
+    assert waited == dues
+    assert [getattr(r, "outcome", r) for r in report.results] == ["completed", "completed"]
+    assert report.lag_seconds == [0.0, 0.0]
+    assert report.resumed_at == dues
+
+
 def test_without_time_to_hold_or_beyond_the_hold_the_request_goes_back_to_the_queue(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:

@@ -28,6 +28,9 @@ from .enqueue import MAX_DELAY_SECONDS, enqueue_due
 from .handing import ResumeForwarder, forward_kept
 from .resume import ResumeRequestItem, ResumeResult, resume_runs
 
+# The outcomes of a request whose pass ran (the others answer without one).
+RAN = ("suspended", "completed", "failed")
+
 
 @dataclass(frozen=True)
 class Hold:
@@ -55,6 +58,9 @@ class ResumeBatchReport:
     completed: int = 0
     failed: int = 0
     lag_seconds: list[float] = field(default_factory=list)  # due time to resume, per pass
+    # Per request (in request order): the instant its pass ran at, None when none ran. A
+    # held request's is the instant its hold ended, not the end of the batch.
+    resumed_at: list[datetime | None] = field(default_factory=list)
 
 
 def resume_batch(
@@ -90,13 +96,18 @@ def resume_batch(
     woken, store.flow.woken = store.flow.woken, []
     if woken:  # held work a freed slot woke (flow control): to the queue at once
         enqueue_due(store, queue, woken, now)
+    ran_at: list[datetime] = [now] * len(requests)
     if hold is not None and hold.seconds > 0:
-        now = _resume_held(store, requests, results, now, registry, hold, hosts)
+        now = _resume_held(store, requests, results, ran_at, now, registry, hold, hosts)
     if forwarder is not None:
         forward_kept(store, requests, results, now, registry, hosts, forwarder)
     report = ResumeBatchReport(results)
     requeue: dict[tuple[str, str, int], ResumeRequest] = {}
-    for request, result in zip(requests, results, strict=True):
+    for request, result, at in zip(requests, results, ran_at, strict=True):
+        if isinstance(result, ResumeResult) and result.kept_on is not None:
+            at = now  # forwarded, after the holds
+        ran = isinstance(result, ResumeResult) and result.outcome in RAN
+        report.resumed_at.append(at if ran else None)
         if isinstance(result, RunNotFound):
             report.not_found += 1
         elif isinstance(result, Exception):
@@ -108,13 +119,13 @@ def resume_batch(
             key = (request.tenant_id, request.run_id, request.step_index)
             if key not in requeue:
                 requeue[key] = ResumeRequest(*key, delay)
-        elif result.outcome in ("suspended", "completed", "failed"):
+        elif result.outcome in RAN:
             report.forwarded += result.kept_on is not None
             report.resumed += 1
             report.completed += result.outcome == "completed"
             report.failed += result.outcome == "failed"
             if result.wake_at is not None:
-                report.lag_seconds.append(max(0.0, (now - result.wake_at).total_seconds()))
+                report.lag_seconds.append(max(0.0, (at - result.wake_at).total_seconds()))
     if requeue:
         queue.send(list(requeue.values()))
         report.requeued = len(requeue)
@@ -128,13 +139,15 @@ def _resume_held(
     store: Store,
     requests: Sequence[ResumeRequestItem],
     results: list[ResumeResult | Exception],
+    ran_at: list[datetime],
     now: datetime,
     registry: WorkflowRegistry,
     hold: Hold,
     hosts: DefinitionHosts | None,
 ) -> datetime:
     """Wait for the held requests' due instants, soonest first, and resume them then
-    (in place in `results`); returns the time after the last wait."""
+    (in place in `results`, the instant each ran at in `ran_at`); returns the time after
+    the last wait."""
     for _ in range(len(requests) + 1):
         early = [
             (wake_at, i)
@@ -155,4 +168,5 @@ def _resume_held(
             again = resume_runs(store, [requests[i] for i in due], now, registry, hosts)
             for i, result in zip(due, again, strict=True):
                 results[i] = result
+                ran_at[i] = now
     return now

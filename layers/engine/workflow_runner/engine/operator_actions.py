@@ -27,6 +27,7 @@ from .deliveries import RedeliveryRefused, RedeliveryResult, redeliver
 from .passes import load_run
 from .redrive import RedriveResult, redrive_run
 from .resume import ResumeResult, resume_run
+from .resume_answers import RAN
 
 _MAX_ATTEMPTS = 10
 T = TypeVar("T")
@@ -152,7 +153,7 @@ def resume_as_operator(
             step_index=step_index if step_index is not None else _waiting_at(state),
         ),
         operate,
-        lambda result: result.outcome in ("suspended", "completed", "failed"),
+        lambda result: result.outcome in RAN,
     )
 
 

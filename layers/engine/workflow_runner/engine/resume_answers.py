@@ -21,6 +21,8 @@ log = logging.getLogger("workflow_runner")
 ResumeOutcome = Literal[
     "already-resumed", "not-due", "suspended", "completed", "failed", "on-kept-version"
 ]
+# The outcomes of a request whose pass ran (the others answer without one).
+RAN = ("suspended", "completed", "failed")
 
 
 @fast_init

@@ -27,9 +27,7 @@ from ..store import Store
 from .enqueue import MAX_DELAY_SECONDS, enqueue_due
 from .handing import ResumeForwarder, forward_kept
 from .resume import ResumeRequestItem, ResumeResult, resume_runs
-
-# The outcomes of a request whose pass ran (the others answer without one).
-RAN = ("suspended", "completed", "failed")
+from .resume_answers import RAN
 
 
 @dataclass(frozen=True)

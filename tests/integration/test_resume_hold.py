@@ -4,6 +4,7 @@ early (SQS delays are whole seconds) and ResumeRun holds them until due."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from workflow_runner import ManualClock, define_workflow, on_event, run_id_for
@@ -14,7 +15,7 @@ from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.engine import due_scan
 from workflow_runner.engine.enqueue import delay_for
 from workflow_runner.engine.resume import ResumeRequestItem
-from workflow_runner.engine.resume_batch import Hold, resume_batch
+from workflow_runner.engine.resume_batch import Hold, ResumeBatchReport, resume_batch
 from workflow_runner.settings import Settings
 from workflow_runner.store import Store
 
@@ -29,12 +30,13 @@ class Nudges:
         pass
 
 
-def _sleeper(registry: WorkflowRegistry) -> str:
+def _define_sleeper(registry: WorkflowRegistry, name: str, key: Any) -> None:
+    """A workflow that waits 10.4 s from its start, then completes."""
     registry.register(
         define_workflow(
-            name="hold-sleep",
-            trigger=on_event("hold.go"),
-            idempotency_key="k",
+            name=name,
+            trigger=on_event(f"{name}.go"),
+            idempotency_key=key,
             steps=lambda s: [
                 s.wait(for_=lambda ctx: timedelta(milliseconds=10_400)),
                 s.return_({"ok": True}),
@@ -42,7 +44,33 @@ def _sleeper(registry: WorkflowRegistry) -> str:
             register=False,
         )
     )
+
+
+def _sleeper(registry: WorkflowRegistry) -> str:
+    _define_sleeper(registry, "hold-sleep", "k")
     return run_id_for("hold-sleep", "k")
+
+
+def _resume_holding(
+    store: Store,
+    registry: WorkflowRegistry,
+    clock: ManualClock,
+    queue: InMemoryResumeQueue,
+    requests: list[ResumeRequestItem],
+) -> tuple[ResumeBatchReport, list[datetime]]:
+    """resume_batch now with a 1 s hold whose waits move the clock to each instant;
+    (the report, the instants waited for)."""
+    waited: list[datetime] = []
+
+    def wait_until(instant: datetime) -> datetime:
+        waited.append(instant)
+        clock.set(instant)
+        return clock.now()
+
+    report = resume_batch(
+        store, queue, Nudges(), requests, clock.now(), registry, Hold(1.0, wait_until)
+    )
+    return report, waited
 
 
 def test_delays_round_up_by_default_and_arrive_early_within_the_hold() -> None:
@@ -57,7 +85,7 @@ def test_a_request_that_arrives_early_within_the_hold_is_resumed_at_its_instant(
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
     run_id = _sleeper(registry)
-    trigger(store, registry, "hold.go", {}, clock.now())
+    trigger(store, registry, "hold-sleep.go", {}, clock.now())
     due = clock.now() + timedelta(seconds=10.4)
     queue = InMemoryResumeQueue(clock)
     queue.early_seconds = 1.0  # type: ignore[attr-defined]
@@ -66,21 +94,8 @@ def test_a_request_that_arrives_early_within_the_hold_is_resumed_at_its_instant(
     assert sent.delay_seconds == 10  # visible 0.4 s before the run is due
 
     clock.advance(timedelta(seconds=10))
-    waited: list[datetime] = []
-
-    def wait_until(instant: datetime) -> datetime:
-        waited.append(instant)
-        clock.set(instant)
-        return clock.now()
-
-    report = resume_batch(
-        store,
-        queue,
-        Nudges(),
-        [ResumeRequestItem(TENANT_A, run_id, 0)],
-        clock.now(),
-        registry,
-        Hold(1.0, wait_until),
+    report, waited = _resume_holding(
+        store, registry, clock, queue, [ResumeRequestItem(TENANT_A, run_id, 0)]
     )
 
     assert waited == [due]
@@ -94,39 +109,20 @@ def test_each_held_request_of_a_batch_is_resumed_and_timed_at_its_own_instant(
 ) -> None:
     # The lag (ResumeLagSeconds) of the batch's first request was the time to its last
     # one's instant: the end of the holds, half a second after its pass had run.
-    registry.register(
-        define_workflow(
-            name="hold-pair",
-            trigger=on_event("hold.pair"),
-            idempotency_key=lambda e: e.payload["k"],
-            steps=lambda s: [
-                s.wait(for_=lambda ctx: timedelta(milliseconds=10_400)),
-                s.return_({"ok": True}),
-            ],
-            register=False,
-        )
-    )
+    _define_sleeper(registry, "hold-pair", lambda e: e.payload["k"])
     start = clock.now()
-    trigger(store, registry, "hold.pair", {"k": "a"}, start)
+    trigger(store, registry, "hold-pair.go", {"k": "a"}, start)
     clock.advance(timedelta(milliseconds=500))
-    trigger(store, registry, "hold.pair", {"k": "b"}, clock.now())
+    trigger(store, registry, "hold-pair.go", {"k": "b"}, clock.now())
     dues = [start + timedelta(milliseconds=10_400), start + timedelta(milliseconds=10_900)]
     clock.set(start + timedelta(seconds=10))
-    waited: list[datetime] = []
 
-    def wait_until(instant: datetime) -> datetime:
-        waited.append(instant)
-        clock.set(instant)
-        return clock.now()
-
-    report = resume_batch(
+    report, waited = _resume_holding(
         store,
-        InMemoryResumeQueue(clock),
-        Nudges(),
-        [ResumeRequestItem(TENANT_A, run_id_for("hold-pair", k), 0) for k in "ab"],
-        clock.now(),
         registry,
-        Hold(1.0, wait_until),
+        clock,
+        InMemoryResumeQueue(clock),
+        [ResumeRequestItem(TENANT_A, run_id_for("hold-pair", k), 0) for k in "ab"],
     )
 
     assert waited == dues
@@ -139,7 +135,7 @@ def test_without_time_to_hold_or_beyond_the_hold_the_request_goes_back_to_the_qu
     store: Store, registry: WorkflowRegistry, clock: ManualClock
 ) -> None:
     run_id = _sleeper(registry)
-    trigger(store, registry, "hold.go", {}, clock.now())
+    trigger(store, registry, "hold-sleep.go", {}, clock.now())
     item = ResumeRequestItem(TENANT_A, run_id, 0)
     queue = InMemoryResumeQueue(clock)
 

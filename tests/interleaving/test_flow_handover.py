@@ -41,6 +41,18 @@ def _claiming(store: Store) -> Any:
     return claim(store, NOW)
 
 
+def _live_holders(store: Store) -> dict[str, list[str]]:
+    """The holders of the slots whose lease has not ended at NOW, by flow key."""
+    held = store.conn.execute(
+        "SELECT flow_key, holder FROM flow_slots WHERE holder IS NOT NULL AND leased_until > %s",
+        (NOW,),
+    ).fetchall()
+    per_key: dict[str, list[str]] = {}
+    for row in held:
+        per_key.setdefault(row["flow_key"], []).append(row["holder"])
+    return per_key
+
+
 def _ending(running: dict[str, ClaimedTask], name: str) -> Any:
     """The outcome of the running attempt `name` at NOW, with the look after its commit."""
 
@@ -79,11 +91,7 @@ def test_an_outcome_handing_its_slot_on_and_a_claim_holding_task_rows_never_dead
 
     def check(store: Store, run: Run) -> None:
         assert not run.errors, run.errors
-        held = store.conn.execute(
-            "SELECT holder FROM flow_slots WHERE holder IS NOT NULL AND leased_until > %s",
-            (NOW,),
-        ).fetchall()
-        holders = [r["holder"] for r in held]
+        holders = [h for key_holders in _live_holders(store).values() for h in key_holders]
         assert len(holders) <= 2 and len(set(holders)) == len(holders), holders
         claimed = run.actors[0].result
         assert claimed is not None and claimed.run_id == run_of("two-calls", 3)
@@ -115,12 +123,7 @@ def test_two_outcomes_handing_slots_on_at_once_leave_every_woken_attempt_due_now
     # the other wakes that very call and commits: issue 34's stuck tail)
     def check(store: Store, run: Run) -> None:
         assert not run.errors, run.errors
-        held = store.conn.execute(
-            "SELECT holder, leased_until FROM flow_slots WHERE holder IS NOT NULL "
-            "AND leased_until > %s",
-            (NOW,),
-        ).fetchall()
-        holders = [r["holder"] for r in held]
+        holders = [h for key_holders in _live_holders(store).values() for h in key_holders]
         assert len(holders) <= 2 and len(set(holders)) == len(holders), holders
         # Then: calls 3 and 4 are woken and due now (no timer put one off to the
         # handover's end)
@@ -168,15 +171,7 @@ def test_an_attempt_giving_a_slot_on_to_wait_for_its_other_key_and_that_keys_rel
 
     def check(store: Store, run: Run) -> None:
         assert not run.errors, run.errors
-        held = store.conn.execute(
-            "SELECT flow_key, holder FROM flow_slots WHERE holder IS NOT NULL "
-            "AND leased_until > %s",
-            (NOW,),
-        ).fetchall()
-        per_key: dict[str, list[str]] = {}
-        for row in held:
-            per_key.setdefault(row["flow_key"], []).append(row["holder"])
-        for key, holders in per_key.items():
+        for key, holders in _live_holders(store).items():
             assert len(holders) <= (5 if ":global:" in key else 1), (key, holders)
         # Then: workers claiming now (no clock moving) run a-1's second call and f's
         claimed = {c.run_id for c in [run.actors[0].result] if c is not None}

@@ -49,8 +49,10 @@ CREATE TABLE inbox (
     PRIMARY KEY (tenant_id, event_id)
 );
 CREATE INDEX inbox_tenant_type_received_idx ON inbox (tenant_id, type, received_at);
--- Look-back of a wait with an equality key: the events offering it.
-CREATE INDEX inbox_match_keys_idx ON inbox USING gin (match_keys) WHERE match_keys IS NOT NULL;
+-- Look-back of a wait with an equality key: the events offering it. Entries go into
+-- place at once (no pending list, which every search reads whole: 0020).
+CREATE INDEX inbox_match_keys_idx ON inbox USING gin (match_keys) WITH (fastupdate = off)
+    WHERE match_keys IS NOT NULL;
 -- Look-back in (instant, position) order: every event of a type (a wait without a key),
 -- or those stored without keys (release 0.1.0) next to the keyed lookup.
 CREATE INDEX inbox_lookback_idx ON inbox

@@ -287,6 +287,51 @@ def test_a_tenants_share_follows_the_rate_its_runs_are_resumed_at(
     assert sorted(done) == sorted((A, r) for r in runs_a)
 
 
+def test_a_share_rises_at_once_to_what_consumers_that_ran_dry_resumed(
+    store: Store, sleepy: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Consumers that start late (a cold start: nothing resumed in the first pause)
+    measure a rate of 0; once they resume all in flight and wait for more, that many in
+    the pause is a rate they are at least as fast as, and the share follows it at once
+    instead of climbing by the smoothing's tenth a pause from 0."""
+    monkeypatch.setattr(due_scan_module, "TENANT_SHARE_UNMEASURED", 20)
+    monkeypatch.setattr(due_scan_module, "TENANT_SHARE_FLOOR", 5)
+    runs_a = [nap(store, sleepy, clock, "PT1S", A) for _ in range(300)]
+    project_pending(store, clock.now())
+    clock.advance(timedelta(minutes=1))
+    queue = InMemoryResumeQueue(clock)
+    elapsed = [0.0]
+    done: list[tuple[str, str]] = []
+    seen_in_flight: list[int] = []
+
+    def pause(seconds: float) -> None:
+        seen_in_flight.append(store.pending.in_flight(A, clock.now(), 1000, 0).due)
+        elapsed[0] += seconds
+        clock.advance(timedelta(seconds=seconds))
+        if len(seen_in_flight) > 1:  # cold in the first pause, then take all there is
+            done.extend(consume(store, queue, sleepy, clock, 1000))
+
+    result = due_scan(
+        store,
+        queue,
+        clock.now(),
+        horizon_seconds=0,
+        batch=100,
+        registry=sleepy,
+        monotonic=lambda: elapsed[0],
+        tenant_queue_seconds=0.5,
+        wait_for_room=True,
+        sleep=pause,
+    )
+    # 20 in flight through the cold pause; all 20 resumed in the next 0.1 s (200/s) make
+    # the share 100, half a second of them (smoothed from 0 it was 9).
+    assert seen_in_flight[:3] == [20, 20, 100]
+    assert result.leased == 300 and result.drained
+    while queue.next_visible_at() is not None:
+        done.extend(consume(store, queue, sleepy, clock, 100))
+    assert sorted(done) == sorted((A, r) for r in runs_a)
+
+
 def test_budget_ends_the_scan_with_rows_left(
     store: Store, sleepy: WorkflowRegistry, clock: ManualClock
 ) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from workflow_runner import DomainEvent, ManualClock
+from workflow_runner.engine.due_scan import TENANT_SHARE_UNMEASURED
 from workflow_runner.ports import ResumeRequest
 from workflow_runner.store import Store
 
@@ -100,3 +101,33 @@ def test_events_arriving_while_workers_take_batches_all_get_a_job(
     assert not pipeline.stats.errors
     assert sum(pipeline.sizes) == 137 and max(pipeline.sizes) <= 10
     assert pipeline._triggers.jobs == 0 and not pipeline._triggers.items
+
+
+def test_one_scan_tops_a_held_tenant_up_as_its_resumes_make_room(db_url: str, store: Store) -> None:
+    """The scanner waits for room as the template deploys DueScan: one call hands out
+    all 600 due rows of one tenant while the workers resume them, where a call without
+    waiting stopped at the unmeasured share (200), and the pipeline at 200 rows a scan
+    interval."""
+    asleep_at = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    with Pipeline(
+        db_url, bench_registry(), workers=2, run_scanner=False, clock=ManualClock(asleep_at)
+    ) as intake:
+        for i in range(600):
+            intake.ingest(
+                DomainEvent(
+                    id=f"s-{i}",
+                    type="bench.sleep",
+                    payload={"id": f"s{i}", "n": i},
+                    tenant_id=TENANT,
+                )
+            )
+        assert wait_until(lambda: intake.stats.ingested == 600, 60)
+        later = datetime(2026, 1, 5, 10, tzinfo=UTC)
+        assert wait_until(lambda: len(store.pending.due(TENANT, later, 1000)) == 600, 60)
+    due_at = ManualClock(datetime(2026, 1, 5, 9, 1, tzinfo=UTC))
+    with Pipeline(db_url, bench_registry(), workers=2, run_scanner=False, clock=due_at) as p:
+        p._scan(store)  # one call, as the scanner thread makes every scan_interval
+        sent = p.stats.sent
+        assert wait_until(lambda: p.stats.outcomes.get("completed", 0) == 600, 60)
+    assert not p.stats.errors
+    assert sent == 600 > TENANT_SHARE_UNMEASURED

@@ -388,6 +388,12 @@ class _Room:
             sample = max(0, flow.in_flight - counted.due) / elapsed
             weight = 1 - math.exp(-elapsed / RATE_WINDOW_SECONDS)
             rate = sample if rate is None else rate + weight * (sample - rate)
+            if counted.due == 0 and flow.in_flight > 0:
+                # Its flight ran dry: the consumers resumed all of it and then waited
+                # for more, so they are at least this fast. Smoothed, a first sample
+                # taken before they started (a cold start) kept the share near the
+                # floor for seconds while they idled between pauses.
+                rate = max(rate, sample)
         share = (
             TENANT_SHARE_UNMEASURED
             if rate is None

@@ -172,3 +172,29 @@ def test_an_event_of_two_workflows_in_a_batch_starts_both_beside_single_workflow
         [("batch-audit", "completed"), ("batch-flow", "suspended")],
         [("batch-solo", "completed")],
     ]
+
+
+def test_a_trigger_event_stored_now_is_written_claimed_in_one_row_version(
+    store: Store, registry: WorkflowRegistry, clock: ManualClock
+) -> None:
+    """A new event is stored with its triggers claimed: no second version of its inbox
+    row (an update would write one, and an entry in each of the inbox's indexes); one
+    EventWakeup stored first is claimed by an update, once."""
+    _wf(registry)
+    seen = event("batch.go", {"k": "seen"})
+    with store.transaction():
+        store_inbox_event(store, seen, clock.now())
+    fresh = [event("batch.go", {"k": f"k{i}"}) for i in range(3)]
+
+    with store.transaction():
+        results = ops.ingest_domain_events(store, [*fresh, seen], clock.now(), registry)
+        row = store.conn.execute(
+            "SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'inbox'"
+        ).fetchone()
+
+    assert all(r.stored for r in results)
+    assert row is not None and row["n_tup_upd"] == 1  # the event stored before only
+    claimed = store.conn.execute(
+        "SELECT count(*) AS n FROM inbox WHERE triggered_at IS NOT NULL"
+    ).fetchone()
+    assert claimed is not None and claimed["n"] == 4

@@ -13,11 +13,12 @@ from ..store import NewInboxEvent, Store
 
 
 def store_inbox_events(
-    store: Store, events: Sequence[DomainEvent], now: datetime
+    store: Store, events: Sequence[DomainEvent], now: datetime, claim_triggers: bool = False
 ) -> Callable[[], set[tuple[str, str]]]:
     """Store domain events (a redelivery changes nothing) and remember their tenants, in
     one statement sent without waiting; the returned function (after the pipeline)
-    gives the (tenant, event id) stored now.
+    gives the (tenant, event id) stored now. With `claim_triggers` those stored now are
+    stored with their triggers claimed (InboxStore.insert_many).
 
     With each go the keys it offers, so a wait created later finds it by index (the
     look-back, engine/projection.py)."""
@@ -33,7 +34,7 @@ def store_inbox_events(
         )
         for e in events
     ]
-    return store.inbox.insert_many(rows, now, register_tenants=True)
+    return store.inbox.insert_many(rows, now, register_tenants=True, claim_triggers=claim_triggers)
 
 
 def store_inbox_event(store: Store, event: DomainEvent, now: datetime) -> None:

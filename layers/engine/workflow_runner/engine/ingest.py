@@ -215,17 +215,21 @@ def _start_isolated(
 
 
 def _store_and_claim(store: Store, events: Sequence[DomainEvent], now: datetime) -> set[int]:
-    """Store events and claim them for triggering, two statements in one round trip;
-    the indexes of those claimed now (the others are redeliveries: an event listed
-    twice is claimed once)."""
+    """Store events and claim them for triggering; the indexes of those claimed now
+    (the others are redeliveries: an event listed twice is claimed once). An event
+    stored now is stored claimed, in one statement; only when some were stored before
+    (by EventWakeup, or a redelivery) does a second statement claim those, unless
+    their triggers were claimed already. It sees what committed before it began: an
+    event whose first store was still uncommitted when this one tried is stored by now,
+    or was rolled back and this call stored it."""
     first: dict[tuple[str, str], int] = {}
     for n, event in enumerate(events):
         first.setdefault((event.tenant_id, event.id), n)
     unique = [events[n] for n in first.values()]
-    with store.pipeline():
-        store_inbox_events(store, unique, now)
-        claims = store.inbox.claim_triggers(list(first), now)
-    claimed = claims()
+    claimed = store_inbox_events(store, unique, now, claim_triggers=True)()
+    before = [key for key in first if key not in claimed]
+    if before:
+        claimed |= store.inbox.claim_triggers(before, now)()
     return {n for key, n in first.items() if key in claimed}
 
 

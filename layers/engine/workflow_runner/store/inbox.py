@@ -125,12 +125,18 @@ class InboxStore:
         return True if not read else bool(stored())
 
     def insert_many(
-        self, events: Sequence[NewInboxEvent], received_at: datetime, register_tenants: bool
+        self,
+        events: Sequence[NewInboxEvent],
+        received_at: datetime,
+        register_tenants: bool,
+        claim_triggers: bool = False,
     ) -> Callable[[], set[tuple[str, str]]]:
         """Store domain events in one statement (each once: a redelivery changes
         nothing), and with `register_tenants` remember their tenants; sent without
         waiting. Call the returned function after the pipeline: the (tenant, event id)
-        of those stored now."""
+        of those stored now. With `claim_triggers`, those stored now are stored with
+        their triggers claimed (the caller starts their runs in the same transaction;
+        `claim_triggers` then claims only events stored before)."""
         rows = [
             {
                 "tenant_id": e.tenant_id,
@@ -143,7 +149,12 @@ class InboxStore:
             }
             for e in events
         ]
-        params = {"events": Jsonb(rows), "now": received_at, "register": register_tenants}
+        params = {
+            "events": Jsonb(rows),
+            "now": received_at,
+            "register": register_tenants,
+            "claim": claim_triggers,
+        }
         return _keys_of(self._sql.send("insert_inbox", params))
 
     def claim_triggers(

@@ -201,7 +201,11 @@ WHERE name = %(name)s;
 -- Store domain events (%(events)s, one object each; `detail` wrapped as {"v": …} so that
 -- a JSON null stays a jsonb null) with the keys they offer, in (tenant, id) order so two
 -- batches lock alike, and with %(register)s remember their tenants. The events that
--- come back are stored now; the others were stored before (redeliveries).
+-- come back are stored now; the others were stored before (redeliveries). With
+-- %(claim)s the events stored now are stored with their triggers claimed (as
+-- claim_inbox_trigger marks them: the caller starts their runs in this transaction),
+-- which spares each a second row version; claim_inbox_trigger then claims only
+-- events stored before.
 WITH input AS (
     SELECT e.tenant_id, e.event_id, e.source, e.type, e.detail -> 'v' AS detail,
            e.event_time,
@@ -216,8 +220,9 @@ WITH input AS (
     ON CONFLICT (tenant_id) DO NOTHING
 )
 INSERT INTO inbox (tenant_id, event_id, source, type, detail, event_time, received_at,
-                   match_keys)
-SELECT tenant_id, event_id, source, type, detail, event_time, %(now)s, match_keys
+                   match_keys, triggered_at)
+SELECT tenant_id, event_id, source, type, detail, event_time, %(now)s, match_keys,
+       CASE WHEN %(claim)s THEN %(now)s::timestamptz END
 FROM input
 ORDER BY tenant_id, event_id
 ON CONFLICT (tenant_id, event_id) DO NOTHING

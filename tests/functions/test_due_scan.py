@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -245,6 +246,47 @@ def test_the_share_bounds_due_rows_only_timers_sent_ahead_all_go(
     assert (result.held_tenants, result.drained) == (0, True)
 
 
+def _scan_waiting_for_room(
+    store: Store,
+    sleepy: WorkflowRegistry,
+    clock: ManualClock,
+    batch: int,
+    consume_in_pause: Callable[[int], int],
+) -> tuple[Any, list[int], list[tuple[str, str]]]:
+    """One due scan over A's due runs that waits for room (as DueScan is deployed), on a
+    clock only its pauses move; in each pause ResumeRun consumes what
+    `consume_in_pause(pauses so far)` says. Returns the scan's result, A's rows in
+    flight at each pause, and every run resumed, the rest consumed after the scan."""
+    queue = InMemoryResumeQueue(clock)
+    elapsed = [0.0]
+    done: list[tuple[str, str]] = []
+    seen_in_flight: list[int] = []
+
+    def pause(seconds: float) -> None:
+        seen_in_flight.append(store.pending.in_flight(A, clock.now(), 1000, 0).due)
+        elapsed[0] += seconds
+        clock.advance(timedelta(seconds=seconds))
+        taken = consume_in_pause(len(seen_in_flight))
+        if taken:
+            done.extend(consume(store, queue, sleepy, clock, taken))
+
+    result = due_scan(
+        store,
+        queue,
+        clock.now(),
+        horizon_seconds=0,
+        batch=batch,
+        registry=sleepy,
+        monotonic=lambda: elapsed[0],
+        tenant_queue_seconds=0.5,
+        wait_for_room=True,
+        sleep=pause,
+    )
+    while queue.next_visible_at() is not None:
+        done.extend(consume(store, queue, sleepy, clock, batch))
+    return result, seen_in_flight, done
+
+
 def test_a_tenants_share_follows_the_rate_its_runs_are_resumed_at(
     store: Store, sleepy: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -253,37 +295,16 @@ def test_a_tenants_share_follows_the_rate_its_runs_are_resumed_at(
     runs_a = [nap(store, sleepy, clock, "PT1S", A) for _ in range(100)]
     project_pending(store, clock.now())
     clock.advance(timedelta(minutes=1))
-    queue = InMemoryResumeQueue(clock)
-    elapsed = [0.0]
-    done: list[tuple[str, str]] = []
-    seen_in_flight: list[int] = []
 
-    def pause(seconds: float) -> None:
-        # The scan waits for room while ResumeRun consumes: 4 runs per 0.1 s (40/s),
-        # so half a second of A's resumes is 20 runs in flight.
-        seen_in_flight.append(store.pending.in_flight(A, clock.now(), 1000, 0).due)
-        elapsed[0] += seconds
-        clock.advance(timedelta(seconds=seconds))
-        done.extend(consume(store, queue, sleepy, clock, 4))
-
-    result = due_scan(
-        store,
-        queue,
-        clock.now(),
-        horizon_seconds=0,
-        batch=10,
-        registry=sleepy,
-        monotonic=lambda: elapsed[0],
-        tenant_queue_seconds=0.5,
-        wait_for_room=True,
-        sleep=pause,
+    # The scan waits for room while ResumeRun consumes: 4 runs per 0.1 s (40/s), so half
+    # a second of A's resumes is 20 runs in flight.
+    result, seen_in_flight, done = _scan_waiting_for_room(
+        store, sleepy, clock, 10, lambda _pauses: 4
     )
     assert seen_in_flight[0] == 40  # before any measurement: the unmeasured share
     settled = seen_in_flight[seen_in_flight.index(20) :]
     assert settled and max(settled) <= 20  # then what A's consumers resume in 0.5 s
     assert result.leased == 100 and result.drained
-    while queue.next_visible_at() is not None:
-        done.extend(consume(store, queue, sleepy, clock, 10))
     assert sorted(done) == sorted((A, r) for r in runs_a)
 
 
@@ -299,36 +320,15 @@ def test_a_share_rises_at_once_to_what_consumers_that_ran_dry_resumed(
     runs_a = [nap(store, sleepy, clock, "PT1S", A) for _ in range(300)]
     project_pending(store, clock.now())
     clock.advance(timedelta(minutes=1))
-    queue = InMemoryResumeQueue(clock)
-    elapsed = [0.0]
-    done: list[tuple[str, str]] = []
-    seen_in_flight: list[int] = []
 
-    def pause(seconds: float) -> None:
-        seen_in_flight.append(store.pending.in_flight(A, clock.now(), 1000, 0).due)
-        elapsed[0] += seconds
-        clock.advance(timedelta(seconds=seconds))
-        if len(seen_in_flight) > 1:  # cold in the first pause, then take all there is
-            done.extend(consume(store, queue, sleepy, clock, 1000))
-
-    result = due_scan(
-        store,
-        queue,
-        clock.now(),
-        horizon_seconds=0,
-        batch=100,
-        registry=sleepy,
-        monotonic=lambda: elapsed[0],
-        tenant_queue_seconds=0.5,
-        wait_for_room=True,
-        sleep=pause,
+    # Cold in the first pause, then they take all there is.
+    result, seen_in_flight, done = _scan_waiting_for_room(
+        store, sleepy, clock, 100, lambda pauses: 1000 if pauses > 1 else 0
     )
     # 20 in flight through the cold pause; all 20 resumed in the next 0.1 s (200/s) make
     # the share 100, half a second of them (smoothed from 0 it was 9).
     assert seen_in_flight[:3] == [20, 20, 100]
     assert result.leased == 300 and result.drained
-    while queue.next_visible_at() is not None:
-        done.extend(consume(store, queue, sleepy, clock, 100))
     assert sorted(done) == sorted((A, r) for r in runs_a)
 
 

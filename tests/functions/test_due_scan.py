@@ -246,6 +246,24 @@ def test_the_share_bounds_due_rows_only_timers_sent_ahead_all_go(
     assert (result.held_tenants, result.drained) == (0, True)
 
 
+def _due_naps_of_a(
+    store: Store,
+    sleepy: WorkflowRegistry,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    runs: int,
+    unmeasured: int,
+) -> list[str]:
+    """`runs` of A's naps, projected and due a minute ago, with the unmeasured share
+    `unmeasured` and a floor of 5; their run ids."""
+    monkeypatch.setattr(due_scan_module, "TENANT_SHARE_UNMEASURED", unmeasured)
+    monkeypatch.setattr(due_scan_module, "TENANT_SHARE_FLOOR", 5)
+    run_ids = [nap(store, sleepy, clock, "PT1S", A) for _ in range(runs)]
+    project_pending(store, clock.now())
+    clock.advance(timedelta(minutes=1))
+    return run_ids
+
+
 def _scan_waiting_for_room(
     store: Store,
     sleepy: WorkflowRegistry,
@@ -290,11 +308,7 @@ def _scan_waiting_for_room(
 def test_a_tenants_share_follows_the_rate_its_runs_are_resumed_at(
     store: Store, sleepy: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(due_scan_module, "TENANT_SHARE_UNMEASURED", 40)
-    monkeypatch.setattr(due_scan_module, "TENANT_SHARE_FLOOR", 5)
-    runs_a = [nap(store, sleepy, clock, "PT1S", A) for _ in range(100)]
-    project_pending(store, clock.now())
-    clock.advance(timedelta(minutes=1))
+    runs_a = _due_naps_of_a(store, sleepy, clock, monkeypatch, runs=100, unmeasured=40)
 
     # The scan waits for room while ResumeRun consumes: 4 runs per 0.1 s (40/s), so half
     # a second of A's resumes is 20 runs in flight.
@@ -315,11 +329,7 @@ def test_a_share_rises_at_once_to_what_consumers_that_ran_dry_resumed(
     measure a rate of 0; once they resume all in flight and wait for more, that many in
     the pause is a rate they are at least as fast as, and the share follows it at once
     instead of climbing by the smoothing's tenth a pause from 0."""
-    monkeypatch.setattr(due_scan_module, "TENANT_SHARE_UNMEASURED", 20)
-    monkeypatch.setattr(due_scan_module, "TENANT_SHARE_FLOOR", 5)
-    runs_a = [nap(store, sleepy, clock, "PT1S", A) for _ in range(300)]
-    project_pending(store, clock.now())
-    clock.advance(timedelta(minutes=1))
+    runs_a = _due_naps_of_a(store, sleepy, clock, monkeypatch, runs=300, unmeasured=20)
 
     # Cold in the first pause, then they take all there is.
     result, seen_in_flight, done = _scan_waiting_for_room(

@@ -25,6 +25,20 @@ class _Recording(Pipeline):
         super()._ingest(store, events)
 
 
+def _ingest_sleepers(pipeline: Pipeline, n: int, prefix: str) -> None:
+    """Hand the pipeline `n` trigger events of the bench's sleep workflow, ids
+    `{prefix}-0`, `{prefix}-1`, …"""
+    for i in range(n):
+        pipeline.ingest(
+            DomainEvent(
+                id=f"{prefix}-{i}",
+                type="bench.sleep",
+                payload={"id": f"{prefix}{i}", "n": i},
+                tenant_id=TENANT,
+            )
+        )
+
+
 def _ingested_batches(db_url: str, intake_batch: int | None) -> list[int]:
     options = {} if intake_batch is None else {"batches": Batches(intake=intake_batch)}
     clock = ManualClock(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))  # every run stays asleep
@@ -33,12 +47,7 @@ def _ingested_batches(db_url: str, intake_batch: int | None) -> list[int]:
     )
     pipeline.sizes = []
     # Queued before the workers start, so each job finds every event still waiting.
-    for i in range(60):
-        pipeline.ingest(
-            DomainEvent(
-                id=f"h-{i}", type="bench.sleep", payload={"id": f"h{i}", "n": i}, tenant_id=TENANT
-            )
-        )
+    _ingest_sleepers(pipeline, 60, "h")
     pipeline.jobs_queued = pipeline._jobs.qsize()
     with pipeline:
         assert wait_until(lambda: pipeline.stats.ingested == 60, 60)
@@ -87,15 +96,7 @@ def test_events_arriving_while_workers_take_batches_all_get_a_job(
     pipeline = _Recording(db_url, bench_registry(), workers=3, run_scanner=False, clock=clock)
     pipeline.sizes = []
     with pipeline:
-        for i in range(137):
-            pipeline.ingest(
-                DomainEvent(
-                    id=f"c-{i}",
-                    type="bench.sleep",
-                    payload={"id": f"c{i}", "n": i},
-                    tenant_id=TENANT,
-                )
-            )
+        _ingest_sleepers(pipeline, 137, "c")
         assert wait_until(lambda: pipeline.stats.ingested == 137, 60)
         assert wait_until(pipeline.idle, 10)
     assert not pipeline.stats.errors
@@ -112,15 +113,7 @@ def test_one_scan_tops_a_held_tenant_up_as_its_resumes_make_room(db_url: str, st
     with Pipeline(
         db_url, bench_registry(), workers=2, run_scanner=False, clock=ManualClock(asleep_at)
     ) as intake:
-        for i in range(600):
-            intake.ingest(
-                DomainEvent(
-                    id=f"s-{i}",
-                    type="bench.sleep",
-                    payload={"id": f"s{i}", "n": i},
-                    tenant_id=TENANT,
-                )
-            )
+        _ingest_sleepers(intake, 600, "s")
         assert wait_until(lambda: intake.stats.ingested == 600, 60)
         later = datetime(2026, 1, 5, 10, tzinfo=UTC)
         assert wait_until(lambda: len(store.pending.due(TENANT, later, 1000)) == 600, 60)

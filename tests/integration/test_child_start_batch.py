@@ -109,7 +109,7 @@ def test_a_batch_mixing_new_attached_and_unknown_children_ends_each_as_alone(
         ],
     )
     family = family_name("fam", "0", registry.latest("fam").version)
-    del registry._by_name["fam/0/branch-1"]  # gone, as after a deploy that dropped it
+    registry.unregister("fam/0/branch-1")  # gone, as after a deploy that dropped it
     settled_run, waiting_run = run_id_for("x", "settled"), run_id_for("x", "waiting")
     with store.transaction():
         for run_id, name in ((settled_run, "fam/0/branch-2"), (waiting_run, "fam/0/branch-3")):

@@ -213,6 +213,44 @@ def test_registry_keeps_versions_side_by_side_and_starts_new_runs_on_the_highest
     assert registry.triggered_by("x") == [v2]
 
 
+def test_registry_answers_change_with_every_register_and_unregister() -> None:
+    # triggered_by and latest_all are kept between calls (asked for every trigger
+    # event); a register or unregister must never leave an old answer in use.
+    registry = WorkflowRegistry()
+
+    def wf(name: str, trigger: str, version: int = 1) -> object:
+        return define_workflow(
+            name=name,
+            trigger=on_event(trigger),
+            register=False,
+            version=version,
+            steps=lambda s: [s.return_()],
+        )
+
+    a1, b = wf("a", "x"), wf("b", "x")
+    registry.register(a1)
+    assert registry.triggered_by("x") == [a1]
+    assert registry.latest_all() == [a1]
+    registry.register(b)
+    assert registry.triggered_by("x") == [a1, b]
+    a2 = wf("a", "y", version=2)
+    registry.register(a2)  # a's new version moves to another event type
+    assert registry.triggered_by("x") == [b]
+    assert registry.triggered_by("y") == [a2]
+    assert registry.latest_all() == [a2, b]
+    registry.unregister("a", 2)
+    assert registry.triggered_by("x") == [a1, b]
+    assert registry.triggered_by("y") == []
+    registry.unregister("b")
+    assert registry.triggered_by("x") == [a1]
+    assert registry.latest_all() == [a1]
+    # What callers get is theirs to change: the kept answer stays as it was.
+    registry.triggered_by("x").clear()
+    registry.latest_all().clear()
+    assert registry.triggered_by("x") == [a1]
+    assert registry.latest_all() == [a1]
+
+
 def test_define_workflow_registers_in_the_default_registry_when_asked() -> None:
     from workflow_runner.definition import default_registry
 

@@ -555,6 +555,20 @@ def test_payload_keys_offer_every_scalar_leaf_and_equal_numbers_share_a_key() ->
     assert equality_key({"version": 1, "expr": _atom(["flag"], "eq", 1)}) not in keys
 
 
+def test_stored_keys_keep_their_text_non_ascii_and_escapes_included() -> None:
+    # Stored with inbox rows and waiting rows (a contract across releases): the keys
+    # are the compact JSON text of [path, value], unicode as is.
+    keys = payload_keys({"ü": "café ✓", "q": 'a"b\\c', "big": 2**70, "f": 0.5, "t": "\n"})
+    assert keys is not None
+    assert set(keys) == {
+        '[["ü"],"café ✓"]',
+        '[["q"],"a\\"b\\\\c"]',
+        f'[["big"],{2**70}]',
+        '[["f"],0.5]',
+        '[["t"],"\\n"]',
+    }
+
+
 def test_payload_keys_give_up_on_huge_payloads() -> None:
     assert payload_keys({f"k{i}": i for i in range(600)}, limit=512) is None
 

@@ -17,6 +17,7 @@ short spelling as its ISO equivalent (`canonical_duration`).
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -95,6 +96,13 @@ def parse_duration(text: str) -> timedelta:
     """
     if not isinstance(text, str):
         raise _duration_error(text)
+    return _parse_text(text)
+
+
+# A workflow spells few durations and parses each on every pass that waits, so the
+# parsed ones are kept (timedelta is immutable; a failure is not kept, it raises again).
+@functools.lru_cache(maxsize=1024)
+def _parse_text(text: str) -> timedelta:
     if not text.startswith("P"):
         return _parse_short(text)
     found = _DURATION_RE.fullmatch(text)

@@ -359,10 +359,15 @@ def matches_safely(match: Mapping[str, Any] | None, payload: object) -> bool:
 # waiting expression of the type (which made wakeups slow down with the number of waits).
 
 
+# json.dumps with these options builds an encoder on every call; keys are written for
+# every leaf of every stored event, so one encoder serves (the same text either way).
+_encode_key = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _key(path: list[str], value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # 1 and 1.0 are equal under eq, so they share a key
-    return json.dumps([path, value], separators=(",", ":"), ensure_ascii=False)
+    return _encode_key([path, value])
 
 
 def equality_key(match: Mapping[str, Any] | None) -> str | None:

@@ -14,6 +14,7 @@ from .branches import branch_definitions, is_branch_name
 from .dsl import CronTrigger, EventTrigger, WorkflowDefinition
 
 DEFAULT_WORKFLOW_MODULES = "sample_workflows"
+_KEPT_EVENT_TYPES = 256  # triggered_by answers kept at most
 
 
 class WorkflowRegistry:
@@ -27,6 +28,16 @@ class WorkflowRegistry:
     def __init__(self) -> None:
         self._by_name: dict[str, dict[int, WorkflowDefinition]] = {}
         self._by_module: dict[str, list[WorkflowDefinition]] = {}
+        # latest_all and triggered_by, asked for every trigger event, kept with the
+        # generation they were computed in: a register or unregister starts a new one
+        # (one that lands while another thread computes leaves that result unused).
+        self._generation = 0
+        self._latest: tuple[int, list[WorkflowDefinition]] | None = None
+        self._triggered: dict[str, tuple[int, list[WorkflowDefinition]]] = {}
+
+    def _changed(self) -> None:
+        self._generation += 1
+        self._triggered = {}
 
     def register(self, definition: WorkflowDefinition, module: str | None = None) -> None:
         """Add or replace (same name and version) a definition; `module`: the module
@@ -37,6 +48,7 @@ class WorkflowRegistry:
             self._by_name.setdefault(branch.name, {})[branch.version] = branch
         if module:
             self._by_module.setdefault(module, []).append(definition)
+        self._changed()
 
     def defined_in(self, module: str) -> list[WorkflowDefinition]:
         """Definitions registered by `module` or a module of the package `module`, in the
@@ -58,6 +70,7 @@ class WorkflowRegistry:
             self._by_name.pop(name, None)
         else:
             self._by_name.get(name, {}).pop(version, None)
+        self._changed()
 
     def latest(self, name: str) -> WorkflowDefinition:
         """Return the highest registered version of `name`.
@@ -95,15 +108,27 @@ class WorkflowRegistry:
 
     def latest_all(self) -> list[WorkflowDefinition]:
         """The highest version of every workflow, sorted by name."""
-        return [self.latest(name) for name in self.names()]
+        generation, kept = self._latest or (-1, [])
+        if generation != self._generation:
+            generation = self._generation
+            kept = [self.latest(name) for name in self.names()]
+            self._latest = (generation, kept)
+        return list(kept)
 
     def triggered_by(self, event_type: str) -> list[WorkflowDefinition]:
         """Workflows (latest versions) whose event trigger is `event_type`."""
-        return [
-            wf
-            for wf in self.latest_all()
-            if isinstance(wf.trigger, EventTrigger) and wf.trigger.event_type == event_type
-        ]
+        generation, found = self._triggered.get(event_type) or (-1, [])
+        if generation != self._generation:
+            generation = self._generation
+            found = [
+                wf
+                for wf in self.latest_all()
+                if isinstance(wf.trigger, EventTrigger) and wf.trigger.event_type == event_type
+            ]
+            if len(self._triggered) >= _KEPT_EVENT_TYPES:  # types no workflow knows
+                self._triggered = {}
+            self._triggered[event_type] = (generation, found)
+        return list(found)
 
     def cron_workflows(self) -> list[WorkflowDefinition]:
         return [wf for wf in self.latest_all() if isinstance(wf.trigger, CronTrigger)]

@@ -132,13 +132,18 @@ def _prepare_start(
     """What a trigger event does to one workflow: a run to start, nothing (filtered
     out), or a run recorded as failed at once (its filter or key function raised)."""
     assert isinstance(definition.trigger, EventTrigger)
-    fallback_id = run_id_for(definition.name, f"event:{event.id}")
     try:
         if definition.trigger.filter is not None and not definition.trigger.filter(event):
             return None
     except Exception as error:
         return _trigger_failure(
-            store, definition, event, fallback_id, now, error, TRIGGER_FILTER_FAILED
+            store,
+            definition,
+            event,
+            _fallback_id(definition, event),
+            now,
+            error,
+            TRIGGER_FILTER_FAILED,
         )
     try:
         key = definition.key_for(event)
@@ -147,9 +152,17 @@ def _prepare_start(
         # data's), as a step's unresolved_reference:<path> does.
         where = f":{error.path}" if isinstance(error, UnresolvedReference) else ""
         return _trigger_failure(
-            store, definition, event, fallback_id, now, error, f"{IDEMPOTENCY_KEY_FAILED}{where}"
+            store,
+            definition,
+            event,
+            _fallback_id(definition, event),
+            now,
+            error,
+            f"{IDEMPOTENCY_KEY_FAILED}{where}",
         )
-    run_id = run_id_for(definition.name, key) if key is not None else fallback_id
+    run_id = (
+        run_id_for(definition.name, key) if key is not None else _fallback_id(definition, event)
+    )
     flow = definition.flow
     judged = (
         judge_trigger(store, definition, event, run_id, now) if flow and flow.gates_start else None
@@ -174,15 +187,20 @@ def _start_triggered(
     return first_pass(store, start, now)
 
 
+def _fallback_id(definition: WorkflowDefinition, event: DomainEvent) -> str:
+    """The run id of a workflow without an idempotency key (or whose key function
+    failed): one run per trigger event."""
+    return run_id_for(definition.name, f"event:{event.id}")
+
+
 def _run_id_of(definition: WorkflowDefinition, event: DomainEvent) -> str:
     """The run id a trigger event gives a workflow's run (its fallback when the key
     function fails)."""
-    fallback_id = run_id_for(definition.name, f"event:{event.id}")
     try:
         key = definition.key_for(event)
     except Exception:
         key = None
-    return run_id_for(definition.name, key) if key is not None else fallback_id
+    return run_id_for(definition.name, key) if key is not None else _fallback_id(definition, event)
 
 
 def _refused(

@@ -28,14 +28,13 @@ from workflow_runner.engine import (
     IngestResult,
     ResumeRequestItem,
     ResumeResult,
-    WokenRun,
     ingest_domain_events,
     project_pending,
     wake_and_enqueue_many,
 )
 from workflow_runner.engine.children import start_children
 from workflow_runner.engine.due_scan import due_scan
-from workflow_runner.engine.enqueue import enqueue_due
+from workflow_runner.engine.enqueue import SuspensionRef, enqueue_due
 from workflow_runner.engine.joins import count_settled_children
 from workflow_runner.engine.resume_batch import Hold, resume_batch
 from workflow_runner.errors import TransientStoreError
@@ -72,6 +71,10 @@ class Batches:
 DEFAULT_BATCHES = Batches()
 THROUGHPUT_BATCHES = Batches(intake=50, resume=50)
 LARGEST_BATCHES = Batches(intake=100, resume=100)
+
+# PendingProjection's horizon as the template deploys it (DUE_SCAN_HORIZON_SECONDS):
+# new suspensions due within it are sent at once, delayed to their second.
+DEPLOYED_DUE_SOON_HORIZON = 60
 
 
 @dataclass
@@ -180,6 +183,9 @@ class Pipeline:
         scan_interval: seconds between the starts of two due scans.
         horizon: the due scan also leases rows due within this many seconds and sends
             them delayed to their second (the deployed tick uses 60).
+        due_soon_horizon: as PendingProjection deployed (DUE_SCAN_HORIZON_SECONDS, 60):
+            the projector also sends the new suspensions due within this many seconds
+            at once, delayed to their second (`due_soon`); None sends only wakeups.
         scan_batch: rows leased per statement.
         on_resumed: called from a worker after each resume committed.
         on_ingested: called from a worker after each ingest committed.
@@ -198,6 +204,7 @@ class Pipeline:
         workers: int = 4,
         scan_interval: float = 0.05,
         horizon: int = 0,
+        due_soon_horizon: int | None = None,
         scan_batch: int = 500,
         scan_budget: float = 45.0,
         clock: Clock | None = None,
@@ -216,6 +223,7 @@ class Pipeline:
         self.clock = clock or SystemClock()
         self.scan_interval = scan_interval
         self.horizon = horizon
+        self.due_soon_horizon = due_soon_horizon
         self.scan_batch = scan_batch
         self.scan_budget = scan_budget
         self.on_resumed = on_resumed
@@ -408,9 +416,9 @@ class Pipeline:
             for event in events:
                 self.on_woken(event, started, sent)
 
-    def _send_woken(self, store: Store, woken: Sequence[WokenRun]) -> None:
-        if woken:
-            enqueue_due(store, self.queue, woken, self.clock.now())
+    def _send_due(self, store: Store, runs: Sequence[SuspensionRef]) -> None:
+        if runs:
+            enqueue_due(store, self.queue, runs, self.clock.now())
 
     def _resume(self, store: Store, batch: Sequence[ResumeRequest]) -> None:
         # ResumeRun's engine call: not-due requests go back to the queue, early ones
@@ -471,7 +479,9 @@ class Pipeline:
                 pacer.wait()
                 self._nudge.clear()
                 try:
-                    result = project_pending(store, self.clock.now())
+                    result = project_pending(
+                        store, self.clock.now(), horizon_seconds=self.due_soon_horizon
+                    )
                 except TransientStoreError:
                     continue
                 except Exception as error:
@@ -480,7 +490,7 @@ class Pipeline:
                     continue
                 with self._lock:
                     self.stats.projected += result.applied
-                self._send_woken(store, result.woken)
+                self._send_due(store, [*result.woken, *result.due_soon])
                 if result.applied == 0:
                     self._nudge.wait(0.05)
         finally:

@@ -1,8 +1,10 @@
 """Workload 1: step -> wait 1 s -> step, N runs started at once, end to end.
 
 Ours: N trigger events are handed to the in-process pipeline at once; each run is
-ingested (TriggerProjection's engine call), projected into the pending set, found by
-the due scan when its second has come, and resumed to completion by a worker.
+ingested (TriggerProjection's engine call), projected into the pending set and, as
+deployed, sent by the projection at once delayed to its second (its wait is due within
+the horizon; the due scan is the safety net), and resumed to completion by a worker
+that holds an early request until due (as ResumeRun).
 Latency per run: from just before its ingest call to just after the resume that
 completed it returned (committed). The peer's side is `bench.dbos_peer`.
 
@@ -27,7 +29,7 @@ import psycopg
 from workflow_runner import DomainEvent, ManualClock
 
 from .common import TENANT, bench_registry, summary
-from .harness import DEFAULT_BATCHES, Batches, Pipeline, wait_until
+from .harness import DEFAULT_BATCHES, DEPLOYED_DUE_SOON_HORIZON, Batches, Pipeline, wait_until
 
 
 def run_ours(
@@ -71,6 +73,9 @@ def run_ours(
         registry,
         workers=workers,
         scan_interval=0.05,
+        # As deployed: a 1 s wait is due before DueScan's next tick, so the projection
+        # sends it at once, delayed to its second; the scan is the safety net.
+        due_soon_horizon=DEPLOYED_DUE_SOON_HORIZON,
         on_resumed=on_resumed,
         on_ingested=on_ingested,
         batches=batches,

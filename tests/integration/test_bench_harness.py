@@ -124,3 +124,24 @@ def test_one_scan_tops_a_held_tenant_up_as_its_resumes_make_room(db_url: str, st
         assert wait_until(lambda: p.stats.outcomes.get("completed", 0) == 600, 60)
     assert not p.stats.errors
     assert sent == 600 > TENANT_SHARE_UNMEASURED
+
+
+def test_the_projector_sends_waits_due_within_its_horizon_without_a_scan(
+    db_url: str, store: Store
+) -> None:
+    """As PendingProjection deployed: with a horizon, the projection itself sends the
+    new 1 s waits, delayed to their second, and the workers resume them when due; no
+    due scan runs. Without one, nothing sends them."""
+    with Pipeline(db_url, bench_registry(), workers=2, run_scanner=False) as without:
+        _ingest_sleepers(without, 20, "n")
+        assert wait_until(lambda: without.stats.ingested == 20, 60)
+        assert not wait_until(lambda: without.stats.resumes > 0, 2.5)
+    assert not without.stats.errors
+    with Pipeline(
+        db_url, bench_registry(), workers=2, run_scanner=False, due_soon_horizon=60
+    ) as deployed:
+        _ingest_sleepers(deployed, 20, "d")
+        assert wait_until(lambda: deployed.stats.outcomes.get("completed", 0) == 20, 60)
+    assert not deployed.stats.errors
+    assert deployed.stats.scans == 0
+    assert deployed.stats.outcomes.get("not-due", 0) == 0  # held until due, not requeued

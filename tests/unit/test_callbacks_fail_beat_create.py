@@ -4,6 +4,7 @@ person sees them (timeline, graph, console drawing)."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -138,6 +139,13 @@ def test_a_run_without_a_secret_cannot_create_a_callback() -> None:
 
 def test_workflows_that_create_callbacks_give_their_runs_a_secret() -> None:
     assert has_callback_wait(_wf(lambda s: [s.create_callback("ok")]).steps)
+    # What a start asks (kept per definition, walked once).
+    creates = _wf(lambda s: [s.create_callback("ok")])
+    assert creates.takes_callbacks and creates.takes_callbacks
+    assert not _wf(lambda s: [s.wait(for_="PT1H")]).takes_callbacks
+    # Kept on the instance, it must not ride along into a copy of its fields.
+    copied = dataclasses.replace(creates, description="copied")
+    assert copied.takes_callbacks and copied.description == "copied"
 
 
 # --- await_callback in a pass ----------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
 from typing import Any
 
@@ -567,6 +568,46 @@ def test_stored_keys_keep_their_text_non_ascii_and_escapes_included() -> None:
         '[["f"],0.5]',
         '[["t"],"\\n"]',
     }
+
+
+def _reference_keys(payload: object) -> set[str]:
+    """The keys as `_key` spells them (json.dumps of [path, value]): what payload_keys,
+    which writes them piece by piece, must equal."""
+    out: set[str] = set()
+
+    def walk(path: list[str], value: object) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk([*path, str(k)], v)
+        elif path and (value is None or isinstance(value, str | bool | int | float)):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            out.add(json.dumps([path, value], separators=(",", ":"), ensure_ascii=False))
+
+    walk([], payload)
+    return out
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**80), max_value=2**80),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(),
+)
+
+
+@given(
+    payload=st.recursive(
+        st.dictionaries(st.text(), _SCALARS, max_size=4),
+        lambda inner: st.dictionaries(st.text(), st.one_of(_SCALARS, inner), max_size=4),
+        max_leaves=20,
+    )
+)
+def test_payload_keys_are_the_json_text_of_path_and_value(payload: dict[str, object]) -> None:
+    keys = payload_keys(payload)
+    assert keys is not None
+    assert set(keys) == _reference_keys(payload)
 
 
 def test_payload_keys_give_up_on_huge_payloads() -> None:

@@ -408,15 +408,39 @@ def payload_keys(payload: object, limit: int = 512) -> list[str] | None:
     """The keys of every scalar leaf reachable through objects, or None past `limit` leaves.
 
     None means "too many to enumerate": the caller then considers every waiting row.
+    Each key is `_key`'s text, written piece by piece: the path's JSON strings once
+    per object, the leaf's JSON text as the encoder writes it.
     """
     keys: list[str] = []
-    stack: list[tuple[list[str], object]] = [([], payload)]
+    # (the path's strings as JSON text, joined by commas; the value)
+    stack: list[tuple[str, object]] = [("", payload)]
     while stack:
         path, value = stack.pop()
         if isinstance(value, Mapping):
-            stack.extend(([*path, str(k)], v) for k, v in value.items())
+            prefix = f"{path}," if path else ""
+            stack.extend((prefix + _json_string(str(k)), v) for k, v in value.items())
         elif path and (value is None or isinstance(value, str | bool | int | float)):
-            keys.append(_key(path, value))
+            keys.append(f"[[{path}],{_scalar_text(value)}]")
             if len(keys) > limit:
                 return None
     return keys
+
+
+_json_string = json.encoder.encode_basestring  # as the encoder writes a str (not ASCII-only)
+
+
+def _scalar_text(value: str | bool | int | float | None) -> str:
+    """A scalar leaf's JSON text, as `_encode_key` writes it in a key."""
+    if isinstance(value, str):
+        return _json_string(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, float):
+        if value.is_integer():
+            return int.__repr__(int(value))  # 1 and 1.0 share a key (_key)
+        return _encode_key(value)  # NaN and the infinities as the encoder spells them
+    return int.__repr__(value)

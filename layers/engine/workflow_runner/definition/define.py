@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, cast
@@ -146,26 +147,25 @@ def define_workflow(
         retention=retention,
         pinning="exact" if pinning == "exact" else "shape",
     )
-    definition = WorkflowDefinition(
-        **{
-            **definition.__dict__,
-            "flow": flow_control(
-                f"workflow {name!r}",
-                concurrency=concurrency,
-                throttle=throttle,
-                rate_limit=rate_limit,
-                debounce=debounce,
-                singleton=singleton,
-                batch=batch,
-                priority=priority,
-                cancel_on=cancel_on,
-                is_event_triggered=isinstance(trigger, EventTrigger),
-            ),
-        }
+    # Rebuilt through the fields (replace), never __dict__: that also holds what a
+    # cached property (WorkflowDefinition.takes_callbacks) kept.
+    definition = dataclasses.replace(
+        definition,
+        flow=flow_control(
+            f"workflow {name!r}",
+            concurrency=concurrency,
+            throttle=throttle,
+            rate_limit=rate_limit,
+            debounce=debounce,
+            singleton=singleton,
+            batch=batch,
+            priority=priority,
+            cancel_on=cancel_on,
+            is_event_triggered=isinstance(trigger, EventTrigger),
+        ),
     )
     check_definition(definition)
-    fingerprint = compute_fingerprint(definition, steps)
-    definition = WorkflowDefinition(**{**definition.__dict__, "fingerprint": fingerprint})
+    definition = dataclasses.replace(definition, fingerprint=compute_fingerprint(definition, steps))
     if register:
         default_registry().register(definition, module=getattr(steps, "__module__", None))
     return definition

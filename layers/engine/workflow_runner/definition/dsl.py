@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -476,6 +477,10 @@ class WorkflowDefinition:
     # Set on the internal workflow of a parallel's branch (definition/branches.py): a
     # BranchOf. Not part of the fingerprint (a branch's derives from its parent's).
     branch_of: Any = None
+
+    @functools.cached_property
+    def takes_callbacks(self) -> bool:  # has_callback_wait, asked at every start: walked once
+        return has_callback_wait(self.steps)
 
     def key_for(self, event: DomainEvent) -> str | None:
         """Return the idempotency key for a trigger event (None when the workflow has none)."""

@@ -11,7 +11,6 @@ from datetime import datetime
 
 from ..callback_tokens import new_run_secret
 from ..definition import DomainEvent, WorkflowDefinition
-from ..definition.dsl import has_callback_wait
 from ..flow.cancels import register_cancel_keys
 from ..flow.starts import first_passes_slots, hold_or_start
 from ..interpreter import Interpreter
@@ -90,7 +89,7 @@ def run_started(
         definition_fingerprint=definition.fingerprint,
         idempotency_key=idempotency_key,
         cron_scheduled_at=cron_scheduled_at,
-        callback_secret=new_run_secret() if has_callback_wait(definition.steps) else None,
+        callback_secret=new_run_secret() if definition.takes_callbacks else None,
         parent_run_id=parent_run_id,
         map_index=map_index,
     )

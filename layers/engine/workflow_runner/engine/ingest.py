@@ -126,6 +126,20 @@ def _trigger_failure(
     return RunOutcome(tenant, run_id, definition.name, "failed", step_index=0, reason=reason)
 
 
+def _failed_unkeyed(
+    store: Store,
+    definition: WorkflowDefinition,
+    event: DomainEvent,
+    now: datetime,
+    error: BaseException,
+    reason: str,
+) -> RunOutcome | None:
+    """_trigger_failure for a run whose key is not known (its filter or key function
+    raised): it gets the run id of one run per trigger event."""
+    run_id = _fallback_id(definition, event)
+    return _trigger_failure(store, definition, event, run_id, now, error, reason)
+
+
 def _prepare_start(
     store: Store, definition: WorkflowDefinition, event: DomainEvent, now: datetime
 ) -> RunOutcome | RunStart | None:
@@ -136,30 +150,15 @@ def _prepare_start(
         if definition.trigger.filter is not None and not definition.trigger.filter(event):
             return None
     except Exception as error:
-        return _trigger_failure(
-            store,
-            definition,
-            event,
-            _fallback_id(definition, event),
-            now,
-            error,
-            TRIGGER_FILTER_FAILED,
-        )
+        return _failed_unkeyed(store, definition, event, now, error, TRIGGER_FILTER_FAILED)
     try:
         key = definition.key_for(event)
     except Exception as error:
         # A reference names the field it missed (its path is the definition's, never the
         # data's), as a step's unresolved_reference:<path> does.
         where = f":{error.path}" if isinstance(error, UnresolvedReference) else ""
-        return _trigger_failure(
-            store,
-            definition,
-            event,
-            _fallback_id(definition, event),
-            now,
-            error,
-            f"{IDEMPOTENCY_KEY_FAILED}{where}",
-        )
+        reason = f"{IDEMPOTENCY_KEY_FAILED}{where}"
+        return _failed_unkeyed(store, definition, event, now, error, reason)
     run_id = (
         run_id_for(definition.name, key) if key is not None else _fallback_id(definition, event)
     )

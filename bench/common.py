@@ -16,7 +16,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from workflow_runner import Concurrency, WorkflowRegistry, define_workflow, on_event
+from workflow_runner import (
+    Concurrency,
+    DomainEvent,
+    WorkflowRegistry,
+    define_workflow,
+    on_event,
+)
 from workflow_runner.definition.dsl import WorkflowDefinition
 from workflow_runner.embedded import database_url
 from workflow_runner.engine import CatchUpPacer, project_pending
@@ -200,6 +206,18 @@ def project_until(store: Store, stop: Any) -> None:
         pacer.wait()
         if project_pending(store, datetime.now(UTC)).applied == 0:
             time.sleep(0.02)
+
+
+def sleep_event(event_id: str, key: str, n: int) -> DomainEvent:
+    """A trigger event of the sleep workflow (bench-sleep): its run's key, its first
+    step's number."""
+    return DomainEvent(
+        id=event_id,
+        type="bench.sleep",
+        payload={"id": key, "n": n},
+        tenant_id=TENANT,
+        source="bench",
+    )
 
 
 def bench_registry(limited: bool = False) -> WorkflowRegistry:

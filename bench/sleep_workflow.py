@@ -28,7 +28,7 @@ from typing import Any
 import psycopg
 from workflow_runner import DomainEvent, ManualClock
 
-from .common import TENANT, bench_registry, summary
+from .common import bench_registry, sleep_event, summary
 from .harness import DEFAULT_BATCHES, DEPLOYED_DUE_SOON_HORIZON, Batches, Pipeline, wait_until
 
 
@@ -58,16 +58,7 @@ def run_ours(
             with lock:
                 completed[request.run_id] = committed
 
-    events = [
-        DomainEvent(
-            id=f"sleep-{i}",
-            type="bench.sleep",
-            payload={"id": f"s{i}", "n": i},
-            tenant_id=TENANT,
-            source="bench",
-        )
-        for i in range(n)
-    ]
+    events = [sleep_event(f"sleep-{i}", f"s{i}", i) for i in range(n)]
     with Pipeline(
         url,
         registry,
@@ -140,15 +131,7 @@ def _ingest_waiting(pipeline: Pipeline, url: str, first: int, n: int) -> None:
     # the input's memory, not the waiting runs'.
     for start in range(first, first + n, _CHUNK):
         for i in range(start, min(start + _CHUNK, first + n)):
-            pipeline.ingest(
-                DomainEvent(
-                    id=f"mem-{i}",
-                    type="bench.sleep",
-                    payload={"id": f"m{i}", "n": i},
-                    tenant_id=TENANT,
-                    source="bench",
-                )
-            )
+            pipeline.ingest(sleep_event(f"mem-{i}", f"m{i}", i))
         wait_until(pipeline.idle, 120)
     if not wait_until(lambda: _waiting(url) >= first + n, 600, poll=0.1):
         raise RuntimeError(f"memory: {_waiting(url)}/{first + n} runs waiting")

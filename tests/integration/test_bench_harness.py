@@ -12,8 +12,8 @@ from workflow_runner.engine.due_scan import TENANT_SHARE_UNMEASURED
 from workflow_runner.ports import ResumeRequest
 from workflow_runner.store import Store
 
-from bench.common import TENANT, bench_registry
-from bench.harness import Batches, Pipeline, wait_until
+from bench.common import TENANT, bench_registry, sleep_event
+from bench.harness import DEPLOYED_DUE_SOON_HORIZON, Batches, Pipeline, wait_until
 
 
 class _Recording(Pipeline):
@@ -29,14 +29,7 @@ def _ingest_sleepers(pipeline: Pipeline, n: int, prefix: str) -> None:
     """Hand the pipeline `n` trigger events of the bench's sleep workflow, ids
     `{prefix}-0`, `{prefix}-1`, …"""
     for i in range(n):
-        pipeline.ingest(
-            DomainEvent(
-                id=f"{prefix}-{i}",
-                type="bench.sleep",
-                payload={"id": f"{prefix}{i}", "n": i},
-                tenant_id=TENANT,
-            )
-        )
+        pipeline.ingest(sleep_event(f"{prefix}-{i}", f"{prefix}{i}", i))
 
 
 def _ingested_batches(db_url: str, intake_batch: int | None) -> list[int]:
@@ -138,7 +131,11 @@ def test_the_projector_sends_waits_due_within_its_horizon_without_a_scan(
         assert not wait_until(lambda: without.stats.resumes > 0, 2.5)
     assert not without.stats.errors
     with Pipeline(
-        db_url, bench_registry(), workers=2, run_scanner=False, due_soon_horizon=60
+        db_url,
+        bench_registry(),
+        workers=2,
+        run_scanner=False,
+        due_soon_horizon=DEPLOYED_DUE_SOON_HORIZON,
     ) as deployed:
         _ingest_sleepers(deployed, 20, "d")
         assert wait_until(lambda: deployed.stats.outcomes.get("completed", 0) == 20, 60)

@@ -20,7 +20,7 @@ from workflow_runner.engine import (
 from workflow_runner.store import NewPendingRow, Sql, Store, connect
 from workflow_runner.store.sql import _Queued
 
-from bench.common import TENANT, bench_registry
+from bench.common import TENANT, bench_registry, sleep_event
 
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
@@ -39,12 +39,7 @@ def test_a_batchs_suspensions_are_one_statement_and_a_resumed_run_has_no_row(
     db_url: str, store: Store
 ) -> None:
     registry = bench_registry()
-    events = [
-        DomainEvent(
-            id=f"p{i}", type="bench.sleep", payload={"id": f"p{i}", "n": i}, tenant_id=TENANT
-        )
-        for i in range(6)
-    ]
+    events = [sleep_event(f"p{i}", f"p{i}", i) for i in range(6)]
     started = ingest_domain_events(store, events, NOW, registry)
     runs = [r.started[0].run_id for r in started]
     # One run wakes and completes before the projection sees any of it.

@@ -18,12 +18,13 @@ the children never wait, so what is measured is starting, running and joining th
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from workflow_runner import DomainEvent, WorkflowRegistry, define_workflow, on_call, on_event
 
 from .common import TENANT
-from .harness import Pipeline, wait_until
+from .harness import Pipeline, PipelineStats, wait_until
 
 
 def registry(step_child: bool = False) -> WorkflowRegistry:
@@ -73,24 +74,43 @@ def registry(step_child: bool = False) -> WorkflowRegistry:
     return reg
 
 
-def run(
-    url: str, n: int, workers: int, timeout: float = 900.0, step_child: bool = False
-) -> dict[str, Any]:
-    """Fan out to N children and join them; makespan and rates."""
-    reg = registry(step_child)
-    done: dict[str, float] = {}
+@dataclass(frozen=True)
+class Joined:
+    """One parent's map, end to end: the parent's run id, when its trigger went in
+    (`t0`) and when it ended (`ended_at`, how: `outcome`), the children that resumed
+    after their first pass and when the last of them completed, and what the pipeline
+    did."""
+
+    run_id: str
+    t0: float
+    ended_at: float
+    outcome: str
+    child_resumes: int
+    last_child_at: float
+    stats: PipelineStats
+
+    @property
+    def makespan_s(self) -> float:
+        return self.ended_at - self.t0
+
+
+def join_parent(
+    url: str, reg: WorkflowRegistry, event: DomainEvent, workers: int, timeout: float = 900.0
+) -> Joined:
+    """Ingest the event that starts one mapping parent, run the pipeline with its child
+    starter until the parent completes or fails, and time it."""
+    ended: dict[str, Any] = {}
     last_child = {"at": 0.0, "count": 0}
+    parent_id = {"id": ""}
 
     def on_resumed(request: Any, result: Any, committed: float) -> None:
-        if result.outcome != "completed":
+        if result.outcome not in ("completed", "failed"):
             return
         if request.run_id == parent_id["id"]:
-            done["parent"] = committed
-        else:
+            ended.update(at=committed, outcome=result.outcome)
+        elif result.outcome == "completed":
             last_child["count"] += 1
             last_child["at"] = max(last_child["at"], committed)
-
-    parent_id = {"id": ""}
 
     def on_ingested(event: DomainEvent, result: Any, began: float, _done: float) -> None:
         parent_id["id"] = result.started[0].run_id
@@ -105,31 +125,45 @@ def run(
         run_starter=True,
     ) as pipeline:
         t0 = time.time()
-        pipeline.ingest(
-            DomainEvent(
-                id="fan-1",
-                type="bench.fan",
-                payload={"id": "f1", "n": n},
-                tenant_id=TENANT,
-                source="bench",
-            )
-        )
-        finished = wait_until(lambda: "parent" in done, timeout, poll=0.02)
+        pipeline.ingest(event)
+        finished = wait_until(lambda: "at" in ended, timeout, poll=0.02)
         stats = pipeline.stats
     if not finished or stats.errors:
         raise RuntimeError(
-            f"fan-out: {last_child['count']}/{n} children, parent done: {finished}; "
-            f"errors: {stats.errors[:3]}"
+            f"{event.type}: {last_child['count']} children resumed, parent ended: {finished};"
+            f" errors: {stats.errors[:3]}"
         )
-    makespan = done["parent"] - t0
+    return Joined(
+        parent_id["id"],
+        t0,
+        ended["at"],
+        ended["outcome"],
+        last_child["count"],
+        last_child["at"],
+        stats,
+    )
+
+
+def run(
+    url: str, n: int, workers: int, timeout: float = 900.0, step_child: bool = False
+) -> dict[str, Any]:
+    """Fan out to N children and join them; makespan and rates."""
+    event = DomainEvent(
+        id="fan-1", type="bench.fan", payload={"id": "f1", "n": n}, tenant_id=TENANT, source="bench"
+    )
+    joined = join_parent(url, registry(step_child), event, workers, timeout)
+    if joined.outcome != "completed":
+        raise RuntimeError(f"fan-out: the parent {joined.outcome}")
     return {
         "n": n,
         "workers": workers,
-        "makespan_s": round(makespan, 3),
-        "children_per_s": round(n / makespan, 1),
-        "child_resumes": last_child["count"],
+        "makespan_s": round(joined.makespan_s, 3),
+        "children_per_s": round(n / joined.makespan_s, 1),
+        "child_resumes": joined.child_resumes,
         # One-step children complete as they start (no resume): no join time to cut.
-        "join_s": round(done["parent"] - last_child["at"], 3) if last_child["count"] else None,
-        "children_started": stats.children_started,
-        "resume_outcomes": dict(stats.outcomes),
+        "join_s": (
+            round(joined.ended_at - joined.last_child_at, 3) if joined.child_resumes else None
+        ),
+        "children_started": joined.stats.children_started,
+        "resume_outcomes": dict(joined.stats.outcomes),
     }

@@ -10,6 +10,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from .completion_report import completion_section
 from .flow_report import flow_section
 from .report_findings import FINDINGS, REPRODUCE
 from .report_format import table as _table
@@ -505,6 +506,7 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
     out += _noisy_neighbor_section(results.get("noisy_neighbor"))
     out += flow_section(results.get("flow"))
     out += event_wait_section(results.get("event_wait"))
+    out += completion_section(results.get("completion"))
     out += ["", "## What limits the figures", "", *FINDINGS, "", "## Reproduce", ""]
     out += REPRODUCE
     path.write_text("\n".join(out) + "\n")

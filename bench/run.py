@@ -28,6 +28,7 @@ from workflow_runner.embedded import start_embedded_postgres
 from . import (
     backlog,
     cold_start,
+    completion,
     console_list,
     due_scan_cost,
     fan_out,
@@ -79,6 +80,7 @@ class Sizes:
     absurd_sweep_n: int = 500  # the sleep workflow's runs for each of Absurd's shapes
     event_wait_n: int = 1000  # correlated waits woken at once (workload 14)
     fan_out_peers_n: int = 1000  # one-step children of the side-by-side fan-out
+    completion_n: int = 2000  # one-step children of each completion-policy map (15)
 
 
 FULL = Sizes((500, 5000), (10_000, 100_000), 10_000, 1_000_000, 1000, 1000, 30, 10_000, 5.0)
@@ -102,6 +104,7 @@ QUICK = Sizes(
     absurd_sweep_n=200,
     event_wait_n=300,
     fan_out_peers_n=200,
+    completion_n=200,
 )
 
 TARGETS = {
@@ -330,6 +333,7 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     log(f"  {results['hardening']}")
     results["noisy_neighbor"] = run_noisy_neighbor(sizes, workers, admin_url)
     results["flow"] = flow_control.run(admin_url, sizes is QUICK, workers, log)
+    results["completion"] = completion.run(admin_url, sizes.completion_n, workers, log)
     shape = WorkerSettings(**absurd["best"]["settings"])
     results["event_wait"] = run_event_wait(sizes.event_wait_n, workers, admin_url, shape)
     return results
@@ -428,6 +432,7 @@ def main() -> None:
             "fan_out",
             "noisy_neighbor",
             "flow",
+            "completion",
             "absurd",
             "event_wait",
             "fan_out_peers",
@@ -488,6 +493,8 @@ def only(sizes: Sizes, workload: str) -> None:
                 measured = run_noisy_neighbor(sizes, 4, admin_url)
             elif workload == "flow":
                 measured = flow_control.run(admin_url, sizes is QUICK, 4, log)
+            elif workload == "completion":
+                measured = completion.run(admin_url, sizes.completion_n, 4, log)
             else:
                 measured = run_long(admin_url)
         measured["generated_at"] = datetime.now(UTC).isoformat(timespec="seconds")

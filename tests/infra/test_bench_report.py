@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.completion_report import completion_section
 from bench.report import _consecutive_runs, headline
 
 
@@ -58,3 +59,48 @@ def test_runs_started_within_a_pause_of_the_one_before_are_one_after_the_other()
     text = _text([first, second])
 
     assert "Same tree (abc1234), one after the other" in text
+
+
+def _completion_results() -> dict[str, Any]:
+    spans = {"plain": [0.7, 0.72], "policy": [0.69, 0.71], "catch": [0.68], "tolerant": [0.7]}
+    one = {"makespan_s": 0.7, "children_started": 2000, "succeeded": 2000, "failed": 0}
+    return {
+        "n": 2000,
+        "makespans_s": spans,
+        "overhead_ratio": 0.986,
+        "partial_failure_ratio_vs_catch": 1.029,
+        "partial_failures": 100,
+        "early_stop": {
+            "whole": {**one, "completion": None},
+            "min_successful": 200,
+            "early": {
+                **one,
+                "makespan_s": 0.25,
+                "children_started": 200,
+                "completion": "min_successful_reached",
+            },
+        },
+        "early_stop_speedup": 2.8,
+        "fail_fast": {
+            **one,
+            "makespan_s": 0.18,
+            "children_started": 100,
+            "failed": 50,
+            "succeeded": 50,
+            "completion": "failure_tolerance_exceeded",
+        },
+    }
+
+
+def test_the_completion_section_reports_each_map_and_says_it_has_no_targets() -> None:
+    text = "\n".join(completion_section(_completion_results()))
+
+    assert "## 15. Completion policies" in text
+    assert (
+        "| `Completion()` | none fail | all at once | 0.69, 0.71 | 2,000 | all_completed |" in text
+    )
+    assert "| `Completion(min_successful=200)` | none fail | 100 | 0.25 | 200 |" in text
+    assert "0.986x the time of the same map without a policy (0.69 against 0.7 s)" in text
+    assert "ended after 200 of 2,000 children had started" in text
+    assert "No issue set targets" in text
+    assert completion_section(None) == []

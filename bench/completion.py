@@ -1,0 +1,231 @@
+"""Workload 15: completion policies — what a policy costs a map, against the map without
+one and against the hand-made partial failure (`catch=True`), and what ending early saves.
+
+Every parent maps N items onto one-step children (`bench-outcome-child`: it returns its
+item's index, or `{"isSuccess": False}` for the items the event names as failing), the
+same children as the fan-out side by side (9b), through the same pipeline and child
+starter. Four pairs, each measured on a fresh database:
+
+- **overhead**: nothing fails, all children allowed at once; the map without a policy
+  against the same map with `Completion()` (the policy is stored with the join and
+  decided at every count; its batch result is built at the end). Alternating, the
+  better of three each, as flow control's overhead (the machine is shared).
+- **partial failure**: every 20th item fails (5%), all at once; `catch=True` without a
+  policy (each failure holds its place, the parent goes on when all settled: what a
+  user wrote before policies) against `Completion(tolerated_failure_pct=10)`. Also the
+  better of three each.
+- **early stop**: nothing fails, 100 children at a time; the whole map against
+  `Completion(min_successful=N/10)`, which ends the step once that many succeeded: the
+  children it never started are the work it saved.
+- **fail fast**: every other item fails, 100 at a time, `Completion(tolerated_failures=
+  10)` with `catch=True`: how many children ran before the step ended, against the
+  whole map of the early-stop pair.
+
+Each parent's result is checked (its counts of successes and failures and how the step
+ended), so a figure never comes from a map that did something else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from workflow_runner import (
+    Completion,
+    DomainEvent,
+    Event,
+    WorkflowRegistry,
+    define_workflow,
+    on_call,
+    on_event,
+)
+from workflow_runner.stream.names import RUN_COMPLETED
+
+from .common import TENANT, fresh_database
+from .fan_out import join_parent
+
+CHILD = "bench-outcome-child"
+ALL_AT_ONCE = 10_000
+A_HUNDRED_AT_A_TIME = 100
+PARTIAL_EVERY = 20  # every 20th item fails: 5%
+TOLERATED_PCT = 10
+TOLERATED_FAILURES = 10
+ROUNDS = 3  # each of the overhead and partial-failure pairs: the best of three
+
+# name: (completion policy, catch, concurrency)
+PARENTS: dict[str, tuple[Completion | None, bool, int]] = {
+    "plain": (None, False, ALL_AT_ONCE),
+    "policy": (Completion(), False, ALL_AT_ONCE),
+    "catch": (None, True, ALL_AT_ONCE),
+    "tolerant": (Completion(tolerated_failure_pct=TOLERATED_PCT), False, ALL_AT_ONCE),
+    "whole": (None, False, A_HUNDRED_AT_A_TIME),
+    "fail-fast": (Completion(tolerated_failures=TOLERATED_FAILURES), True, A_HUNDRED_AT_A_TIME),
+}
+
+
+def _summary(ctx: Any) -> dict[str, Any]:
+    """What the parent returns: the batch result's counts, or a plain list's."""
+    batch = ctx.steps["all"]
+    if isinstance(batch, dict):
+        return {k: batch[k] for k in ("succeeded", "failed", "completion")}
+    failed = sum(1 for r in batch if isinstance(r, dict) and r.get("failed"))
+    return {"succeeded": len(batch) - failed, "failed": failed, "completion": None}
+
+
+def registry(min_successful: int) -> WorkflowRegistry:
+    """The one-step child and one parent per PARENTS entry, plus `early` (ends once
+    `min_successful` children succeeded, 100 at a time)."""
+    reg = WorkflowRegistry()
+    reg.register(
+        define_workflow(
+            name=CHILD,
+            trigger=on_call(),
+            steps=lambda s: [
+                s.branch(
+                    if_=Event.payload["fail"],
+                    on_true=[s.return_({"isSuccess": False, "error": "refused"})],
+                    on_false=[s.return_(lambda ctx: ctx.event.payload["i"])],
+                ),
+            ],
+            register=False,
+        )
+    )
+    parents = {
+        **PARENTS,
+        "early": (Completion(min_successful=min_successful), False, A_HUNDRED_AT_A_TIME),
+    }
+    for name, (completion, catch, concurrency) in parents.items():
+        reg.register(_parent(name, completion, catch, concurrency))
+    return reg
+
+
+def _parent(name: str, completion: Completion | None, catch: bool, concurrency: int) -> Any:
+    def items(ctx: Any) -> list[dict[str, Any]]:
+        every = ctx.event.payload["fail_every"]
+        return [
+            {"i": i, "fail": bool(every) and i % every == 0} for i in range(ctx.event.payload["n"])
+        ]
+
+    return define_workflow(
+        name=f"bench-completion-{name}",
+        trigger=on_event(f"bench.completion.{name}"),
+        idempotency_key=Event.payload["id"],
+        steps=lambda s: [
+            s.map(
+                items,
+                workflow=CHILD,
+                concurrency=concurrency,
+                result_key="all",
+                catch=catch,
+                completion=completion,
+            ),
+            s.return_(_summary),
+        ],
+        register=False,
+    )
+
+
+def _parent_result(url: str, run_id: str) -> dict[str, Any]:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT payload -> 'result' FROM wf_events WHERE stream_id = %s AND type = %s",
+            (run_id, RUN_COMPLETED),
+        ).fetchone()
+    if row is None:
+        raise RuntimeError(f"completion: parent {run_id} has no completion")
+    return dict(row[0])
+
+
+def measure(
+    url: str, name: str, n: int, fail_every: int, workers: int, min_successful: int
+) -> dict[str, Any]:
+    """One parent `name` over N children on database `url` (items `i % fail_every == 0`
+    fail; 0: none): its makespan, the children the starter started, and the parent's
+    result (its counts and how the step ended)."""
+    event = DomainEvent(
+        id=f"completion-{name}",
+        type=f"bench.completion.{name}",
+        payload={"id": name, "n": n, "fail_every": fail_every},
+        tenant_id=TENANT,
+        source="bench",
+    )
+    joined = join_parent(url, registry(min_successful), event, workers)
+    if joined.outcome != "completed":
+        raise RuntimeError(f"completion {name}: the parent {joined.outcome}")
+    return {
+        "makespan_s": round(joined.makespan_s, 3),
+        "children_started": joined.stats.children_started,
+        **_parent_result(url, joined.run_id),
+    }
+
+
+def _expect(name: str, measured: dict[str, Any], **wanted: Any) -> None:
+    wrong = {k: (measured.get(k), v) for k, v in wanted.items() if not _fits(measured.get(k), v)}
+    if wrong:
+        raise RuntimeError(f"completion {name}: (got, wanted) {wrong}")
+
+
+def _fits(got: Any, wanted: Any) -> bool:
+    return bool(wanted(got)) if callable(wanted) else bool(got == wanted)
+
+
+def run(admin_url: str, n: int, workers: int, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """The four pairs of the module docstring; figures and ratios."""
+    log(f"15 completion policies: maps over {n:,} one-step children")
+    least = n // 10
+    failing = n // PARTIAL_EVERY + (1 if n % PARTIAL_EVERY else 0)
+
+    def one(name: str, fail_every: int = 0) -> dict[str, Any]:
+        with fresh_database(admin_url, "bench_completion") as url:
+            return measure(url, name, n, fail_every, workers, least)
+
+    pairs: dict[str, list[dict[str, Any]]] = {
+        k: [] for k in ("plain", "policy", "catch", "tolerant")
+    }
+    for _ in range(ROUNDS):
+        for name in ("plain", "policy"):
+            pairs[name].append(one(name))
+        for name in ("catch", "tolerant"):
+            pairs[name].append(one(name, PARTIAL_EVERY))
+    for m in pairs["plain"]:
+        _expect("plain", m, succeeded=n, failed=0)
+    for m in pairs["policy"]:
+        _expect("policy", m, succeeded=n, failed=0, completion="all_completed")
+    for m in pairs["catch"]:
+        _expect("catch", m, succeeded=n - failing, failed=failing)
+    for m in pairs["tolerant"]:
+        _expect("tolerant", m, succeeded=n - failing, failed=failing, completion="all_completed")
+    whole = one("whole")
+    _expect("whole", whole, succeeded=n, failed=0)
+    early = one("early")
+    _expect("early", early, completion="min_successful_reached", succeeded=lambda s: s >= least)
+    fail_fast = one("fail-fast", 2)
+    _expect(
+        "fail-fast",
+        fail_fast,
+        completion="failure_tolerance_exceeded",
+        failed=lambda f: f > TOLERATED_FAILURES,
+    )
+    best = {k: min(m["makespan_s"] for m in v) for k, v in pairs.items()}
+    figures = {
+        "n": n,
+        "workers": workers,
+        "makespans_s": {k: [m["makespan_s"] for m in v] for k, v in pairs.items()},
+        "overhead_ratio": round(best["policy"] / best["plain"], 3),
+        "partial_failure_ratio_vs_catch": round(best["tolerant"] / best["catch"], 3),
+        "partial_failures": failing,
+        "early_stop": {"whole": whole, "min_successful": least, "early": early},
+        "early_stop_speedup": round(whole["makespan_s"] / early["makespan_s"], 2),
+        "early_stop_children_started": early["children_started"],
+        "fail_fast": fail_fast,
+        "fail_fast_children_started": fail_fast["children_started"],
+    }
+    log(
+        f"  overhead {figures['overhead_ratio']} (policy against none), partial failure"
+        f" {figures['partial_failure_ratio_vs_catch']} (policy against catch); early stop:"
+        f" {early['children_started']} of {n} children started, {whole['makespan_s']} s ->"
+        f" {early['makespan_s']} s; fail fast: {fail_fast['children_started']} started,"
+        f" {fail_fast['failed']} failed"
+    )
+    return figures

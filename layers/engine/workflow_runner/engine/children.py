@@ -65,14 +65,21 @@ def start_children(
     max_joins: int = 10,
     batch: int = START_BATCH,
 ) -> StartedChildren:
-    """Start due children of up to `max_joins` joins, each join in its own transaction."""
+    """Start due children of up to `max_joins` joins, each join in its own transaction.
+
+    A join gets one batch a call: the caller counts settled children between calls
+    (count_settled_children), so a map whose completion policy (or uncaught failure)
+    the batch's children decide is stopped before another batch starts, even when its
+    children end in their first pass."""
     done = StartedChildren()
+    served: list[tuple[str, str]] = []
     for _ in range(max_joins):
         with store.transaction():
-            claimed = store.children.claim(now, 1)
+            claimed = store.children.claim(now, 1, served)
             if not claimed:
                 break
             join = claimed[0]
+            served.append((join.tenant_id, join.join_id))
             free = max(0, join.concurrency - join.running)
             children = store.children.to_start(join, min(free, batch)) if free else []
             done = done + _start_batch(store, registry, join, children, now)

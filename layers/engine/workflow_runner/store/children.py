@@ -143,11 +143,18 @@ class ChildStore:
             "insert_children", {"tenant_id": tenant_id, "join_id": join_id, "rows": Jsonb(rows)}
         )
 
-    def claim(self, now: datetime, limit: int) -> list[ClaimedJoin]:
-        """Lock joins with children to start now (call in a transaction)."""
-        return [
-            ClaimedJoin(**r) for r in self._sql.all("claim_joins", {"now": now, "limit": limit})
-        ]
+    def claim(
+        self, now: datetime, limit: int, served: Sequence[tuple[str, str]] = ()
+    ) -> list[ClaimedJoin]:
+        """Lock joins with children to start now (call in a transaction), not those
+        `served` names ((tenant, join) pairs)."""
+        params = {
+            "now": now,
+            "limit": limit,
+            "served_tenants": [tenant for tenant, _ in served],
+            "served_joins": [join for _, join in served],
+        }
+        return [ClaimedJoin(**r) for r in self._sql.all("claim_joins", params)]
 
     def to_start(self, join: ClaimedJoin, limit: int) -> list[NewChild]:
         rows = self._sql.all(

@@ -21,13 +21,17 @@ ON CONFLICT (tenant_id, join_id, item_index) DO NOTHING;
 -- name: claim_joins
 -- Joins with children to start now; SKIP LOCKED lets workers take disjoint joins. A join
 -- with a failure it does not catch starts nothing more (its parent is failing); one with
--- a completion policy goes on until the policy stops it (closed_at).
+-- a completion policy goes on until the policy stops it (closed_at). Not the joins
+-- %(served_tenants)s / %(served_joins)s (pairwise): those the caller started children
+-- of since it last counted.
 SELECT tenant_id::text AS tenant_id, join_id::text AS join_id,
        parent_run_id::text AS parent_run_id, kind, child_workflow, total, concurrency,
        next_index, running
 FROM run_joins
 WHERE start_due_at <= %(now)s AND closed_at IS NULL
   AND (catch OR completion IS NOT NULL OR failed = 0)
+  AND (tenant_id, join_id) NOT IN (
+      SELECT * FROM unnest(%(served_tenants)s::uuid[], %(served_joins)s::uuid[]))
 ORDER BY start_due_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;

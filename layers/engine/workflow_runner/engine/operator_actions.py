@@ -68,12 +68,18 @@ def _recorded(
     action: Callable[[RunState], OperatorAction],
     operate: Callable[[RunState], T],
     happened: Callable[[T], bool],
+    lock_first: Callable[[], object] | None = None,
 ) -> ActionResult[T]:
+    """`lock_first`: what the operation locks before it appends to the run's stream,
+    locked before the audit fact too, so that the action takes its locks in the
+    operation's order."""
     for _ in range(_MAX_ATTEMPTS):
         outcome: T | None = None
         state: RunState | None = None
         try:
             with store.transaction():
+                if lock_first is not None:
+                    lock_first()
                 state = load_run(store, tenant_id, run_id)
                 fact = action(state)
                 if not store.streams.append(
@@ -110,6 +116,9 @@ def cancel_as_operator(
         lambda state: OperatorAction(action="cancel", by=operator.by, reason=operator.reason),
         lambda state: cancel_run(store, tenant_id, run_id, now, reason=operator.reason),
         lambda result: result.outcome == "cancelled",
+        # The run's open joins, as cancel_in_transaction locks them: the worker locks a
+        # join before it tells the join's parent (an append to this stream).
+        lambda: store.children.lock_open_joins(tenant_id, run_id),
     )
 
 

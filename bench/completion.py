@@ -4,7 +4,7 @@ one and against the hand-made partial failure (`catch=True`), and what ending ea
 Every parent maps N items onto one-step children (`bench-outcome-child`: it returns its
 item's index, or `{"isSuccess": False}` for the items the event names as failing), the
 same children as the fan-out side by side (9b), through the same pipeline and child
-starter. Four pairs, each measured on a fresh database:
+starter. Four comparisons, each map measured on a fresh database:
 
 - **overhead**: nothing fails, all children allowed at once; the map without a policy
   against the same map with `Completion()` (the policy is stored with the join and

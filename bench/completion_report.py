@@ -81,7 +81,11 @@ def completion_section(completion: dict[str, Any] | None) -> list[str]:
         "pg_stat_statements (one map of each over 2,000 children, 2026-12-05): the same "
         "statements the same number of times with and without a policy, 401-433 in all for "
         "the whole map, none of them once a child, and the policy's maps 416 ms of "
-        "statement execution against 472 and 512 for the plain map and `catch=True`.",
+        "statement execution against 472 and 512 for the plain map and `catch=True`. "
+        "The ratio moves with the machine: four runs of this workload alone the same day "
+        "gave 1.02, 1.01 and 1.11 (best of two each) and 0.98 (best of three), and a "
+        "map's makespan moved "
+        "by 10-15% between rounds of the same map within one run.",
         "",
         f"**Partial failure** ({completion['partial_failures']} of {n:,} children fail): "
         "the policy against the hand-made way (`catch=True`, each failure holds its place "

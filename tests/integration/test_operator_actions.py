@@ -5,11 +5,13 @@ leaves nothing behind."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from workflow_runner import on_event
 from workflow_runner.clock import ManualClock
 from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.engine import operator_actions
 from workflow_runner.engine.operator_actions import (
     Operator,
     cancel_as_operator,
@@ -17,6 +19,7 @@ from workflow_runner.engine.operator_actions import (
     resume_as_operator,
 )
 from workflow_runner.engine.redrive import RedriveRefused
+from workflow_runner.errors import TransientStoreError
 from workflow_runner.store import Store
 
 from tests.support import TENANT_A, register, stream_types, trigger
@@ -96,3 +99,56 @@ def test_a_refused_redrive_records_nothing(
     with pytest.raises(RedriveRefused, match="only failed runs can be redriven"):
         redrive_as_operator(store, TENANT_A, waiting, clock.now(), OPS, registry)
     assert _count(store) == before
+
+
+def _losing(monkeypatch: pytest.MonkeyPatch, times: int, lost_race: bool = True) -> list[int]:
+    """cancel_run, as the operator's cancel calls it, fails `times` times as a deadlock
+    victim (lost_race) or a lost connection would, after the audit fact was appended."""
+    real, calls = operator_actions.cancel_run, []
+
+    def losing(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) <= times:
+            raise TransientStoreError("database error (40P01): deadlock detected", lost_race)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(operator_actions, "cancel_run", losing)
+    return calls
+
+
+def test_an_action_the_database_rolled_back_to_break_a_deadlock_runs_again(
+    store: Store, clock: ManualClock, waiting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _losing(monkeypatch, 2)
+    action = cancel_as_operator(store, TENANT_A, waiting, clock.now(), OPS)
+    assert action.happened and len(calls) == 3
+    # the attempts rolled back left nothing: one audit fact, one cancel
+    types = stream_types(store, waiting)
+    assert types.count("workflow.operator-action") == 1
+    assert types[-2:] == ["workflow.operator-action", "workflow.run-cancelled"]
+
+
+def test_an_action_gives_up_on_other_transient_errors_and_inside_a_callers_transaction(
+    store: Store, clock: ManualClock, waiting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = _count(store)
+    calls = _losing(monkeypatch, 1, lost_race=False)  # the connection, say: not retried here
+    with pytest.raises(TransientStoreError):
+        cancel_as_operator(store, TENANT_A, waiting, clock.now(), OPS)
+    assert len(calls) == 1 and _count(store) == before
+    calls = _losing(monkeypatch, 1)
+    # inside the caller's transaction the rollback took the caller's work too: its caller
+    # decides (a savepoint would hold the locks that lost the race)
+    with pytest.raises(TransientStoreError), store.transaction():
+        cancel_as_operator(store, TENANT_A, waiting, clock.now(), OPS)
+    assert len(calls) == 1 and _count(store) == before
+
+
+def test_an_action_that_keeps_losing_races_stops_after_ten_attempts(
+    store: Store, clock: ManualClock, waiting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _losing(monkeypatch, 100)
+    with pytest.raises(TransientStoreError):
+        cancel_as_operator(store, TENANT_A, waiting, clock.now(), OPS)
+    assert len(calls) == 10
+    assert "workflow.operator-action" not in stream_types(store, waiting)

@@ -16,13 +16,16 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
-from workflow_runner.engine import joins, operator_actions
+from workflow_runner.engine import joins, operator_actions, resume
 from workflow_runner.engine.children import start_children
 from workflow_runner.engine.joins import count_settled_children
 from workflow_runner.engine.operator_actions import Operator
 from workflow_runner.engine.passes import load_run
 from workflow_runner.engine.resume import resume_run
+from workflow_runner.errors import StreamConflict
 from workflow_runner.store import PassWrite, RunEnd, Store, connect
+from workflow_runner.store.streams import NewEvent
+from workflow_runner.stream import RUN_STREAM, RunCancelled
 from workflow_runner.stream.names import OPERATOR_ACTION
 
 from tests.interleaving.test_join_protocol import DUE, REGISTRY, T0, put, run_of
@@ -187,3 +190,184 @@ def test_an_operators_cancel_and_the_count_telling_its_parent_do_not_deadlock(
     assert load_run(store, TENANT_A, parent).status == "cancelled"
     actions = [e for e in store.streams.load(TENANT_A, parent) if e.type == OPERATOR_ACTION]
     assert len(actions) == 1
+
+
+# --- a pass ending a run against a cancel of it ------------------------------------------
+
+
+def _paused_in(
+    monkeypatch: pytest.MonkeyPatch, module: Any, name: str, thread: str
+) -> tuple[threading.Event, threading.Event]:
+    """`module.name`, called in the thread named `thread`, waits there until the second
+    event is set; the first is set when it is called there. Other threads pass through."""
+    real, reached, go = getattr(module, name), threading.Event(), threading.Event()
+
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == thread:
+            reached.set()
+            assert go.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, paused)
+    return reached, go
+
+
+def _race(
+    db_url: str,
+    actors: dict[str, Any],
+    first: str,
+    reached: threading.Event,
+    go: threading.Event,
+) -> list[BaseException]:
+    """Run the actor `first` to its pause (`reached`), then the other one until it waits
+    for a lock or ends, then let the first go (`go`); the errors either raised."""
+    errors: list[BaseException] = []
+    second = next(name for name in actors if name != first)
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as admin:
+        before = {r["pid"] for r in admin.execute("SELECT pid FROM pg_stat_activity").fetchall()}
+        one = _in_own_session(db_url, errors, actors[first])
+        one.name = first
+        one.start()
+        assert reached.wait(10)
+        two = _in_own_session(db_url, errors, actors[second])
+        two.name = second
+        two.start()
+        _waits_or_ends(admin, before, two)
+        go.set()
+        for thread in (one, two):
+            thread.join(timeout=30)
+    return errors
+
+
+def _settled_in_join(store: Store, child: str) -> list[str]:
+    rows = store.conn.execute(
+        "SELECT status FROM run_children WHERE child_run_id = %s", (child,)
+    ).fetchall()
+    return [r["status"] for r in rows]
+
+
+@pytest.mark.parametrize("first", ["cancel", "pass"])
+def test_a_pass_ending_a_child_and_a_cancel_of_it_do_not_deadlock(
+    db_url: str, store: Store, first: str
+) -> None:
+    """The two statements of the deadlock the composition load met about four times a
+    run. A pass that ends a child writes its events and settles the child's rows in its
+    parents' joins in one statement (record_pass); a cancel appends to the child's stream
+    and then settles the same rows. The statement locked the rows before its insert
+    (PostgreSQL runs the unreferenced insert last): after the cancel's append it held the
+    rows while it waited for the cancel's version, and the cancel then waited for the
+    rows. Now it inserts first and waits holding nothing: the cancel goes through and
+    the pass meets the cancel's event (StreamConflict: its batch runs again, claiming
+    first, and finds the child cancelled). The pass first: the cancel's append waits for
+    it and then finds its version taken."""
+    put(store, "call-kid", id="p1", key="k1")
+    start_children(store, REGISTRY, T0)
+    kid = run_of("kid", "k1")
+    version = load_run(store, TENANT_A, kid).version
+    cancelled = RunCancelled(workflow_name="kid", step_index=0, reason="ops")
+    ended = PassWrite(
+        TENANT_A,
+        kid,
+        version,
+        events=[NewEvent("workflow.run-completed", {"result": 1})],
+        ended=RunEnd("completed", 1, None),
+    )
+    settle = PassWrite(TENANT_A, kid, 0, ended=RunEnd("cancelled", None, "ops"))
+    errors: list[BaseException] = []
+    appended: list[bool] = []
+
+    def cancel_(s: Store, then: threading.Event | None = None) -> None:
+        """As cancel_in_transaction: append, then settle the child's rows."""
+        with s.transaction():
+            appended.append(s.streams.append(TENANT_A, kid, RUN_STREAM, version, [cancelled], DUE))
+            if then is not None:
+                assert then.wait(30)
+            if appended[-1]:
+                s.streams.record_passes([settle], DUE)()
+
+    def pass_(s: Store, then: threading.Event | None = None) -> None:
+        with s.transaction():
+            s.streams.record_passes([ended], DUE)()
+            if then is not None:
+                assert then.wait(30)
+
+    go = threading.Event()
+    holder, other = (cancel_, pass_) if first == "cancel" else (pass_, cancel_)
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as admin:
+        before = {r["pid"] for r in admin.execute("SELECT pid FROM pg_stat_activity")}
+        one = _in_own_session(db_url, errors, lambda s: holder(s, go))
+        one.start()
+        deadline = time.monotonic() + 10
+        while not (appended if first == "cancel" else _held(admin, before)):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        two = _in_own_session(db_url, errors, other)
+        two.start()
+        _waits_or_ends(admin, before, two)
+        assert two.is_alive()  # waiting for the first one's version of the stream
+        go.set()
+        for thread in (one, two):
+            thread.join(timeout=30)
+    if first == "cancel":
+        assert appended == [True]
+        assert [type(e) for e in errors] == [StreamConflict]
+        assert _settled_in_join(store, kid) == ["cancelled"]
+    else:
+        assert appended == [False] and errors == []
+        assert _settled_in_join(store, kid) == ["completed"]
+
+
+def _held(admin: psycopg.Connection[dict[str, Any]], before: set[int]) -> bool:
+    """Whether a session opened since `before` is idle inside a transaction (its
+    statement done, nothing committed)."""
+    rows = admin.execute(
+        "SELECT pid FROM pg_stat_activity WHERE state = 'idle in transaction'"
+    ).fetchall()
+    return bool({r["pid"] for r in rows} - before)
+
+
+@pytest.mark.parametrize("first", ["cancel", "pass"])
+def test_an_operators_cancel_that_loses_a_deadlock_to_the_parents_last_pass_runs_again(
+    db_url: str, store: Store, monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
+    """The operator's cancel locks the parent's open joins and appends its audit fact;
+    the parent's last pass claims the parent (an append) and, ending it, closes its joins.
+    Claim first, then the cancel: each waits for the other, and PostgreSQL rolls the
+    cancel back (it waited first, and its session notices sooner). The cancel runs again
+    in a fresh transaction, finds the parent completed and records nothing; before, the
+    operator got the deadlock as an error. The other order never deadlocked."""
+    put(store, "call-kid", id="p1", key="k1")
+    start_children(store, REGISTRY, T0)
+    parent, kid = run_of("call-kid", "p1"), run_of("kid", "k1")
+    assert resume_run(store, TENANT_A, kid, 0, DUE, registry=REGISTRY).outcome == "completed"
+    count_settled_children(store, DUE)  # the parent is told: due at once
+    waiting = load_run(store, TENANT_A, parent).suspension
+    assert waiting is not None
+    results: list[Any] = []
+
+    def cancel(s: Store) -> None:
+        s.conn.execute("SET deadlock_timeout = '100ms'")
+        results.append(
+            operator_actions.cancel_as_operator(s, TENANT_A, parent, DUE, Operator("ops"))
+        )
+
+    if first == "cancel":  # the joins locked and the audit fact appended, before it cancels
+        reached, go = _paused_in(monkeypatch, operator_actions, "cancel_run", "cancel")
+    else:  # its claim appended, before its pass runs
+        reached, go = _paused_in(monkeypatch, resume, "_continue_claimed", "pass")
+    actors = {
+        "cancel": cancel,
+        "pass": lambda s: results.append(
+            resume_run(s, TENANT_A, parent, waiting.step_index, DUE, registry=REGISTRY)
+        ),
+    }
+    errors = _race(db_url, actors, first, reached, go)
+    assert errors == []
+    [action] = [r for r in results if isinstance(r, operator_actions.ActionResult)]
+    audit = [e for e in store.streams.load(TENANT_A, parent) if e.type == OPERATOR_ACTION]
+    if first == "cancel":
+        assert action.happened and load_run(store, TENANT_A, parent).status == "cancelled"
+        assert len(audit) == 1
+    else:
+        assert not action.happened and load_run(store, TENANT_A, parent).status == "completed"
+        assert audit == []

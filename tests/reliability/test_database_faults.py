@@ -20,6 +20,7 @@ from workflow_runner.embedded import database_url, start_embedded_postgres
 from workflow_runner.errors import TransientStoreError
 from workflow_runner.settings import Settings
 from workflow_runner.store import Sql, Store, apply_migrations, connect, is_transient
+from workflow_runner.store.sql import wrap_error
 
 from tests.reliability.harness import TENANT_A, Driver, check_invariants, eventbridge, record
 from tests.reliability.scenario import START
@@ -150,6 +151,7 @@ def test_statement_timeouts_serialization_failures_and_deadlocks_are_transient(
                 b.inbox.register_tenant(TENANT_A, clock.now())
                 b.conn.execute("SELECT * FROM tenants FOR UPDATE")
         assert "57014" in str(timeout_error.value)
+        assert not timeout_error.value.lost_race  # no other transaction went through
         # Serialization failure.
         a.conn.execute("CREATE TABLE ser (k int PRIMARY KEY, v int)")
         a.conn.execute("INSERT INTO ser VALUES (1, 0)")
@@ -159,6 +161,7 @@ def test_statement_timeouts_serialization_failures_and_deadlocks_are_transient(
             b.conn.execute("UPDATE ser SET v = 1")
             a.conn.execute("UPDATE ser SET v = 2")
         assert is_transient(ser.value)
+        assert wrap_error(ser.value).lost_race  # the same work again may succeed at once
         # Deadlock: two transactions lock two rows in opposite order.
         a.conn.execute("INSERT INTO ser VALUES (2, 0)")
         errors: list[BaseException] = []
@@ -182,7 +185,7 @@ def test_statement_timeouts_serialization_failures_and_deadlocks_are_transient(
         for t in threads:
             t.join()
         assert len(errors) == 1 and isinstance(errors[0], TransientStoreError)
-        assert "40P01" in str(errors[0])
+        assert "40P01" in str(errors[0]) and errors[0].lost_race
         record(statement_timeouts=1, serialization_failures=1, deadlocks=1)
     finally:
         a.close()

@@ -49,7 +49,15 @@ class StoreError(WorkflowRunnerError):
 
 
 class TransientStoreError(StoreError):
-    """A database failure worth retrying (connection lost, serialization, deadlock)."""
+    """A database failure worth retrying (connection lost, serialization, deadlock).
+
+    `lost_race`: the server rolled the transaction back to let another one through (a
+    deadlock or a serialization failure); the connection is fine, and the same work in a
+    fresh transaction may succeed at once."""
+
+    def __init__(self, message: str, lost_race: bool = False) -> None:
+        super().__init__(message)
+        self.lost_race = lost_race
 
 
 class StreamConflict(StoreError):

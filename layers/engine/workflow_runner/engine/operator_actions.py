@@ -12,6 +12,7 @@ ones the functions and `wfr` always used: `cancel_run`, `resume_run`, `redrive_r
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +20,7 @@ from typing import Generic, TypeVar
 
 from ..definition import WorkflowRegistry
 from ..definition.hosts import REGISTERED_HOSTS, DefinitionHosts
-from ..errors import WorkflowRunnerError
+from ..errors import TransientStoreError, WorkflowRunnerError
 from ..store import Store
 from ..stream import RUN_STREAM, OperatorAction, RunState
 from .cancel import CancelResult, cancel_run
@@ -31,6 +32,7 @@ from .resume_answers import RAN
 
 _MAX_ATTEMPTS = 10
 T = TypeVar("T")
+log = logging.getLogger("workflow_runner")
 
 
 class ActionContended(WorkflowRunnerError):
@@ -72,8 +74,15 @@ def _recorded(
 ) -> ActionResult[T]:
     """`lock_first`: what the operation locks before it appends to the run's stream,
     locked before the audit fact too, so that the action takes its locks in the
-    operation's order."""
-    for _ in range(_MAX_ATTEMPTS):
+    operation's order.
+
+    A transaction the server rolled back to break a deadlock (or a serialization
+    failure) runs again, as a queue redelivers a worker's: a cancel cascades through
+    children whose passes lock the same rows in the order their own writes need, so an
+    operator can lose such a race, and nothing of the attempt is left. Not inside the
+    caller's transaction, whose own work the rollback took with it."""
+    retry_lost_races = not store.in_transaction
+    for attempt in range(_MAX_ATTEMPTS):
         outcome: T | None = None
         state: RunState | None = None
         try:
@@ -93,6 +102,10 @@ def _recorded(
         except _NothingHappened:
             assert outcome is not None and state is not None
             return ActionResult(outcome, False, state.status, _waiting_at(state))
+        except TransientStoreError as error:
+            if not (retry_lost_races and error.lost_race) or attempt == _MAX_ATTEMPTS - 1:
+                raise
+            log.info("operator action lost a race, trying again", extra={"run_id": run_id})
     raise ActionContended(f"run {run_id} kept changing; the action did not get a turn")
 
 

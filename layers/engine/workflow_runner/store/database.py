@@ -177,6 +177,12 @@ class Store:
             if outermost:
                 self.definitions.transaction_ended(committed)
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (a `transaction()` block now is a savepoint of
+        it, and a failure rolls back the caller's work too)."""
+        return self._conn.info.transaction_status != TransactionStatus.IDLE
+
     def pipeline(self) -> AbstractContextManager[None]:
         """Send the statements inside that need no answer together: one round trip.
 

@@ -8,6 +8,14 @@
 -- upsert_run), the awaited events each took (%(consumed)s: as consume_events, so no later
 -- wait of the run takes them again), and for each run the pass ended (%(ended)s) what
 -- run_ended does. Returns the joins closed now, as run_ended.
+--
+-- Lock order: the stream's versions first, everything else after (each other part joins
+-- `gate`, one row, which waits for `appended`). A writer that took a version first (a
+-- cancel, a pass that claimed the run) makes this statement wait at its insert holding
+-- nothing else, so that writer can go on to the rows below. Left to PostgreSQL, the
+-- unreferenced inserts ran last, after the ended runs' child rows and summaries were
+-- locked: waiting there, the statement held what the other writer needed next (a
+-- deadlock).
 WITH appended AS (
     INSERT INTO wf_events (tenant_id, stream_id, stream_type, version, type, payload, metadata,
                            recorded_at)
@@ -17,12 +25,14 @@ WITH appended AS (
                                               type text, payload jsonb, metadata jsonb)
     ORDER BY e.tenant_id, e.run_id, e.version
     RETURNING 1
+), gate AS (
+    SELECT count(*) FROM appended
 ), results AS (
     INSERT INTO run_results (tenant_id, run_id, key, value, awaited, awaited_event_id, version)
     SELECT r.tenant_id, r.run_id, r.key, r.value, r.awaited, r.awaited_event_id, r.version
     FROM jsonb_to_recordset(%(results)s) AS r(tenant_id uuid, run_id uuid, key text, value jsonb,
                                                awaited boolean, awaited_event_id text,
-                                               version integer)
+                                               version integer), gate
     ON CONFLICT (tenant_id, run_id, key) DO UPDATE
     SET value = excluded.value, awaited = excluded.awaited,
         awaited_event_id = excluded.awaited_event_id, version = excluded.version
@@ -37,7 +47,7 @@ WITH appended AS (
     FROM jsonb_to_recordset(%(runs)s) AS s(tenant_id uuid, run_id uuid, workflow_name text,
                                            status text, version integer,
                                            definition_fingerprint text,
-                                           trigger_event_type text, workflow_version integer)
+                                           trigger_event_type text, workflow_version integer), gate
     ON CONFLICT (tenant_id, run_id) DO UPDATE
     SET status = excluded.status, version = excluded.version, updated_at = excluded.updated_at,
         definition_fingerprint = excluded.definition_fingerprint,
@@ -46,14 +56,14 @@ WITH appended AS (
 ), consumed AS (
     INSERT INTO run_consumed_events (tenant_id, run_id, event_id)
     SELECT c.tenant_id, c.run_id, c.event_id
-    FROM jsonb_to_recordset(%(consumed)s) AS c(tenant_id uuid, run_id uuid, event_id text)
+    FROM jsonb_to_recordset(%(consumed)s) AS c(tenant_id uuid, run_id uuid, event_id text), gate
     ON CONFLICT DO NOTHING
     RETURNING 1
 ), ended AS (
     -- `result` arrives wrapped ({"v": …}) so that a JSON null stays a jsonb null.
     SELECT x.tenant_id, x.run_id, x.status, x.result -> 'v' AS result, x.reason
     FROM jsonb_to_recordset(%(ended)s) AS x(tenant_id uuid, run_id uuid, status text,
-                                            result jsonb, reason text)
+                                            result jsonb, reason text), gate
 ), child_rows AS (
     -- The ended runs' rows in every join that names them, started or not, locked in one
     -- order (join, item), as the worker locks a join's rows when it marks them running

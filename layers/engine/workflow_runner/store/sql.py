@@ -18,6 +18,8 @@ from .queries import query
 # deadlock (40001, 40P01), operator intervention such as admin shutdown or failover (57P),
 # insufficient resources (53), query canceled by statement timeout (57014).
 _TRANSIENT_PREFIXES = ("08", "40001", "40P01", "57P", "53", "57014")
+# Of those, the server rolling a transaction back to let another through.
+_LOST_RACE = ("40001", "40P01")
 
 
 def is_transient(error: BaseException) -> bool:
@@ -44,7 +46,8 @@ def wrap_error(error: psycopg.Error) -> StoreError:
         f"database error ({getattr(error, 'sqlstate', None) or type(error).__name__}): {error}"
     )
     if is_transient(error):
-        return TransientStoreError(message)
+        sqlstate = getattr(error, "sqlstate", None)
+        return TransientStoreError(message, lost_race=sqlstate in _LOST_RACE)
     if (
         isinstance(error, psycopg.errors.UniqueViolation)
         and error.diag.constraint_name == _STREAM_VERSION_KEY

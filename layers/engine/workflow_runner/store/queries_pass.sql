@@ -1,9 +1,10 @@
 -- name: record_pass
 -- What the passes of a batch (one or more runs, each at most once) wrote, in one
 -- statement: the run-stream events after the version each pass holds (its claim or its
--- start, so none of them can conflict: a plain insert, which a conflict would fail
--- loudly instead of dropping events; inserted run by run in version order, so a run's
--- positions follow its versions), the result keys each set
+-- start; a queue batch's claims ride here, first among their runs' events, and one that
+-- lost fails the statement loudly: a plain insert, never dropping events; inserted run
+-- by run in version order, so a run's positions follow its versions), the result keys
+-- each set
 -- (one row per key; an older write never replaces a newer one), each run's summary (as
 -- upsert_run), the awaited events each took (%(consumed)s: as consume_events, so no later
 -- wait of the run takes them again), and for each run the pass ended (%(ended)s) what

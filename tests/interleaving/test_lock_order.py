@@ -121,22 +121,6 @@ def _in_own_session(url: str, errors: list[BaseException], work: Any) -> threadi
     return threading.Thread(target=run)
 
 
-def _paused(
-    monkeypatch: pytest.MonkeyPatch, module: Any, name: str, reached: threading.Event
-) -> threading.Event:
-    """`module.name` waits, when called, until the returned event is set; `reached` is
-    set when it is called (inside its caller's transaction)."""
-    real, go = getattr(module, name), threading.Event()
-
-    def paused(*args: Any, **kwargs: Any) -> Any:
-        reached.set()
-        assert go.wait(30)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, paused)
-    return go
-
-
 def _waits_or_ends(admin: Any, before: set[int], thread: threading.Thread) -> None:
     """Until `thread` waits for a lock or has ended (2 s at most)."""
     deadline = time.monotonic() + 2
@@ -145,54 +129,6 @@ def _waits_or_ends(admin: Any, before: set[int], thread: threading.Thread) -> No
         if _waiting_for_locks(admin, now - before):
             return
         time.sleep(0.01)
-
-
-@pytest.mark.parametrize("first", ["cancel", "count"])
-def test_an_operators_cancel_and_the_count_telling_its_parent_do_not_deadlock(
-    db_url: str, store: Store, monkeypatch: pytest.MonkeyPatch, first: str
-) -> None:
-    """The worker locks a parent's join, then appends to the parent's stream (its child
-    settled: the parent is told); an operator's cancel records who asked on that stream
-    and then cancels, which locks the parent's open joins. Appending first, the cancel
-    held the stream's next version while it waited for the join the worker held, whose
-    append waited for that version: a deadlock, one of the two failed (the composition
-    load in tests/reliability saw it in about one run of three). Each goes first to the
-    point where it holds what it takes first, and waits there while the other runs."""
-    put(store, "call-kid", id="p1", key="k1")
-    start_children(store, REGISTRY, T0)
-    parent, kid = run_of("call-kid", "p1"), run_of("kid", "k1")
-    assert resume_run(store, TENANT_A, kid, 0, DUE, registry=REGISTRY).outcome == "completed"
-    reached = threading.Event()
-    if first == "cancel":  # paused once its first lock is held, before it cancels
-        go = _paused(monkeypatch, operator_actions, "cancel_run", reached)
-    else:  # paused once it holds the join, before it tells the parent
-        go = _paused(monkeypatch, joins, "_append_to_waiting_parent", reached)
-    actors = {
-        "count": lambda s: count_settled_children(s, DUE),
-        "cancel": lambda s: operator_actions.cancel_as_operator(
-            s, TENANT_A, parent, DUE, Operator("ops")
-        ),
-    }
-    second = next(name for name in actors if name != first)
-    errors: list[BaseException] = []
-    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as admin:
-        before = {r["pid"] for r in admin.execute("SELECT pid FROM pg_stat_activity").fetchall()}
-        one = _in_own_session(db_url, errors, actors[first])
-        one.start()
-        assert reached.wait(10)
-        two = _in_own_session(db_url, errors, actors[second])
-        two.start()
-        _waits_or_ends(admin, before, two)
-        go.set()
-        for thread in (one, two):
-            thread.join(timeout=30)
-    assert errors == []
-    assert load_run(store, TENANT_A, parent).status == "cancelled"
-    actions = [e for e in store.streams.load(TENANT_A, parent) if e.type == OPERATOR_ACTION]
-    assert len(actions) == 1
-
-
-# --- a pass ending a run against a cancel of it ------------------------------------------
 
 
 def _paused_in(
@@ -218,9 +154,11 @@ def _race(
     first: str,
     reached: threading.Event,
     go: threading.Event,
+    second_waits: bool = False,
 ) -> list[BaseException]:
-    """Run the actor `first` to its pause (`reached`), then the other one until it waits
-    for a lock or ends, then let the first go (`go`); the errors either raised."""
+    """Run the actor `first` (a thread of that name) to its pause (`reached`), then the
+    other one until it waits for a lock or ends (`second_waits`: it must be waiting),
+    then let the first go (`go`); the errors either raised."""
     errors: list[BaseException] = []
     second = next(name for name in actors if name != first)
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as admin:
@@ -233,10 +171,47 @@ def _race(
         two.name = second
         two.start()
         _waits_or_ends(admin, before, two)
+        waited = two.is_alive()
         go.set()
         for thread in (one, two):
             thread.join(timeout=30)
+    assert waited or not second_waits
     return errors
+
+
+@pytest.mark.parametrize("first", ["cancel", "count"])
+def test_an_operators_cancel_and_the_count_telling_its_parent_do_not_deadlock(
+    db_url: str, store: Store, monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
+    """The worker locks a parent's join, then appends to the parent's stream (its child
+    settled: the parent is told); an operator's cancel records who asked on that stream
+    and then cancels, which locks the parent's open joins. Appending first, the cancel
+    held the stream's next version while it waited for the join the worker held, whose
+    append waited for that version: a deadlock, one of the two failed (the composition
+    load in tests/reliability saw it in about one run of three). Each goes first to the
+    point where it holds what it takes first, and waits there while the other runs."""
+    put(store, "call-kid", id="p1", key="k1")
+    start_children(store, REGISTRY, T0)
+    parent, kid = run_of("call-kid", "p1"), run_of("kid", "k1")
+    assert resume_run(store, TENANT_A, kid, 0, DUE, registry=REGISTRY).outcome == "completed"
+    if first == "cancel":  # paused once its first lock is held, before it cancels
+        reached, go = _paused_in(monkeypatch, operator_actions, "cancel_run", "cancel")
+    else:  # paused once it holds the join, before it tells the parent
+        reached, go = _paused_in(monkeypatch, joins, "_append_to_waiting_parent", "count")
+    actors = {
+        "count": lambda s: count_settled_children(s, DUE),
+        "cancel": lambda s: operator_actions.cancel_as_operator(
+            s, TENANT_A, parent, DUE, Operator("ops")
+        ),
+    }
+    errors = _race(db_url, actors, first, reached, go)
+    assert errors == []
+    assert load_run(store, TENANT_A, parent).status == "cancelled"
+    actions = [e for e in store.streams.load(TENANT_A, parent) if e.type == OPERATOR_ACTION]
+    assert len(actions) == 1
+
+
+# --- a pass ending a run against a cancel of it ------------------------------------------
 
 
 def _settled_in_join(store: Store, child: str) -> list[str]:
@@ -273,41 +248,30 @@ def test_a_pass_ending_a_child_and_a_cancel_of_it_do_not_deadlock(
         ended=RunEnd("completed", 1, None),
     )
     settle = PassWrite(TENANT_A, kid, 0, ended=RunEnd("cancelled", None, "ops"))
-    errors: list[BaseException] = []
     appended: list[bool] = []
+    reached, go = threading.Event(), threading.Event()
 
-    def cancel_(s: Store, then: threading.Event | None = None) -> None:
+    def pause_if(name: str) -> None:
+        """The first of the two holds what its statement took until let go."""
+        if name == first:
+            reached.set()
+            assert go.wait(30)
+
+    def cancel(s: Store) -> None:
         """As cancel_in_transaction: append, then settle the child's rows."""
         with s.transaction():
             appended.append(s.streams.append(TENANT_A, kid, RUN_STREAM, version, [cancelled], DUE))
-            if then is not None:
-                assert then.wait(30)
+            pause_if("cancel")
             if appended[-1]:
                 s.streams.record_passes([settle], DUE)()
 
-    def pass_(s: Store, then: threading.Event | None = None) -> None:
+    def pass_(s: Store) -> None:
         with s.transaction():
             s.streams.record_passes([ended], DUE)()
-            if then is not None:
-                assert then.wait(30)
+            pause_if("pass")
 
-    go = threading.Event()
-    holder, other = (cancel_, pass_) if first == "cancel" else (pass_, cancel_)
-    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as admin:
-        before = {r["pid"] for r in admin.execute("SELECT pid FROM pg_stat_activity")}
-        one = _in_own_session(db_url, errors, lambda s: holder(s, go))
-        one.start()
-        deadline = time.monotonic() + 10
-        while not (appended if first == "cancel" else _held(admin, before)):
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        two = _in_own_session(db_url, errors, other)
-        two.start()
-        _waits_or_ends(admin, before, two)
-        assert two.is_alive()  # waiting for the first one's version of the stream
-        go.set()
-        for thread in (one, two):
-            thread.join(timeout=30)
+    # the second waits for the first one's version of the stream
+    errors = _race(db_url, {"cancel": cancel, "pass": pass_}, first, reached, go, True)
     if first == "cancel":
         assert appended == [True]
         assert [type(e) for e in errors] == [StreamConflict]
@@ -315,15 +279,6 @@ def test_a_pass_ending_a_child_and_a_cancel_of_it_do_not_deadlock(
     else:
         assert appended == [False] and errors == []
         assert _settled_in_join(store, kid) == ["completed"]
-
-
-def _held(admin: psycopg.Connection[dict[str, Any]], before: set[int]) -> bool:
-    """Whether a session opened since `before` is idle inside a transaction (its
-    statement done, nothing committed)."""
-    rows = admin.execute(
-        "SELECT pid FROM pg_stat_activity WHERE state = 'idle in transaction'"
-    ).fetchall()
-    return bool({r["pid"] for r in rows} - before)
 
 
 @pytest.mark.parametrize("first", ["cancel", "pass"])

@@ -42,11 +42,9 @@ _STREAM_VERSION_KEY = "wf_events_stream_version_key"
 def wrap_error(error: psycopg.Error) -> StoreError:
     """A driver error as the engine's StoreError (TransientStoreError when retryable,
     StreamConflict when an append met an event already at its version)."""
-    message = (
-        f"database error ({getattr(error, 'sqlstate', None) or type(error).__name__}): {error}"
-    )
+    sqlstate = getattr(error, "sqlstate", None)
+    message = f"database error ({sqlstate or type(error).__name__}): {error}"
     if is_transient(error):
-        sqlstate = getattr(error, "sqlstate", None)
         return TransientStoreError(message, lost_race=sqlstate in _LOST_RACE)
     if (
         isinstance(error, psycopg.errors.UniqueViolation)

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return lines
+from .report_format import table
 
 
 def flow_section(flow: dict[str, Any] | None) -> list[str]:
@@ -93,7 +89,7 @@ def flow_section(flow: dict[str, Any] | None) -> list[str]:
         f"n={over['drain_n']:,}) the same way: ratio {over['drain_overhead_ratio']}.",
         "",
     ]
-    out += _table(
+    out += table(
         ["figure", "none", "generous Concurrency"],
         [
             [

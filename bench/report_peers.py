@@ -191,6 +191,18 @@ def sleep_vs_absurd(sw: dict[str, Any]) -> list[str]:
         "record_pass's lock order; alone, alternating with the statement before it, three",
         "rounds of three each: 2,215-2,612 against 2,272-2,584 runs/s, so the lower figure",
         "is the host's that hour (its drains read 0.677-0.785 of the commit rate).",
+        "CPU a run by part (2026-12-05 afternoon, this workload alone, batches of 50,",
+        "three rounds, each thread's own CPU time): the server 216-262 us, the workers'",
+        "Python 186-238 us (ingest and resume), the projector's 46-62 us; makespans",
+        "1.81-1.98 s (2,523-2,769 runs/s). A batch of 50 resumes is a little dearer than",
+        "one of 50 ingests (34-46 ms against 33-38 ms on the 4 workers, five rounds, the",
+        "projector beside both), so the runs completing trail the runs falling due: the",
+        "last completed 0-0.21 s after its due time (the makespan less the last ingest's",
+        "commit and the 1 s wait). 8x Absurd's 346-382 runs/s is 2,770-3,060 runs/s, a makespan of",
+        "1.64-1.80 s: at this trio's Absurd figures the best of these rounds is at the bar",
+        "and the others below it. No engine frame stands out (py-spy, resumes alone: the",
+        "interpreter 13% of the resume path, the tail read 29%, most of it the driver's",
+        "wait for the server).",
     ]
     return out
 
@@ -368,6 +380,20 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         "stream as the truth), not a slow statement. Three consecutive full runs at",
         "c4917c3 (2026-12-05): 2.14x, 2.91x and 2.37x Absurd (ours 2,509-2,848 runs/s,",
         "Absurd's 978-1,172).",
+        "CPU a run by part (2026-12-05 afternoon, this workload alone, batches of 100,",
+        "three rounds each at 1,000 and 5,000 runs): the server 210-286 us, the workers'",
+        "Python 166-222 us, the projector's 20-36 us; 2,662-3,511 runs/s. 5x Absurd's",
+        "978-1,172 runs/s in the trio is 4,890-5,860 runs/s: at most 340-410 us of CPU a",
+        "run with both cores busy all the time, against 410-550 us. Tried and not kept: the inbox",
+        "at fillfactor 50, which makes the wake's mark of a finished event (`woken_at`) a",
+        "HOT update (4,997 of 5,000 against 1-6 at 100; a mark that moves its row adds an",
+        "entry to each of the inbox's indexes, the key index's GIN entries included): the",
+        "mark 40 -> 17-22 us a run, 2,379 -> 2,637 and 2,785 -> 2,957 runs/s (5,000 runs,",
+        "alternating). But every trigger event's row, never updated since 964b8dd, then",
+        "takes a half-empty page's share (the sleep workflow's inbox 2.8 -> 3.9 MB for",
+        "5,000 runs) and the sleep workflow did not gain (2,062-2,386 against",
+        "2,221-2,349 runs/s, three alternating rounds). Not tried: skipping the state",
+        "read of events the wake's insert stored now (13-20 us a run).",
     ]
     return out
 

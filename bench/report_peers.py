@@ -384,7 +384,7 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         "three rounds each at 1,000 and 5,000 runs): the server 210-286 us, the workers'",
         "Python 166-222 us, the projector's 20-36 us; 2,662-3,511 runs/s. 5x Absurd's",
         "978-1,172 runs/s in the trio is 4,890-5,860 runs/s: at most 340-410 us of CPU a",
-        "run with both cores busy all the time, against 410-550 us. Tried and not kept: the inbox",
+        "run with both cores busy all the time, against 410-560 us. Tried and not kept: the inbox",
         "at fillfactor 50, which makes the wake's mark of a finished event (`woken_at`) a",
         "HOT update (4,997 of 5,000 against 1-6 at 100; a mark that moves its row adds an",
         "entry to each of the inbox's indexes, the key index's GIN entries included): the",

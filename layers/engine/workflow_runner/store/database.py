@@ -158,7 +158,7 @@ class Store:
         begins and before it commits; what the transaction held back when it rolls back
         is dropped with it."""
         self._sql.flush()
-        outermost = self._conn.info.transaction_status == TransactionStatus.IDLE
+        outermost = not self.in_transaction
         if outermost:
             self.definitions.transaction_began()
         committed = False

@@ -17,9 +17,9 @@ from .queries import query
 # SQLSTATE classes worth a retry: connection exceptions (08), serialization failure and
 # deadlock (40001, 40P01), operator intervention such as admin shutdown or failover (57P),
 # insufficient resources (53), query canceled by statement timeout (57014).
-_TRANSIENT_PREFIXES = ("08", "40001", "40P01", "57P", "53", "57014")
 # Of those, the server rolling a transaction back to let another through.
 _LOST_RACE = ("40001", "40P01")
+_TRANSIENT_PREFIXES = ("08", *_LOST_RACE, "57P", "53", "57014")
 
 
 def is_transient(error: BaseException) -> bool:

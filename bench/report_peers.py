@@ -203,6 +203,11 @@ def sleep_vs_absurd(sw: dict[str, Any]) -> list[str]:
         "and the others below it. No engine frame stands out (py-spy, resumes alone: the",
         "interpreter 13% of the resume path, the tail read 29%, most of it the driver's",
         "wait for the server).",
+        "Larger batches than 50 do not move it (2026-12-05, alone, 5,000 runs, the four",
+        "shapes alternating, three rounds each): IntakeBatchSize/ResumeBatchSize 50/50",
+        "2,015-2,468 runs/s, 100/100 2,064-2,554, 100/50 2,339-2,398, 50/100",
+        "2,092-2,573; the server's CPU 250-310 us a run in every shape. Fewer commits",
+        "are not where a run's CPU goes.",
     ]
     return out
 
@@ -394,6 +399,21 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         "5,000 runs) and the sleep workflow did not gain (2,062-2,386 against",
         "2,221-2,349 runs/s, three alternating rounds). Not tried: skipping the state",
         "read of events the wake's insert stored now (13-20 us a run).",
+        "Prototyped and not kept (a scratch copy of the pipeline's wake, 2026-12-05, this",
+        "workload alone, 5,000 runs, batches of 100, alternating on one server, nine",
+        "rounds): EventWakeup continuing the passes it matched. In one transaction (the",
+        "match, then the matched runs' passes, no lease and no queue hop) a run took",
+        "4-12% less CPU in most rounds (424-488 against 448-552 us), but every round was",
+        "slower (1,965-2,834 against 2,724-3,451 runs/s, p50 947-1,326 against",
+        "772-993 ms): the (tenant, type) lock the match takes is then held through the",
+        "passes, so the burst's wakes queue behind one another. Matching in its own",
+        "transactions as now and then resuming in the same call (no lease, no queue hop)",
+        "was slower in five of six rounds (2,265-3,003 runs/s). So the hop and the",
+        "transactions are not where the time goes. Even with the wake's own writes and",
+        "reads (`mark_pending_matched_many`, `finish_inbox_wakeup`, the lease, the state",
+        "read: about 120 us a run of statement time, as pg_stat_statements counts it) all",
+        "gone, a run would take about 330-430 us; the two cores were 75-77% busy in these",
+        "rounds (rate x CPU a run / 2), and at that 5x Absurd needs 255-305 us a run.",
     ]
     return out
 

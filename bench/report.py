@@ -13,6 +13,7 @@ from typing import Any
 from .completion_report import completion_section
 from .flow_report import flow_section
 from .report_findings import FINDINGS, REPRODUCE
+from .report_format import meets
 from .report_format import table as _table
 from .report_peers import (
     event_wait_section,
@@ -533,9 +534,14 @@ def _consecutive_runs(results: dict[str, Any]) -> list[str]:
         *reversed(earlier),
         headline(results),
     ]
-    header = ["results.json key", *[f"run {i + 1}" for i in range(len(runs))], "target"]
+    header = [
+        "results.json key",
+        *[f"run {i + 1}" for i in range(len(runs))],
+        "target",
+        "met in",
+    ]
     rows = [
-        [key, *[run.get(key, "") for run in runs], t["target"]]
+        [key, *[run.get(key, "") for run in runs], t["target"], _met_in(runs, key, t["target"])]
         for key, t in results["targets"].items()
     ]
     started = ", ".join(str(run.get("generated_at")) for run in runs)
@@ -560,6 +566,13 @@ def _consecutive_runs(results: dict[str, Any]) -> list[str]:
         "",
         *_table(header, rows),
     ]
+
+
+def _met_in(runs: list[dict[str, Any]], key: str, target: str) -> str:
+    """In how many of the runs that measured `key` its figure meets `target` ("2 of 3")."""
+    verdicts = [meets(run.get(key), target) for run in runs]
+    measured = [v for v in verdicts if v is not None]
+    return f"{sum(measured)} of {len(measured)}" if measured else "-"
 
 
 # The longest pause between one full run's end and the next one's start for the two to

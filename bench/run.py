@@ -44,6 +44,7 @@ from .common import fresh_database
 from .harness import THROUGHPUT_BATCHES
 from .peer_figures import best_setting, throughput_ratio
 from .report import headline, write_plot, write_report
+from .report_format import meets
 from .run_peers import (
     absurd_figures,
     absurd_sleep,
@@ -404,8 +405,8 @@ def check_targets(results: dict[str, Any]) -> dict[str, Any]:
         if name not in results.get(section, {}):
             continue  # results of a run before the workload existed (--only)
         value = results[section][name]
-        met = {">=": value >= bound, "<=": value <= bound, "<": value < bound}[op]
-        checked[key] = {"value": value, "target": f"{op} {bound}", "met": bool(met)}
+        target = f"{op} {bound}"
+        checked[key] = {"value": value, "target": target, "met": bool(meets(value, target))}
     return checked
 
 

@@ -27,7 +27,7 @@ def _text(runs: list[dict[str, Any]]) -> str:
 def test_runs_of_one_commit_are_reported_as_the_same_tree() -> None:
     text = _text([_run("t1", "abc1234", 9.0), _run("t2", "abc1234", 8.0)])
     assert "Same tree (abc1234)" in text
-    assert "| wakeup.p99_ms | 9 | 8 | <= 15.0 |" in text
+    assert "| wakeup.p99_ms | 9 | 8 | <= 15.0 | 2 of 2 |" in text
 
 
 def test_runs_of_different_commits_name_each_tree() -> None:
@@ -59,6 +59,18 @@ def test_runs_started_within_a_pause_of_the_one_before_are_one_after_the_other()
     text = _text([first, second])
 
     assert "Same tree (abc1234), one after the other" in text
+
+
+def test_the_table_counts_the_runs_that_meet_each_target() -> None:
+    """The done criterion (a target met in at least two of three consecutive runs) is
+    read off the table: 15.2 misses <= 15.0, 15.0 meets it; a run that did not measure
+    the figure is not counted."""
+    runs = [_run("t1", "abc1234", 15.2), _run("t2", "abc1234", 15.0), _run("t3", "abc1234", 3.0)]
+    assert "| 15.2 | 15 | 3 | <= 15.0 | 2 of 3 |" in _text(runs)
+
+    unmeasured = [_run("t1", "abc1234", 3.0), _run("t2", "abc1234", 20.0)]
+    del unmeasured[0]["targets"]["wakeup.p99_ms"]
+    assert "| <= 15.0 | 0 of 1 |" in _text(unmeasured)
 
 
 def _completion_results() -> dict[str, Any]:

@@ -36,11 +36,20 @@ def best_setting(tried: Sequence[dict[str, Any]], key: str = "runs_per_s") -> di
 
 
 def leaders(
-    tried: Sequence[dict[str, Any]], count: int, key: str = "runs_per_s"
+    tried: Sequence[dict[str, Any]],
+    count: int,
+    key: str = "runs_per_s",
+    within: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """The `count` tries with the highest `key`, best first (the first of equals first):
-    a sweep's shapes worth measuring again at the full N."""
-    return sorted(tried, key=lambda t: -t[key])[:count]
+    """A sweep's shapes worth measuring again at the full N, best first (the first of
+    equals first): the `count` with the highest `key`, and besides them every shape
+    whose `key` is within the fraction `within` of the best (a small N's order among
+    shapes that close is noise, and the peer's denominator must be its best shape)."""
+    ranked = sorted(tried, key=lambda t: -t[key])
+    if not ranked:
+        return []
+    floor = ranked[0][key] * (1.0 - within)
+    return [t for i, t in enumerate(ranked) if i < count or t[key] >= floor]
 
 
 def throughput_ratio(ours: float, peer: float) -> float:

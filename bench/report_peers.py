@@ -75,7 +75,8 @@ def sleep_batched(sw: dict[str, Any]) -> list[str]:
 
 def _finalists_text(absurd: dict[str, Any], n: int) -> str:
     """Which of the sweep's shapes ran again at the full N, by the rule of the run that
-    wrote `absurd` (runs before 2026-12-05's last took the best two only)."""
+    wrote `absurd` (runs before 3594131 took the best two only and record no
+    `finalists_within`)."""
     if "finalists" not in absurd:
         return f"the best of them ran again at N = {n:,}, the ratio's denominator."
     count = len(absurd["finalists"])

@@ -13,7 +13,7 @@ from bench.peer_figures import (
     throughput_ratio,
     wake_figures,
 )
-from bench.report_peers import event_wait_section
+from bench.report_peers import _finalists_text, event_wait_section
 
 
 def test_wake_figures_span_from_the_first_send_to_the_last_resume() -> None:
@@ -127,3 +127,16 @@ def test_every_shape_close_to_the_sweeps_leader_runs_again_at_the_full_n() -> No
     assert [t["settings"]["poll_s"] for t in close] == [0.05, 0.5, 1.0, 0.1]
     assert leaders(sweep, 2, within=0.0) == leaders(sweep, 2)
     assert leaders([], 2, within=0.15) == []
+
+
+def test_the_report_names_the_rule_that_chose_absurds_finalists() -> None:
+    """A run's report says which shapes ran again at the full N by that run's own rule:
+    results written before the margin existed carry no `finalists_within`."""
+    finalists = [_tried(0.05, 300.0), _tried(0.5, 310.0), _tried(1.0, 290.0)]
+
+    now = _finalists_text({"finalists": finalists, "finalists_within": 0.15}, 5000)
+    before = _finalists_text({"finalists": finalists[:2]}, 5000)
+
+    assert now.startswith("the 3 of them within 15% of the fastest (at least the best two)")
+    assert before.startswith("the best 2 of them ran again at N = 5,000")
+    assert "within" not in before

@@ -610,13 +610,27 @@ ORDER BY e.n, p.run_id;
 -- name: mark_pending_matched_many
 -- Record awaited events on many waiting rows of a tenant and make them due now: row by
 -- row, %(run_ids)s, %(suspension_versions)s, %(event_types)s and %(event_ids)s pairwise.
+-- Each named run is probed by the primary key (a lateral subquery the OFFSET 0 keeps
+-- apart, so the run id is an equality of each probe), and the row updated by its key:
+-- joined on the runs alone, a table whose statistics undercount the tenant's rows (one
+-- not analyzed since it grew) got a hash join over every waiting row of the tenant,
+-- read once per call (1.0 ms for 10 marks among 5,000 waits, 0.14 ms probed).
 UPDATE workflow_run_pending p
-SET trigger_event_type = m.event_type, awaited_event_id = m.event_id,
+SET trigger_event_type = k.event_type, awaited_event_id = k.event_id,
     wake_at = least(p.wake_at, %(now)s), leased_until = NULL,
     lookback_after_instant = NULL, lookback_after_position = NULL, lookback_version = NULL
-FROM unnest(%(run_ids)s::uuid[], %(suspension_versions)s::int[], %(event_types)s::text[],
-            %(event_ids)s::text[]) AS m(run_id, version, event_type, event_id)
-WHERE p.tenant_id = %(tenant_id)s AND p.run_id = m.run_id AND p.suspension_version = m.version;
+FROM (
+    SELECT x.run_id, x.step_index, x.suspension_version, m.event_type, m.event_id
+    FROM unnest(%(run_ids)s::uuid[], %(suspension_versions)s::int[], %(event_types)s::text[],
+                %(event_ids)s::text[]) AS m(run_id, version, event_type, event_id)
+    CROSS JOIN LATERAL (
+        SELECT x.run_id, x.step_index, x.suspension_version FROM workflow_run_pending x
+        WHERE x.tenant_id = %(tenant_id)s AND x.run_id = m.run_id
+          AND x.suspension_version = m.version
+        OFFSET 0) x
+) k
+WHERE p.tenant_id = %(tenant_id)s AND p.run_id = k.run_id AND p.step_index = k.step_index
+  AND p.suspension_version = k.suspension_version;
 
 -- name: due_pending
 -- A tenant's rows due at %(now)s, oldest first.

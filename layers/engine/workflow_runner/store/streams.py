@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 from uuid import UUID
 
@@ -13,6 +12,7 @@ from psycopg.types.json import Jsonb
 
 from ..errors import StoreError
 from ..fast_init import fast_init
+from ..lazy import lazy
 from ..stream import (
     CALLBACK_COMPLETED,
     CALLBACK_FAILED,
@@ -60,7 +60,7 @@ class StoredEvent:
             xid=row.get("xid", ""),
         )
 
-    @cached_property
+    @lazy
     def fact(self) -> Fact:
         return decode(self.type, self.payload)
 

@@ -65,12 +65,13 @@ class Batches:
         return {"intake_batch": self.intake, "resume_batch": self.resume}
 
 
-# The template's defaults, and the burst-throughput setting the sleep and event-wait
-# workloads also measure (both windows >= 1 s); the event wait also tries the largest
-# batches the template allows (IntakeBatchSize and ResumeBatchSize 100).
+# The template's defaults, and the burst-throughput settings the sleep and event-wait
+# workloads also measure (both windows >= 1 s): batches of 50 and the largest the
+# template allows (IntakeBatchSize and ResumeBatchSize 100).
 DEFAULT_BATCHES = Batches()
 THROUGHPUT_BATCHES = Batches(intake=50, resume=50)
 LARGEST_BATCHES = Batches(intake=100, resume=100)
+BURST_BATCHES = (THROUGHPUT_BATCHES, LARGEST_BATCHES)
 
 # PendingProjection's horizon as the template deploys it (DUE_SCAN_HORIZON_SECONDS):
 # new suspensions due within it are sent at once, delayed to their second.

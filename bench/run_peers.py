@@ -22,7 +22,7 @@ from typing import Any
 from . import event_wait, fan_out, sleep_workflow
 from .absurd_peer import WorkerSettings
 from .common import create_database, drop_database, fresh_database
-from .harness import DEFAULT_BATCHES, LARGEST_BATCHES, THROUGHPUT_BATCHES, Batches
+from .harness import BURST_BATCHES, DEFAULT_BATCHES, Batches
 from .peer_figures import best_setting, leaders, makespan_ratio, throughput_ratio
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,7 +121,7 @@ def ours_at_batch_sizes(
     admin_url: str,
     database: str,
     measure: Callable[[str, Batches], dict[str, Any]],
-    tried: Sequence[Batches] = (DEFAULT_BATCHES, THROUGHPUT_BATCHES),
+    tried: Sequence[Batches] = (DEFAULT_BATCHES, *BURST_BATCHES),
 ) -> list[dict[str, Any]]:
     """`measure(url, batches)` at each of `tried` (the template's default batch sizes
     first), each on a fresh `database`: ours at the shapes it is offered in."""
@@ -142,7 +142,6 @@ def run_event_wait(n: int, workers: int, admin_url: str, shape: WorkerSettings) 
         admin_url,
         "bench_event_wait",
         lambda url, batches: event_wait.run_ours(url, n, workers, batches=batches),
-        (DEFAULT_BATCHES, THROUGHPUT_BATCHES, LARGEST_BATCHES),
     )
     # Ours at its best shape, as the peers at theirs; the default's ratios kept beside.
     ours = best_setting(shapes)

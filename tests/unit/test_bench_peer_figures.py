@@ -4,6 +4,8 @@ setting the ratio was taken against."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bench.peer_figures import (
@@ -13,7 +15,7 @@ from bench.peer_figures import (
     throughput_ratio,
     wake_figures,
 )
-from bench.report_peers import _finalists_text, event_wait_section
+from bench.report_peers import _finalists_text, event_wait_section, sleep_batched
 
 
 def test_wake_figures_span_from_the_first_send_to_the_last_resume() -> None:
@@ -140,3 +142,38 @@ def test_the_report_names_the_rule_that_chose_absurds_finalists() -> None:
     assert now.startswith("the 3 of them within 15% of the fastest (at least the best two)")
     assert before.startswith("the best 2 of them ran again at N = 5,000")
     assert "within" not in before
+
+
+def _sleep_shape(batch: int, runs_per_s: float) -> dict[str, Any]:
+    return {
+        "n": 5000,
+        "intake_batch": batch,
+        "resume_batch": batch,
+        "runs_per_s": runs_per_s,
+        "makespan_s": round(5000 / runs_per_s, 3),
+        "latency_s": {"p50": 1.1, "p99": 1.7},
+    }
+
+
+def test_the_sleep_section_names_every_larger_batch_shape_it_tried() -> None:
+    """Ours is taken at its best shape as each peer is at its own: the report lists the
+    larger batch sizes tried, and results from before batches of 100 were tried (one
+    shape, no list) read as they did."""
+    default, b50, b100 = (
+        _sleep_shape(10, 2000.0),
+        _sleep_shape(50, 2650.0),
+        _sleep_shape(100, 2740.0),
+    )
+    sw = {
+        "runs": [{"n": 5000, "ours": default}],
+        "ours_batched": b100,
+        "ours_batched_tried": [b50, b100],
+        "ours_intake_batch": 100,
+        "ours_resume_batch": 100,
+    }
+    now = "\n".join(sleep_batched(sw))
+    assert "`IntakeBatchSize=100` and `ResumeBatchSize=100`" in now
+    assert "50 and 50: 2650.0 runs/s; 100 and 100: 2740.0 runs/s" in now
+
+    before = "\n".join(sleep_batched({**sw, "ours_batched": b50, "ours_batched_tried": None}))
+    assert "`IntakeBatchSize=50`" in before and "larger batch sizes tried" not in before

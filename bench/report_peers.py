@@ -484,7 +484,7 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         "And the wake's mark of the rows it matched (`mark_pending_matched_many`)",
         "probes each run by its key: on a pending table without statistics (every bench",
         "database, a new deployment) it read every waiting row of the tenant once a call,",
-        "1.0 ms for 10 marks among 5,000 waits against 0.14 ms now; at 1,000 runs and",
+        "1.0 ms for 10 marks among 5,000 waits against 0.18-0.30 ms now; at 1,000 runs and",
         "batches of 100 that read was 1,000 rows, and the throughput did not measurably",
         "move. CPU a run alone after both (1,000 runs, batches of 100): the workers'",
         "Python 203-210 us (the resumes 110-119, the wakes 49-53), the projector's",

@@ -50,6 +50,19 @@ def _generic_plan(store: Store, name: str) -> str:
     return "\n".join(r["QUERY PLAN"] for r in rows)
 
 
+def _assert_never_analyzed(store: Store) -> None:
+    """The pending table has no statistics yet (what a plan on it is chosen without)."""
+    row = store.conn.execute(
+        "SELECT reltuples FROM pg_class WHERE oid = 'workflow_run_pending'::regclass"
+    ).fetchone()
+    assert row is not None and row["reltuples"] < 0
+
+
+def _index_conditions(plan: str) -> list[str]:
+    """The plan's index conditions, a line each."""
+    return [line for line in plan.splitlines() if "Index Cond" in line]
+
+
 def test_timer_waits_leave_no_entry_in_the_event_wait_index(store: Store) -> None:
     _add_waits(store, TENANT_A, 1, "order.approved")
     one_event_wait = _index_pages(store)
@@ -96,7 +109,7 @@ def test_the_wakeup_lookup_reads_the_events_keys_by_the_index_not_every_wait_of_
     store.conn.execute("ANALYZE workflow_run_pending")
 
     lookup = _generic_plan(store, "waiting_rows_for_events")
-    conditions = [line for line in lookup.splitlines() if "Index Cond" in line]
+    conditions = _index_conditions(lookup)
     assert any("match_key = key" in line for line in conditions), lookup  # each key
     assert any("match_key IS NULL" in line for line in conditions), lookup
 
@@ -123,14 +136,11 @@ def test_the_wakeup_lookup_probes_the_index_by_key_before_the_table_is_analyzed(
     `match_key = ANY(keys)` got there: 185 us instead of 46 us of server time per
     event in a 1,000-run burst, bench.statements)."""
     _add_waits(store, TENANT_A, 1_000, "order.approved")
-    analyzed = store.conn.execute(
-        "SELECT reltuples FROM pg_class WHERE oid = 'workflow_run_pending'::regclass"
-    ).fetchone()
-    assert analyzed is not None and analyzed["reltuples"] < 0  # never analyzed
+    _assert_never_analyzed(store)
 
     lookup = _generic_plan(store, "waiting_rows_for_events")
     assert "workflow_run_pending_tenant_wake_at_idx" not in lookup, lookup
-    conditions = [line for line in lookup.splitlines() if "Index Cond" in line]
+    conditions = _index_conditions(lookup)
     assert any("match_key = key" in line for line in conditions), lookup
 
     found = store.pending.waiting_for(TENANT_A, "order.approved", T0, keys=["k7"], event_id="e1")
@@ -146,13 +156,10 @@ def test_marking_matches_reads_only_the_named_runs_before_the_table_is_analyzed(
     5,000 waits, and growing with the tenant's waits)."""
     _add_waits(store, TENANT_A, 5_000, "order.approved")
     _add_waits(store, TENANT_B, 3, "order.approved")
-    analyzed = store.conn.execute(
-        "SELECT reltuples FROM pg_class WHERE oid = 'workflow_run_pending'::regclass"
-    ).fetchone()
-    assert analyzed is not None and analyzed["reltuples"] < 0  # never analyzed
+    _assert_never_analyzed(store)
 
     plan = _generic_plan(store, "mark_pending_matched_many")
-    conditions = [line for line in plan.splitlines() if "Index Cond" in line]
+    conditions = _index_conditions(plan)
     assert len(conditions) == 2, plan  # the probe by run, then the update by key
     assert all("tenant_id = $" in line and "run_id = " in line for line in conditions), plan
     assert "workflow_run_pending_tenant_wake_at_idx" not in plan, plan

@@ -228,7 +228,7 @@ def run_all(sizes: Sizes, workers: int, admin_url: str) -> dict[str, Any]:
     log(f"  per 10k waiting: {memory['worker_rss_mb']} MB RSS, {memory['database_mb']} MB db")
     results["sleep_workflow"] = {
         "runs": runs,
-        # Each system at its best shape: ours at either batch shape (Batches), as the
+        # Each system at its best shape: ours at any batch shape tried (Batches), as the
         # peers at their best settings (the per-N rows keep the default's ratio).
         "ours_batched": batched,
         "ours_batched_tried": batched_tried,

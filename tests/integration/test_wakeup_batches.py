@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from workflow_runner.aws.inprocess import InMemoryResumeQueue
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.engine import pinning
 from workflow_runner.engine.inbox_writes import store_inbox_events
+from workflow_runner.engine.wakeup import _open_events as open_events
 from workflow_runner.errors import StoreError
 from workflow_runner.ports import ResumeRequest
 from workflow_runner.store import Store, connect
@@ -180,14 +181,84 @@ def _wake_ten_logged(
     return runs, batch, conn
 
 
-def test_a_batch_reads_its_stored_events_states_in_one_statement(
+def test_a_batch_of_events_stored_now_reads_back_no_states(
     db_url: str, store: Store, watching: WorkflowRegistry, clock: ManualClock
 ) -> None:
-    """Ten events: after storing them, one statement says which are left to match and
-    at which instant (one read an event made ten round trips inside the pipeline)."""
+    """Ten new events: the insert that stored them says they are open, and their
+    instants are what it wrote, so no statement reads their states back (one statement
+    of ten rows did, 13-20 us a run of the server's time in the event-wait burst)."""
     _, batch, conn = _wake_ten_logged(db_url, store, watching, clock)
     assert [len(m.woken) for m in batch.events] == [1] * 10
-    assert sum("AS done" in q for q in conn.statements) == 1
+    assert sum("AS done" in q for q in conn.statements) == 0
+
+
+def test_a_batch_reads_back_in_one_statement_the_states_of_the_events_it_did_not_store(
+    store: Store, watching: WorkflowRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A redelivered event (finished before) and one stored before but not matched yet,
+    between two new ones: one read, of those two only; the finished one matches nothing
+    more, the unmatched one wakes its run."""
+    runs = {f: _watch(store, watching, f"k-{f}", f, TENANT_A) for f in "abcd"}
+    clock.set(SALE)
+    queue = InMemoryResumeQueue(clock)
+    ops.wake_and_enqueue_many(store, queue, [_sale("sa", a=1)], SALE)
+    with store.transaction(), store.pipeline():  # stored, its wakeup died before matching
+        store_inbox_events(store, [_sale("sb", b=1)], SALE)
+    asked: list[list[tuple[str, str]]] = []
+    states = store.inbox.wakeup_states
+
+    def reading(events: Any) -> list[tuple[datetime, bool]]:
+        asked.append(list(events))
+        return states(events)
+
+    monkeypatch.setattr(store.inbox, "wakeup_states", reading)
+    batch = ops.wake_and_enqueue_many(
+        store,
+        queue,
+        [_sale("sc", c=1), _sale("sa", a=1), _sale("sb", b=1), _sale("sd", d=1)],
+        SALE,
+    )
+
+    assert asked == [[(TENANT_A, "sa"), (TENANT_A, "sb")]]
+    assert [[w.run_id for w in m.woken] for m in batch.events] == [
+        [runs["c"]],
+        [],
+        [runs["b"]],
+        [runs["d"]],
+    ]
+    assert _matches(store, TENANT_A) == {runs[f]: [f"s{f}"] for f in "abcd"}
+
+
+def test_the_instants_of_events_stored_now_are_those_the_inbox_reads_back(
+    store: Store,
+) -> None:
+    """An event's instant decides which waits may take it (their look-back's start):
+    for events the insert stored, the wakeup takes it from the event (its EventBridge
+    time, else the receive time) instead of reading it; it must be what the inbox
+    holds, to the microsecond and whatever the zone. A time without a zone is read back
+    (the server's zone would decide it)."""
+    received = SALE + timedelta(seconds=3, microseconds=250)
+    events = [
+        DomainEvent("at-utc", "sale.started", {"a": 1}, TENANT_A, SALE, "shop"),
+        DomainEvent("no-time", "sale.started", {"a": 1}, TENANT_A, None, "shop"),
+        DomainEvent(
+            "elsewhere",
+            "sale.started",
+            {"a": 1},
+            TENANT_A,
+            datetime(2026, 1, 5, 10, 4, 59, 999_999, tzinfo=timezone(timedelta(hours=1))),
+            "shop",
+        ),
+        DomainEvent("no-zone", "sale.started", {"a": 1}, TENANT_A, datetime(2026, 1, 5, 9), "shop"),
+    ]
+
+    opened = open_events(store, events, received)
+
+    read = store.inbox.wakeup_states([(TENANT_A, e.id) for e in events])
+    assert [(e.id, instant) for e, instant in opened] == [
+        (e.id, instant) for e, (instant, _) in zip(events, read, strict=True)
+    ]
+    assert opened[1][1] == received
 
 
 def test_wakeup_states_come_in_the_order_asked_and_an_unstored_event_is_named(

@@ -183,11 +183,34 @@ def _open_events(
     store: Store, events: Sequence[DomainEvent], now: datetime
 ) -> list[tuple[DomainEvent, datetime]]:
     """Step 1: store the events in one transaction; those not matched against every
-    wait yet, with their instant."""
-    with store.transaction(), store.pipeline():
-        store_inbox_events(store, events, now)
-        states = store.inbox.wakeup_states([(e.tenant_id, e.id) for e in events])
-    return [(e, instant) for e, (instant, done) in zip(events, states, strict=True) if not done]
+    wait yet, with their instant.
+
+    An event this insert stored is open, and its instant is what the insert wrote
+    (its time, else `now`), so only the others (redeliveries, or an event another
+    delivery stored first) have their state read back: a second statement only when
+    the batch holds one."""
+    with store.transaction():
+        stored_now = store_inbox_events(store, events, now)()
+        instants = {
+            (e.tenant_id, e.id): instant
+            for e in events
+            if (e.tenant_id, e.id) in stored_now
+            and (instant := _stored_instant(e, now)) is not None
+        }
+        others = [(e.tenant_id, e.id) for e in events if (e.tenant_id, e.id) not in instants]
+        if others:
+            for key, (instant, done) in zip(others, store.inbox.wakeup_states(others), strict=True):
+                if not done:
+                    instants[key] = instant
+    return [(e, instants[(e.tenant_id, e.id)]) for e in events if (e.tenant_id, e.id) in instants]
+
+
+def _stored_instant(event: DomainEvent, now: datetime) -> datetime | None:
+    """The instant the inbox gives an event stored at `now` (`coalesce(event_time,
+    received_at)`), or None where the database's reading of a time without a zone
+    would decide it (then the stored row is read instead)."""
+    instant = event.time if event.time is not None else now
+    return instant if instant.tzinfo is not None else None
 
 
 def _waits_for(

@@ -302,8 +302,8 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
             f"better of the two shapes (ResumeBatchSize {bd.get('resume_batch', 10)} in this"
             f" run); at the default of 10 the fraction is {bd['fraction_default_resume_batch']}.",
             "A larger batch spreads each transaction's fixed costs (its begin and commit, the",
-            "tails' read and the passes' one write statement: two round trips) over five",
-            "times as many resumes.",
+            "tails' read and the passes' one write statement: two round trips) over",
+            f"{bd['batched']['drain']['batch']} resumes instead of 10.",
         ]
     out += _drain_cpu_lines(bd)
     out += [

@@ -337,8 +337,11 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         "(as the sleep workflow and the event wait try it), in place of 50: alone,",
         "three alternating rounds of 100,000, 6,512-6,690 resumes/s at 100 against",
         "5,936-6,382 at 50 (the workers 0.137-0.139 against 0.141-0.143 ms a resume).",
-        "The table above is still the 892aa3a run's, at 50: no full run has measured 100",
-        "yet.",
+        *(
+            ["The table above is from a run before that change, at 50."]
+            if bd.get("batched", {}).get("drain", {}).get("batch") == 50
+            else []
+        ),
         "",
         "## 3. Due-scan cost vs pending-set size (vs the seeds' events-table scan)",
         "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 
 import pytest
@@ -32,6 +32,13 @@ from tests.support import TENANT_A, TENANT_B, stream, trigger
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 SALE = T0 + timedelta(minutes=5)
+
+
+class _NoOffset(tzinfo):
+    """A zone that knows no offset: Python counts its times as naive."""
+
+    def utcoffset(self, dt: datetime | None) -> timedelta | None:
+        return None
 
 
 def _field_is_one(ctx: Any) -> dict[str, Any]:
@@ -236,7 +243,8 @@ def test_the_instants_of_events_stored_now_are_those_the_inbox_reads_back(
     for events the insert stored, the wakeup takes it from the event (its EventBridge
     time, else the receive time) instead of reading it; it must be what the inbox
     holds, to the microsecond and whatever the zone. A time without a zone is read back
-    (the server's zone would decide it)."""
+    (the server's zone would decide it), and so is one whose zone gives no offset, which
+    Python counts as naive too."""
     received = SALE + timedelta(seconds=3, microseconds=250)
     events = [
         DomainEvent("at-utc", "sale.started", {"a": 1}, TENANT_A, SALE, "shop"),
@@ -250,6 +258,14 @@ def test_the_instants_of_events_stored_now_are_those_the_inbox_reads_back(
             "shop",
         ),
         DomainEvent("no-zone", "sale.started", {"a": 1}, TENANT_A, datetime(2026, 1, 5, 9), "shop"),
+        DomainEvent(
+            "zone-without-offset",
+            "sale.started",
+            {"a": 1},
+            TENANT_A,
+            datetime(2026, 1, 5, 9, tzinfo=_NoOffset()),
+            "shop",
+        ),
     ]
 
     opened = open_events(store, events, received)

@@ -208,9 +208,10 @@ def _open_events(
 def _stored_instant(event: DomainEvent, now: datetime) -> datetime | None:
     """The instant the inbox gives an event stored at `now` (`coalesce(event_time,
     received_at)`), or None where the database's reading of a time without a zone
-    would decide it (then the stored row is read instead)."""
+    would decide it (then the stored row is read instead): naive as Python defines it,
+    no tzinfo or one that gives no offset."""
     instant = event.time if event.time is not None else now
-    return instant if instant.tzinfo is not None else None
+    return instant if instant.utcoffset() is not None else None
 
 
 def _waits_for(

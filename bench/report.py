@@ -337,6 +337,9 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         "(as the sleep workflow and the event wait try it), in place of 50: alone,",
         "three alternating rounds of 100,000, 6,512-6,690 resumes/s at 100 against",
         "5,936-6,382 at 50 (the workers 0.137-0.139 against 0.141-0.143 ms a resume).",
+        "The three consecutive full runs at b451600 (2026-12-05 22:18-22:58), the first",
+        "at 100: 0.754, 0.891 and 0.773, the drain 7,173-8,217 resumes/s (the workers",
+        "0.108-0.127 ms a resume) against commit loops of 9,224-9,548 commits/s.",
         *(
             ["The table above is from a run before that change, at 50."]
             if bd.get("batched", {}).get("drain", {}).get("batch") == 50

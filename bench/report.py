@@ -5,16 +5,20 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import datetime
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from .completion_report import completion_section
 from .flow_report import flow_section
 from .report_findings import FINDINGS, REPRODUCE
-from .report_format import meets
 from .report_format import table as _table
+from .report_history import (
+    back_to_back,
+    headline,
+    history_section,
+    load_history,
+    met_in,
+)
 from .report_peers import (
     event_wait_section,
     fan_out_peers_section,
@@ -110,8 +114,14 @@ def write_plot(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
-    """docs/BENCHMARKS.md from the results of one run."""
+def write_report(
+    results: dict[str, Any],
+    path: Path,
+    plot: Path,
+    history: list[dict[str, Any]] | None = None,
+) -> None:
+    """docs/BENCHMARKS.md from the results of one run and the full runs' history
+    (`history`: bench/full_runs.json when not given)."""
     m, v = results["machine"], results["versions"]
     sw, bd, ds = results["sleep_workflow"], results["backlog_drain"], results["due_scan"]
     wk, tm, ing = results["wakeup"], results["timers"], results["ingestion"]
@@ -322,24 +332,19 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
         "the console's lists); the workers' Python, 0.14 ms a resume, is spread over the",
         "resume path with no frame above a tenth (py-spy, see What limits the figures).",
         "",
-        "The three consecutive full runs at a893bd4 (2026-12-05 evening) read 0.724, 0.672",
-        "and 0.692 of the commit rate, against 0.756-0.792 in the afternoon's three at",
-        "3594131. The machine, not the change: the same 100,000-run drain at",
-        "ResumeBatchSize 50, alternating the engine before that round (31290c4) and after",
-        "it, four rounds each: 6,286-6,725 against 6,367-6,704 resumes/s, the workers'",
-        "CPU 0.134-0.137 ms a resume in both, where the afternoon's full runs measured",
-        "0.111-0.122 ms and this trio 0.128-0.143 (the commit loop, cheap a commit,",
-        "slowed less: 9,460-9,611 commits/s against 9,184-10,223).",
-        "The trio at 892aa3a (20:47-21:29, an engine change on the event wait only)",
-        "read 0.695, 0.659 and 0.74: the drain itself 6,532-6,624 resumes/s in all three,",
-        "the commit loop 8,823-9,929 commits/s, so the spread is the reference's. Since",
+        "The fraction moves between sets of full runs more than the engine did ([History",
+        "of full runs](#history-of-full-runs)); two checks of why. At a893bd4 the three",
+        "runs read 0.672-0.724 against 0.756-0.792 at 3594131 that afternoon, and the",
+        "same drain alternating the engine before that round (31290c4) and after it, four",
+        "rounds each at ResumeBatchSize 50, ran 6,286-6,725 against 6,367-6,704",
+        "resumes/s, the workers' CPU 0.134-0.137 ms a resume in both (0.111-0.122 in the",
+        "afternoon's full runs): the machine, not the change. At 892aa3a the drain itself",
+        "ran 6,532-6,624 resumes/s in all three runs while the commit loop it is divided",
+        "by read 8,823-9,929 commits/s: there the spread was the reference's. Since",
         "25f1118 the batched drain runs at ResumeBatchSize 100, the template's largest",
-        "(as the sleep workflow and the event wait try it), in place of 50: alone,",
-        "three alternating rounds of 100,000, 6,512-6,690 resumes/s at 100 against",
-        "5,936-6,382 at 50 (the workers 0.137-0.139 against 0.141-0.143 ms a resume).",
-        "The three consecutive full runs at b451600 (2026-12-05 22:18-22:58), the first",
-        "at 100: 0.754, 0.891 and 0.773, the drain 7,173-8,217 resumes/s (the workers",
-        "0.108-0.127 ms a resume) against commit loops of 9,224-9,548 commits/s.",
+        "(as the sleep workflow and the event wait try it), in place of 50: alone, three",
+        "alternating rounds of 100,000, 6,512-6,690 resumes/s at 100 against 5,936-6,382",
+        "at 50 (the workers 0.137-0.139 against 0.141-0.143 ms a resume).",
         *(
             ["The table above is from a run before that change, at 50."]
             if bd.get("batched", {}).get("drain", {}).get("batch") == 50
@@ -532,20 +537,10 @@ def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
     out += flow_section(results.get("flow"))
     out += event_wait_section(results.get("event_wait"))
     out += completion_section(results.get("completion"))
+    out += history_section(load_history() if history is None else history, results["targets"])
     out += ["", "## What limits the figures", "", *FINDINGS, "", "## Reproduce", ""]
     out += REPRODUCE
     path.write_text("\n".join(out) + "\n")
-
-
-def headline(results: dict[str, Any]) -> dict[str, Any]:
-    """A run's time, load and targeted figures (what the report compares across runs)."""
-    return {
-        "generated_at": results.get("generated_at"),
-        "git_commit": results.get("versions", {}).get("git_commit"),
-        "load_average_at_start": results.get("machine", {}).get("load_average_at_start"),
-        "duration_s": results.get("duration_s"),
-        **{key: t["value"] for key, t in results.get("targets", {}).items()},
-    }
 
 
 def _consecutive_runs(results: dict[str, Any]) -> list[str]:
@@ -571,7 +566,7 @@ def _consecutive_runs(results: dict[str, Any]) -> list[str]:
     started = ", ".join(str(run.get("generated_at")) for run in runs)
     commits = [run.get("git_commit") for run in runs]
     trees = ", ".join(c or "not recorded" for c in commits)
-    if not _back_to_back(runs):
+    if not back_to_back(runs):
         order = (
             f"Not one after the other (started {started}; trees {trees}): the earlier runs"
             " are the ones this run's results file replaced, so together they are no claim"
@@ -589,39 +584,15 @@ def _consecutive_runs(results: dict[str, Any]) -> list[str]:
         order,
         "",
         *_table(header, rows),
+        "",
+        "Every earlier set of full runs is in [History of full runs](#history-of-full-runs).",
     ]
 
 
 def _met_in(runs: list[dict[str, Any]], key: str, target: str) -> str:
     """In how many of the runs that measured `key` its figure meets `target` ("2 of 3")."""
-    verdicts = [meets(run.get(key), target) for run in runs]
-    measured = [v for v in verdicts if v is not None]
-    return f"{sum(measured)} of {len(measured)}" if measured else "-"
-
-
-# The longest pause between one full run's end and the next one's start for the two to
-# count as one after the other (a look at the results, a commit in between).
-BACK_TO_BACK_GAP_S = 15 * 60
-
-
-# A run's duration where its headline kept none (runs before 2026-12-04): twice the
-# full run's 15-minute bound.
-UNRECORDED_DURATION_S = 30 * 60
-
-
-def _back_to_back(runs: list[dict[str, Any]]) -> bool:
-    """Whether each run started within BACK_TO_BACK_GAP_S of the end of the one before
-    (a pair whose start times cannot be read counts as one after the other)."""
-    for before, after in pairwise(runs):
-        try:
-            began = datetime.fromisoformat(str(before.get("generated_at")))
-            then = datetime.fromisoformat(str(after.get("generated_at")))
-        except ValueError:
-            continue
-        duration = float(before.get("duration_s") or UNRECORDED_DURATION_S)
-        if (then - began).total_seconds() > duration + BACK_TO_BACK_GAP_S:
-            return False
-    return True
+    met, measured = met_in(runs, key, target)
+    return f"{met} of {measured}" if measured else "-"
 
 
 def main() -> None:

@@ -334,7 +334,8 @@ FINDINGS = [
 REPRODUCE = [
     "```",
     "make bench         # full sizes, under 15 minutes; rewrites bench/results.json,",
-    "                   # bench/results.png and this file",
+    "                   # bench/results.png and this file, and adds the run's",
+    "                   # headline figures to bench/full_runs.json (the history)",
     "make bench-quick   # reduced sizes, under 4 minutes",
     "```",
     "",

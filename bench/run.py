@@ -43,8 +43,9 @@ from .absurd_peer import WorkerSettings
 from .common import fresh_database
 from .harness import BURST_BATCHES, LARGEST_BATCHES
 from .peer_figures import best_setting, throughput_ratio
-from .report import headline, write_plot, write_report
+from .report import write_plot, write_report
 from .report_format import meets
+from .report_history import headline, record_full_run
 from .run_peers import (
     absurd_figures,
     absurd_sleep,
@@ -474,6 +475,8 @@ def main() -> None:
     if not args.quick:
         results["earlier_full_runs"] = earlier_full_runs(RESULTS)
     RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    if not args.quick:
+        record_full_run(results)
     write_plot(results, PLOT)
     write_report(results, REPORT, PLOT)
     log(f"done in {results['duration_s']} s: {RESULTS}, {REPORT}, {PLOT}")

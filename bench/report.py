@@ -114,14 +114,9 @@ def write_plot(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(
-    results: dict[str, Any],
-    path: Path,
-    plot: Path,
-    history: list[dict[str, Any]] | None = None,
-) -> None:
+def write_report(results: dict[str, Any], path: Path, plot: Path) -> None:
     """docs/BENCHMARKS.md from the results of one run and the full runs' history
-    (`history`: bench/full_runs.json when not given)."""
+    (bench/full_runs.json)."""
     m, v = results["machine"], results["versions"]
     sw, bd, ds = results["sleep_workflow"], results["backlog_drain"], results["due_scan"]
     wk, tm, ing = results["wakeup"], results["timers"], results["ingestion"]
@@ -537,7 +532,7 @@ def write_report(
     out += flow_section(results.get("flow"))
     out += event_wait_section(results.get("event_wait"))
     out += completion_section(results.get("completion"))
-    out += history_section(load_history() if history is None else history, results["targets"])
+    out += history_section(load_history(), results["targets"])
     out += ["", "## What limits the figures", "", *FINDINGS, "", "## Reproduce", ""]
     out += REPRODUCE
     path.write_text("\n".join(out) + "\n")

@@ -99,6 +99,31 @@ def test_a_set_of_three_names_the_targets_met_in_fewer_than_two(tmp_path: Path) 
     assert "| c000001 | 12-06 09:00 | 6 |" in text and "| c000001 | 12-06 09:00 | 7 |" in text
 
 
+def test_a_longer_set_is_a_claim_when_any_three_consecutive_runs_are(
+    tmp_path: Path,
+) -> None:
+    """Four runs in a row on one tree: a target met in the first two holds (the first
+    three are a claim); met in the first and the last only, no three of them hold it."""
+    starts = ["22:00", "22:14", "22:28", "22:42"]
+
+    def four(ratios: list[float]) -> list[dict[str, Any]]:
+        where = tmp_path / "-".join(map(str, ratios))
+        where.mkdir()
+        return _history(
+            where,
+            *[
+                _results(f"2026-12-05T{at}:00+00:00", "b451600", ratio, 8.0)
+                for at, ratio in zip(starts, ratios, strict=True)
+            ],
+        )
+
+    early = "\n".join(history_section(four([5.1, 5.2, 3.0, 3.1]), TARGETS))
+    apart = "\n".join(history_section(four([5.1, 3.0, 3.1, 5.2]), TARGETS))
+
+    assert "| b451600 | 2026-12-05 22:00 | 4 | none |" in early
+    assert "| b451600 | 2026-12-05 22:00 | 4 | event wait / Absurd |" in apart
+
+
 def test_sets_that_did_not_measure_every_target_are_left_out(tmp_path: Path) -> None:
     """Runs from before a workload existed are history, not a set the table judges."""
     runs = _history(

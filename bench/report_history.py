@@ -88,6 +88,12 @@ def load_history(path: Path = HISTORY) -> list[dict[str, Any]]:
     return runs
 
 
+def latest_full_runs(keep: int = 2, path: Path = HISTORY) -> list[dict[str, Any]]:
+    """The headlines of the last `keep` full runs recorded, newest first: before a run
+    is recorded, the runs its report's table of consecutive runs sets beside it."""
+    return load_history(path)[::-1][:keep]
+
+
 def record_full_run(results: dict[str, Any], path: Path = HISTORY) -> list[dict[str, Any]]:
     """Add this full run's headline to the history (once: a run already there by its
     start time is not added again) and return the history."""

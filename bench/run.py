@@ -45,7 +45,7 @@ from .harness import BURST_BATCHES, LARGEST_BATCHES
 from .peer_figures import best_setting, throughput_ratio
 from .report import write_plot, write_report
 from .report_format import meets
-from .report_history import headline, record_full_run
+from .report_history import latest_full_runs, record_full_run
 from .run_peers import (
     absurd_figures,
     absurd_sleep,
@@ -421,17 +421,6 @@ def check_targets(results: dict[str, Any]) -> dict[str, Any]:
     return checked
 
 
-def earlier_full_runs(path: Path, keep: int = 2) -> list[dict[str, Any]]:
-    """The headline figures of the full runs before this one (newest first, at most
-    `keep`), from the results file this run replaces: a claim needs consecutive runs."""
-    if not path.exists():
-        return []
-    previous = json.loads(path.read_text())
-    if previous.get("mode") != "full":
-        return []
-    return [headline(previous), *previous.get("earlier_full_runs", [])][:keep]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="reduced sizes (make bench-quick)")
@@ -473,7 +462,7 @@ def main() -> None:
     results["targets"] = check_targets(results)
     results["duration_s"] = round(time.perf_counter() - began, 1)
     if not args.quick:
-        results["earlier_full_runs"] = earlier_full_runs(RESULTS)
+        results["earlier_full_runs"] = latest_full_runs()
     RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n")
     if not args.quick:
         record_full_run(results)

@@ -11,6 +11,7 @@ from typing import Any
 from bench.report_history import (
     HISTORY,
     history_section,
+    latest_full_runs,
     load_history,
     record_full_run,
     sets_of_runs,
@@ -60,6 +61,19 @@ def test_a_full_run_is_recorded_once_and_in_time_order(tmp_path: Path) -> None:
     ]
     assert runs[0]["event_wait.ratio_vs_absurd"] == 3.14
     assert runs[0]["git_commit"] == "b451600"
+
+
+def test_the_runs_set_beside_a_new_one_are_the_last_recorded_newest_first(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "full_runs.json"
+    assert latest_full_runs(path=path) == []
+    for at in ("22:18:20", "22:44:33", "22:31:39"):
+        record_full_run(_results(f"2026-12-05T{at}+00:00", "b451600", 3.0, 8.0), path)
+
+    latest = [run["generated_at"][11:19] for run in latest_full_runs(path=path)]
+
+    assert latest == ["22:44:33", "22:31:39"]
 
 
 def test_runs_of_one_tree_one_after_the_other_are_one_set(tmp_path: Path) -> None:

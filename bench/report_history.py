@@ -72,10 +72,17 @@ def back_to_back(runs: list[dict[str, Any]]) -> bool:
     return True
 
 
+def no_claim(run: dict[str, Any], key: str) -> str | None:
+    """Why a run's figure for `key` is no claim (its `no_claim` map, written by hand
+    when a run is read afterwards: the peer's best shape did not run, say), or None."""
+    reason: str | None = run.get("no_claim", {}).get(key)
+    return reason
+
+
 def met_in(runs: list[dict[str, Any]], key: str, target: str) -> tuple[int, int]:
     """In how many of the runs that measured `key` its figure meets `target`, and how
-    many measured it."""
-    verdicts = [meets(run.get(key), target) for run in runs]
+    many measured it (a figure that is no claim counts as not measured)."""
+    verdicts = [None if no_claim(run, key) else meets(run.get(key), target) for run in runs]
     measured = [v for v in verdicts if v is not None]
     return sum(measured), len(measured)
 
@@ -125,9 +132,12 @@ def sets_of_runs(runs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 def _figure(run: dict[str, Any], key: str, target: str) -> str:
-    """A run's figure for `key`, in bold when it misses `target` ("-": not measured)."""
+    """A run's figure for `key`, in bold when it misses `target` ("-": not measured; a
+    figure that is no claim says so and is judged as not measured)."""
     if key not in run:
         return "-"
+    if no_claim(run, key):
+        return f"{fmt(run[key])} (no claim)"
     return fmt(run[key]) if meets(run[key], target) is not False else f"**{fmt(run[key])}**"
 
 
@@ -199,7 +209,8 @@ def history_section(history: list[dict[str, Any]], targets: dict[str, Any]) -> l
         *_table(["tree", "started (UTC)", "runs", f"missed (met in fewer than {MET_IN})"], claims),
         "",
         "Each run's ratios to the peers and its own figures (bold: misses today's",
-        "target; the start is month-day and time):",
+        "target; no claim: a figure read afterwards as not comparable, counted in no",
+        "set, its reason in `bench/full_runs.json`; the start is month-day and time):",
         "",
         *figures([key for key in keys if key in PEER_RATIOS]),
         "",

@@ -138,6 +138,26 @@ def test_a_longer_set_is_a_claim_when_any_three_consecutive_runs_are(
     assert "| b451600 | 2026-12-05 22:00 | 4 | event wait / Absurd |" in apart
 
 
+def test_a_figure_that_is_no_claim_is_marked_and_counts_in_no_set(tmp_path: Path) -> None:
+    """A figure read afterwards as not comparable (the run's `no_claim`, with its reason)
+    is shown as such and judged as not measured: met once in the two runs left, the
+    set misses the target it would otherwise have met in two of three."""
+    runs = _history(
+        tmp_path,
+        _results("2026-12-05T15:05:47+00:00", "e821da6", 4.0, 8.0),
+        _results("2026-12-05T15:17:39+00:00", "e821da6", 5.1, 8.0),
+        _results("2026-12-05T15:29:45+00:00", "e821da6", 9.45, 8.0),
+    )
+    runs[2]["no_claim"] = {"event_wait.ratio_vs_absurd": "the peer's best shape did not run"}
+
+    text = "\n".join(history_section(runs, TARGETS))
+
+    assert "| e821da6 | 2026-12-05 15:05 | 3 | event wait / Absurd |" in text
+    assert "| e821da6 | 12-05 15:29 | 9.45 (no claim) |" in text
+    del runs[2]["no_claim"]
+    assert "| e821da6 | 2026-12-05 15:05 | 3 | none |" in "\n".join(history_section(runs, TARGETS))
+
+
 def test_sets_that_did_not_measure_every_target_are_left_out(tmp_path: Path) -> None:
     """Runs from before a workload existed are history, not a set the table judges."""
     runs = _history(

@@ -48,7 +48,6 @@ CREATE TABLE inbox (
     match_keys    text[],
     PRIMARY KEY (tenant_id, event_id)
 );
-CREATE INDEX inbox_tenant_type_received_idx ON inbox (tenant_id, type, received_at);
 -- Look-back of a wait with an equality key: the events offering it. Entries go into
 -- place at once (no pending list, which every search reads whole: 0020).
 CREATE INDEX inbox_match_keys_idx ON inbox USING gin (match_keys) WITH (fastupdate = off)

@@ -53,6 +53,9 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         "git_commit": results.get("versions", {}).get("git_commit"),
         "load_average_at_start": results.get("machine", {}).get("load_average_at_start"),
         "duration_s": results.get("duration_s"),
+        "commit_rate_one_connection": results.get("backlog_drain", {})
+        .get("commit_rate_one_connection", {})
+        .get("commits_per_s"),
         **{key: t["value"] for key, t in results.get("targets", {}).items()},
     }
 
@@ -175,15 +178,22 @@ def history_section(history: list[dict[str, Any]], targets: dict[str, Any]) -> l
         for runs in sets
     ]
 
-    def figures(shown: list[str]) -> list[str]:
-        """A row a run: its tree, its start and its figures for `shown`."""
+    def figures(shown: list[str], host: bool = False) -> list[str]:
+        """A row a run: its tree, its start and its figures for `shown` (`host`: and the
+        server's one-connection commit rate in that run, the host's speed)."""
         return _table(
-            ["tree", "started (UTC)", *[f"{HISTORY_KEYS[key]} ({bars[key]})" for key in shown]],
+            [
+                "tree",
+                "started (UTC)",
+                *[f"{HISTORY_KEYS[key]} ({bars[key]})" for key in shown],
+                *(["host: commits/s, 1 connection"] if host else []),
+            ],
             [
                 [
                     run.get("git_commit") or "not recorded",
                     str(run.get("generated_at", ""))[5:16].replace("T", " "),
                     *[_figure(run, key, bars[key]) for key in shown],
+                    *([fmt(run.get("commit_rate_one_connection") or "-")] if host else []),
                 ]
                 for runs in sets
                 for run in runs
@@ -210,9 +220,12 @@ def history_section(history: list[dict[str, Any]], targets: dict[str, Any]) -> l
         "",
         "Each run's ratios to the peers and its own figures (bold: misses today's",
         "target; no claim: a figure read afterwards as not comparable, counted in no",
-        "set, its reason in `bench/full_runs.json`; the start is month-day and time):",
+        "set, its reason in `bench/full_runs.json`; the start is month-day and time).",
+        "Beside our own figures, the host's speed in that run: the server's commit rate",
+        "on one connection (the drain's reference: 4,502-5,076/s in every run of",
+        "2026-12-05 from 15:05; '-' where the run's results were not kept):",
         "",
         *figures([key for key in keys if key in PEER_RATIOS]),
         "",
-        *figures([key for key in keys if key in OWN_FIGURES]),
+        *figures([key for key in keys if key in OWN_FIGURES], host=True),
     ]

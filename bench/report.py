@@ -11,6 +11,7 @@ from typing import Any
 from .completion_report import completion_section
 from .flow_report import flow_section
 from .report_findings import FINDINGS, REPRODUCE
+from .report_format import fmt
 from .report_format import table as _table
 from .report_history import (
     back_to_back,
@@ -18,6 +19,7 @@ from .report_history import (
     history_section,
     load_history,
     met_in,
+    no_claim,
 )
 from .report_peers import (
     event_wait_section,
@@ -556,7 +558,15 @@ def _consecutive_runs(results: dict[str, Any]) -> list[str]:
         "met in",
     ]
     rows = [
-        [key, *[run.get(key, "") for run in runs], t["target"], _met_in(runs, key, t["target"])]
+        [
+            key,
+            *[
+                f"{fmt(run[key])} (no claim)" if no_claim(run, key) else run.get(key, "")
+                for run in runs
+            ],
+            t["target"],
+            _met_in(runs, key, t["target"]),
+        ]
         for key, t in results["targets"].items()
     ]
     started = ", ".join(str(run.get("generated_at")) for run in runs)

@@ -73,6 +73,20 @@ def test_the_table_counts_the_runs_that_meet_each_target() -> None:
     assert "| <= 15.0 | 0 of 1 |" in _text(unmeasured)
 
 
+def test_a_figure_marked_no_claim_says_so_where_it_is_not_counted() -> None:
+    """A run's figure marked no claim in the history (and so in the earlier runs a
+    new run's results carry) is shown as such, and the count leaves it out."""
+    runs = [_run("t1", "abc1234", 9.0), _run("t2", "abc1234", 20.0), _run("t3", "abc1234", 8.0)]
+    latest = runs[-1]
+    earlier = [headline(r) for r in reversed(runs[:-1])]
+    earlier[1]["no_claim"] = {"wakeup.p99_ms": "measured on another host"}
+    latest["earlier_full_runs"] = earlier
+
+    text = "\n".join(_consecutive_runs(latest))
+
+    assert "| wakeup.p99_ms | 9 (no claim) | 20 | 8 | <= 15.0 | 1 of 2 |" in text
+
+
 def _completion_results() -> dict[str, Any]:
     spans = {"plain": [0.7, 0.72], "policy": [0.69, 0.71], "catch": [0.68], "tolerant": [0.7]}
     one = {"makespan_s": 0.7, "children_started": 2000, "succeeded": 2000, "failed": 0}

@@ -22,7 +22,6 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import absurdctl
@@ -30,24 +29,12 @@ import psycopg
 from absurd_sdk import Absurd, TaskContext
 
 from .common import summary
-from .peer_figures import wake_figures
+from .peer_figures import WorkerSettings, wake_figures
 
 QUEUE = "bench"
 FAN_PARENT_QUEUE = "bench_fan_parent"
 FAN_CHILD_QUEUE = "bench_fan_child"
 SENDERS = 4  # threads spawning tasks and emitting events (our pipeline's worker count)
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    """One shape of Absurd's workers: processes, tasks claimed per poll, idle poll."""
-
-    processes: int
-    batch: int
-    poll_s: float
-
-    def label(self) -> str:
-        return f"{self.processes} proc, batch {self.batch}, poll {self.poll_s * 1000:g} ms"
 
 
 def install(url: str, queues: Sequence[str]) -> None:

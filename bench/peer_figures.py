@@ -1,12 +1,25 @@
 """The arithmetic the side-by-side workloads share: wake-up figures from send and
-resume times, the best of a peer's settings, and the ratios against a peer."""
+resume times, a peer's settings and the best of them, and the ratios against a peer."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .common import summary
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """One shape of Absurd's workers: processes, tasks claimed per poll, idle poll."""
+
+    processes: int
+    batch: int
+    poll_s: float
+
+    def label(self) -> str:
+        return f"{self.processes} proc, batch {self.batch}, poll {self.poll_s * 1000:g} ms"
 
 
 def wake_figures(sent: Mapping[Any, float], done: Mapping[Any, float]) -> dict[str, Any]:

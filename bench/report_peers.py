@@ -290,6 +290,25 @@ SLEEP_CHANGES: list[list[str]] = [
 ]
 
 
+def _quickest_absurd(absurd: dict[str, Any], ours_p50_ms: float) -> list[str]:
+    """A sentence on Absurd's lowest-latency shape when it is not its fastest one
+    (more processes poll more often: each event waits less for a claim, and the
+    claims contend), against our lowest p50 at any batch size."""
+    quickest = min(absurd["tried"], key=lambda t: t["p50_ms"])
+    if quickest == absurd["best"]:
+        return []
+    processes, batch, poll = _shape(quickest["settings"])
+    than = "lower" if quickest["p50_ms"] < ours_p50_ms else "not lower"
+    return [
+        "",
+        f"Absurd's lowest latency is not at its best throughput: at {processes} processes,"
+        f" batch {batch}, poll {poll} its p50 is {quickest['p50_ms']} ms and its p99",
+        f"{quickest['p99_ms']} ms at {quickest['runs_per_s']} runs/s, {than} than our",
+        f"lowest p50 at any batch size ({ours_p50_ms} ms), where its throughput is",
+        f"{round(quickest['runs_per_s'] / absurd['best']['runs_per_s'], 2)} of its best.",
+    ]
+
+
 def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
     """Workload 14: N correlated waits, N events at once, ours against Absurd and DBOS."""
     if not ew:
@@ -311,8 +330,9 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         "Throughput: runs resumed per second from the first send to the last resumed run",
         "(ours: its resume's commit; the peers: the task's or workflow's completion, which",
         "follows the wake with no further step); latency: an event's send to that moment.",
-        "Absurd's worker processes and batch are the sleep sweep's best; its poll interval",
-        "was tried at each value below, the best throughput is the ratio's denominator.",
+        "Absurd was tried in each shape below: the sleep sweep's best processes and batch",
+        "at two polls, then other processes and batches; the best throughput is the",
+        "ratio's denominator.",
         "",
     ]
     tried_ours = ew.get("ours_tried", [ours])
@@ -348,6 +368,7 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         ["system", "processes", "batch", "poll", "runs/s", "p50 ms", "p99 ms", "ours / peer"],
         rows,
     )
+    out += _quickest_absurd(absurd, min(t["p50_ms"] for t in tried_ours))
     if len(tried_ours) > 1:
         out += [
             "",

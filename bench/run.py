@@ -39,10 +39,9 @@ from . import (
     noisy_neighbor,
     sleep_workflow,
 )
-from .absurd_peer import WorkerSettings
 from .common import fresh_database
 from .harness import BURST_BATCHES, LARGEST_BATCHES
-from .peer_figures import best_setting, throughput_ratio
+from .peer_figures import WorkerSettings, best_setting, throughput_ratio
 from .report import write_plot, write_report
 from .report_format import meets
 from .report_history import latest_full_runs, record_full_run

@@ -4,7 +4,7 @@ database of its own on the same server as ours.
 - Absurd's sleep workflow over a sweep of worker shapes (`ABSURD_SLEEP_SETTINGS`, at a
   sweep size), its best shape again at the sleep workload's largest N: the
   denominator of `sleep_workflow.ratio_vs_absurd`.
-- Workload 14, the event wait: ours, Absurd (a few poll intervals) and DBOS.
+- Workload 14, the event wait: ours, Absurd (a few worker shapes and polls) and DBOS.
 - The fan-out side by side: one parent, N one-step children, joined; ours (`s.map`),
   Absurd (child tasks, `await_task_result`) and DBOS (`start_workflow` handles).
 """
@@ -20,10 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from . import event_wait, fan_out, sleep_workflow
-from .absurd_peer import WorkerSettings
 from .common import create_database, drop_database, fresh_database
 from .harness import BURST_BATCHES, DEFAULT_BATCHES, Batches
-from .peer_figures import best_setting, leaders, makespan_ratio, throughput_ratio
+from .peer_figures import (
+    WorkerSettings,
+    best_setting,
+    leaders,
+    makespan_ratio,
+    throughput_ratio,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,8 +44,16 @@ ABSURD_SLEEP_SETTINGS = (
     WorkerSettings(4, 100, 0.05),
 )
 # For the event wait the poll interval is the wake-up latency's floor: tried at the
-# SDK's default and below it, with the processes and batch the sleep sweep favours.
+# SDK's default and below it, with the processes and batch the sleep sweep favours;
+# then other processes and batches at the shorter poll (more processes wake sooner,
+# fewer claim with less contention), so the denominator is the best of the shapes and
+# not of one shape's polls.
 ABSURD_EVENT_POLLS = (0.25, 0.05)
+ABSURD_EVENT_OTHER_SHAPES = (
+    WorkerSettings(2, 100, 0.05),
+    WorkerSettings(4, 10, 0.05),
+    WorkerSettings(8, 100, 0.05),
+)
 # The fan-out's children (one more process, batch 1, for the parent).
 ABSURD_FAN_SETTINGS = (WorkerSettings(2, 100, 0.05), WorkerSettings(2, 100, 0.01))
 
@@ -135,6 +148,13 @@ def ours_at_batch_sizes(
     return shapes
 
 
+def absurd_event_shapes(sleep_best: WorkerSettings) -> list[WorkerSettings]:
+    """Absurd's shapes for the event wait, each once: the sleep sweep's best at each of
+    ABSURD_EVENT_POLLS, then ABSURD_EVENT_OTHER_SHAPES."""
+    shapes = [WorkerSettings(sleep_best.processes, sleep_best.batch, p) for p in ABSURD_EVENT_POLLS]
+    return shapes + [s for s in ABSURD_EVENT_OTHER_SHAPES if s not in shapes]
+
+
 def run_event_wait(n: int, workers: int, admin_url: str, shape: WorkerSettings) -> dict[str, Any]:
     """Workload 14: N correlated waits, N events at once; ours against both peers."""
     log(f"14 event wait: {n} runs each waiting for its own event, the events at once")
@@ -146,8 +166,7 @@ def run_event_wait(n: int, workers: int, admin_url: str, shape: WorkerSettings) 
     # Ours at its best shape, as the peers at theirs; the default's ratios kept beside.
     ours = best_setting(shapes)
     tried = []
-    for poll in ABSURD_EVENT_POLLS:
-        settings = WorkerSettings(shape.processes, shape.batch, poll)
+    for settings in absurd_event_shapes(shape):
         measured = absurd(admin_url, "event_wait", n, settings)
         log(
             f"  absurd ({settings.label()}): {measured['runs_per_s']} runs/s,"

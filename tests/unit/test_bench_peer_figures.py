@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from bench.peer_figures import (
+    WorkerSettings,
     best_setting,
     leaders,
     makespan_ratio,
@@ -16,6 +17,7 @@ from bench.peer_figures import (
     wake_figures,
 )
 from bench.report_peers import _finalists_text, event_wait_section, sleep_batched
+from bench.run_peers import ABSURD_EVENT_OTHER_SHAPES, absurd_event_shapes
 
 
 def test_wake_figures_span_from_the_first_send_to_the_last_resume() -> None:
@@ -77,6 +79,46 @@ def test_the_event_wait_report_marks_the_peer_setting_the_ratio_used() -> None:
     assert rows[0].endswith("|  |") and rows[1].endswith("| **2.0×** |")
     assert any(line.startswith("| DBOS") and "**6.0×**" in line for line in lines)
     assert not any("is faster here" in line for line in lines)
+
+
+def test_absurds_event_wait_shapes_are_the_sleep_best_at_each_poll_then_other_shapes_once() -> None:
+    """The event wait's denominator is Absurd's best over processes and batches too, not
+    only over one shape's polls; a shape the sleep sweep already gives is not run twice."""
+    shapes = absurd_event_shapes(WorkerSettings(2, 100, 0.05))
+
+    assert shapes[:2] == [WorkerSettings(2, 100, 0.25), WorkerSettings(2, 100, 0.05)]
+    assert len(shapes) == len(set(shapes)) == 2 + len(ABSURD_EVENT_OTHER_SHAPES) - 1
+    assert {(s.processes, s.batch) for s in shapes} >= {(2, 100), (4, 10), (8, 100)}
+
+
+def test_the_event_wait_report_names_absurds_lowest_latency_shape_when_it_is_not_the_best() -> None:
+    fast = {**_tried(0.05, 760.0), "p50_ms": 159.0, "p99_ms": 541.0}
+    quick = {
+        "settings": {"processes": 8, "batch": 100, "poll_s": 0.05},
+        "runs_per_s": 628.4,
+        "p50_ms": 42.3,
+        "p99_ms": 123.5,
+    }
+    results = {
+        "n": 1000,
+        "ours": {"runs_per_s": 2300.0, "p50_ms": 201.0, "p99_ms": 297.0},
+        "ours_tried": [
+            {"runs_per_s": 1650.0, "p50_ms": 326.0, "p99_ms": 597.0},
+            {"runs_per_s": 2300.0, "p50_ms": 201.0, "p99_ms": 297.0},
+        ],
+        "absurd": {"tried": [fast, quick], "best": fast},
+        "dbos": {"runs_per_s": 186.0, "p50_ms": 66.0, "p99_ms": 113.0},
+        "ratio_vs_absurd": throughput_ratio(2300.0, 760.0),
+        "ratio_vs_dbos": throughput_ratio(2300.0, 186.0),
+    }
+
+    text = " ".join(event_wait_section(results))
+
+    assert "at 8 processes, batch 100, poll 50 ms its p50 is 42.3 ms" in text
+    assert "lower than our lowest p50 at any batch size (201.0 ms)" in text
+    assert "0.83 of its best" in text
+    results["absurd"] = {"tried": [fast], "best": fast}
+    assert "lowest latency" not in " ".join(event_wait_section(results))
 
 
 def test_the_report_says_when_the_peer_is_faster() -> None:

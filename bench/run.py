@@ -1,7 +1,7 @@
 """Run every benchmark workload in one run on one embedded PostgreSQL and write the
 results (bench/results.json), the report (docs/BENCHMARKS.md) and the plot.
 
-    python -m bench.run           # make bench: full sizes (under 15 minutes)
+    python -m bench.run           # make bench: full sizes (about 13 minutes; see BENCHMARKS.md)
     python -m bench.run --quick   # make bench-quick: reduced sizes (under 4 minutes)
 
 The server keeps PostgreSQL's default durability settings (fsync, synchronous_commit

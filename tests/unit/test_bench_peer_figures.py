@@ -115,7 +115,7 @@ def test_the_event_wait_report_names_absurds_lowest_latency_shape_when_it_is_not
     text = " ".join(event_wait_section(results))
 
     assert "at 8 processes, batch 100, poll 50 ms its p50 is 42.3 ms" in text
-    assert "lower than our lowest p50 at any batch size (201.0 ms)" in text
+    assert "lower than our lowest p50 at any batch size (201 ms)" in text
     assert "0.83 of its best" in text
     assert "then other processes and batches" in text
     results["absurd"] = {"tried": [fast], "best": fast}

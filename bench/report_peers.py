@@ -598,7 +598,7 @@ EVENT_WAIT_CHANGES: list[list[str]] = [
         "1,725-1,865",
         "2,017-2,260",
         "three alternating rounds, 1,000 runs, batches of 100, on a slow host (2026-12-06,"
-        " 2,467-3,580 commits/s on one connection); the Python a run 424-457 -> 350-395 us",
+        " 2,467-2,896 commits/s on one connection); the Python a run 424-457 -> 350-395 us",
     ],
 ]
 

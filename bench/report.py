@@ -11,7 +11,6 @@ from typing import Any
 from .completion_report import completion_section
 from .flow_report import flow_section
 from .report_findings import FINDINGS, REPRODUCE
-from .report_format import fmt
 from .report_format import table as _table
 from .report_history import (
     back_to_back,
@@ -19,7 +18,7 @@ from .report_history import (
     history_section,
     load_history,
     met_in,
-    no_claim,
+    no_claim_label,
 )
 from .report_peers import (
     event_wait_section,
@@ -560,10 +559,7 @@ def _consecutive_runs(results: dict[str, Any]) -> list[str]:
     rows = [
         [
             key,
-            *[
-                f"{fmt(run[key])} (no claim)" if no_claim(run, key) else run.get(key, "")
-                for run in runs
-            ],
+            *[no_claim_label(run, key) or run.get(key, "") for run in runs],
             t["target"],
             _met_in(runs, key, t["target"]),
         ]

@@ -82,6 +82,12 @@ def no_claim(run: dict[str, Any], key: str) -> str | None:
     return reason
 
 
+def no_claim_label(run: dict[str, Any], key: str) -> str | None:
+    """A run's figure for `key` as the tables show it when it is no claim ("9 (no
+    claim)"), or None when it is a claim."""
+    return f"{fmt(run[key])} (no claim)" if no_claim(run, key) else None
+
+
 def met_in(runs: list[dict[str, Any]], key: str, target: str) -> tuple[int, int]:
     """In how many of the runs that measured `key` its figure meets `target`, and how
     many measured it (a figure that is no claim counts as not measured)."""
@@ -139,8 +145,8 @@ def _figure(run: dict[str, Any], key: str, target: str) -> str:
     figure that is no claim says so and is judged as not measured)."""
     if key not in run:
         return "-"
-    if no_claim(run, key):
-        return f"{fmt(run[key])} (no claim)"
+    if label := no_claim_label(run, key):
+        return label
     return fmt(run[key]) if meets(run[key], target) is not False else f"**{fmt(run[key])}**"
 
 

@@ -1,5 +1,5 @@
 """Workload 14, ours: N runs each waiting for its own correlated event, then the N
-events at once.
+events at once (or at a peer's pace: `pace_per_s`).
 
 The runs are bench-await (common.py): `wait_for_event("bench.go")` with an `eq` match
 on the event's `id`, the same workflow as the wakeup workload (4). Once every run is
@@ -35,6 +35,7 @@ def run_ours(
     resumes_first: bool = True,
     waiting: Callable[[], None] | None = None,
     batches: Batches = DEFAULT_BATCHES,
+    pace_per_s: float | None = None,
 ) -> dict[str, Any]:
     """N correlated waits woken by N events sent at once; throughput and latency.
 
@@ -42,7 +43,9 @@ def run_ours(
     (deployed, EventWakeup and ResumeRun are separate functions, so the resumes a wake
     sent do not queue behind the burst's other wakes); False: first in, first out.
     `waiting` is called once every run waits, before the events are sent
-    (bench/statements.py); `batches`: the template's intake and resume batch sizes."""
+    (bench/statements.py); `batches`: the template's intake and resume batch sizes;
+    `pace_per_s`: hand the events over at this rate instead (event i at i / pace after
+    the first), as a peer whose every send is a commit of its own hands them over."""
     sent: dict[str, float] = {}
     done: dict[str, float] = {}
     lock = threading.Lock()
@@ -70,7 +73,10 @@ def run_ours(
         time.sleep(0.5)  # let the pipeline go quiet before measuring
         if waiting is not None:
             waiting()
+        start = time.monotonic()
         for i in range(n):
+            if pace_per_s is not None:
+                _sleep_until(start + i / pace_per_s)
             now = time.time()
             sent[run_id_for("bench-await", f"e{i}")] = now
             pipeline.wake(event("bench.go", i), now)
@@ -78,4 +84,12 @@ def run_ours(
         stats = pipeline.stats
     if not finished or stats.errors:
         raise RuntimeError(f"event wait: {len(done)}/{n} resumed; errors {stats.errors[:3]}")
-    return {**wake_figures(sent, done), "workers": workers, **batches.figures()}
+    paced = {} if pace_per_s is None else {"pace_per_s": round(pace_per_s, 1)}
+    return {**wake_figures(sent, done), "workers": workers, **batches.figures(), **paced}
+
+
+def _sleep_until(deadline: float) -> None:
+    """Sleep to a time.monotonic() instant (no sleep once it has passed)."""
+    left = deadline - time.monotonic()
+    if left > 0:
+        time.sleep(left)

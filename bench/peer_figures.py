@@ -24,7 +24,10 @@ class WorkerSettings:
 
 def wake_figures(sent: Mapping[Any, float], done: Mapping[Any, float]) -> dict[str, Any]:
     """Throughput from the first send to the last resumed run, and each run's latency
-    from its event's send to its resume (both in wall-clock seconds, keyed by run)."""
+    from its event's send to its resume (both in wall-clock seconds, keyed by run).
+    `send_span_ms`: from the first send to the last, how long the events took to hand
+    over (a latency counts from its own event's send: events handed over across a
+    second queue less behind one another than events handed over at once)."""
     missing = set(done) - set(sent)
     if missing or not done:
         raise ValueError(f"wake figures: {len(done)} resumed, {len(missing)} without a send")
@@ -34,6 +37,7 @@ def wake_figures(sent: Mapping[Any, float], done: Mapping[Any, float]) -> dict[s
         "n": len(done),
         "span_s": round(span, 3),
         "runs_per_s": round(len(done) / span, 1),
+        "send_span_ms": round((max(sent.values()) - min(sent.values())) * 1000.0, 1),
         "latency_ms": latency,
         "p50_ms": latency["p50"],
         "p99_ms": latency["p99"],
@@ -46,6 +50,24 @@ def best_setting(tried: Sequence[dict[str, Any]], key: str = "runs_per_s") -> di
     if not tried:
         raise ValueError("no settings tried")
     return max(tried, key=lambda t: t[key])
+
+
+def quickest(tried: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The try with the lowest p50 latency (the first of equals)."""
+    if not tried:
+        raise ValueError("no settings tried")
+    return min(tried, key=lambda t: t["p50_ms"])
+
+
+def send_pace(measured: Mapping[str, Any]) -> float | None:
+    """The rate a workload's events were handed over at, events/s (from its first send
+    to its last), or None where its figures predate `send_span_ms` or every event went
+    at once."""
+    span_ms = float(measured.get("send_span_ms") or 0.0)
+    n = int(measured["n"])
+    if span_ms <= 0.0 or n < 2:
+        return None
+    return (n - 1) / (span_ms / 1000.0)
 
 
 def leaders(

@@ -27,6 +27,8 @@ from .peer_figures import (
     best_setting,
     leaders,
     makespan_ratio,
+    quickest,
+    send_pace,
     throughput_ratio,
 )
 
@@ -155,6 +157,25 @@ def absurd_event_shapes(sleep_best: WorkerSettings) -> list[WorkerSettings]:
     return shapes + [s for s in ABSURD_EVENT_OTHER_SHAPES if s not in shapes]
 
 
+def ours_at_a_peers_pace(
+    admin_url: str, n: int, workers: int, peer: dict[str, Any]
+) -> dict[str, Any]:
+    """Ours at the template's default batches with the events handed over at the pace
+    `peer`'s were (each Absurd `emit_event` is a commit of its own, so its events reach
+    the workers across about a second, ours at once): the latencies side by side at the
+    same arrivals. Empty where the peer's figures carry no send span."""
+    pace = send_pace(peer)
+    if pace is None:
+        return {}
+    with fresh_database(admin_url, "bench_event_wait") as url:
+        measured = event_wait.run_ours(url, n, workers, pace_per_s=pace)
+    log(
+        f"  ours at Absurd's pace ({pace:.0f} events/s, {DEFAULT_BATCHES.label()}):"
+        f" p50 {measured['p50_ms']} ms, p99 {measured['p99_ms']} ms"
+    )
+    return {"ours_paced": measured}
+
+
 def run_event_wait(n: int, workers: int, admin_url: str, shape: WorkerSettings) -> dict[str, Any]:
     """Workload 14: N correlated waits, N events at once; ours against both peers."""
     log(f"14 event wait: {n} runs each waiting for its own event, the events at once")
@@ -174,12 +195,14 @@ def run_event_wait(n: int, workers: int, admin_url: str, shape: WorkerSettings) 
         )
         tried.append(measured)
     best = best_setting(tried)
+    paced = ours_at_a_peers_pace(admin_url, n, workers, quickest(tried))
     dbos = peer_process(admin_url, "dbos_peer", "event_wait", n)
     log(f"  dbos: {dbos['runs_per_s']} runs/s, p50 {dbos['p50_ms']} ms, p99 {dbos['p99_ms']} ms")
     return {
         "n": n,
         "ours": ours,
         "ours_tried": shapes,
+        **paced,
         "absurd": {"tried": tried, "best": best},
         "dbos": dbos,
         "ours_runs_per_s": ours["runs_per_s"],

@@ -142,3 +142,24 @@ def test_the_projector_sends_waits_due_within_its_horizon_without_a_scan(
     assert not deployed.stats.errors
     assert deployed.stats.scans == 0
     assert deployed.stats.outcomes.get("not-due", 0) == 0  # held until due, not requeued
+
+
+def test_the_event_wait_hands_its_events_over_at_a_peers_pace(db_url: str) -> None:
+    """Workload 14 with `pace_per_s` (as a peer whose every send is a commit of its
+    own): event i goes i / pace after the first, so the sends span (n - 1) / pace, and
+    every run still resumes."""
+    from bench import event_wait
+
+    paced = event_wait.run_ours(db_url, 11, 2, pace_per_s=50.0)
+
+    assert paced["n"] == 11 and paced["pace_per_s"] == 50.0
+    assert 200.0 <= paced["send_span_ms"] < 400.0  # 10 gaps of 20 ms
+
+
+def test_the_event_wait_hands_its_events_over_at_once_by_default(db_url: str) -> None:
+    from bench import event_wait
+
+    at_once = event_wait.run_ours(db_url, 11, 2)
+
+    assert at_once["n"] == 11 and "pace_per_s" not in at_once
+    assert at_once["send_span_ms"] < 100.0

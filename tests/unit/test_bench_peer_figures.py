@@ -13,6 +13,8 @@ from bench.peer_figures import (
     best_setting,
     leaders,
     makespan_ratio,
+    quickest,
+    send_pace,
     throughput_ratio,
     wake_figures,
 )
@@ -29,6 +31,7 @@ def test_wake_figures_span_from_the_first_send_to_the_last_resume() -> None:
     assert figures["span_s"] == 2.0
     assert figures["runs_per_s"] == 1.5
     assert (figures["p50_ms"], figures["latency_ms"]["max"]) == (500.0, 1000.0)
+    assert figures["send_span_ms"] == 1000.0  # the events took a second to hand over
 
 
 def test_a_resume_without_its_send_is_refused() -> None:
@@ -122,6 +125,49 @@ def test_the_event_wait_report_names_absurds_lowest_latency_shape_when_it_is_not
     one_shape = " ".join(event_wait_section(results))
     assert "lowest latency" not in one_shape
     assert "its poll interval was tried at each value below" in one_shape
+
+
+def test_the_event_wait_report_compares_latency_at_the_same_pace_when_it_was_measured() -> None:
+    """Absurd's events are commits sent over about a second, ours handed over at once:
+    the report gives both spans and our latency at the pace of Absurd's lowest-latency
+    shape, not a comparison with our burst's."""
+    fast = {**_tried(0.05, 900.0), "p50_ms": 190.0, "p99_ms": 500.0, "send_span_ms": 975.0}
+    quick = {
+        "n": 1000,
+        "settings": {"processes": 8, "batch": 100, "poll_s": 0.05},
+        "runs_per_s": 750.0,
+        "p50_ms": 32.3,
+        "p99_ms": 101.0,
+        "send_span_ms": 1313.6,
+    }
+    ours = {"runs_per_s": 3000.0, "p50_ms": 230.0, "p99_ms": 340.0, "send_span_ms": 7.3}
+    results = {
+        "n": 1000,
+        "ours": ours,
+        "ours_tried": [{**ours, "send_span_ms": 7.6}, ours],
+        "ours_paced": {"p50_ms": 9.5, "p99_ms": 21.25, "pace_per_s": 760.5},
+        "absurd": {"tried": [fast, quick], "best": fast},
+        "dbos": {"runs_per_s": 186.0, "p50_ms": 66.0, "p99_ms": 113.0},
+        "ratio_vs_absurd": throughput_ratio(3000.0, 900.0),
+        "ratio_vs_dbos": throughput_ratio(3000.0, 186.0),
+    }
+
+    text = " ".join(event_wait_section(results))
+
+    assert "threads took 975-1,314 ms over the 1,000 across its shapes" in text
+    assert "EventWakeup's queue within 7.6 ms" in text
+    assert "events arriving across 1,314 ms (its lowest-latency shape's)" in text
+    assert "(8 processes, batch 100, poll 50 ms: 760 events/s)" in text
+    assert "had p50 9.5 ms and p99 21.25 ms, against that shape's 32.3 and 101 ms." in text
+    assert "than our lowest p50 at any batch size" not in text
+
+
+def test_a_send_pace_is_the_events_over_the_span_of_their_sends() -> None:
+    assert send_pace({"n": 1001, "send_span_ms": 2000.0}) == 500.0
+    assert send_pace({"n": 1000}) is None  # figures from before the span was recorded
+    assert send_pace({"n": 1000, "send_span_ms": 0.0}) is None  # all in one instant
+    tried = [{"p50_ms": 5.0, "k": 1}, {"p50_ms": 2.0, "k": 2}, {"p50_ms": 2.0, "k": 3}]
+    assert quickest(tried)["k"] == 2
 
 
 def test_the_report_says_when_the_peer_is_faster() -> None:

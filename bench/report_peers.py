@@ -457,7 +457,8 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         "The server's statements (`python -m bench.statements event_wait 1000`) take 349",
         "us a run: the passes' writes (`record_pass`) 85, the woken runs' tail read 41,",
         "waiting for the (tenant, type) lock 39 (every event of this burst has one tenant",
-        "and type, so the wakes' lock-and-read transactions run one at a time), the lease",
+        "and type, so the wakes' lock-and-read transactions run one at a time; taking it",
+        "shared among wakes changed nothing measurable, the table's last row), the lease",
         "30, marking the finished events 29, storing them 28, marking the matched waits",
         "27, the matches' appends 27, the waits' lookup 23 and the projection about 15.",
         "So a run costs 505-527 us of CPU on a machine of two cores: even with both busy",
@@ -633,6 +634,17 @@ EVENT_WAIT_CHANGES: list[list[str]] = [
         "2,017-2,260",
         "three alternating rounds, 1,000 runs, batches of 100, on a slow host (2026-12-06,"
         " 2,467-2,896 commits/s on one connection); the Python a run 424-457 -> 350-395 us",
+    ],
+    [
+        "not kept: the wakes take the (tenant, type) lock shared, the look-back and the"
+        " inbox purge still exclusive (two wakes' reads never needed to exclude each other:"
+        " their matches race on the run's version either way)",
+        "-",
+        "1,546-1,642; 3,044-3,352",
+        "1,613-1,624; 3,100-3,293",
+        "alternating rounds of 1,000 runs (2026-12-06, 5,092-5,331 commits/s on one"
+        " connection): two at batches of 10, three at 100; p50 336-350 ms at 10 and"
+        " 184-228 ms at 100 either way, so the burst's latency is not the lock",
     ],
 ]
 

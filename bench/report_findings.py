@@ -3,6 +3,8 @@ brought them there are docs/internals/benchmark-passes.md), and how to reproduce
 
 from __future__ import annotations
 
+from .report_peers import EVENT_WAIT_CHANGES
+
 FINDINGS = [
     "Each bullet's figures in parentheses, and the drain's, are from the three consecutive",
     "full runs at 61da506 (2026-12-06 08:03-08:46); the other figures are from the set at",
@@ -43,7 +45,8 @@ FINDINGS = [
     "  send), the resume's events and summary, the projection's delete. Joining the two",
     "  functions does not close it: a wake resuming what it matched, with no lease, send or",
     "  due scan, gained 8-22% (2026-12-06), where 5x needs 40-60%. Section 14 has the",
-    "  paths, the statement profile and the 17 changes measured on this path. On a slow",
+    f"  paths, the statement profile and the {len(EVENT_WAIT_CHANGES)} changes measured on this"
+    " path. On a slow",
     "  host it loses the most: from 02:20 to 03:50 on 2026-12-06 (2,274-2,802 commits/s on",
     "  one connection against 4,502-5,076 the day before) a run's CPU doubled (the Python",
     "  473-595 us, the server 520-620) and one full run read 2.16x, where the sleep",

@@ -26,8 +26,8 @@ def wake_figures(sent: Mapping[Any, float], done: Mapping[Any, float]) -> dict[s
     """Throughput from the first send to the last resumed run, and each run's latency
     from its event's send to its resume (both in wall-clock seconds, keyed by run).
     `send_span_ms`: from the first send to the last, how long the events took to hand
-    over (a latency counts from its own event's send: events handed over across a
-    second queue less behind one another than events handed over at once)."""
+    over (a latency counts from its own event's send, so events handed over one by one
+    wait less behind one another than events all handed over at once)."""
     missing = set(done) - set(sent)
     if missing or not done:
         raise ValueError(f"wake figures: {len(done)} resumed, {len(missing)} without a send")

@@ -351,8 +351,8 @@ def _at_the_same_pace(
         f" events arriving across {fmt(quick['send_span_ms'])} ms",
         "(its lowest-latency shape's), ours those of the whole burst queued at once. Handed"
         f" over at that shape's pace ({processes} processes,",
-        f"batch {batch}, poll {poll}: {fmt(paced['pace_per_s'])} events/s), ours at the"
-        " template's default batches (10/10) had p50",
+        f"batch {batch}, poll {poll}: {fmt(paced['pace_per_s'])} events/s), ours at batches"
+        f" {paced['intake_batch']}/{paced['resume_batch']} (the template's default) had p50",
         f"{fmt(paced['p50_ms'])} ms and p99 {fmt(paced['p99_ms'])} ms, against that"
         f" shape's {fmt(quick['p50_ms'])} and {fmt(quick['p99_ms'])} ms.",
     ]

@@ -162,8 +162,8 @@ def ours_at_a_peers_pace(
 ) -> dict[str, Any]:
     """Ours at the template's default batches with the events handed over at the pace
     `peer`'s were (each Absurd `emit_event` is a commit of its own, so its events reach
-    the workers across about a second, ours at once): the latencies side by side at the
-    same arrivals. Empty where the peer's figures carry no send span."""
+    its workers one by one as the sends commit, ours all at once): the latencies side by
+    side at the same arrivals. Empty where the peer's figures carry no send span."""
     pace = send_pace(peer)
     if pace is None:
         return {}

@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict layers/engine/workflow_runner
 
 test: lint $(SAM_STAMP)

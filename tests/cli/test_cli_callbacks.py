@@ -273,9 +273,7 @@ def test_list_with_a_tenant_shows_its_open_callbacks_soonest_deadline_first(
     assert none.code == 2 and "give --run RUN_ID" in none.err
 
 
-def test_local_mail_shows_bodies_so_the_callback_link_is_at_hand(
-    cli: Cli, tmp_path: Path
-) -> None:
+def test_local_mail_shows_bodies_so_the_callback_link_is_at_hand(cli: Cli, tmp_path: Path) -> None:
     """The token a callback mail carried needed --json to be seen."""
     link = _filed_locally(cli, tmp_path)
     shown = cli("local", "mail", env=ENV)

@@ -208,9 +208,7 @@ def test_the_local_sink_answers_every_webhook_and_prints_what_arrived(
         banner = sink.stderr.readline()
         url = banner.split("listening on ")[1].split()[0]
         assert url.startswith("http://127.0.0.1:")
-        env = _env(
-            db_url, WFR_WEBHOOK_REDIRECTS=f"hooks.example.com={url}", WEBHOOK_ALLOW_HOSTS=""
-        )
+        env = _env(db_url, WFR_WEBHOOK_REDIRECTS=f"hooks.example.com={url}", WEBHOOK_ALLOW_HOSTS="")
         signup = _entry("user.signed-up", userId="active-ada", email="ada@example.com")
         export = _entry("data.processed", webhookUrl=f"{url}/exports", data={"rows": 3})
         for args in (

@@ -37,9 +37,7 @@ def registered() -> Iterator[None]:
     default_registry().unregister(POLL.name)
 
 
-def test_a_polling_run_says_which_check_ran_and_when_the_next_is(
-    db_url: str, store: Store
-) -> None:
+def test_a_polling_run_says_which_check_ran_and_when_the_next_is(db_url: str, store: Store) -> None:
     run_id = send(store, "console-poll.requested", {"id": "p-1"})
 
     page = console(db_url).get(f"/runs/{run_id}", tenant=TENANT_A)

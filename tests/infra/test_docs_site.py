@@ -22,9 +22,7 @@ FENCE = re.compile(r"^```(?P<lang>\w*)[^\n]*\n(?P<body>.*?)^```", re.MULTILINE |
 
 
 def _snippet_bases() -> list[Path]:
-    config = yaml.safe_load(
-        (ROOT / "mkdocs.yml").read_text().replace("!!python/name:", "")
-    )
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text().replace("!!python/name:", ""))
     for extension in config["markdown_extensions"]:
         if isinstance(extension, dict) and "pymdownx.snippets" in extension:
             return [ROOT / base for base in extension["pymdownx.snippets"]["base_path"]]

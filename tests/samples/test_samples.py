@@ -329,6 +329,8 @@ def test_shipping_quote_asks_a_carrier_that_timed_out_again(env: WorkflowTestEnv
     run = _quote(env, carriersSlow=["slowpost"])
     assert run.result["carrier"] == "slowpost"  # answered on its second attempt
     assert run.steps["quotes"]["succeeded"] == 3
+
+
 # --- freight-quotes: callbacks created at once, awaited one after the other ---------------------
 
 SHIPMENT = {"shipmentId": "s-9", "weightKg": 120}

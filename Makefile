@@ -12,7 +12,7 @@ SAM_STAMP := $(SAM_VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: test lint unit integration demo console bench bench-quick soak clean cold-start cost screenshots docs
+.PHONY: test lint unit integration demo console bench bench-quick soak clean cold-start cost screenshots docs docs-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,10 @@ $(DOCS_STAMP): pyproject.toml docs/requirements.txt
 
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --site-dir build/site
+
+# The built site in headless chromium: no page's table wider than the content column.
+docs-check: docs $(STAMP)
+	WFR_DOCS_SITE=build/site $(PY) -m pytest -q tests/browser/test_docs_layout.py
 
 $(SAM_STAMP):
 	$(PYTHON) -m venv $(SAM_VENV)

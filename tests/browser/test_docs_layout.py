@@ -31,6 +31,11 @@ OVERFLOWING = """() => [...document.querySelectorAll('article table')].flatMap(t
 })"""
 
 
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # one line a page otherwise
+        pass
+
+
 def _pages(site: Path) -> list[str]:
     return sorted(
         str(page.parent.relative_to(site)).removeprefix(".")
@@ -46,9 +51,8 @@ def served() -> Iterator[tuple[str, list[str]]]:
     site = Path(SITE).resolve()
     pages = _pages(site)
     assert pages, f"no pages under {site}: run `make docs` first"
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler = functools.partial(_Quiet, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.RequestHandlerClass.log_message = lambda *args: None  # type: ignore[method-assign]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -15,7 +15,8 @@ What is measured, and what cannot be:
 
 - The layers are built by their own Makefiles (the recipe `sam build` runs). The stack
   ships arm64, whose wheels cannot be imported on this x86_64 machine; the measurement
-  uses an x86_64 build of the same layer, same Python (3.13), same recipe. Graviton
+  uses an x86_64 build of the same layer, same Python (template.yaml's Runtime), same
+  recipe. Graviton
   single-thread speed differs from this machine's, and a 512 MB function gets about a
   third of a vCPU, so absolute Lambda figures will be higher; the comparison between
   layouts holds.
@@ -38,6 +39,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .common import TEMPLATE, deployed_runtime
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "cold-start"
 RUNS = 9
@@ -57,7 +60,6 @@ LAMBDA_ENV = {
     "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512",
     "AWS_REGION": "eu-central-1",
     "AWS_DEFAULT_REGION": "eu-central-1",
-    "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
     "_X_AMZN_TRACE_ID": (
         "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
     ),
@@ -81,8 +83,22 @@ def log(message: str) -> None:
     print(f"[cold-start] {message}", file=sys.stderr, flush=True)
 
 
+def deployed_python(template: Path = TEMPLATE) -> str:
+    """The Python version template.yaml deploys the functions on ("3.13" for its
+    Globals' python3.13), which the layers are built for and imported with.
+
+    Raises:
+        RuntimeError: the template's runtime is not a Python one.
+    """
+    runtime, _ = deployed_runtime(template)
+    if not runtime.startswith("python3."):
+        raise RuntimeError(f"template.yaml's Globals name runtime {runtime!r}, not python3.x")
+    return runtime.removeprefix("python")
+
+
 def find_python(version: str) -> str:
-    """An interpreter of `version` (3.13 or 3.11): on PATH, or installed by pyenv.
+    """An interpreter of `version` (the deployed one, or 3.11 for the legacy layout): on
+    PATH, or installed by pyenv.
 
     Raises:
         RuntimeError: none found.
@@ -174,10 +190,16 @@ def function_dirs() -> dict[str, Path]:
     return found
 
 
-def import_once(python: str, paths: list[Path], code: Path) -> tuple[float, float]:
-    """Wall and CPU seconds of `import app` in one fresh interpreter."""
+def import_once(python: str, version: str, paths: list[Path], code: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of `import app` in one fresh interpreter (Python `version`,
+    named in the runtime's AWS_EXECUTION_ENV as Lambda names it)."""
     probe = _PROBE.format(paths=[str(code), *(str(p) for p in paths)])
-    env = {"PATH": "/usr/bin:/bin", **LAMBDA_ENV, "LAMBDA_TASK_ROOT": str(code)}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        **LAMBDA_ENV,
+        "AWS_EXECUTION_ENV": f"AWS_Lambda_python{version}",
+        "LAMBDA_TASK_ROOT": str(code),
+    }
     done = subprocess.run(
         [python, "-I", "-B", "-c", probe], env=env, capture_output=True, text=True
     )
@@ -188,7 +210,7 @@ def import_once(python: str, paths: list[Path], code: Path) -> tuple[float, floa
 
 
 def measure_imports(
-    python: str, paths: list[Path], codes: dict[str, Path], runs: int = RUNS
+    python: str, version: str, paths: list[Path], codes: dict[str, Path], runs: int = RUNS
 ) -> dict[str, dict[str, float]]:
     """Per handler: fastest and median wall seconds and median CPU seconds of `import
     app`. Rounds go over every handler in turn, so a busy spell of the shared machine
@@ -197,7 +219,7 @@ def measure_imports(
     cpus: dict[str, list[float]] = {name: [] for name in codes}
     for _ in range(runs):
         for name, code in codes.items():
-            wall, cpu = import_once(python, paths, code)
+            wall, cpu = import_once(python, version, paths, code)
             walls[name].append(wall)
             cpus[name].append(cpu)
     return {
@@ -237,7 +259,8 @@ def measure(legacy: bool = False, runs: int = RUNS) -> dict[str, Any]:
         layers = [engine, samples]
         runtime: Path | None = None
     else:
-        python, version = find_python("3.13"), "3.13"
+        version = deployed_python()
+        python = find_python(version)
         log(f"building the layers with their Makefiles (x86_64 twin, python {version})")
         engine = make_layer("engine", "build-EngineLayer", BUILD / "engine", python)
         samples = make_layer("samples", "build-SamplesLayer", BUILD / "samples", python)
@@ -248,7 +271,7 @@ def measure(legacy: bool = False, runs: int = RUNS) -> dict[str, Any]:
     # Lambda's order: /var/task, the layers (/opt/python), then the runtime's packages.
     paths = [*layers, *([runtime] if runtime else [])]
     load = [round(x, 2) for x in os.getloadavg()]
-    imports = measure_imports(python, paths, function_dirs(), runs)
+    imports = measure_imports(python, version, paths, function_dirs(), runs)
     for name, m in imports.items():
         log(f"  {name}: import {m['wall_s']} s (median {m['median_wall_s']}, cpu {m['cpu_s']})")
     return {

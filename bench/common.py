@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -30,6 +31,19 @@ from workflow_runner.flow.constructs import MAX_LIMIT, FlowControl
 from workflow_runner.store import Store, apply_migrations
 
 TENANT = "7c1d2a3e-0000-4000-8000-00000000b001"
+
+
+TEMPLATE = Path(__file__).resolve().parent.parent / "template.yaml"
+
+
+def deployed_runtime(template: Path = TEMPLATE) -> tuple[str, list[str]]:
+    """The runtime and architectures the template deploys the functions on (its
+    Globals; Lambda's default architecture, x86_64, when it names none), which the
+    bench's own Python and CPU need not be."""
+    from workflow_runner.aws.template import load_template
+
+    function = load_template(template).get("Globals", {}).get("Function", {})
+    return function.get("Runtime", "not set"), function.get("Architectures") or ["x86_64"]
 
 
 def percentile(values: Sequence[float], q: float) -> float:

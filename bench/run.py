@@ -39,7 +39,7 @@ from . import (
     noisy_neighbor,
     sleep_workflow,
 )
-from .common import fresh_database
+from .common import TEMPLATE, deployed_runtime, fresh_database
 from .harness import BURST_BATCHES, LARGEST_BATCHES
 from .peer_figures import WorkerSettings, best_setting, throughput_ratio
 from .report import write_plot, write_report
@@ -169,15 +169,10 @@ def machine(admin_url: str) -> dict[str, Any]:
     }
 
 
-def functions_runtime(template: Path = ROOT / "template.yaml") -> str:
-    """The runtime and architecture the template deploys the functions on (its Globals),
-    which the bench's own Python and CPU need not be."""
-    from workflow_runner.aws.template import load_template
-
-    function = load_template(template).get("Globals", {}).get("Function", {})
-    # Lambda's default architecture when the template names none.
-    architectures = function.get("Architectures") or ["x86_64"]
-    return f"{function.get('Runtime', 'not set')}, {', '.join(architectures)}"
+def functions_runtime(template: Path = TEMPLATE) -> str:
+    """`deployed_runtime` for the machine table: "python3.13, arm64"."""
+    runtime, architectures = deployed_runtime(template)
+    return f"{runtime}, {', '.join(architectures)}"
 
 
 def versions() -> dict[str, str]:

@@ -399,15 +399,24 @@ SELECT tenant_id::text AS tenant_id FROM tenants ORDER BY tenant_id;
 
 -- name: generic_plans_in_transaction
 -- The statements that follow in this transaction run on their generic plans once
--- prepared (plan_cache_mode, until the transaction ends). For waiting_rows_for_events:
--- its generic plan probes the index by key whatever the statistics, while the server's
--- own choice kept planning it anew on every run (0.5 ms a run against 0.15).
-SELECT set_config('plan_cache_mode', 'force_generic_plan', true);
+-- prepared (plan_cache_mode, until the transaction ends); the mode they replace is kept
+-- in workflow_runner.plan_cache_mode_before for chosen_plans_in_transaction. For
+-- waiting_rows_for_events: its generic plan probes the index by key whatever the
+-- statistics, while the server's own choice kept planning it anew on every run (0.5 ms
+-- a run against 0.15).
+SELECT set_config('workflow_runner.plan_cache_mode_before',
+                  current_setting('plan_cache_mode'), true),
+       set_config('plan_cache_mode', 'force_generic_plan', true);
 
 -- name: chosen_plans_in_transaction
--- The statements that follow in this transaction run on the plans the server chooses
--- again (after generic_plans_in_transaction, for a read that alone needs them).
-SELECT set_config('plan_cache_mode', 'auto', true);
+-- The statements that follow in this transaction run on the plans they ran on before
+-- generic_plans_in_transaction (for a read that alone needs generic plans): the mode
+-- it kept, which is the session's or role's setting, or one the transaction set.
+-- 'auto' if nothing was kept (only when this runs without generic_plans_in_transaction
+-- before it, where a missing setting would otherwise fail the statement).
+SELECT set_config('plan_cache_mode',
+                  coalesce(nullif(current_setting('workflow_runner.plan_cache_mode_before',
+                                                  true), ''), 'auto'), true);
 
 -- name: lock_event_type
 -- Serialise wakeups and pending-row creation for one tenant and awaited type, so an

@@ -192,7 +192,7 @@ class Sql:
         self, calls: Sequence[tuple[str, dict[str, Any]]]
     ) -> list[list[dict[str, Any]]]:
         """`batch`, its statements run on their generic plans once prepared and the
-        server's own choice of plans restored after them, in the same round trip. For
+        plan choice in force before them restored after them, in the same round trip. For
         statements whose arrays are short: the server plans them anew on every run
         (their custom plans, costed for the few elements given, always beat the generic
         plan costed for ten), which costs more than running them. Inside a transaction

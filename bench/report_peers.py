@@ -473,8 +473,20 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         "it matched itself, with no lease, no send and no due scan, ran 8-22% faster (the",
         "last rows of the table below), where 5x needs 40-60% more. Closing the gap would",
         "take a fifth to a quarter less CPU a run on the same two cores, and both cores",
-        "busy throughout. This is the one target the engine misses; every set of full",
-        "runs is in [History of full runs](#history-of-full-runs).",
+        "busy throughout. There is little to take from idle time: counted from the first",
+        "send until the pipeline stops (the projector's deletes included), a run costs",
+        "479-507 us of CPU at 3,489-3,710 runs/s, 88-89% of the two cores over the burst",
+        "(2026-12-06, three rounds); the machine's own counters over the burst alone read",
+        "69-82% (four rounds, 10 ms ticks), and neither 8 workers instead of 4 nor a GIL",
+        "switch interval of 0.5 ms instead of 5 raised the throughput (four rounds of each",
+        "of the four settings, alternating: 2,997-3,689 runs/s across all). Every call waits on",
+        "the server and on the other workers: a wake of 100 events took 44-84 ms with 5-6",
+        "ms of its own Python, a resume batch of 100 28-50 ms with 11-13. So 5x Absurd's",
+        "best (954-1,019 runs/s) needs about a quarter less CPU a run, 350-400 us. And a",
+        "write the workload pays for need not show at 1,000 runs: with no mark of a",
+        "finished event at all, the burst was no faster at 1,000 and 9% faster at 5,000",
+        "(the table's last two rows). This is the one target the engine misses; every set",
+        "of full runs is in [History of full runs](#history-of-full-runs).",
         "Our latency is mostly queueing: the burst's wakes and resume batches of 100",
         "queue behind one another on the 4 workers (at 5,000 runs, alone, three",
         "alternating rounds: ours 3,303-3,511 runs/s at a p50 of 742-825 ms, Absurd",
@@ -645,6 +657,27 @@ EVENT_WAIT_CHANGES: list[list[str]] = [
         "alternating rounds of 1,000 runs (2026-12-06, 5,092-5,331 commits/s on one"
         " connection): two at batches of 10, three at 100; p50 336-350 ms at 10 and"
         " 184-228 ms at 100 either way, so the burst's latency is not the lock",
+    ],
+    [
+        "an upper bound, not a design: no mark of a finished event at all (a redelivery"
+        " would match it again), so the inbox row is written once",
+        "-",
+        "1,000 runs: 3,182-3,780; 5,000: 3,125-3,571",
+        "1,000 runs: 3,291-3,724; 5,000: 3,520-3,922",
+        "2026-12-06, 5,600 commits/s on one connection: at 1,000 runs three alternating"
+        " pairs of two rounds, the means 3,462 and 3,471 (no measurable gain); at 5,000"
+        " six alternating rounds, +9% on the means, the server's CPU 230-250 -> 206-220"
+        " us a run (one reading of 136 left out as an outlier)",
+    ],
+    [
+        "not kept: the events stored, matched and marked in one transaction under the"
+        " (tenant, type) lock, so the insert could write the mark (measured as that"
+        " transaction with no mark at all: the design's best case)",
+        "-",
+        "3,125-3,452",
+        "3,350-3,577",
+        "three rounds of 5,000 alternating with the row above, which ran 3,564-3,922:"
+        " holding the lock through the writes gives back half of what the mark costs",
     ],
 ]
 

@@ -16,10 +16,9 @@ What is measured, and what cannot be:
 - The layers are built by their own Makefiles (the recipe `sam build` runs). The stack
   ships arm64, whose wheels cannot be imported on this x86_64 machine; the measurement
   uses an x86_64 build of the same layer, same Python (template.yaml's Runtime), same
-  recipe. Graviton
-  single-thread speed differs from this machine's, and a 512 MB function gets about a
-  third of a vCPU, so absolute Lambda figures will be higher; the comparison between
-  layouts holds.
+  recipe. Graviton single-thread speed differs from this machine's, and a 512 MB
+  function gets about a third of a vCPU, so absolute Lambda figures will be higher; the
+  comparison between layouts holds.
 - The runtime's own boto3/botocore (/var/runtime) are stood in for by the same packages
   installed for the target Python, with bytecode compiled (as the runtime image ships
   them).

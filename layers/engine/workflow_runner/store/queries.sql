@@ -412,11 +412,8 @@ SELECT set_config('workflow_runner.plan_cache_mode_before',
 -- The statements that follow in this transaction run on the plans they ran on before
 -- generic_plans_in_transaction (for a read that alone needs generic plans): the mode
 -- it kept, which is the session's or role's setting, or one the transaction set.
--- 'auto' if nothing was kept (only when this runs without generic_plans_in_transaction
--- before it, where a missing setting would otherwise fail the statement).
 SELECT set_config('plan_cache_mode',
-                  coalesce(nullif(current_setting('workflow_runner.plan_cache_mode_before',
-                                                  true), ''), 'auto'), true);
+                  current_setting('workflow_runner.plan_cache_mode_before'), true);
 
 -- name: lock_event_type
 -- Serialise wakeups and pending-row creation for one tenant and awaited type, so an

@@ -1,6 +1,7 @@
 """Where the database's time goes in a workload: server time per statement, per run.
 
     python -m bench.statements {drain,event_wait,sleep,flow,flow_pair} N [--workers W]
+        [--batch B]
 
 Starts an embedded PostgreSQL of its own with `pg_stat_statements` loaded (it is not
 loaded in `make bench`: it costs every statement a little, and the peers would not
@@ -27,6 +28,7 @@ from workflow_runner.store.queries import queries
 
 from . import backlog, event_wait, flow_control, sleep_workflow
 from .common import fresh_database
+from .harness import DEFAULT_BATCHES, Batches
 
 _PLACEHOLDER = re.compile(r"%\(\w+\)s|\$\d+")
 _COMMENT = re.compile(r"--[^\n]*")
@@ -94,9 +96,11 @@ def _statements(url: str) -> list[dict[str, Any]]:
     ]
 
 
-def profile(workload: str, n: int, workers: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def profile(
+    workload: str, n: int, workers: int, batches: Batches = DEFAULT_BATCHES
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run `workload` on a server of its own with pg_stat_statements; (its figures,
-    its statements)."""
+    its statements). `batches`: the event wait's intake and resume batch sizes."""
     server, admin_url = start_embedded_postgres(fast=False)
     try:
         _with_statements(admin_url, server)
@@ -115,21 +119,33 @@ def profile(workload: str, n: int, workers: int) -> tuple[dict[str, Any], list[d
                     url, n, workflow, workers, flow_control.CLAIMER_THREADS, 600.0
                 )
             else:
-                figures = event_wait.run_ours(url, n, workers, waiting=_reset(url))
+                figures = event_wait.run_ours(url, n, workers, waiting=_reset(url), batches=batches)
             return figures, _statements(url)
     finally:
         _stop(server)
         server.cleanup()
 
 
-def main() -> None:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line: the workload, N, and how it runs."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("workload", choices=["drain", "event_wait", "sleep", "flow", "flow_pair"])
     parser.add_argument("n", type=int)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--top", type=int, default=15)
-    args = parser.parse_args()
-    figures, statements = profile(args.workload, args.n, args.workers)
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=DEFAULT_BATCHES.intake,
+        help="event_wait: IntakeBatchSize and ResumeBatchSize (the template's default: 10)",
+    )
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = arguments()
+    batches = Batches(intake=args.batch, resume=args.batch)
+    figures, statements = profile(args.workload, args.n, args.workers, batches)
     rate = (
         figures.get("resumes_per_s") or figures.get("runs_per_s") or figures.get("attempts_per_s")
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from workflow_runner.store.queries import queries
 
-from bench.statements import _shape, name_of
+from bench.harness import DEFAULT_BATCHES, LARGEST_BATCHES
+from bench.statements import _shape, arguments, name_of
 
 
 def _named() -> dict[str, str]:
@@ -33,3 +34,9 @@ def test_every_query_names_itself() -> None:
 def test_a_statement_of_no_query_has_no_name() -> None:
     assert name_of("SELECT count(*) FROM workflow_runs", _named()) == ""
     assert name_of("COMMIT", _named()) == ""
+
+
+def test_the_event_waits_batch_size_is_the_templates_default_unless_asked() -> None:
+    assert arguments(["event_wait", "2000"]).batch == DEFAULT_BATCHES.intake == 10
+    # The benchmark's own burst shape (IntakeBatchSize and ResumeBatchSize 100).
+    assert arguments(["event_wait", "2000", "--batch", "100"]).batch == LARGEST_BATCHES.resume

@@ -454,13 +454,18 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         "resumes 117-121, the wakes 54-59: storing and reading the events 13-14, the",
         "waits' lookup 13-16, recording the matches 7, the lease and send 9-10), the",
         "projector's 26-27, and the server's 290-300 (four rounds at 3,208-3,463 runs/s).",
-        "The server's statements (`python -m bench.statements event_wait 1000`) take 349",
-        "us a run: the passes' writes (`record_pass`) 85, the woken runs' tail read 41,",
-        "waiting for the (tenant, type) lock 39 (every event of this burst has one tenant",
-        "and type, so the wakes' lock-and-read transactions run one at a time; taking it",
-        "shared among wakes changed nothing measurable, the table's last row), the lease",
-        "30, marking the finished events 29, storing them 28, marking the matched waits",
-        "27, the matches' appends 27, the waits' lookup 23 and the projection about 15.",
+        "The server's statements at the template's batches of 10 (`python -m",
+        "bench.statements event_wait 1000`) take 349 us a run: the passes' writes",
+        "(`record_pass`) 85, the woken runs' tail read 41, waiting for the (tenant, type)",
+        "lock 39 (every event of this burst has one tenant and type, so the wakes'",
+        "lock-and-read transactions run one at a time; taking it shared among wakes",
+        "changed nothing measurable, see the table), the lease 30, marking the finished",
+        "events 29, storing them 28, marking the matched waits 27, the matches' appends",
+        "27, the waits' lookup 23 and the projection about 15. At batches of 100 (`--batch",
+        "100`, 2026-12-06, two rounds) they take 260-318 us a run: `record_pass` 74-94,",
+        "the tail read 33-37, the lease 26-32, the appends 24-26, storing the events",
+        "22-24, marking the finished events 18-37, marking the matched waits 19, the lock",
+        "17-19, the lookup 11-22 and the projection about 8.",
         "So a run costs 505-527 us of CPU on a machine of two cores: even with both busy",
         "all the time that is at most 3,800-4,000 runs/s, where 5x Absurd's best",
         "(989-1,019 runs/s in the full runs at b451600) is about 5,000, 400 us a run. A",
@@ -470,8 +475,8 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         "resume's events and summary, the marks and the projection's delete), which are",
         "the design's guarantees (no lost wakeup, the stream as the truth), not a slow",
         "statement; nor is it the hop between the two functions: a wake that resumed what",
-        "it matched itself, with no lease, no send and no due scan, ran 8-22% faster (the",
-        "last rows of the table below), where 5x needs 40-60% more. Closing the gap would",
+        "it matched itself, with no lease, no send and no due scan, ran 8-22% faster (in",
+        "the table below), where 5x needs 40-60% more. Closing the gap would",
         "take a fifth to a quarter less CPU a run on the same two cores, and both cores",
         "busy throughout.",
         "",
@@ -486,8 +491,10 @@ def event_wait_section(ew: dict[str, Any] | None) -> list[str]:
         "ms of its own Python, a resume batch of 100 28-50 ms with 11-13. So 5x Absurd's",
         "best (954-1,019 runs/s) needs about a quarter less CPU a run, 350-400 us. And a",
         "write the workload pays for need not show at 1,000 runs: with no mark of a",
-        "finished event at all, the burst was no faster at 1,000 and 9% faster at 5,000",
-        "(the table's last two rows).",
+        "finished event at all, the burst was no faster at 1,000 and 9% faster at 5,000.",
+        "The last three rows of the table are the levers left: each is worth 9% at most,",
+        "and each gives up a guarantee (the mark; the send's record) or holds the lock",
+        "longer.",
         "",
         "This is the one target the engine misses; every set of full runs is in",
         "[History of full runs](#history-of-full-runs).",
@@ -682,6 +689,23 @@ EVENT_WAIT_CHANGES: list[list[str]] = [
         "3,350-3,577",
         "three rounds of 5,000 alternating with the row above, which ran 3,564-3,922:"
         " holding the lock through the writes gives back half of what the mark costs",
+    ],
+    [
+        "not kept: the matched waits leased by the statement that marks them (no lease"
+        " statement, no second update of each row), the resumes sent after the match's"
+        " commit",
+        "-",
+        "2,949-3,320 (mean 3,100)",
+        "3,113-3,725 (mean 3,361)",
+        "2026-12-06, 5,532 commits/s on one connection: 16 rounds of 1,000 each, two trees"
+        " alternating, batches of 100; +8% on the means, p50 about 220 -> 185 ms, the"
+        " server's CPU 300-340 -> 270-310 us a run (four readings under 220 left out as"
+        " outliers). But a lease written with the match no longer says that the resume"
+        " was sent, so a retry must choose: send what is"
+        " leased (a redelivery sends every resume again) or not (a function that died, or"
+        " lost its commit's acknowledgement, between the commit and the send leaves its"
+        " runs until the lease ends, 20 minutes); today's lease-and-send transaction keeps"
+        " both guarantees",
     ],
 ]
 

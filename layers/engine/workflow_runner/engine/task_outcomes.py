@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from ..definition import RetryPolicy
+from ..errors import TransientStoreError
 from ..flow.tasks import release_task_slots
 from ..store import ClaimedTask, Store
 from ..stream import (
@@ -65,17 +66,33 @@ def _append(
     known: RunState | None = None,
 ) -> tuple[int, bool] | None:
     """Append a task fact at the run stream's current version, in the caller's
-    transaction, while the run still waits at this task without an outcome. Returns
-    the suspension's version and whether the run is now due (every task of a parallel
-    settled, or one failed uncaught, or its completion policy decided: then the tasks
-    left are stopped), or None when the run moved on (cancelled, stopped, or another
-    worker recorded the outcome first). `build` makes the fact for a version.
+    transaction (first in it), while the run still waits at this task without an
+    outcome. Returns the suspension's version and whether the run is now due (every
+    task of a parallel settled, or one failed uncaught, or its completion policy
+    decided: then the tasks left are stopped), or None when the run moved on
+    (cancelled, stopped, or another worker recorded the outcome first). `build` makes
+    the fact for a version.
 
     `known`: the run as the attempt read it before it ran (consumed: it is folded
     forward), tried first without reading the run again. Versions are dense, so the
     append after its version succeeds only when nothing was appended since, when it is
     the current state; otherwise the version is taken, nothing is written, and the run
-    is read again, as without it (`_APPEND_TRIES` reads)."""
+    is read again, as without it (`_APPEND_TRIES` reads).
+
+    The outcomes of one run queue on its lock (`lock_outcomes`) first: a parallel's
+    tasks ending at once on many workers would otherwise keep taking each other's next
+    version, and an outcome that lost every try was taken for a run that moved on, its
+    result dropped and the parallel left waiting for it. Under the lock only a writer
+    that is not an outcome (a cancel, a timeout's pass) can take the version, and that
+    one ends the wait; an outcome that still loses every try raises, writing nothing
+    (the attempt's lease then decides), never taking the run for moved on.
+
+    Raises:
+        TransientStoreError: other writers took the run's next version on every try
+            (`known`, then `_APPEND_TRIES` reads) while the run still waited for this
+            task.
+    """
+    store.tasks.lock_outcomes(task.tenant_id, task.run_id)
     guesses: list[RunState | None] = [known] if known is not None else []
     for state in [*guesses, *[None] * _APPEND_TRIES]:
         if state is None:
@@ -95,7 +112,10 @@ def _append(
             if stopped is not None:
                 _cancel_stopped(store, task, state, stopped, now)
             return state.suspension_version, due
-    return None
+    raise TransientStoreError(
+        f"task {task.task_key!r} of run {task.run_id}: other writers took the run's next"
+        f" version on every try ({len(guesses) + _APPEND_TRIES}); its outcome was not recorded"
+    )
 
 
 def _cancel_stopped(

@@ -20,6 +20,13 @@ starter. Four comparisons, each map measured on a fresh database:
 - **fail fast**: every other item fails, all at once, `Completion(tolerated_failures=
   10)` with `catch=True`: how many children ran before the step ended.
 
+The same policies on `s.parallel` of tasks (N / TASK_SHARE one-attempt tasks that each
+return their index, run by TASK_WORKERS task workers: StepDispatcher's engine call,
+`engine.worker.work`): the parallel without a policy against `Completion()` (the
+better of three each, alternating), and `Completion(min_successful=tasks/10)`, whose
+stop leaves the tasks not yet claimed unrun. A task's outcome decides the policy in
+its own transaction, so this prices that, where the map's count decides it.
+
 Each parent's result is checked (its counts of successes and failures and how the step
 ended), so a figure never comes from a map that did something else.
 """
@@ -34,6 +41,7 @@ from workflow_runner import (
     Completion,
     DomainEvent,
     Event,
+    RetryPolicy,
     WorkflowRegistry,
     define_workflow,
     on_call,
@@ -50,6 +58,11 @@ PARTIAL_EVERY = 20  # every 20th item fails: 5%
 TOLERATED_PCT = 10
 TOLERATED_FAILURES = 10
 ROUNDS = 3  # each of the overhead and partial-failure pairs: the best of three
+TASK_SHARE = 10  # the parallel of tasks has N / TASK_SHARE of them
+TASK_WORKERS = 2  # StepDispatcher invocations at once
+ONCE = RetryPolicy(max_attempts=1)
+# name: completion policy of the parallel of tasks (and `tasks-early`, made with its N)
+TASK_PARENTS: dict[str, Completion | None] = {"tasks-plain": None, "tasks-policy": Completion()}
 
 # name: (completion policy, catch, concurrency)
 PARENTS: dict[str, tuple[Completion | None, bool, int]] = {
@@ -70,9 +83,10 @@ def _summary(ctx: Any) -> dict[str, Any]:
     return {"succeeded": len(batch) - failed, "failed": failed, "completion": None}
 
 
-def registry(min_successful: int) -> WorkflowRegistry:
+def registry(min_successful: int, tasks: int = 0) -> WorkflowRegistry:
     """The one-step child and one parent per PARENTS entry, plus `early` (ends once
-    `min_successful` children succeeded)."""
+    `min_successful` children succeeded); with `tasks`, the parallels of that many
+    tasks too (TASK_PARENTS, and `tasks-early`, which ends once a tenth succeeded)."""
     reg = WorkflowRegistry()
     reg.register(
         define_workflow(
@@ -94,7 +108,32 @@ def registry(min_successful: int) -> WorkflowRegistry:
     }
     for name, (completion, catch, concurrency) in parents.items():
         reg.register(_parent(name, completion, catch, concurrency))
+    if tasks:
+        early = Completion(min_successful=max(1, tasks // 10))
+        for name, policy in {**TASK_PARENTS, "tasks-early": early}.items():
+            reg.register(_task_parent(name, tasks, policy))
     return reg
+
+
+def _answer(i: int) -> Callable[[Any], dict[str, int]]:
+    return lambda ctx: {"i": i}
+
+
+def _task_parent(name: str, tasks: int, completion: Completion | None) -> Any:
+    return define_workflow(
+        name=f"bench-completion-{name}",
+        trigger=on_event(f"bench.completion.{name}"),
+        idempotency_key=Event.payload["id"],
+        steps=lambda s: [
+            s.parallel(
+                *[s.task(f"t{i}", _answer(i), retry=ONCE) for i in range(tasks)],
+                result_key="all",
+                completion=completion,
+            ),
+            s.return_(_summary),
+        ],
+        register=False,
+    )
 
 
 def _parent(name: str, completion: Completion | None, catch: bool, concurrency: int) -> Any:
@@ -157,6 +196,56 @@ def measure(
     }
 
 
+def measure_tasks(url: str, name: str, tasks: int) -> dict[str, Any]:
+    """One parallel parent `name` of `tasks` tasks on database `url`, TASK_WORKERS task
+    workers: its makespan, the attempts the workers ran, and the parent's result."""
+    event = DomainEvent(
+        id=f"completion-{name}",
+        type=f"bench.completion.{name}",
+        payload={"id": name},
+        tenant_id=TENANT,
+        source="bench",
+    )
+    joined = join_parent(url, registry(1, tasks), event, 4, task_workers=TASK_WORKERS)
+    if joined.outcome != "completed":
+        raise RuntimeError(f"completion {name}: the parent {joined.outcome}")
+    return {
+        "makespan_s": round(joined.makespan_s, 3),
+        "attempts": joined.stats.task_attempts,
+        **_parent_result(url, joined.run_id),
+    }
+
+
+def run_tasks(admin_url: str, tasks: int) -> dict[str, Any]:
+    """The parallels of tasks (see the module docstring): figures and ratios."""
+
+    def one(name: str) -> dict[str, Any]:
+        with fresh_database(admin_url, "bench_completion_tasks") as url:
+            return measure_tasks(url, name, tasks)
+
+    pairs: dict[str, list[dict[str, Any]]] = {name: [] for name in TASK_PARENTS}
+    for _ in range(ROUNDS):
+        for name in TASK_PARENTS:
+            pairs[name].append(one(name))
+    for m in pairs["tasks-plain"]:
+        _expect("tasks-plain", m, succeeded=tasks, failed=0, attempts=tasks)
+    for m in pairs["tasks-policy"]:
+        _expect("tasks-policy", m, succeeded=tasks, completion="all_completed", attempts=tasks)
+    least = max(1, tasks // 10)
+    early = one("tasks-early")
+    _expect("tasks-early", early, completion="min_successful_reached", succeeded=least)
+    best = {k: min(m["makespan_s"] for m in v) for k, v in pairs.items()}
+    return {
+        "tasks": tasks,
+        "task_workers": TASK_WORKERS,
+        "makespans_s": {k: [m["makespan_s"] for m in v] for k, v in pairs.items()},
+        "overhead_ratio": round(best["tasks-policy"] / best["tasks-plain"], 3),
+        "early_stop": {"min_successful": least, "early": early},
+        "early_stop_speedup": round(best["tasks-plain"] / early["makespan_s"], 2),
+        "early_stop_attempts": early["attempts"],
+    }
+
+
 def _expect(name: str, measured: dict[str, Any], **wanted: Any) -> None:
     wrong = {k: (measured.get(k), v) for k, v in wanted.items() if not _fits(measured.get(k), v)}
     if wrong:
@@ -215,6 +304,7 @@ def run(admin_url: str, n: int, workers: int, log: Callable[[str], None] = print
         "early_stop_children_started": early["children_started"],
         "fail_fast": fail_fast,
         "fail_fast_children_started": fail_fast["children_started"],
+        "parallel_tasks": run_tasks(admin_url, max(10, n // TASK_SHARE)),
     }
     log(
         f"  overhead {figures['overhead_ratio']} (policy against none), partial failure"
@@ -222,5 +312,11 @@ def run(admin_url: str, n: int, workers: int, log: Callable[[str], None] = print
         f" {early['children_started']} of {n} children started, {best['plain']} s ->"
         f" {early['makespan_s']} s; fail fast: {fail_fast['children_started']} started,"
         f" {fail_fast['failed']} failed"
+    )
+    par = figures["parallel_tasks"]
+    log(
+        f"  a parallel of {par['tasks']} tasks: overhead {par['overhead_ratio']} (policy"
+        f" against none); early stop: {par['early_stop_attempts']} of {par['tasks']} tasks"
+        f" run, {par['early_stop_speedup']}x sooner"
     )
     return figures

@@ -24,7 +24,7 @@ from typing import Any
 from workflow_runner import DomainEvent, WorkflowRegistry, define_workflow, on_call, on_event
 
 from .common import TENANT
-from .harness import Pipeline, PipelineStats, wait_until
+from .harness import Pipeline, PipelineStats, task_ports, wait_until
 
 
 def registry(step_child: bool = False) -> WorkflowRegistry:
@@ -95,10 +95,17 @@ class Joined:
 
 
 def join_parent(
-    url: str, reg: WorkflowRegistry, event: DomainEvent, workers: int, timeout: float = 900.0
+    url: str,
+    reg: WorkflowRegistry,
+    event: DomainEvent,
+    workers: int,
+    timeout: float = 900.0,
+    task_workers: int = 0,
 ) -> Joined:
     """Ingest the event that starts one mapping parent, run the pipeline with its child
-    starter until the parent completes or fails, and time it."""
+    starter until the parent completes or fails, and time it. `task_workers`: task
+    workers beside it (StepDispatcher invocations at once), for a parent whose steps
+    run tasks."""
     ended: dict[str, Any] = {}
     last_child = {"at": 0.0, "count": 0}
     parent_id = {"id": ""}
@@ -123,6 +130,8 @@ def join_parent(
         on_resumed=on_resumed,
         on_ingested=on_ingested,
         run_starter=True,
+        task_ports=task_ports(reg) if task_workers else None,
+        task_workers=task_workers,
     ) as pipeline:
         t0 = time.time()
         pipeline.ingest(event)

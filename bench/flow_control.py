@@ -40,15 +40,14 @@ from workflow_runner import (
     on_event,
 )
 from workflow_runner.engine import ingest_domain_events
-from workflow_runner.engine.tasks import TaskPorts, run_task
+from workflow_runner.engine.tasks import run_task
 from workflow_runner.errors import TransientStoreError
 from workflow_runner.flow.wake import wake_after_commit
 from workflow_runner.store import connect
-from workflow_runner.webhook_guard import WebhookGuard
 
 from . import backlog, sleep_workflow
 from .common import TENANT, fresh_database, summary
-from .harness import Pipeline, wait_until
+from .harness import Pipeline, task_ports, wait_until
 
 TENANTS = [f"7c1d2a3e-0000-4000-8000-0000000f{n:04d}" for n in range(4)]
 LIMIT = 5
@@ -147,7 +146,7 @@ def _open_tasks(store: Any) -> int:
 
 def _claimer(url: str, threads: int, start: Any, out: Any, budget_s: float) -> None:
     registry = flow_registry()
-    ports = TaskPorts(registry, mailer=None, http=None, guard=WebhookGuard([]))  # type: ignore[arg-type]
+    ports = task_ports(registry)
     done: list[int] = []
     transient: list[str] = []
 

@@ -37,9 +37,12 @@ from workflow_runner.engine.due_scan import due_scan
 from workflow_runner.engine.enqueue import SuspensionRef, enqueue_due
 from workflow_runner.engine.joins import count_settled_children
 from workflow_runner.engine.resume_batch import Hold, resume_batch
+from workflow_runner.engine.tasks import TaskPorts
+from workflow_runner.engine.worker import work
 from workflow_runner.errors import TransientStoreError
 from workflow_runner.ports import ResumeRequest
 from workflow_runner.store import Store, connect
+from workflow_runner.webhook_guard import WebhookGuard
 
 Job = Callable[[Store], None]
 
@@ -98,6 +101,7 @@ class PipelineStats:
     sent: int = 0
     retried: int = 0
     children_started: int = 0
+    task_attempts: int = 0
     errors: list[str] = field(default_factory=list)
 
     def count(self, outcome: str) -> None:
@@ -174,6 +178,12 @@ def commit_times(
     return [ended if at is None else by_instant.get(at, ended) for at in resumed_at]
 
 
+def task_ports(registry: WorkflowRegistry) -> TaskPorts:
+    """What the benchmarks' tasks reach: their functions only (no mailer, no HTTP; a
+    workload's tasks send nothing)."""
+    return TaskPorts(registry, mailer=None, http=None, guard=WebhookGuard([]))  # type: ignore[arg-type]
+
+
 class Pipeline:
     """The deployed pipeline in one process (see the module docstring).
 
@@ -196,6 +206,11 @@ class Pipeline:
             the batch and the wall time.
         resumes_first: free workers take waiting resumes before wakes and ingests.
         batches: the template's intake and resume batch sizes (SQS's 10 by default).
+        task_ports: with `task_workers`, what the tasks reach (their functions).
+        task_workers: StepDispatcher invocations at once, each a thread calling the
+            worker's engine operation (`engine.worker.work`: tasks, their runs' resumes
+            sent at once, children counted and started) again and again, nudged after
+            passes and ingests; 0: none.
     """
 
     def __init__(
@@ -218,6 +233,8 @@ class Pipeline:
         hold: float = 1.0,
         resumes_first: bool = False,
         batches: Batches = DEFAULT_BATCHES,
+        task_ports: TaskPorts | None = None,
+        task_workers: int = 0,
     ) -> None:
         self.url = url
         self.registry = registry
@@ -258,6 +275,14 @@ class Pipeline:
         if run_starter:
             # StepDispatcher's share of child runs: nudged after passes, one at a time.
             self._threads.append(threading.Thread(target=self._starter, name="start", daemon=True))
+        self.task_ports = task_ports
+        self._task_nudge = threading.Event()
+        if task_workers and task_ports is None:
+            raise ValueError("task_workers needs task_ports")
+        self._threads += [
+            threading.Thread(target=self._dispatcher, name=f"tasks-{i}", daemon=True)
+            for i in range(task_workers)
+        ]
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -278,6 +303,7 @@ class Pipeline:
         self._stop.set()
         self._nudge.set()
         self._start_nudge.set()
+        self._task_nudge.set()
         self.queue.stop()
         workers = [t for t in self._threads if t.name.startswith("worker-")]
         for _ in workers:
@@ -401,6 +427,7 @@ class Pipeline:
             self.stats.ingested += len(events)
         self._nudge.set()
         self._start_nudge.set()
+        self._task_nudge.set()
         if self.on_ingested is not None:
             for event, result in zip(events, results, strict=True):
                 self.on_ingested(event, result, started, finished)
@@ -471,6 +498,7 @@ class Pipeline:
 
     def nudge_dispatcher(self) -> None:
         self._start_nudge.set()
+        self._task_nudge.set()
 
     def _projector(self) -> None:
         store = connect(self.url)
@@ -517,6 +545,30 @@ class Pipeline:
                     self._nudge.set()
                 else:
                     self._start_nudge.wait(0.05)
+        finally:
+            store.close()
+
+    def _dispatcher(self) -> None:
+        assert self.task_ports is not None
+        store = connect(self.url)
+        try:
+            while not self._stop.is_set():
+                self._task_nudge.clear()
+                try:
+                    done = work(store, self.task_ports, self.queue, self.clock.now, lambda: 600.0)
+                except TransientStoreError:
+                    with self._lock:
+                        self.stats.retried += 1
+                    continue
+                except Exception as error:
+                    self._error(error)
+                    time.sleep(0.1)
+                    continue
+                with self._lock:
+                    self.stats.task_attempts += len(done.tasks)
+                    self.stats.children_started += done.children_started
+                if not done.tasks and not done.children_started and not done.children_counted:
+                    self._task_nudge.wait(0.05)
         finally:
             store.close()
 

@@ -54,3 +54,23 @@ def test_a_result_other_than_expected_is_refused() -> None:
         completion._expect("policy", measured, succeeded=11)
     with pytest.raises(RuntimeError, match="completion early"):
         completion._expect("early", measured, succeeded=lambda s: s >= 20)
+
+
+def test_a_parallel_of_tasks_runs_every_task_on_the_pipelines_task_workers(db_url: str) -> None:
+    plain = completion.measure_tasks(db_url, "tasks-plain", 30)
+
+    assert plain == {
+        "makespan_s": plain["makespan_s"],
+        "attempts": 30,
+        "succeeded": 30,
+        "failed": 0,
+        "completion": None,
+    }
+
+
+def test_min_successful_on_a_parallel_leaves_tasks_unrun(db_url: str) -> None:
+    early = completion.measure_tasks(db_url, "tasks-early", 60)
+
+    assert (early["completion"], early["succeeded"]) == ("min_successful_reached", 6)
+    # The two workers' attempts in flight at the stop finish unheard; no other runs.
+    assert 6 <= early["attempts"] <= 6 + completion.TASK_WORKERS

@@ -131,7 +131,33 @@ def test_the_completion_section_reports_each_map_and_says_it_has_no_targets() ->
     assert "0.986x the time of the same map without a policy (0.69 against 0.7 s)" in text
     assert "ended after 200 of 2,000 children had started" in text
     assert "No issue set targets" in text
+    assert "A parallel of tasks" not in text  # results from before it was measured
     assert completion_section(None) == []
+
+
+def test_the_completion_section_reports_the_parallel_of_tasks_when_measured() -> None:
+    results = _completion_results()
+    early = {"makespan_s": 0.1, "attempts": 21, "succeeded": 20, "failed": 0}
+    results["parallel_tasks"] = {
+        "tasks": 200,
+        "task_workers": 2,
+        "makespans_s": {"tasks-plain": [1.4, 1.36, 1.38], "tasks-policy": [1.41, 1.37, 1.4]},
+        "overhead_ratio": 1.007,
+        "early_stop": {
+            "min_successful": 20,
+            "early": {**early, "completion": "min_successful_reached"},
+        },
+        "early_stop_speedup": 13.6,
+        "early_stop_attempts": 21,
+    }
+
+    text = "\n".join(completion_section(results))
+
+    assert "runs `s.parallel` of 200 one-attempt tasks" in text
+    assert "| `Completion()` | 1.41, 1.37, 1.4 | 200 | all_completed |" in text
+    assert "| `Completion(min_successful=20)` | 0.1 | 21 | min_successful_reached |" in text
+    assert "the workers ran 21 of the 200 tasks" in text
+    assert "13.6x sooner" in text
 
 
 def _machine_results(**versions: str) -> dict[str, Any]:

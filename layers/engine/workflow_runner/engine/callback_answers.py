@@ -15,7 +15,11 @@ that version, so the append waits for it and then loses. So of two answers, or a
 answer and a heartbeat, or either and the timeout's resume, exactly one decides first
 and the other sees its outcome (or loses and writes nothing). No row lock is taken
 ahead of the append: a pass holds its version from its claim on and may close a row,
-so such a lock could wait for the pass while the pass waits for it.
+so such a lock could wait for the pass while the pass waits for it. The one lock taken
+ahead is the run's answers lock (`lock_answers`), which only answers and task outcomes
+take, first in their transactions and holding nothing else: answers and outcomes reach
+the run one after the other (a callback answered while a parallel's tasks end would
+otherwise keep losing its version to them), and no pass ever waits for it.
 
 An answer that is recorded is never lost: an answer to the wait the run stands at
 marks its pending row due in the same transaction (the pending projection marks it
@@ -30,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..errors import RunNotFound
+from ..errors import RunNotFound, TransientStoreError
 from ..store import CallbackRow, Store
 from ..stream import RUN_STREAM, Fact, RunState, StepWaitingForCallback
 from .callback_refusals import (
@@ -107,11 +111,14 @@ def append_answer(
     Raises:
         UnknownCallback: no callback has this token.
         CallbackRefused: see refuse_unless_open; CallbackNotWaiting also when the run
-            moved on, or when other writers kept winning the run's next version.
+            moved on.
+        TransientStoreError: other writers (passes, cancels) took the run's next
+            version on every try: nothing was decided, the caller may try again.
     """
     row = store.callbacks.get(token_hash)
     if row is None:
         raise UnknownCallback()
+    store.streams.lock_answers(row.tenant_id, row.run_id)
     for _ in range(_APPEND_TRIES):
         try:
             state = load_run_for_pass(store, row.tenant_id, row.run_id, tail=True).state
@@ -134,4 +141,7 @@ def append_answer(
             row.tenant_id, row.run_id, RUN_STREAM, state.version, [fact(appended)], now
         ):
             return appended
-    raise CallbackNotWaiting()
+    raise TransientStoreError(
+        f"callback of run {row.run_id}: other writers took the run's next version on every"
+        f" try ({_APPEND_TRIES}); nothing was recorded"
+    )

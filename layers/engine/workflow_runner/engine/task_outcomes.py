@@ -79,20 +79,20 @@ def _append(
     the current state; otherwise the version is taken, nothing is written, and the run
     is read again, as without it (`_APPEND_TRIES` reads).
 
-    The outcomes of one run queue on its lock (`lock_outcomes`) first: a parallel's
-    tasks ending at once on many workers would otherwise keep taking each other's next
-    version, and an outcome that lost every try was taken for a run that moved on, its
-    result dropped and the parallel left waiting for it. Under the lock only a writer
-    that is not an outcome (a cancel, a timeout's pass) can take the version, and that
-    one ends the wait; an outcome that still loses every try raises, writing nothing
-    (the attempt's lease then decides), never taking the run for moved on.
+    The outcomes of one run queue on its lock (`lock_answers`, with its callback
+    answers) first: a parallel's tasks ending at once on many workers would otherwise
+    keep taking each other's next version, and an outcome that lost every try was
+    taken for a run that moved on, its result dropped and the parallel left waiting for
+    it. Under the lock only a pass, a cancel or an operator can take the version, and
+    each of those ends the wait; an outcome that still loses every try raises, writing
+    nothing (the attempt's lease then decides), never taking the run for moved on.
 
     Raises:
         TransientStoreError: other writers took the run's next version on every try
             (`known`, then `_APPEND_TRIES` reads) while the run still waited for this
             task.
     """
-    store.tasks.lock_outcomes(task.tenant_id, task.run_id)
+    store.streams.lock_answers(task.tenant_id, task.run_id)
     guesses: list[RunState | None] = [known] if known is not None else []
     for state in [*guesses, *[None] * _APPEND_TRIES]:
         if state is None:

@@ -415,6 +415,15 @@ SELECT set_config('workflow_runner.plan_cache_mode_before',
 SELECT set_config('plan_cache_mode',
                   current_setting('workflow_runner.plan_cache_mode_before'), true);
 
+-- name: lock_run_answers
+-- Serialize what reaches one run from outside its passes: task outcomes and callback
+-- answers (a parallel's tasks ending at once, a callback answered meanwhile). Each
+-- reads the run after the one before it committed, so none loses the run's next
+-- version to another. Only those writers take it, first in their transaction, holding
+-- nothing else (engine/task_outcomes.py, engine/callback_answers.py).
+SELECT pg_advisory_xact_lock(
+    hashtextextended(%(tenant_id)s || ':' || %(run_id)s || ':answers', 19));
+
 -- name: lock_event_type
 -- Serialise wakeups and pending-row creation for one tenant and awaited type, so an
 -- awaited event and a new waiting row can never miss each other (see operations).

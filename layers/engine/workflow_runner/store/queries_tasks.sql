@@ -52,14 +52,6 @@ SET status = %(status)s, leased_until = NULL, request = NULL, scope = '{}'::json
 WHERE tenant_id = %(tenant_id)s AND task_id = %(task_id)s
   AND status IN ('pending', 'running');
 
--- name: lock_run_outcomes
--- Serialize the task outcomes of one run (a parallel's tasks ending at once): each
--- reads the run after the outcome before it committed, so no outcome loses the run's
--- next version to another outcome. Only outcome writers take it, first in their
--- transaction, holding nothing else (see engine/task_outcomes.py).
-SELECT pg_advisory_xact_lock(
-    hashtextextended(%(tenant_id)s || ':' || %(run_id)s || ':task-outcomes', 19));
-
 -- name: release_task
 -- Give a claimed row back unstarted, its attempt not counted, due at %(next_attempt_at)s
 -- (an at-most-once task whose claim found the previous attempt interrupted: the next

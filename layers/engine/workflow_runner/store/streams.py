@@ -313,6 +313,12 @@ class StreamStore:
 
         return closed_joins
 
+    def lock_answers(self, tenant_id: str, run_id: str) -> None:
+        """Wait for the task outcomes and callback answers of this run that other
+        transactions are recording, and keep the next ones waiting until this
+        transaction ends (call first in the transaction, holding nothing else)."""
+        self._sql.run("lock_run_answers", {"tenant_id": tenant_id, "run_id": run_id})
+
     def load(self, tenant_id: str, stream_id: str) -> list[StoredEvent]:
         """Every event of a stream, oldest first (empty when it does not exist)."""
         rows = self._sql.all("load_stream", {"tenant_id": tenant_id, "stream_id": stream_id})

@@ -150,12 +150,6 @@ class TaskStore:
             },
         )
 
-    def lock_outcomes(self, tenant_id: str, run_id: str) -> None:
-        """Wait for the task outcomes of this run that other transactions are recording,
-        and keep the next ones waiting until this transaction ends (call first in the
-        transaction)."""
-        self._sql.run("lock_run_outcomes", {"tenant_id": tenant_id, "run_id": run_id})
-
     def release(self, task: ClaimedTask, due_at: datetime, error: str | None = None) -> None:
         """Give a claimed row back unstarted (its attempt not counted), due at `due_at`
         (only while this claim holds the row); `error`: the last one, if it changed."""

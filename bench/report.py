@@ -556,10 +556,9 @@ def _consecutive_runs(results: dict[str, Any]) -> list[str]:
     earlier = results.get("earlier_full_runs") or []
     if results.get("mode") != "full" or not earlier:
         return []
-    runs = [
-        *reversed(earlier),
-        headline(results),
-    ]
+    # A workload run alone since (`bench.run --only`) changed the results, not the run.
+    kept = results.get("full_run_headline")
+    runs = [*reversed(earlier), kept or headline(results)]
     header = [
         "results.json key",
         *[f"run {i + 1}" for i in range(len(runs))],
@@ -589,6 +588,11 @@ def _consecutive_runs(results: dict[str, Any]) -> list[str]:
         order += " this run."
     else:
         order = f"One after the other (started {started}; trees {trees}); the last is this run."
+    if kept:
+        order += (
+            " Its figures are the full run's: the workloads run alone since then (their"
+            " sections say when) are not in this table."
+        )
     return [
         "",
         f"### The last {len(runs)} full runs",

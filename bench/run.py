@@ -44,7 +44,7 @@ from .harness import BURST_BATCHES, LARGEST_BATCHES
 from .peer_figures import WorkerSettings, best_setting, throughput_ratio
 from .report import write_plot, write_report
 from .report_format import meets
-from .report_history import latest_full_runs, record_full_run
+from .report_history import headline, latest_full_runs, record_full_run
 from .run_peers import (
     absurd_figures,
     absurd_sleep,
@@ -485,6 +485,9 @@ def only(sizes: Sizes, workload: str) -> None:
     """Run one workload and merge it into bench/results.json (the rest is kept as the
     last full run left it; the report says which workloads ran when)."""
     results: dict[str, Any] = json.loads(RESULTS.read_text())
+    if results.get("mode") == "full":
+        # The full run's own figures, for the table of consecutive full runs.
+        results.setdefault("full_run_headline", headline(results))
     server, admin_url = start_embedded_postgres(fast=False)
     try:
         if workload in ("absurd", "event_wait", "fan_out_peers"):

@@ -206,3 +206,16 @@ def test_the_runtime_is_read_from_the_templates_globals(tmp_path: Path) -> None:
     template.write_text("Globals:\n  Function:\n    Runtime: python3.12\nResources: {}\n")
     assert functions_runtime(template) == "python3.12, x86_64"  # Lambda's default
     assert functions_runtime().startswith("python3.")  # the project's own template
+
+
+def test_a_workload_run_alone_after_the_full_run_leaves_the_full_runs_figures() -> None:
+    """`bench.run --only` updates the results with a workload run on its own; the table
+    of consecutive full runs still shows what the full run measured."""
+    first, second = _run("t1", "abc1234", 9.0), _run("t2", "abc1234", 8.0)
+    second["full_run_headline"] = headline(second)
+    second["targets"]["wakeup.p99_ms"]["value"] = 12.0  # measured alone afterwards
+
+    text = _text([first, second])
+
+    assert "| wakeup.p99_ms | 9 | 8 | <= 15.0 | 2 of 2 |" in text
+    assert "the workloads run alone since then" in text

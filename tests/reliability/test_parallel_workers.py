@@ -13,13 +13,15 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from workflow_runner import define_workflow, on_event, run_id_for
+from workflow_runner import RetryPolicy, define_workflow, on_event, run_id_for
 from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.definition.dsl import WorkflowDefinition
+from workflow_runner.engine.tasks import TaskPorts, run_task
 from workflow_runner.errors import TransientStoreError
 from workflow_runner.store import connect
+from workflow_runner.webhook_guard import WebhookGuard
 
 from tests.reliability.harness import TENANT_A, TENANT_B, check_invariants, record
 from tests.support import event
@@ -206,3 +208,79 @@ def test_threads_and_processes_resume_each_suspension_exactly_once(db_url: str) 
 @pytest.mark.soak
 def test_thousands_of_runs_under_many_workers(db_url: str) -> None:
     _run(db_url, runs=1500, threads=4, processes=max(2, (os.cpu_count() or 2)), seconds=40.0)
+
+
+PARALLEL_TASKS = 120
+
+
+def _wide_parallel() -> WorkflowDefinition:
+    return define_workflow(
+        name="wide",
+        trigger=on_event("wide.started"),
+        idempotency_key=lambda e: e.payload["k"],
+        register=False,
+        steps=lambda s: [
+            s.parallel(
+                *[
+                    s.task(f"t{i}", lambda ctx, i=i: {"i": i}, retry=RetryPolicy(max_attempts=1))
+                    for i in range(PARALLEL_TASKS)
+                ],
+                result_key="all",
+            ),
+            s.return_(lambda ctx: {"n": len(ctx.steps["all"])}),
+        ],
+    )
+
+
+def test_a_wide_parallel_finished_by_many_task_workers_at_once_records_every_outcome(
+    db_url: str,
+) -> None:
+    """One run's parallel of 120 tasks, run by four task workers at once: their
+    outcomes keep landing on the same stream, and every one is recorded (an outcome
+    that lost its version to the others six times used to be dropped, its task row
+    cancelled, and the run left waiting for it)."""
+    registry = WorkflowRegistry()
+    registry.register(_wide_parallel())
+    store = connect(db_url)
+    [started] = ops.ingest_domain_event(
+        store, event("wide.started", {"k": "w1"}, TENANT_A), NOW, registry
+    ).started
+    ports = TaskPorts(registry, mailer=None, http=None, guard=WebhookGuard([]))  # type: ignore[arg-type]
+    outcomes: list[str] = []
+    errors: list[BaseException] = []
+
+    def task_worker(seed: int) -> None:
+        mine = connect(db_url)
+        rng = random.Random(seed)
+        try:
+            while True:
+                try:
+                    attempt = run_task(mine, ports, lambda: NOW, lambda: 60.0, rng)
+                except TransientStoreError:
+                    continue
+                if attempt is None:
+                    return
+                outcomes.append(attempt.outcome)
+        except BaseException as error:  # reported by the test
+            errors.append(error)
+        finally:
+            mine.close()
+
+    workers = [threading.Thread(target=task_worker, args=(i,)) for i in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    try:
+        assert not errors, errors
+        assert sorted(set(outcomes)) == ["completed"] and len(outcomes) == PARALLEL_TASKS
+        rows = store.conn.execute(
+            "SELECT status, count(*) AS n FROM task_queue GROUP BY status"
+        ).fetchall()
+        assert {r["status"]: r["n"] for r in rows} == {"completed": PARALLEL_TASKS}
+        result = ops.resume_run(store, TENANT_A, started.run_id, 0, NOW, registry=registry)
+        assert result.outcome == "completed"
+        assert check_invariants(store, registry) == []
+        record(runs_driven=1, concurrent_workers=4)
+    finally:
+        store.close()

@@ -158,7 +158,8 @@ def _parallel_tasks(par: dict[str, Any] | None) -> list[str]:
         "lost: with four task workers, 7 of a parallel's 200 outcomes each lost the run's "
         "next version to other outcomes six times running, were taken for a run that had "
         "moved on and dropped, and the parallel waited forever; since 02b9610 the "
-        "outcomes of one run queue on a lock of the run (engine/task_outcomes.py).",
+        "outcomes of one run queue on a lock of the run (engine/task_outcomes.py), and "
+        "since a28f5e7 its callback answers with them.",
         "",
     ]
 

@@ -83,9 +83,10 @@ def _append(
     answers) first: a parallel's tasks ending at once on many workers would otherwise
     keep taking each other's next version, and an outcome that lost every try was
     taken for a run that moved on, its result dropped and the parallel left waiting for
-    it. Under the lock only a pass, a cancel or an operator can take the version, and
-    each of those ends the wait; an outcome that still loses every try raises, writing
-    nothing (the attempt's lease then decides), never taking the run for moved on.
+    it. Under the lock only a pass, a cancel or an operator can take the version, rare
+    while the run waits for its tasks; an outcome that still loses every try raises,
+    writing nothing (the attempt's lease then decides), never taking the run for moved
+    on.
 
     Raises:
         TransientStoreError: other writers took the run's next version on every try

@@ -500,77 +500,70 @@ class Pipeline:
         self._start_nudge.set()
         self._task_nudge.set()
 
-    def _projector(self) -> None:
+    def _serve(
+        self,
+        nudge: threading.Event,
+        step: Callable[[Store], bool],
+        pace: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Run `step` again and again on a connection of its own until the pipeline
+        stops (each round after `pace`): it says whether it did work; when it did none
+        the thread waits for `nudge`, 50 ms at most. A transient failure is tried again
+        at once; any other is recorded and tried again after 0.1 s."""
         store = connect(self.url)
-        pacer = CatchUpPacer()  # as PendingProjection's warm container
         try:
             while not self._stop.is_set():
-                pacer.wait()
-                self._nudge.clear()
+                pace()
+                nudge.clear()
                 try:
-                    result = project_pending(
-                        store, self.clock.now(), horizon_seconds=self.due_soon_horizon
-                    )
+                    busy = step(store)
                 except TransientStoreError:
                     continue
                 except Exception as error:
                     self._error(error)
                     time.sleep(0.1)
                     continue
-                with self._lock:
-                    self.stats.projected += result.applied
-                self._send_due(store, [*result.woken, *result.due_soon])
-                if result.applied == 0:
-                    self._nudge.wait(0.05)
+                if not busy:
+                    nudge.wait(0.05)
         finally:
             store.close()
 
+    def _projector(self) -> None:
+        def project(store: Store) -> bool:
+            result = project_pending(store, self.clock.now(), horizon_seconds=self.due_soon_horizon)
+            with self._lock:
+                self.stats.projected += result.applied
+            self._send_due(store, [*result.woken, *result.due_soon])
+            return result.applied > 0
+
+        # Paced as PendingProjection's warm container.
+        self._serve(self._nudge, project, CatchUpPacer().wait)
+
     def _starter(self) -> None:
-        store = connect(self.url)
-        try:
-            while not self._stop.is_set():
-                self._start_nudge.clear()
-                try:
-                    counted = count_settled_children(store, self.clock.now())
-                    started = start_children(store, self.registry, self.clock.now())
-                except TransientStoreError:
-                    continue
-                except Exception as error:
-                    self._error(error)
-                    time.sleep(0.1)
-                    continue
-                with self._lock:
-                    self.stats.children_started += started.started
-                if started.started or counted:
-                    self._nudge.set()
-                else:
-                    self._start_nudge.wait(0.05)
-        finally:
-            store.close()
+        def start(store: Store) -> bool:
+            counted = count_settled_children(store, self.clock.now())
+            started = start_children(store, self.registry, self.clock.now())
+            with self._lock:
+                self.stats.children_started += started.started
+            if started.started or counted:
+                self._nudge.set()
+                return True
+            return False
+
+        self._serve(self._start_nudge, start)
 
     def _dispatcher(self) -> None:
         assert self.task_ports is not None
-        store = connect(self.url)
-        try:
-            while not self._stop.is_set():
-                self._task_nudge.clear()
-                try:
-                    done = work(store, self.task_ports, self.queue, self.clock.now, lambda: 600.0)
-                except TransientStoreError:
-                    with self._lock:
-                        self.stats.retried += 1
-                    continue
-                except Exception as error:
-                    self._error(error)
-                    time.sleep(0.1)
-                    continue
-                with self._lock:
-                    self.stats.task_attempts += len(done.tasks)
-                    self.stats.children_started += done.children_started
-                if not done.tasks and not done.children_started and not done.children_counted:
-                    self._task_nudge.wait(0.05)
-        finally:
-            store.close()
+        ports = self.task_ports
+
+        def run(store: Store) -> bool:
+            done = work(store, ports, self.queue, self.clock.now, lambda: 600.0)
+            with self._lock:
+                self.stats.task_attempts += len(done.tasks)
+                self.stats.children_started += done.children_started
+            return bool(done.tasks or done.children_started or done.children_counted)
+
+        self._serve(self._task_nudge, run)
 
     def _scanner(self) -> None:
         store = connect(self.url)

@@ -120,19 +120,13 @@ def _answer(i: int) -> Callable[[Any], dict[str, int]]:
 
 
 def _task_parent(name: str, tasks: int, completion: Completion | None) -> Any:
-    return define_workflow(
-        name=f"bench-completion-{name}",
-        trigger=on_event(f"bench.completion.{name}"),
-        idempotency_key=Event.payload["id"],
-        steps=lambda s: [
-            s.parallel(
-                *[s.task(f"t{i}", _answer(i), retry=ONCE) for i in range(tasks)],
-                result_key="all",
-                completion=completion,
-            ),
-            s.return_(_summary),
-        ],
-        register=False,
+    return _summing_parent(
+        name,
+        lambda s: s.parallel(
+            *[s.task(f"t{i}", _answer(i), retry=ONCE) for i in range(tasks)],
+            result_key="all",
+            completion=completion,
+        ),
     )
 
 
@@ -143,21 +137,27 @@ def _parent(name: str, completion: Completion | None, catch: bool, concurrency: 
             {"i": i, "fail": bool(every) and i % every == 0} for i in range(ctx.event.payload["n"])
         ]
 
+    return _summing_parent(
+        name,
+        lambda s: s.map(
+            items,
+            workflow=CHILD,
+            concurrency=concurrency,
+            result_key="all",
+            catch=catch,
+            completion=completion,
+        ),
+    )
+
+
+def _summing_parent(name: str, step: Callable[[Any], Any]) -> Any:
+    """Parent `name` (one run per event id): `step`, which stores its batch under `all`,
+    then the batch's counts (`_summary`)."""
     return define_workflow(
         name=f"bench-completion-{name}",
         trigger=on_event(f"bench.completion.{name}"),
         idempotency_key=Event.payload["id"],
-        steps=lambda s: [
-            s.map(
-                items,
-                workflow=CHILD,
-                concurrency=concurrency,
-                result_key="all",
-                catch=catch,
-                completion=completion,
-            ),
-            s.return_(_summary),
-        ],
+        steps=lambda s: [step(s), s.return_(_summary)],
         register=False,
     )
 

@@ -24,7 +24,9 @@ from typing import Any
 from workflow_runner import DomainEvent
 from workflow_runner import engine as ops
 from workflow_runner.definition import WorkflowRegistry
+from workflow_runner.engine.tasks import TaskPorts
 from workflow_runner.store import Store
+from workflow_runner.webhook_guard import WebhookGuard
 
 TENANT_A = "11111111-1111-4111-8111-111111111111"
 TENANT_B = "22222222-2222-4222-8222-222222222222"
@@ -145,6 +147,11 @@ def trigger(
     result = ops.ingest_domain_event(store, event(type, payload, tenant, event_id), now, registry)
     ops.project_pending(store, now)
     return result
+
+
+def task_ports(registry: WorkflowRegistry) -> TaskPorts:
+    """What the tasks of `registry` reach when they only compute: no mailer, no HTTP."""
+    return TaskPorts(registry, mailer=None, http=None, guard=WebhookGuard([]))  # type: ignore[arg-type]
 
 
 def stream_types(store: Store, run_id: str, tenant: str = TENANT_A) -> list[str]:

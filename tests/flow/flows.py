@@ -32,9 +32,8 @@ from workflow_runner.engine.tasks import TaskAttemptResult, TaskPorts, run_task
 from workflow_runner.flow.tasks import claim_within_limits
 from workflow_runner.flow.wake import wake_after_commit
 from workflow_runner.store import ClaimedTask, Store
-from workflow_runner.webhook_guard import WebhookGuard
 
-from tests.support import TENANT_A
+from tests.support import TENANT_A, task_ports
 
 T0 = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
 
@@ -221,7 +220,7 @@ def status(store: Store, run_id: str, tenant: str = TENANT_A) -> str:
 
 
 def ports() -> TaskPorts:
-    return TaskPorts(REGISTRY, mailer=None, http=None, guard=WebhookGuard([]))  # type: ignore[arg-type]
+    return task_ports(REGISTRY)
 
 
 def run_one_task(store: Store, now: datetime) -> TaskAttemptResult | None:

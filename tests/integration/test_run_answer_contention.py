@@ -37,11 +37,10 @@ from workflow_runner.engine.ingest import ingest_domain_event
 from workflow_runner.engine.passes import load_run_for_pass
 from workflow_runner.engine.resume import resume_run
 from workflow_runner.engine.task_outcomes import record_success
-from workflow_runner.engine.tasks import TaskPorts, run_task
+from workflow_runner.engine.tasks import run_task
 from workflow_runner.store import ClaimedTask, Store, connect
-from workflow_runner.webhook_guard import WebhookGuard
 
-from tests.support import TENANT_A
+from tests.support import TENANT_A, task_ports
 
 T0 = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
 DONE = T0 + timedelta(seconds=5)
@@ -54,46 +53,35 @@ def _hand_out_token(ctx: Any) -> dict[str, str]:
     return {}
 
 
+def _quotes(s: Any, fn: Any) -> Any:
+    """A parallel of TASKS one-attempt tasks `t0`.. running `fn`, stored under `all`."""
+    once = RetryPolicy(max_attempts=1)
+    return s.parallel(*[s.task(f"t{i}", fn, retry=once) for i in range(TASKS)], result_key="all")
+
+
 def _registry() -> WorkflowRegistry:
     registry = WorkflowRegistry()
-    registry.register(
-        define_workflow(
-            name="quotes-8",
-            trigger=on_event("quotes-8.go"),
-            idempotency_key=Event.payload["id"],
-            steps=lambda s: [
-                s.parallel(
-                    *[
-                        s.task(f"t{i}", lambda ctx: {}, retry=RetryPolicy(max_attempts=1))
-                        for i in range(TASKS)
-                    ],
-                    result_key="all",
-                ),
-                s.return_(Steps["all"]),
-            ],
-            register=False,
-        )
-    )
-    registry.register(
-        define_workflow(
-            name="quotes-approved",
-            trigger=on_event("quotes-approved.go"),
-            idempotency_key=Event.payload["id"],
-            steps=lambda s: [
+    for name, steps in (
+        ("quotes-8", lambda s: [_quotes(s, lambda ctx: {}), s.return_(Steps["all"])]),
+        (
+            "quotes-approved",
+            lambda s: [
                 s.create_callback("approval"),
-                s.parallel(
-                    *[
-                        s.task(f"t{i}", _hand_out_token, retry=RetryPolicy(max_attempts=1))
-                        for i in range(TASKS)
-                    ],
-                    result_key="all",
-                ),
+                _quotes(s, _hand_out_token),
                 s.await_callback("approval", result_key="approved"),
                 s.return_(Steps["approved"]),
             ],
-            register=False,
+        ),
+    ):
+        registry.register(
+            define_workflow(
+                name=name,
+                trigger=on_event(f"{name}.go"),
+                idempotency_key=Event.payload["id"],
+                steps=steps,
+                register=False,
+            )
         )
-    )
     return registry
 
 
@@ -230,7 +218,7 @@ def test_a_callback_answered_while_a_parallels_outcomes_land_is_kept_not_refused
     refused as not waiting; it is kept for the await."""
     TOKENS.clear()
     run_id = _start(store, "quotes-approved")
-    ports = TaskPorts(REGISTRY, mailer=None, http=None, guard=WebhookGuard([]))  # type: ignore[arg-type]
+    ports = task_ports(REGISTRY)
     first = run_task(store, ports, lambda: T0, lambda: 60.0)
     assert first is not None and first.outcome == "completed"  # it handed the token out
     [token] = TOKENS

@@ -18,13 +18,12 @@ from workflow_runner import engine as ops
 from workflow_runner import stream as ev
 from workflow_runner.definition import WorkflowRegistry
 from workflow_runner.definition.dsl import WorkflowDefinition
-from workflow_runner.engine.tasks import TaskPorts, run_task
+from workflow_runner.engine.tasks import run_task
 from workflow_runner.errors import TransientStoreError
 from workflow_runner.store import connect
-from workflow_runner.webhook_guard import WebhookGuard
 
 from tests.reliability.harness import TENANT_A, TENANT_B, check_invariants, record
-from tests.support import event
+from tests.support import event, task_ports
 
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 LATER = NOW + timedelta(minutes=10)
@@ -245,7 +244,7 @@ def test_a_wide_parallel_finished_by_many_task_workers_at_once_records_every_out
     [started] = ops.ingest_domain_event(
         store, event("wide.started", {"k": "w1"}, TENANT_A), NOW, registry
     ).started
-    ports = TaskPorts(registry, mailer=None, http=None, guard=WebhookGuard([]))  # type: ignore[arg-type]
+    ports = task_ports(registry)
     outcomes: list[str] = []
     errors: list[BaseException] = []
 
